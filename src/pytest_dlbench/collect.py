@@ -1,0 +1,176 @@
+"""Collection nodes: a suite file and its benchmark items (pytest layer, kept thin)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .errors import DlbenchError
+from .runner import Outcome, execute, run_child, stream_path
+from .suite import BenchSpec, ResolvedSuite
+
+if TYPE_CHECKING:
+    from .session import BenchSession
+
+__all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure", "item_name"]
+
+
+def item_name(spec: BenchSpec, device: int, repeat: int | None) -> str:
+    params = f"D{device}" + (f"-R{repeat}" if repeat is not None else "")
+    return f"{spec.name}[{params}]"
+
+
+class BenchFailure(Exception):
+    """A benchmark run that did not end with status ``ok``: reported in one line."""
+
+    def __init__(self, outcome: Outcome, *, log: Path | None = None, tail: str = "") -> None:
+        self.outcome = outcome
+        self.log = log
+        self.tail = tail
+        super().__init__(outcome.reason)
+
+
+class SuiteFile(pytest.File):
+    """A suite YAML file; its children are one item per (benchmark, device slot, repeat)."""
+
+    def __init__(self, *, suite: ResolvedSuite, session_plugin: BenchSession, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.session_plugin = session_plugin
+
+    def collect(self):
+        options = self.session_plugin.options
+        inline = options.isolation == "inline" or options.child_stream is not None
+        repeats: list[int | None] = (
+            [None] if options.repeat == 1 else list(range(options.repeat))
+        )
+        for spec in self.suite.specs:
+            for device in self.session_plugin.device_slots(spec):
+                for repeat in repeats:
+                    name = item_name(spec, device, repeat)
+                    if inline and spec.enabled:
+                        yield BenchFunction.create(self, name, spec, device, repeat)
+                    else:
+                        yield BenchItem.from_parent(
+                            self, name=name, spec=spec, device=device, repeat=repeat
+                        )
+
+
+class _BenchNode:
+    """What both item kinds share: identity, markers, location."""
+
+    spec: BenchSpec
+    device: int
+    repeat: int | None
+
+    def _init_bench(self, spec: BenchSpec, device: int, repeat: int | None) -> None:
+        self.spec = spec
+        self.device = device
+        self.repeat = repeat
+        for tag in spec.tags:
+            self.add_marker(tag)  # type: ignore[attr-defined]
+        if spec.group:
+            self.extra_keyword_matches.add(spec.group)  # type: ignore[attr-defined]
+
+    @property
+    def plugin(self) -> BenchSession:
+        return self.parent.session_plugin  # type: ignore[attr-defined]
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.spec.name} ({self.spec.definition})"  # type: ignore
+
+    def stream_path(self) -> Path:
+        return stream_path(self.plugin.run_dir(), self.spec.name, self.device, self.repeat)
+
+    def repr_failure(self, excinfo, style=None):  # type: ignore[override]
+        if isinstance(excinfo.value, BenchFailure):
+            failure = excinfo.value
+            lines = [f"{self.spec.name}: {failure.outcome.status}: {failure.outcome.reason}"]
+            if failure.tail:
+                lines += ["", "last lines of the benchmark's output:", failure.tail]
+            if failure.log is not None:
+                lines += ["", f"full output: {failure.log}"]
+            return "\n".join(lines)
+        if isinstance(excinfo.value, DlbenchError):
+            return f"{self.spec.name}: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)  # type: ignore[misc]
+
+
+class BenchItem(_BenchNode, pytest.Item):
+    """Runs its benchmark in a child pytest process (``--bench-isolation=process``)."""
+
+    def __init__(self, *, spec: BenchSpec, device: int, repeat: int | None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._init_bench(spec, device, repeat)
+
+    def runtest(self) -> None:
+        stream = self.stream_path()
+        log = stream.with_suffix(".log")
+        cmd = self.plugin.child_command(self, stream)
+        env = {**os.environ, **self.plugin.child_env(self)}
+        outcome = run_child(
+            cmd, stream=stream, log=log, timeout=self.spec.max_duration,
+            cwd=self.config.rootpath, env=env,
+        )
+        self.user_properties.append(("dlbench_stream", str(stream)))
+        self.user_properties.append(("dlbench_status", outcome.status))
+        if not outcome.ok:
+            raise BenchFailure(outcome, log=log, tail=_tail(log))
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class BenchFunction(_BenchNode, pytest.Function):
+    """Calls the benchmark function in this process with its fixtures, like a test function.
+
+    Used in the child process of ``BenchItem`` and with ``--bench-isolation=inline``. The run's
+    stream is opened before fixtures are set up, so a failing fixture is recorded too.
+    """
+
+    @classmethod
+    def create(
+        cls, parent: SuiteFile, name: str, spec: BenchSpec, device: int, repeat: int | None
+    ) -> BenchFunction:
+        from .definition import load_definition
+
+        func = load_definition(spec.definition or "", bench=spec.name)
+        item = cls.from_parent(parent, name=name, callobj=func)
+        item._init_bench(spec, device, repeat)
+        return item
+
+    def setup(self) -> None:
+        self.run = self.plugin.start_run(self)
+        outcome, exc = execute(super().setup, self.run.stream, final=False)
+        if exc is not None:
+            self._fail(outcome, exc)
+
+    def runtest(self) -> None:
+        def call() -> None:
+            super(BenchFunction, self).runtest()
+            self.run.finish_bench()  # reads the last window: a NaN there fails this run
+
+        outcome, exc = execute(call, self.run.stream)
+        self.run.outcome = outcome
+        if exc is not None:
+            self._fail(outcome, exc)
+
+    def _fail(self, outcome: Outcome, exc: BaseException) -> None:
+        self.user_properties.append(("dlbench_status", outcome.status))
+        if outcome.status == "fail" and not isinstance(exc, DlbenchError):
+            raise exc  # a plain error: pytest's own traceback is the most useful report
+        raise BenchFailure(outcome) from exc
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            self.run.close()

@@ -1,0 +1,58 @@
+"""One run of one benchmark: its stream, rendered arguments and ``Bench`` object."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .runner import Outcome, machine_meta
+from .stream import StreamWriter
+from .suite import BenchSpec
+
+__all__ = ["RunContext"]
+
+
+@dataclass
+class RunContext:
+    spec: BenchSpec
+    device_index: int
+    repeat: int | None
+    path: Path
+    stream: StreamWriter
+    args: list[str]
+    data_dir: Path
+    run_name: str
+    bench: Any = None
+    outcome: Outcome | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def make_bench(self, device: Any) -> Any:
+        """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
+        from .bench import Bench
+
+        self.stream.write("meta", **machine_meta(device))
+        self.bench = Bench(
+            name=self.spec.name,
+            args=list(self.args),
+            device=device,
+            stream=self.stream,
+            skip=self.spec.skip,
+            stop=self.spec.stop,
+            data_dir=self.data_dir,
+            units=self.spec.units or "items/s",
+        )
+        return self.bench
+
+    def finish_bench(self) -> None:
+        if self.bench is not None:
+            self.bench.close()
+
+    def close(self) -> None:
+        if self.bench is not None:
+            # Already closed on the normal path; after a failure the last window may not be
+            # readable (that is why the run failed), and the end record is already written.
+            with contextlib.suppress(Exception):
+                self.bench.close()
+        self.stream.close()

@@ -1,0 +1,221 @@
+"""Synthetic datasets for the workloads, deterministic by seed.
+
+torch, torchvision and PIL are imported inside the functions: importing this module stays cheap
+(a suite can be resolved, a report read, without torch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.data import TensorDataset
+
+__all__ = [
+    "MARKER",
+    "forever",
+    "image_text_pairs",
+    "jpeg_folder",
+    "synthetic_images",
+    "token_sequences",
+]
+
+T = TypeVar("T")
+
+#: Written last into a finished JPEG folder; its content records the parameters it was built with.
+MARKER = ".dlbench-complete"
+
+_JPEG_FORMAT = 1  # bump when the on-disk layout or the image generator changes
+
+
+def _generator(seed: int) -> torch.Generator:
+    import torch
+
+    # A private CPU generator: the datasets do not depend on (or disturb) the global RNG state.
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def synthetic_images(
+    n: int = 256,
+    image_size: int = 224,
+    num_classes: int = 1000,
+    seed: int = 0,
+    channels: int = 3,
+) -> TensorDataset:
+    """`n` normalised float32 images (C, H, W) with int64 labels, held in memory; no I/O.
+
+    The pixels are standard-normal, i.e. already what `Normalize` would produce from real images.
+    """
+    import torch
+    from torch.utils.data import TensorDataset
+
+    g = _generator(seed)
+    images = torch.randn(n, channels, image_size, image_size, generator=g)
+    labels = torch.randint(0, num_classes, (n,), generator=g, dtype=torch.int64)
+    return TensorDataset(images, labels)
+
+
+def image_text_pairs(
+    n: int = 256,
+    image_size: int = 224,
+    context_length: int = 77,
+    vocab_size: int = 49408,
+    seed: int = 0,
+) -> TensorDataset:
+    """`n` (image, token_ids) pairs for CLIP-style training, held in memory.
+
+    Token rows look like a CLIP tokenizer's output: start token (`vocab_size - 2`), a random
+    number of word tokens, end token (`vocab_size - 1`), zero padding. The end token is the largest
+    id because CLIP text towers find it with `argmax`.
+    """
+    import torch
+    from torch.utils.data import TensorDataset
+
+    if context_length < 2:
+        raise ValueError(f"context_length must be at least 2, got {context_length}")
+    if vocab_size < 4:
+        raise ValueError(f"vocab_size must be at least 4, got {vocab_size}")
+    g = _generator(seed)
+    images = torch.randn(n, 3, image_size, image_size, generator=g)
+    sot, eot = vocab_size - 2, vocab_size - 1
+    tokens = torch.zeros(n, context_length, dtype=torch.int64)
+    # Number of word tokens per caption, between 1 and context_length - 2.
+    lengths = torch.randint(1, max(context_length - 1, 2), (n,), generator=g)
+    words = torch.randint(1, sot, (n, context_length), generator=g, dtype=torch.int64)
+    positions = torch.arange(context_length).expand(n, -1)
+    body = (positions >= 1) & (positions <= lengths[:, None])
+    tokens[body] = words[body]
+    tokens[:, 0] = sot
+    tokens[torch.arange(n), lengths + 1] = eot
+    return TensorDataset(images, tokens)
+
+
+def token_sequences(
+    n: int = 256,
+    seq_len: int = 128,
+    vocab_size: int = 32000,
+    seed: int = 0,
+) -> TensorDataset:
+    """`n` (inputs, targets) pairs of int64 token sequences of length `seq_len`.
+
+    Both come from one random sequence of `seq_len + 1` tokens: targets are the inputs shifted by
+    one position, as in next-token prediction.
+    """
+    import torch
+    from torch.utils.data import TensorDataset
+
+    g = _generator(seed)
+    tokens = torch.randint(0, vocab_size, (n, seq_len + 1), generator=g, dtype=torch.int64)
+    return TensorDataset(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())
+
+
+def jpeg_folder(
+    root: str | os.PathLike[str],
+    n: int = 256,
+    image_size: int = 224,
+    num_classes: int = 10,
+    seed: int = 0,
+) -> Path:
+    """An ImageFolder tree of `n` real JPEG files (`root/class_xxx/img_yyyy.jpg`), built once.
+
+    Image `i` goes to class `i % num_classes` (fewer class folders when `n < num_classes`).
+
+    A folder is reused when its marker file records the same parameters; otherwise (missing
+    marker: a run killed half-way, or other parameters) it is rebuilt. Building happens in a
+    private temporary folder next to `root` that is renamed into place, so two processes that
+    build at once never see each other's partial files: the first rename wins and the loser's
+    copy is discarded.
+    """
+    root = Path(root)
+    params = {
+        "format": _JPEG_FORMAT,
+        "n": n,
+        "image_size": image_size,
+        "num_classes": num_classes,
+        "seed": seed,
+    }
+    if _marker_matches(root, params):
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = root.parent / f".{root.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_jpegs(tmp, n=n, image_size=image_size, num_classes=num_classes, seed=seed)
+        # The marker goes last: its presence means every image before it was written.
+        (tmp / MARKER).write_text(json.dumps(params, sort_keys=True))
+        _install(tmp, root, params)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def _marker_matches(root: Path, params: dict[str, Any]) -> bool:
+    try:
+        return json.loads((root / MARKER).read_text()) == params
+    except (OSError, ValueError):
+        return False
+
+
+def _install(tmp: Path, root: Path, params: dict[str, Any]) -> None:
+    """Move the finished `tmp` folder to `root`, replacing a stale or partial one."""
+    for _ in range(3):
+        try:
+            os.rename(tmp, root)
+            return
+        except OSError:
+            # root exists (rename onto a non-empty directory fails); another process may have
+            # just finished the same folder.
+            if _marker_matches(root, params):
+                return
+            stale = root.parent / f".{root.name}.stale-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(root, stale)  # atomic: readers never see a half-deleted folder
+            except FileNotFoundError:
+                continue
+            shutil.rmtree(stale, ignore_errors=True)
+    raise OSError(f"could not install the JPEG folder at {root}")
+
+
+def _write_jpegs(folder: Path, *, n: int, image_size: int, num_classes: int, seed: int) -> None:
+    import torch
+    import torch.nn.functional as F
+    from PIL import Image
+
+    g = _generator(seed)
+    width = max(3, len(str(num_classes - 1)))
+    # Only classes that receive an image: ImageFolder rejects an empty class folder.
+    classes = [folder / f"class_{c:0{width}d}" for c in range(min(num_classes, n))]
+    for d in classes:
+        d.mkdir(parents=True)
+    img_width = max(4, len(str(n - 1)))
+    for i in range(n):
+        # Smooth colour fields plus mild noise: compresses and decodes like a photograph, unlike
+        # pure noise (huge files) or flat colour (trivially small).
+        coarse = torch.rand(1, 3, 8, 8, generator=g)
+        smooth = F.interpolate(coarse, size=(image_size, image_size), mode="bilinear",
+                               align_corners=False)[0]
+        noise = torch.randn(3, image_size, image_size, generator=g) * 0.05
+        pixels = ((smooth + noise).clamp(0, 1) * 255).to(torch.uint8).permute(1, 2, 0)
+        image = Image.fromarray(pixels.numpy())
+        # Round-robin labels so every class has images whenever n >= num_classes.
+        image.save(classes[i % len(classes)] / f"img_{i:0{img_width}d}.jpg", quality=90)
+
+
+def forever(loader: Iterable[T]) -> Iterator[T]:
+    """Cycle a finite iterable without end, re-iterating it each pass (new epoch, new shuffle).
+
+    The benchmark's `iterate()` decides when to stop, so data must never run out first.
+    """
+    while True:
+        empty = True
+        for item in loader:
+            empty = False
+            yield item
+        if empty:
+            raise ValueError("forever() was given an empty iterable")

@@ -1,0 +1,45 @@
+"""The few exception types pytest-dlbench raises, each carrying the context a user needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["DlbenchError", "SuiteError"]
+
+
+class DlbenchError(Exception):
+    """Base class: the message is one line meant for the user, not a traceback."""
+
+
+class SuiteError(DlbenchError):
+    """A suite or system file cannot be resolved.
+
+    Formats as ``file[:line[:column]]: benchmark: message`` so every error names where to look.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        bench: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.bench = bench
+        self.line = line
+        self.column = column
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+        parts = [p for p in (where, self.bench) if p]
+        return ": ".join([*parts, self.message])

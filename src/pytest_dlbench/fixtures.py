@@ -1,0 +1,123 @@
+"""The public fixtures: thin wrappers over the domain objects (``Bench`` and ``data``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "bench",
+    "bench_data_dir",
+    "image_text_pairs",
+    "jpeg_images",
+    "synthetic_images",
+    "token_sequences",
+]
+
+
+def _base(config: pytest.Config) -> Path:
+    base = config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
+    path = Path(base)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def default_device() -> Any:
+    """The pinned device: the (only) visible GPU of this worker, else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+@pytest.fixture(scope="session")
+def bench_data_dir(pytestconfig: pytest.Config) -> Path:
+    """Where synthetic on-disk data sets are written once and reused: ``<base>/data``."""
+    path = _base(pytestconfig) / "data"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]:
+    """The run context of a benchmark: ``device``, ``args``, ``iterate``, ``log_loss``, ``timer``.
+
+    In a suite item it is configured from the suite; in an ordinary test function it streams to
+    ``<base>/runs/tests.<time>/<test>.D0.data`` with default warm-up and window sizes.
+    """
+    run = getattr(request.node, "run", None)
+    if run is not None:
+        yield run.make_bench(default_device())
+        return
+    from .bench import Bench
+    from .runner import machine_meta, stream_path
+    from .stream import StreamWriter
+
+    plugin = request.config.pluginmanager.get_plugin("dlbench-session")
+    run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
+    name = request.node.name.replace("/", "_")
+    device = default_device()
+    with StreamWriter(stream_path(run_dir, name, 0)) as stream:
+        stream.write("config", spec={"name": name, "nodeid": request.node.nodeid}, device=0)
+        stream.write("meta", **machine_meta(device))
+        instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
+        yield instance
+        failed = getattr(request.node, "_dlbench_call_failed", None)
+        try:
+            instance.close()
+        except Exception as exc:
+            stream.write("end", status="nan" if "loss" in str(exc) else "fail", reason=str(exc))
+            raise
+        if failed:
+            stream.write("end", status="fail", reason=failed)
+        else:
+            stream.write("end", status="ok", reason="")
+
+
+def _tests_run_dir(config: pytest.Config) -> Path:
+    from .runner import make_run_dir
+
+    cached = getattr(config, "_dlbench_tests_run_dir", None)
+    if cached is None:
+        cached = make_run_dir(_base(config), "tests")
+        config._dlbench_tests_run_dir = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _factory(name: str) -> Callable[..., Any]:
+    from . import data
+
+    return getattr(data, name)
+
+
+@pytest.fixture
+def synthetic_images() -> Callable[..., Any]:
+    """Factory of in-memory fake ImageNet-like datasets: ``synthetic_images(n=256, ...)``."""
+    return _factory("synthetic_images")
+
+
+@pytest.fixture
+def jpeg_images(bench_data_dir: Path) -> Callable[..., Path]:
+    """Factory of an on-disk JPEG ImageFolder under the data dir, written once and reused."""
+    from . import data
+
+    def make(name: str = "jpeg", **kwargs: Any) -> Path:
+        return data.jpeg_folder(bench_data_dir / name, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def image_text_pairs() -> Callable[..., Any]:
+    """Factory of image-text pair datasets with token ids (for CLIP-like models)."""
+    return _factory("image_text_pairs")
+
+
+@pytest.fixture
+def token_sequences() -> Callable[..., Any]:
+    """Factory of token-sequence datasets (for language models)."""
+    return _factory("token_sequences")

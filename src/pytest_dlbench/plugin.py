@@ -1,0 +1,76 @@
+"""pytest hooks of pytest-dlbench: options in, a session object registered when a suite is asked.
+
+Without ``--bench-suite`` this module only declares options: an ordinary test run pays nothing
+(no suite parsing, no torch import).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from .fixtures import (
+    bench,
+    bench_data_dir,
+    image_text_pairs,
+    jpeg_images,
+    synthetic_images,
+    token_sequences,
+)
+from .options import RUN_OPTIONS, SUITE_OPTIONS
+
+__all__ = [
+    "bench",
+    "bench_data_dir",
+    "image_text_pairs",
+    "jpeg_images",
+    "synthetic_images",
+    "token_sequences",
+]
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlbench", "deep-learning benchmarks (pytest-dlbench)")
+    group.addoption(
+        "--bench-suite",
+        action="append",
+        default=[],
+        metavar="NAME|PATH",
+        help="collect the benchmarks of a suite: a name (bench_suites/NAME.yaml, or a suite "
+        "shipped with pytest-dlbench) or a path to a YAML file; repeatable",
+    )
+    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS):
+        group.addoption(flag, dest=_dest(flag), **kwargs)
+    # Set by the parent on the child process that runs one benchmark (process isolation).
+    group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)
+    group.addoption("--bench-child-run-dir", default=None, help=argparse.SUPPRESS)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("bench_suite"):
+        return
+    from .errors import DlbenchError
+    from .session import BenchSession
+
+    try:
+        session = BenchSession.from_config(config)
+    except DlbenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.pluginmanager.register(session, BenchSession.PLUGIN_NAME)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    # The ``bench`` fixture of an ordinary test writes the run's end record at teardown and
+    # needs to know whether the test body failed.
+    report = yield
+    if report.when == "call" and report.failed and "bench" in getattr(item, "fixturenames", ()):
+        reason = call.excinfo.exconly().splitlines()[0] if call.excinfo else "failed"
+        item._dlbench_call_failed = reason  # type: ignore[attr-defined]
+    return report

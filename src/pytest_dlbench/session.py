@@ -1,0 +1,247 @@
+"""The object the plugin registers when a suite is asked for: suites, collection, selection."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .suite import (
+    BenchSpec,
+    fill_all,
+    ResolvedSuite,
+    SuiteWarning,
+    SystemConfig,
+    find_suite,
+    load_system,
+    local_system,
+    resolve_suite,
+    select_specs,
+)
+
+__all__ = ["BenchSession", "RunOptions"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    base: Path
+    run_name: str | None
+    repeat: int
+    isolation: str
+    select: tuple[str, ...]
+    exclude: tuple[str, ...]
+    overrides: tuple[str, ...]
+    child_stream: str | None
+    child_run_dir: str | None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> RunOptions:
+        base = config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
+        base_path = Path(base)
+        if not base_path.is_absolute():
+            base_path = Path(config.invocation_params.dir) / base_path
+        repeat = config.getoption("bench_repeat")
+        if repeat < 1:
+            raise pytest.UsageError("--bench-repeat must be at least 1")
+        return cls(
+            base=base_path,
+            run_name=config.getoption("bench_run_name"),
+            repeat=repeat,
+            isolation=config.getoption("bench_isolation"),
+            select=tuple(config.getoption("bench_select")),
+            exclude=tuple(config.getoption("bench_exclude")),
+            overrides=tuple(config.getoption("bench_override")),
+            child_stream=config.getoption("bench_child_stream"),
+            child_run_dir=config.getoption("bench_child_run_dir"),
+        )
+
+
+class BenchSession:
+    """Registered as a plugin when ``--bench-suite`` is given (one per pytest process)."""
+
+    PLUGIN_NAME = "dlbench-session"
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        suites: Sequence[ResolvedSuite],
+        system: SystemConfig,
+        options: RunOptions,
+    ) -> None:
+        self.config = config
+        self.suites = list(suites)
+        self.system = system
+        self.options = options
+        self._by_path = {s.path: s for s in self.suites}
+        self.selected_names = {
+            s.name
+            for suite in self.suites
+            for s in select_specs(suite.specs, options.select, options.exclude)
+        }
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> BenchSession:
+        options = RunOptions.from_config(config)
+        root = config.rootpath
+        system_file = config.getoption("bench_system")
+        system = load_system(system_file) if system_file else local_system()
+        suites = []
+        for name in config.getoption("bench_suite"):
+            suite = resolve_suite(find_suite(name, root), options.overrides)
+            for note in suite.warnings:
+                config.issue_config_time_warning(SuiteWarning(note), stacklevel=2)
+            suites.append(suite)
+        session = cls(config, suites, system, options)
+        session._register_markers()
+        session._point_collection_at_suites()
+        return session
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _register_markers(self) -> None:
+        tags = sorted({t for suite in self.suites for s in suite.specs for t in s.tags})
+        for tag in tags:
+            self.config.addinivalue_line("markers", f"{tag}: benchmark tag from a dlbench suite")
+
+    def _point_collection_at_suites(self) -> None:
+        """Collect the suites themselves; without explicit paths, only them (not testpaths)."""
+        paths = [str(s.path) for s in self.suites]
+        args = self.config.args
+        if self.config.args_source != pytest.Config.ArgsSource.ARGS:
+            args[:] = paths
+            return
+        present = {str(Path(a.split("::")[0]).resolve()) for a in args}
+        args.extend(p for p in paths if p not in present)
+
+    # -- hooks --------------------------------------------------------------------------------
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = []
+        for suite in self.suites:
+            disabled = len(suite.disabled)
+            extra = f", {disabled} disabled" if disabled else ""
+            lines.append(
+                f"dlbench: suite {suite.name} ({suite.path}): "
+                f"{len(suite.specs)} benchmarks{extra}"
+            )
+        return lines
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.File | None:
+        suite = self._by_path.get(file_path.resolve())
+        if suite is None:
+            return None
+        from .collect import SuiteFile
+
+        return SuiteFile.from_parent(parent, path=file_path, suite=suite, session_plugin=self)
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        kept, dropped = [], []
+        for item in items:
+            spec: BenchSpec | None = getattr(item, "spec", None)
+            if spec is not None and (not spec.enabled or spec.name not in self.selected_names):
+                dropped.append(item)
+            else:
+                kept.append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    @property
+    def run_name(self) -> str:
+        return self.options.run_name or "+".join(s.name for s in self.suites)
+
+    def run_dir(self) -> Path:
+        """This run's results folder, made once by the controller and shared with workers."""
+        if getattr(self, "_run_dir", None) is None:
+            given = self.options.child_run_dir
+            worker_input = getattr(self.config, "workerinput", None)
+            if given:
+                self._run_dir = Path(given)
+            elif worker_input and worker_input.get("dlbench_run_dir"):
+                self._run_dir = Path(worker_input["dlbench_run_dir"])
+            else:
+                from .runner import make_run_dir
+
+                self._run_dir = make_run_dir(self.options.base, self.run_name)
+        return self._run_dir
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: object) -> None:
+        node.workerinput["dlbench_run_dir"] = str(self.run_dir())  # type: ignore[attr-defined]
+
+    def data_dir(self) -> Path:
+        path = self.options.base / "data"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def device_slots(self, spec: BenchSpec) -> list[int]:
+        return [0]
+
+    def child_command(self, item: pytest.Item, stream: Path) -> list[str]:
+        """``python -m pytest <nodeid>`` running this one item inline, with the same suite."""
+        suite = item.parent.suite  # type: ignore[attr-defined]
+        config = self.config
+        cmd = [
+            sys.executable, "-m", "pytest", item.nodeid,
+            "-p", "no:cacheprovider",  # the parent's --lf data must not be touched
+            "-q", "-s", "--no-header",
+            "--rootdir", str(config.rootpath),
+            "--bench-suite", str(suite.path),
+            "--bench-isolation", "inline",
+            "--bench-child-stream", str(stream),
+            "--bench-child-run-dir", str(self.run_dir()),
+            "--bench-base", str(self.options.base),
+            "--bench-repeat", str(self.options.repeat),
+            "--bench-run-name", self.run_name,
+        ]
+        if config.inipath is not None:
+            cmd += ["-c", str(config.inipath)]
+        for override in self.options.overrides:
+            cmd += ["--bench-override", override]
+        if config.getoption("bench_system"):
+            cmd += ["--bench-system", str(Path(config.getoption("bench_system")).resolve())]
+        if config.pluginmanager.hasplugin("xdist"):
+            cmd += ["-n", "0"]  # the child runs exactly one item, never with workers
+        return cmd
+
+    def child_env(self, item: pytest.Item) -> dict[str, str]:
+        spec: BenchSpec = item.spec  # type: ignore[attr-defined]
+        return {"PYTHONUNBUFFERED": "1", "DLBENCH_CHILD": "1", **spec.env}
+
+    def start_run(self, item: pytest.Item):  # -> RunContext
+        from .context import RunContext
+        from .devices import placeholder_context
+        from .runner import stream_path
+        from .stream import StreamWriter
+
+        spec: BenchSpec = item.spec  # type: ignore[attr-defined]
+        device = item.device  # type: ignore[attr-defined]
+        repeat = item.repeat  # type: ignore[attr-defined]
+        if self.options.child_stream:
+            path = Path(self.options.child_stream)
+        else:
+            path = stream_path(self.run_dir(), spec.name, device, repeat)
+        data_dir = self.data_dir()
+        context = placeholder_context(
+            system=self.system, run_name=self.run_name, bench_name=spec.name, data_dir=data_dir
+        )
+        stream = StreamWriter(path)
+        stream.write("config", spec=spec.to_dict(), device=device, repeat=repeat)
+        return RunContext(
+            spec=spec,
+            device_index=device,
+            repeat=repeat,
+            path=path,
+            stream=stream,
+            args=fill_all(spec.args, context),
+            data_dir=data_dir,
+            run_name=self.run_name,
+        )

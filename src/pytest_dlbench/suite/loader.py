@@ -1,0 +1,156 @@
+"""Reading suite files: safe YAML, ``!delete``, duplicate keys, and include order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import SuiteError
+from .merge import DELETE
+
+__all__ = ["Located", "Layer", "load_yaml", "iter_layers"]
+
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Located(str):
+    """A string that remembers the file it was written in (for relative ``definition`` paths).
+
+    It survives merging because merges replace scalars whole.
+    """
+
+    origin: Path
+
+    def __new__(cls, value: str, origin: Path) -> Located:
+        obj = super().__new__(cls, value)
+        obj.origin = origin
+        return obj
+
+    def __reduce__(self) -> tuple:
+        return (Located, (str(self), self.origin))
+
+
+class _SuiteLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe YAML plus ``!delete``, refusing duplicate keys (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen and key != "<<":
+                mark = key_node.start_mark
+                raise SuiteError(
+                    f"duplicate key '{key}' (first at line {seen[key].start_mark.line + 1})",
+                    file=mark.name,
+                    line=mark.line + 1,
+                    column=mark.column + 1,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _construct_delete(loader: yaml.Loader, node: yaml.Node) -> Any:
+    return DELETE
+
+
+_SuiteLoader.add_constructor("!delete", _construct_delete)
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse one file with safe semantics; errors become one line with file:line:column."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SuiteError("file not found", file=path) from None
+    except OSError as exc:
+        raise SuiteError(f"cannot read: {exc.strerror}", file=path) from None
+    loader = _SuiteLoader(text)
+    loader.name = str(path)  # type: ignore[attr-defined]
+    try:
+        return loader.get_single_data()
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        problem = exc.problem or "cannot construct value"
+        if "python/" in problem or "constructor for the tag" in problem:
+            tag = problem.split("tag", 1)[-1].strip(" '") if "tag" in problem else ""
+            problem = f"only plain YAML is allowed, not the tag {tag}".rstrip()
+        raise SuiteError(
+            problem,
+            file=path,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SuiteError(
+            f"YAML syntax error: {problem}",
+            file=path,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SuiteError(f"YAML error: {exc}", file=path) from None
+    finally:
+        loader.dispose()
+
+
+class Layer:
+    """One file's content after validation, with its path."""
+
+    def __init__(self, path: Path, entries: dict[str, Any]) -> None:
+        self.path = path
+        self.entries = entries
+
+
+def _locate_definitions(entries: dict[str, Any], path: Path) -> None:
+    for value in entries.values():
+        if not isinstance(value, dict):
+            continue
+        for holder in (value, value.get("job")):
+            if isinstance(holder, dict) and isinstance(holder.get("definition"), str):
+                holder["definition"] = Located(holder["definition"], path)
+
+
+def _read_layer(path: Path) -> tuple[list[Path], Layer]:
+    data = load_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SuiteError("a suite file must be a YAML mapping of benchmark entries", file=path)
+    includes = data.pop("include", None)
+    if includes is None:
+        include_paths: list[Path] = []
+    elif isinstance(includes, str):
+        include_paths = [path.parent / includes]
+    elif isinstance(includes, list) and all(isinstance(i, str) for i in includes):
+        include_paths = [path.parent / i for i in includes]
+    else:
+        raise SuiteError("'include' must be a path or a list of paths", file=path)
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise SuiteError(f"top-level key {key!r} must be a string", file=path)
+        if not isinstance(value, dict) and value is not DELETE:
+            kind = "null" if value is None else type(value).__name__
+            raise SuiteError(f"top-level value must be a mapping, got {kind}", file=path, bench=key)
+    _locate_definitions(data, path)
+    return include_paths, Layer(path, data)
+
+
+def iter_layers(path: Path, _stack: tuple[Path, ...] = ()) -> Iterator[Layer]:
+    """Layers in merge order: each file's includes depth-first, in order, then the file itself."""
+    path = Path(path).resolve()
+    if path in _stack:
+        cycle = " -> ".join(p.name for p in (*_stack[_stack.index(path) :], path))
+        raise SuiteError(f"include cycle: {cycle}", file=_stack[-1])
+    if not path.is_file():
+        if _stack:
+            raise SuiteError(f"included file not found: {path}", file=_stack[-1])
+        raise SuiteError("suite file not found", file=path)
+    include_paths, layer = _read_layer(path)
+    for include in include_paths:
+        yield from iter_layers(include, (*_stack, path))
+    yield layer

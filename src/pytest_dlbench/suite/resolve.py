@@ -1,0 +1,201 @@
+"""From suite files to ``BenchSpec``s: layers, matrix, inheritance, ``*``, overrides, selection."""
+
+from __future__ import annotations
+
+import warnings as _warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SuiteError
+from .loader import iter_layers
+from .matrix import expand_matrices
+from .merge import DELETE, merge
+from .spec import BenchSpec, build_spec, misspelled_keys
+
+__all__ = ["ResolvedSuite", "resolve_suite", "parse_override", "select_specs", "SuiteWarning"]
+
+STAR = "*"
+
+
+class SuiteWarning(UserWarning):
+    """Something in a suite that is probably a mistake but not an error."""
+
+
+@dataclass
+class ResolvedSuite:
+    path: Path
+    specs: list[BenchSpec]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def enabled(self) -> list[BenchSpec]:
+        return [s for s in self.specs if s.enabled]
+
+    @property
+    def disabled(self) -> list[BenchSpec]:
+        return [s for s in self.specs if not s.enabled]
+
+    def __getitem__(self, name: str) -> BenchSpec:
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``resnet50.argv.--batch-size=32`` -> (["resnet50", "argv", "--batch-size"], 32).
+
+    The value is read as YAML, so ``32`` is a number, ``null`` cancels and ``!delete`` removes.
+    """
+    key, sep, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or len(parts) < 2 or not all(parts):
+        raise SuiteError(
+            f"--bench-override {text!r}: expected BENCH.KEY[.KEY...]=VALUE "
+            "(BENCH may be '*' for every benchmark)"
+        )
+    from .loader import _SuiteLoader  # the same safe loader as suite files
+
+    loader = _SuiteLoader(raw)
+    try:
+        value = loader.get_single_data()
+    except Exception as exc:  # noqa: BLE001 - any YAML problem is a bad option value
+        raise SuiteError(f"--bench-override {text!r}: value is not valid YAML ({exc})") from None
+    finally:
+        loader.dispose()
+    return parts, value
+
+
+def _nest(path: list[str], value: Any) -> dict[str, Any]:
+    nested: Any = value
+    for part in reversed(path):
+        nested = {part: nested}
+    return nested
+
+
+def _resolve_inheritance(
+    entries: dict[str, dict[str, Any]], origins: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    resolved: dict[str, dict[str, Any]] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if name in resolved:
+            return resolved[name]
+        entry = entries[name]
+        parent = entry.get("inherits")
+        if parent is None:
+            result = entry
+        else:
+            if not isinstance(parent, str):
+                raise SuiteError(
+                    "'inherits' takes one benchmark name", file=origins.get(name), bench=name
+                )
+            if parent in chain:
+                cycle = " -> ".join([*chain[chain.index(parent) :], parent])
+                raise SuiteError(f"inheritance cycle: {cycle}", file=origins.get(name), bench=name)
+            if parent not in entries:
+                raise SuiteError(
+                    f"inherits '{parent}', which is not defined", file=origins.get(name),
+                    bench=name,
+                )
+            base = resolve(parent, (*chain, parent))
+            result = merge(base, entry, bench=name)
+            tags = _tag_list(base, parent, origins) + _tag_list(entry, name, origins)
+            if tags:
+                result["tags"] = sorted(set(tags))
+        resolved[name] = result
+        return result
+
+    for name in entries:
+        resolve(name, (name,))
+    return resolved
+
+
+def _tag_list(entry: dict[str, Any], name: str, origins: dict[str, str]) -> list[str]:
+    tags = entry.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise SuiteError("'tags' must be a list of strings", file=origins.get(name), bench=name)
+    return tags
+
+
+def resolve_suite(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    emit_warnings: bool = False,
+) -> ResolvedSuite:
+    """Resolve a suite file into its public benchmarks (disabled ones included, templates not)."""
+    path = Path(path).resolve()
+    notes: list[str] = []
+    entries: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for layer in iter_layers(path):
+        for name, value in layer.entries.items():
+            if value is DELETE:
+                entries.pop(name, None)
+                continue
+            entries[name] = merge(entries.get(name, {}), value, bench=name)
+            origins[name] = str(layer.path)
+
+    parsed = [parse_override(o) for o in overrides]
+    for (target, *keys), value in parsed:
+        if target.startswith("_"):
+            if target not in entries:
+                raise SuiteError(
+                    f"--bench-override: no template named '{target}'", file=path
+                )
+            entries[target] = merge(entries[target], _nest(keys, value), bench=target)
+
+    entries = expand_matrices(entries, origins, notes.append)
+    entries = _resolve_inheritance(entries, origins)
+    star = entries.pop(STAR, None)
+    public = {n: e for n, e in entries.items() if not n.startswith("_")}
+    if star is not None:
+        star = {k: v for k, v in star.items() if k != "inherits"}
+        public = {n: merge(e, star, bench=n) for n, e in public.items()}
+
+    for (target, *keys), value in parsed:
+        if target.startswith("_"):
+            continue
+        names = list(public) if target == STAR else [target]
+        if target != STAR and target not in public:
+            raise SuiteError(f"--bench-override: no benchmark named '{target}'", file=path)
+        for name in names:
+            public[name] = merge(public[name], _nest(keys, value), bench=name)
+
+    specs = []
+    for name, config in public.items():
+        origin = origins.get(name, str(path))
+        for key, close in misspelled_keys(config):
+            notes.append(f"{origin}: {name}: unknown key '{key}', did you mean '{close}'?")
+        specs.append(build_spec(name, config, origin))
+    if emit_warnings:
+        for note in notes:
+            _warnings.warn(note, SuiteWarning, stacklevel=2)
+    return ResolvedSuite(path=path, specs=specs, warnings=notes)
+
+
+def select_specs(
+    specs: Iterable[BenchSpec], select: Iterable[str] = (), exclude: Iterable[str] = ()
+) -> list[BenchSpec]:
+    """milabench's --select/--exclude: each word matches a name, a group or a tag."""
+
+    def words(values: Iterable[str]) -> set[str]:
+        return {w.strip() for v in values for w in v.split(",") if w.strip()}
+
+    chosen, dropped = words(select), words(exclude)
+
+    def matches(spec: BenchSpec, wanted: set[str]) -> bool:
+        return spec.name in wanted or spec.group in wanted or bool(wanted & set(spec.tags))
+
+    return [
+        s for s in specs
+        if (not chosen or matches(s, chosen)) and not matches(s, dropped)
+    ]
+

@@ -1,0 +1,202 @@
+"""``BenchSpec``: one benchmark after every layer, inheritance and override is applied."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SuiteError
+from .argv import render_argv
+from .loader import Located
+
+__all__ = ["BenchSpec", "build_spec", "misspelled_keys", "DEFAULT_STOP", "DEFAULT_SKIP"]
+
+DEFAULT_STOP = 60
+DEFAULT_SKIP = 5
+DEFAULT_MAX_DURATION = 600.0
+PLAN_METHODS = ("per_gpu", "njobs")
+
+# Keys whose misspelling earns a warning. Unknown keys that are not close to one are kept quietly.
+KNOWN_KEYS = {
+    "": (
+        "definition", "inherits", "tags", "group", "install_group", "plan", "argv", "env",
+        "max_duration", "voir", "validation", "weight", "enabled", "matrix", "job", "name",
+        "num_machines", "requires_capabilities", "capabilities", "units", "matrix_values",
+    ),
+    "plan": ("method", "n"),
+    "voir": ("options",),
+    "voir.options": ("stop", "skip", "interval"),
+    "validation": ("usage",),
+    "validation.usage": ("gpu_load_threshold", "gpu_mem_threshold"),
+}
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What to run and how; built once by the resolver, never changed afterwards."""
+
+    name: str
+    definition: str | None
+    origin: str
+    tags: tuple[str, ...] = ()
+    group: str | None = None
+    weight: float = 0.0
+    enabled: bool = True
+    plan: dict[str, Any] = field(default_factory=lambda: {"method": "per_gpu"})
+    argv: Any = None
+    env: dict[str, str] = field(default_factory=dict)
+    max_duration: float = DEFAULT_MAX_DURATION
+    stop: int = DEFAULT_STOP
+    skip: int = DEFAULT_SKIP
+    interval: Any = None
+    validation: dict[str, Any] = field(default_factory=dict)
+    units: str | None = None
+    args: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolver's JSON view: every merged key, then the normalised fields over them."""
+        data = {k: _plain(v) for k, v in self.config.items() if k != "matrix_values"}
+        data.update(
+            name=self.name,
+            definition=self.definition,
+            origin=self.origin,
+            tags=list(self.tags),
+            group=self.group,
+            weight=self.weight,
+            enabled=self.enabled,
+            plan=_plain(self.plan),
+            argv=_plain(self.argv),
+            env=dict(self.env),
+            max_duration=self.max_duration,
+            stop=self.stop,
+            skip=self.skip,
+            args=list(self.args),
+        )
+        if "matrix_values" in self.config:
+            data["matrix"] = _plain(self.config["matrix_values"])
+        return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Located):
+        return str(value)
+    return value
+
+
+def misspelled_keys(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, closest known key) for each unknown key that looks like a typo of a known one."""
+    found: list[tuple[str, str]] = []
+    for prefix, known in KNOWN_KEYS.items():
+        node: Any = config
+        for part in prefix.split(".") if prefix else []:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        for key in node:
+            if not isinstance(key, str) or key in known:
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+            if close:
+                found.append((f"{prefix}.{key}" if prefix else key, close[0]))
+    return found
+
+
+def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
+    """``module:function`` stays as is; a path is made absolute against the file it was written in."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SuiteError("'definition' must be a non-empty string", file=origin, bench=name)
+    target, _, function = value.partition(":")
+    looks_like_path = target.endswith(".py") or "/" in target or target.startswith(".")
+    if not looks_like_path:
+        return value
+    base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
+    resolved = (base / target).resolve()
+    return f"{resolved}:{function}" if function else str(resolved)
+
+
+def _number(config: dict, key: str, default: float, *, origin: str, name: str) -> float:
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SuiteError(f"'{key}' must be a number, got {value!r}", file=origin, bench=name)
+    return float(value)
+
+
+def _count(options: dict, key: str, default: int, *, origin: str, name: str) -> int:
+    value = options.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SuiteError(
+            f"'voir.options.{key}' must be a non-negative integer, got {value!r}",
+            file=origin,
+            bench=name,
+        )
+    return value
+
+
+def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
+    """Validate the merged mapping of one benchmark and normalise it into a ``BenchSpec``."""
+    tags = config.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise SuiteError("'tags' must be a list of strings", file=origin, bench=name)
+    enabled = config.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise SuiteError(f"'enabled' must be true or false, got {enabled!r}", file=origin,
+                         bench=name)
+    plan = config.get("plan") or {"method": "per_gpu"}
+    if not isinstance(plan, dict) or plan.get("method", "per_gpu") not in PLAN_METHODS:
+        raise SuiteError(
+            f"'plan.method' must be one of {', '.join(PLAN_METHODS)}", file=origin, bench=name
+        )
+    plan = {"method": "per_gpu", **plan}
+    env = config.get("env") or {}
+    if not isinstance(env, dict):
+        raise SuiteError("'env' must be a mapping", file=origin, bench=name)
+    voir = config.get("voir") or {}
+    options = voir.get("options") if isinstance(voir, dict) else None
+    options = options or {}
+    if not isinstance(options, dict):
+        raise SuiteError("'voir.options' must be a mapping", file=origin, bench=name)
+    validation = config.get("validation") or {}
+    if not isinstance(validation, dict):
+        raise SuiteError("'validation' must be a mapping", file=origin, bench=name)
+    max_duration = _number(config, "max_duration", DEFAULT_MAX_DURATION, origin=origin,
+                           name=name)
+    if max_duration <= 0:
+        raise SuiteError("'max_duration' must be positive", file=origin, bench=name)
+    definition = _resolve_definition(config.get("definition"), origin=origin, name=name)
+    if definition is None and enabled:
+        raise SuiteError("no 'definition': nothing to run", file=origin, bench=name)
+    group = config.get("group")
+    units = config.get("units")
+    return BenchSpec(
+        name=name,
+        definition=definition,
+        origin=origin,
+        tags=tuple(sorted(set(tags))),
+        group=str(group) if group is not None else None,
+        weight=_number(config, "weight", 0.0, origin=origin, name=name),
+        enabled=enabled,
+        plan=plan,
+        argv=config.get("argv"),
+        env={str(k): "" if v is None else str(v) for k, v in env.items()},
+        max_duration=max_duration,
+        stop=_count(options, "stop", DEFAULT_STOP, origin=origin, name=name),
+        skip=_count(options, "skip", DEFAULT_SKIP, origin=origin, name=name),
+        interval=options.get("interval"),
+        validation=validation,
+        units=str(units) if units is not None else None,
+        args=tuple(render_argv(config.get("argv"), bench=name, file=origin)),
+        config=config,
+    )

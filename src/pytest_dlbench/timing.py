@@ -1,0 +1,346 @@
+"""Step and region timing for training loops, with pluggable clock backends.
+
+The loop only *records* marks (a ``perf_counter`` value or a CUDA event) and appends them to
+lists; nothing is converted to seconds, and nothing synchronises with the device, until
+:meth:`Timer.read` is called at the end of a window of steps (seed 000, "Methodology"; seed 002,
+the region Timer). Reading synchronises once and turns every pending interval into seconds.
+
+Backends are tiny objects with three methods (:class:`Backend`), so a fake device clock
+(:class:`FakeCudaBackend`) tests the algorithm, including "no synchronisation inside the loop",
+without a GPU. torch is imported only by :class:`CudaEventBackend`, when one is constructed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+__all__ = [
+    "STANDARD_KEYS",
+    "Backend",
+    "CpuBackend",
+    "CudaEventBackend",
+    "FakeClock",
+    "FakeCudaBackend",
+    "RegionTotal",
+    "StepObservation",
+    "Timer",
+    "TimerError",
+    "Window",
+    "backend_for",
+]
+
+#: Region keys of seed 002; any other string is accepted as a user key.
+STANDARD_KEYS = ("epoch", "batch", "forward", "backward", "comm", "io", "other")
+
+Mark = Any  # whatever a backend's record() returns: a float, a CUDA event, a fake event
+
+
+class TimerError(RuntimeError):
+    """Misuse of a Timer: a region opened twice, ended without start, a step before begin()."""
+
+
+class Backend(Protocol):
+    """Where marks come from and how two marks become seconds."""
+
+    def record(self) -> Mark:
+        """Take a mark now (on the current stream for a device). Must not synchronise."""
+        ...
+
+    def elapsed(self, start: Mark, end: Mark) -> float:
+        """Seconds from ``start`` to ``end``. May synchronise; only called when reading."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait until every mark recorded so far has completed."""
+        ...
+
+
+class CpuBackend:
+    """Host wall-clock marks: ``clock()`` values (``time.perf_counter`` unless injected)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+
+    def record(self) -> float:
+        return self.clock()
+
+    def elapsed(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        pass
+
+
+class CudaEventBackend:
+    """CUDA events with timing enabled, recorded on the current stream of ``device``.
+
+    Reading an interval waits for its end event; on a device that has already been synchronised
+    that wait returns at once, so a window costs one real synchronisation.
+    """
+
+    def __init__(self, device: Any = None) -> None:
+        import torch  # lazily: constructing this backend is the first point that needs CUDA
+
+        self._torch = torch
+        self._event = torch.cuda.Event
+        self.device = torch.device(device) if device is not None else None
+        if self.device is not None and self.device.type != "cuda":
+            raise ValueError(f"CudaEventBackend needs a cuda device, got {self.device}")
+
+    def record(self) -> Any:
+        event = self._event(enable_timing=True)
+        if self.device is None:
+            event.record()
+        else:
+            event.record(self._torch.cuda.current_stream(self.device))
+        return event
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0  # elapsed_time is in milliseconds
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize(self.device)
+
+
+def backend_for(device: Any = None) -> Backend:
+    """CUDA events for a cuda device (a ``torch.device`` or a string such as ``"cuda:1"``),
+    host timestamps for anything else, including ``None`` and ``"cpu"``."""
+    if device is None:
+        return CpuBackend()
+    kind = getattr(device, "type", None) or str(device).split(":", 1)[0]
+    if kind == "cuda":
+        return CudaEventBackend(device)
+    return CpuBackend()
+
+
+class FakeClock:
+    """A clock that only moves when told to; use as ``CpuBackend(clock=FakeClock())``."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a clock cannot go back")
+        self.now += seconds
+
+
+class _FakeEvent(NamedTuple):
+    serial: int
+    at: float
+
+
+class FakeCudaBackend:
+    """A stand-in for :class:`CudaEventBackend` with a device clock the test advances.
+
+    Like real CUDA events, an event's time can only be read once it is known to have completed,
+    that is after :meth:`synchronize`; :meth:`elapsed` raises otherwise, so a Timer that forgets to
+    synchronise fails its tests. ``synchronizations`` counts synchronisations, so tests can assert
+    that none happen inside the loop.
+    """
+
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        self.clock = clock if clock is not None else FakeClock()
+        self.synchronizations = 0
+        self.records = 0
+        self._completed = 0  # events with serial <= this have completed
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of device time pass."""
+        self.clock.advance(seconds)
+
+    def record(self) -> _FakeEvent:
+        self.records += 1
+        return _FakeEvent(self.records, self.clock.now)
+
+    def elapsed(self, start: _FakeEvent, end: _FakeEvent) -> float:
+        if max(start.serial, end.serial) > self._completed:
+            raise RuntimeError("fake CUDA event read before it completed: synchronize() first")
+        return end.at - start.at
+
+    def synchronize(self) -> None:
+        self.synchronizations += 1
+        self._completed = self.records
+
+
+class StepObservation(NamedTuple):
+    """One step: its index since the Timer was made, item count, duration, wall time at its end."""
+
+    index: int
+    items: int
+    seconds: float
+    time: float
+
+
+class RegionTotal(NamedTuple):
+    """All intervals of one region key that ended in a window."""
+
+    key: str
+    count: int
+    total_seconds: float
+
+
+class Window(NamedTuple):
+    """What one :meth:`Timer.read` returns."""
+
+    steps: list[StepObservation]
+    regions: list[RegionTotal]
+
+    @property
+    def items(self) -> int:
+        return sum(s.items for s in self.steps)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    @property
+    def rate(self) -> float | None:
+        """Items per second over the window (Σ items / Σ seconds), None without time."""
+        seconds = self.seconds
+        return self.items / seconds if seconds > 0 else None
+
+
+class _Region:
+    """Context manager for one region; a class, not @contextmanager, to stay cheap per step."""
+
+    __slots__ = ("_key", "_timer")
+
+    def __init__(self, timer: Timer, key: str) -> None:
+        self._timer = timer
+        self._key = key
+
+    def __enter__(self) -> None:
+        self._timer.start(self._key)
+
+    def __exit__(self, *exc: object) -> None:
+        # Ended even on an exception, so the timer is still usable if the caller recovers.
+        self._timer.end(self._key)
+
+
+class Timer:
+    """Times steps and named regions of a loop with marks read only once per window.
+
+    Steps form chains: :meth:`begin` takes the first mark, each :meth:`step` closes the interval
+    from the previous mark, so consecutive steps cover everything in between (data loading
+    included), like seed 000's ``start = end``. Call :meth:`begin` again after anything that should
+    not count (creating a data iterator, reading a window).
+
+    Regions (:meth:`start`/:meth:`end` or :meth:`region`) are independent of steps and of each
+    other: they may nest or overlap, but one key cannot be open twice at once.
+
+    Wall-clock times: each chain's first mark is paired with ``wall_clock()`` when it is taken;
+    a step's ``time`` is that plus the device seconds of the chain's steps up to its end. For the
+    CPU backend that is the perf_counter-to-time.time offset; for CUDA it is exact after a window
+    read, when the device queue is empty and the begin event runs as soon as it is recorded.
+    """
+
+    def __init__(
+        self, backend: Backend | None = None, *, wall_clock: Callable[[], float] = time.time
+    ) -> None:
+        self.backend: Backend = backend if backend is not None else CpuBackend()
+        self.wall_clock = wall_clock
+        self.time_origin: float | None = None  # wall time of the first begin()
+        self._record = self.backend.record
+        self._last: Mark | None = None
+        self._steps: list[tuple[Mark, Mark, int]] = []
+        self._chains: list[tuple[int, float]] = []  # (index into _steps, wall time of its start)
+        self._open: dict[str, Mark] = {}
+        self._regions: list[tuple[str, Mark, Mark]] = []
+        self._index = 0  # global index of the next step to be read
+        self._wall = 0.0  # wall time at the end of the last step read (continues a chain)
+
+    # -- steps -----------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Start a chain of steps: the next :meth:`step` measures from now."""
+        mark = self._record()
+        wall = self.wall_clock()
+        if self.time_origin is None:
+            self.time_origin = wall
+        self._last = mark
+        self._chains.append((len(self._steps), wall))
+
+    def step(self, items: int) -> None:
+        """Mark a step boundary: the step that just ended processed ``items`` items."""
+        mark = self._record()
+        last = self._last
+        if last is None:
+            raise TimerError("Timer.step() before Timer.begin(): the first step has no start")
+        self._steps.append((last, mark, items))
+        self._last = mark
+
+    @property
+    def pending(self) -> int:
+        """Steps recorded but not yet read."""
+        return len(self._steps)
+
+    # -- regions ---------------------------------------------------------------------------
+    def start(self, key: str) -> None:
+        """Open region ``key``."""
+        if key in self._open:
+            raise TimerError(f"region {key!r} is already open; end it before starting it again")
+        self._open[key] = self._record()
+
+    def end(self, key: str) -> None:
+        """Close region ``key``; its interval is read with the next window."""
+        mark = self._record()
+        try:
+            start = self._open.pop(key)
+        except KeyError:
+            raise TimerError(f"region {key!r} is not open") from None
+        self._regions.append((key, start, mark))
+
+    def region(self, key: str) -> _Region:
+        """``with timer.region("forward"): ...`` times the block as region ``key``."""
+        return _Region(self, key)
+
+    @property
+    def open_regions(self) -> tuple[str, ...]:
+        return tuple(self._open)
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self) -> Window:
+        """Synchronise once and convert every pending step and region interval to seconds.
+
+        Open regions stay open and are counted in the window in which they end.
+        """
+        steps, self._steps = self._steps, []
+        chains, self._chains = self._chains, []
+        regions, self._regions = self._regions, []
+        if not steps and not regions:
+            # Nothing to convert: keep chain starts for the steps still to come, skip the sync.
+            self._chains = [(0, wall) for _, wall in chains]
+            return Window([], [])
+
+        backend = self.backend
+        backend.synchronize()
+        elapsed = backend.elapsed
+
+        observations: list[StepObservation] = []
+        wall = self._wall
+        c = 0
+        for i, (start, end, items) in enumerate(steps):
+            while c < len(chains) and chains[c][0] == i:
+                wall = chains[c][1]
+                c += 1
+            seconds = elapsed(start, end)
+            wall += seconds
+            observations.append(StepObservation(self._index + i, items, seconds, wall))
+        self._index += len(steps)
+        self._wall = wall
+        # A begin() after the last step starts the next window's first chain.
+        self._chains = [(0, w) for idx, w in chains[c:] if idx >= len(steps)]
+
+        totals: dict[str, list[float]] = {}
+        for key, start, end in regions:
+            acc = totals.setdefault(key, [0, 0.0])
+            acc[0] += 1
+            acc[1] += elapsed(start, end)
+        region_totals = [RegionTotal(k, int(n), s) for k, (n, s) in totals.items()]
+        return Window(observations, region_totals)

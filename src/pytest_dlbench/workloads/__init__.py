@@ -1,0 +1,29 @@
+"""Benchmark functions shipped with pytest-dlbench, for suites' `definition:` entries.
+
+Each is `def fn(bench)`: it parses `bench.args` with argparse, builds everything on
+`bench.device` and loops over `bench.iterate(...)` until the run has its observations.
+Importing this package (or any workload module) does not import torch.
+
+| definition                                | what                                 | units    |
+| ----------------------------------------- | -------------------------------------- | -------- |
+| pytest_dlbench.workloads.toy:main       | tiny MLP sanity check, runs first      | items/s  |
+| pytest_dlbench.workloads.vision:train   | torchvision classifier training        | items/s  |
+| pytest_dlbench.workloads.timm_train:train | timm classifier training             | items/s  |
+| pytest_dlbench.workloads.flops:main     | matmul throughput                      | TFLOP/s  |
+| pytest_dlbench.workloads.loader:main    | JPEG decoding and DataLoader workers   | items/s  |
+| pytest_dlbench.workloads.lm:train       | small GPT language-model training      | tokens/s |
+"""
+
+from __future__ import annotations
+
+__all__ = ["WORKLOADS"]
+
+#: Short name -> definition string (`module:function`).
+WORKLOADS: dict[str, str] = {
+    "toy": "pytest_dlbench.workloads.toy:main",
+    "vision": "pytest_dlbench.workloads.vision:train",
+    "timm": "pytest_dlbench.workloads.timm_train:train",
+    "flops": "pytest_dlbench.workloads.flops:main",
+    "loader": "pytest_dlbench.workloads.loader:main",
+    "lm": "pytest_dlbench.workloads.lm:train",
+}

@@ -1,0 +1,29 @@
+"""Image classification training with timm models (milabench's `timm` bench).
+
+Same arguments and loop as `vision`; the model comes from `timm.create_model(name,
+pretrained=False)`. Units: items/s (images per second).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.workloads import _common
+from pytest_dlbench.workloads.vision import make_parser, train_classifier
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["train"]
+
+
+def train(bench: Any) -> None:
+    """Train a timm model with random weights (SGD, cross-entropy)."""
+    args = _common.parse(make_parser(prog="timm_train", default_model="convnext_tiny"), bench)
+
+    def build(name: str, num_classes: int) -> torch.nn.Module:
+        import timm
+
+        return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+    train_classifier(bench, args, build)

@@ -1,0 +1,60 @@
+"""A tiny MLP on random data: the sanity check that runs first (seed 001's "toy examples").
+
+If this fails, the set-up is broken (device, timer, stream), not a model. Units: items/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pytest_dlbench.workloads import _common
+
+__all__ = ["main", "make_parser"]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toy", description=__doc__)
+    parser.add_argument("--batch-size", type=_common.positive_int, default=64)
+    parser.add_argument("--features", type=_common.positive_int, default=32)
+    parser.add_argument("--hidden", type=_common.positive_int, default=64)
+    parser.add_argument("--num-batches", type=_common.positive_int, default=8,
+                        help="distinct random batches cycled through (default 8)")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(bench: Any) -> None:
+    """Regress a random linear target with a 2-layer MLP (SGD, MSE)."""
+    import torch
+
+    args = _common.parse(make_parser(), bench)
+    device = _common.device_of(bench)
+    torch.manual_seed(args.seed)
+    bench.set_units("items/s")
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(args.features, args.hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(args.hidden, 1),
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    # Learnable data (a noisy linear function), so a falling loss also shows training works.
+    weights = torch.randn(args.features, 1)
+    inputs = torch.randn(args.num_batches * args.batch_size, args.features)
+    targets = inputs @ weights + 0.1 * torch.randn(len(inputs), 1)
+    batches = _common.tensor_batches((inputs, targets), args.batch_size, seed=args.seed)
+
+    timer = bench.timer
+    for batch in bench.iterate(batches, batch_size=args.batch_size):
+        with timer.region("io"):
+            x, y = _common.to_device(batch, device)
+        with timer.region("forward"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        with timer.region("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with timer.region("optimizer"):
+            optimizer.step()
+        bench.log_loss(loss.detach())

@@ -1,0 +1,98 @@
+"""Image classification training with torchvision models (milabench's `torchvision` bench).
+
+Units: items/s (images per second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.workloads import _common
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["make_parser", "train", "train_classifier"]
+
+
+def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser.add_argument("--model", default=default_model,
+                        help=f"classifier name (default {default_model})")
+    parser.add_argument("--batch-size", type=_common.positive_int, default=64)
+    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="NHWC memory layout for the model and its inputs")
+    parser.add_argument("--synthetic-data", action="store_true",
+                        help="random in-memory images instead of the JPEG folder")
+    parser.add_argument("--fixed-batch", action="store_true",
+                        help="reuse one synthetic batch already on the device (pure compute)")
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
+    _common.add_image_data_args(parser)
+    return parser
+
+
+def train(bench: Any) -> None:
+    """Train a torchvision classifier with random weights (SGD, cross-entropy)."""
+    args = _common.parse(make_parser(), bench)
+
+    def build(name: str, num_classes: int) -> torch.nn.Module:
+        import torchvision
+
+        return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+
+    train_classifier(bench, args, build)
+
+
+def train_classifier(
+    bench: Any,
+    args: argparse.Namespace,
+    build: Callable[[str, int], torch.nn.Module],
+) -> None:
+    """The classification benchmark shared by the torchvision and timm workloads."""
+    import torch
+
+    from pytest_dlbench.data import synthetic_images
+
+    device = _common.device_of(bench)
+    precision = _common.resolve_precision(args.precision, device)
+    torch.manual_seed(args.seed)
+    bench.set_units("items/s")
+
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = build(args.model, args.num_classes).to(device, memory_format=memory_format)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    if args.fixed_batch:
+        # One batch, moved once: the loop measures the model alone.
+        images, labels = synthetic_images(args.batch_size, args.image_size, args.num_classes,
+                                          seed=args.seed).tensors
+        batch = _common.to_device((images, labels), device, channels_last=args.channels_last)
+        batches: Any = itertools.repeat(batch)
+    elif args.synthetic_data:
+        dataset = synthetic_images(args.num_images or 256, args.image_size, args.num_classes,
+                                   seed=args.seed)
+        batches = _common.tensor_batches(dataset.tensors, args.batch_size, seed=args.seed)
+    else:
+        from pytest_dlbench.data import forever
+
+        loader = _common.jpeg_loader(bench, args, num_classes=args.num_classes,
+                                     batch_size=args.batch_size,
+                                     pin_memory=device.type == "cuda")
+        batches = forever(loader)
+
+    def loss_of(output: Any, target: torch.Tensor) -> torch.Tensor:
+        return loss_fn(_common.logits_of(output), target)
+
+    with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        _common.train_steps(
+            bench, batches, model=model, optimizer=optimizer, loss_fn=loss_of,
+            precision=precision, device=device, items_per_step=args.batch_size,
+            channels_last=args.channels_last,
+        )
