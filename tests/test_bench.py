@@ -226,16 +226,47 @@ def test_infinite_loss_in_the_last_partial_window_raises_at_close():
     assert events(stream, "loss")[-1]["step"] == 7
 
 
-def test_tensor_losses_are_detached_and_converted_together():
+def test_tensor_losses_are_converted_together():
     torch = pytest.importorskip("torch")
     bench, device, stream = make(skip=0, stop=3, window=10)
     w = torch.ones(2, requires_grad=True)
     for i, _ in enumerate(bench.iterate([Batch(1)] * 3)):
         device.advance(1.0)
         bench.log_loss((w * (i + 1)).sum())
-    assert not any(v.requires_grad for _, v in bench._losses)
+    bench.log_loss(torch.tensor([1.0, 3.0]))  # per-sample losses: their mean
     bench.close()
-    assert [r["value"] for r in events(stream, "loss")] == [2.0, 4.0, 6.0]
+    assert [r["value"] for r in events(stream, "loss")] == [2.0, 4.0, 6.0, 2.0]
+
+
+def test_losses_are_detached_when_logged():
+    # Keeping the loss itself would keep its autograd graph alive until the window is read.
+    class Loss:
+        detached = False
+
+        def detach(self) -> float:
+            Loss.detached = True
+            return 0.5
+
+    bench, device, stream = make(skip=0, stop=3)
+    bench.log_loss(Loss())
+    assert Loss.detached
+    bench.close()
+    assert events(stream, "loss") == [{"event": "loss", "value": 0.5, "step": 0}]
+
+
+def test_iterator_creation_is_in_no_step():
+    clock = FakeClock()
+
+    class SlowToStart:
+        def __iter__(self):
+            clock.advance(30.0)  # DataLoader workers starting up
+            return iter([Batch(1)] * 3)
+
+    stream = NullStream()
+    bench = Bench(stream=stream, timer=Timer(CpuBackend(clock)), skip=0, stop=3)
+    for _ in bench.iterate(SlowToStart()):
+        clock.advance(1.0)
+    assert [r["seconds"] for r in events(stream, "rate")] == [1.0] * 3
 
 
 def test_log_rate_writes_immediately_and_counts_toward_skip_and_stop():

@@ -201,6 +201,7 @@ def test_backend_for_picks_by_device_type():
     # Constructing the backend needs torch, not a GPU: events are made only when recording.
     assert isinstance(backend_for("cuda:1"), CudaEventBackend)
     assert isinstance(backend_for(torch.device("cuda", 0)), CudaEventBackend)
+    assert isinstance(backend_for(0), CudaEventBackend)
     with pytest.raises(ValueError, match="cuda device"):
         CudaEventBackend("cpu")
 

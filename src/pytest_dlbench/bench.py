@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -176,7 +177,7 @@ class Bench:
         """Unit of the rate records written from now on (e.g. ``"TFLOP/s"``)."""
         self.units = units
 
-    def region(self, key: str) -> Any:
+    def region(self, key: str) -> AbstractContextManager[None]:
         """Shortcut for ``bench.timer.region(key)``."""
         return self.timer.region(key)
 
@@ -209,7 +210,7 @@ class Bench:
             if self._since_read >= window:
                 self._read_window()
                 # Restart the chain so the read (and its sync) is in no step.
-                pass
+                timer.begin()
         # Outside the timed loop: write what this call measured.
         self._read_window()
 

@@ -27,7 +27,8 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         print(f"warning: {note}", file=sys.stderr)
     specs = select_specs(suite.specs, args.bench_select, args.bench_exclude)
     if args.json:
-        print(json.dumps({s.name: s.to_dict() for s in specs}, indent=2))
+        # default=str: unknown keys are shown as written, YAML dates included.
+        print(json.dumps({s.name: s.to_dict() for s in specs}, indent=2, default=str))
         return 0
     system = load_system(args.bench_system) if args.bench_system else None
     print(f"suite {suite.name} ({suite.path}): {len(specs)} benchmarks")

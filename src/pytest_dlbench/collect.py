@@ -59,6 +59,15 @@ class SuiteFile(pytest.File):
                         )
 
 
+def _split_params_from_name(node: object) -> None:
+    """pytest >= 9.2 keeps node ids structured (path, names, params). A node built from a name
+    like ``resnet50[D0]`` gets no params, while ids read back from the cache (``--lf``) or the
+    command line are parsed into ``resnet50`` + ``D0``, so they would never match; re-parse."""
+    ident = getattr(node, "_id", None)
+    if ident is not None and getattr(ident, "params", "") is None and hasattr(ident, "parse"):
+        node._id = type(ident).parse(str(ident))  # type: ignore[attr-defined]
+
+
 class _BenchNode:
     """What both item kinds share: identity, markers, location."""
 
@@ -67,6 +76,7 @@ class _BenchNode:
     repeat: int | None
 
     def _init_bench(self, spec: BenchSpec, device: int, repeat: int | None) -> None:
+        _split_params_from_name(self)
         self.spec = spec
         self.device = device
         self.repeat = repeat
@@ -85,10 +95,10 @@ class _BenchNode:
     def stream_path(self) -> Path:
         return stream_path(self.plugin.run_dir(), self.spec.name, self.device, self.repeat)
 
-    def repr_failure(self, excinfo, style=None):  # type: ignore[override]
+    def repr_failure(self, excinfo, **kwargs):  # type: ignore[override]
         if isinstance(excinfo.value, BenchFailure):
             failure = excinfo.value
-            lines = [f"{self.spec.name}: {failure.outcome.status}: {failure.outcome.reason}"]
+            lines = [failure.outcome.reason or failure.outcome.status]
             if failure.tail:
                 lines += ["", "last lines of the benchmark's output:", failure.tail]
             if failure.log is not None:
@@ -96,7 +106,7 @@ class _BenchNode:
             return "\n".join(lines)
         if isinstance(excinfo.value, DlbenchError):
             return f"{self.spec.name}: {excinfo.value}"
-        return super().repr_failure(excinfo, style=style)  # type: ignore[misc]
+        return super().repr_failure(excinfo, **kwargs)  # type: ignore[misc]
 
 
 class BenchItem(_BenchNode, pytest.Item):

@@ -110,6 +110,8 @@ def backend_for(device: Any = None) -> Backend:
     host timestamps for anything else, including ``None`` and ``"cpu"``."""
     if device is None:
         return CpuBackend()
+    if isinstance(device, int):  # torch reads a bare index as a CUDA ordinal
+        return CudaEventBackend(device)
     kind = getattr(device, "type", None) or str(device).split(":", 1)[0]
     if kind == "cuda":
         return CudaEventBackend(device)

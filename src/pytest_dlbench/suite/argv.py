@@ -53,17 +53,17 @@ def render_argv(argv: Any, *, bench: str | None = None, file: Any = None) -> lis
     tail: list[str] = []
     for key, value in argv.items():
         key = str(key)
-        if key == "--":
-            values = value if isinstance(value, list) else [value]
-            tail.extend(_scalar(v) for v in values)
-        elif value is None:
-            continue
+        if value is None:
+            continue  # null cancels, '--' included
         elif value is False:
             raise SuiteError(
                 f"argv '{key}' is false: use null to cancel an option, not false",
                 file=file,
                 bench=bench,
             )
+        elif key == "--":
+            values = value if isinstance(value, list) else [value]
+            tail.extend(_scalar(v) for v in values)
         elif value is True:
             (options if key.startswith("-") else positionals).append(key)
         elif isinstance(value, list):

@@ -36,17 +36,24 @@ class Located(str):
 class _SuiteLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     """Safe YAML plus ``!delete``, refusing duplicate keys (PyYAML keeps the last silently)."""
 
+    # The file named in errors: marks of a parser fed with text carry "<unicode string>".
+    suite_file: str | None = None
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            mark = key_node.start_mark
+            where = dict(file=self.suite_file or mark.name, line=mark.line + 1,
+                         column=mark.column + 1)
+            try:
+                hash(key)
+            except TypeError:
+                raise SuiteError("a mapping key must be a plain value", **where) from None
             if key in seen and key != "<<":
-                mark = key_node.start_mark
                 raise SuiteError(
                     f"duplicate key '{key}' (first at line {seen[key].start_mark.line + 1})",
-                    file=mark.name,
-                    line=mark.line + 1,
-                    column=mark.column + 1,
+                    **where,
                 )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
@@ -63,12 +70,14 @@ def load_yaml(path: Path) -> Any:
     """Parse one file with safe semantics; errors become one line with file:line:column."""
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SuiteError("not a UTF-8 text file", file=path) from None
     except FileNotFoundError:
         raise SuiteError("file not found", file=path) from None
     except OSError as exc:
         raise SuiteError(f"cannot read: {exc.strerror}", file=path) from None
     loader = _SuiteLoader(text)
-    loader.name = str(path)  # type: ignore[attr-defined]
+    loader.suite_file = str(path)
     try:
         return loader.get_single_data()
     except yaml.constructor.ConstructorError as exc:

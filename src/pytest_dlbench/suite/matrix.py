@@ -23,11 +23,17 @@ def _combinations(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     # itertools.product varies its last argument fastest; the suite format wants the first key
     # fastest, so the keys go in reversed.
     reversed_values = [_values(matrix[k]) for k in reversed(keys)]
-    return [dict(zip(reversed(keys), combo)) for combo in itertools.product(*reversed_values)]
+    return [
+        dict(zip(keys, reversed(combo), strict=True))
+        for combo in itertools.product(*reversed_values)
+    ]
 
 
 def _format_argv(argv: Any, combo: dict[str, Any]) -> Any:
     context = {k: str(v) for k, v in combo.items()}
+    if isinstance(argv, dict) and set(argv) == {"append"}:
+        items = argv["append"] if isinstance(argv["append"], list) else [argv["append"]]
+        return {"append": _format_argv(items, combo)}
     if isinstance(argv, dict):
         return {
             k: fill_placeholders(v, context) if isinstance(v, str) else v for k, v in argv.items()

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import SuiteError
 from .loader import iter_layers
 from .matrix import expand_matrices
-from .merge import DELETE, merge
+from .merge import DELETE, finalize, merge
 from .spec import BenchSpec, build_spec, misspelled_keys
 
 __all__ = ["ResolvedSuite", "resolve_suite", "parse_override", "select_specs", "SuiteWarning"]
@@ -105,7 +105,7 @@ def _resolve_inheritance(
                     bench=name,
                 )
             base = resolve(parent, (*chain, parent))
-            result = merge(base, entry, bench=name)
+            result = merge(base, entry, bench=name, file=origins.get(name))
             tags = _tag_list(base, parent, origins) + _tag_list(entry, name, origins)
             if tags:
                 result["tags"] = sorted(set(tags))
@@ -119,9 +119,22 @@ def _resolve_inheritance(
 
 def _tag_list(entry: dict[str, Any], name: str, origins: dict[str, str]) -> list[str]:
     tags = entry.get("tags") or []
+    if isinstance(tags, dict) and set(tags) == {"append"}:
+        tags = tags["append"]  # an {append: [...]} left for the parent: tags are a union anyway
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise SuiteError("'tags' must be a list of strings", file=origins.get(name), bench=name)
     return tags
+
+
+def _apply_override(
+    config: dict[str, Any], keys: list[str], value: Any, text: str, bench: str, path: Path
+) -> dict[str, Any]:
+    try:
+        return merge(config, _nest(keys, value), bench=bench, file=path)
+    except SuiteError as exc:
+        raise SuiteError(
+            f"--bench-override {text!r}: {exc.message}", file=exc.file, bench=bench
+        ) from None
 
 
 def resolve_suite(
@@ -140,17 +153,17 @@ def resolve_suite(
             if value is DELETE:
                 entries.pop(name, None)
                 continue
-            entries[name] = merge(entries.get(name, {}), value, bench=name)
+            entries[name] = merge(entries.get(name, {}), value, bench=name, file=layer.path)
             origins[name] = str(layer.path)
 
-    parsed = [parse_override(o) for o in overrides]
-    for (target, *keys), value in parsed:
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for text, (target, *keys), value in parsed:
         if target.startswith("_"):
             if target not in entries:
                 raise SuiteError(
-                    f"--bench-override: no template named '{target}'", file=path
+                    f"--bench-override {text!r}: no template named '{target}'", file=path
                 )
-            entries[target] = merge(entries[target], _nest(keys, value), bench=target)
+            entries[target] = _apply_override(entries[target], keys, value, text, target, path)
 
     entries = expand_matrices(entries, origins, notes.append)
     entries = _resolve_inheritance(entries, origins)
@@ -158,20 +171,25 @@ def resolve_suite(
     public = {n: e for n, e in entries.items() if not n.startswith("_")}
     if star is not None:
         star = {k: v for k, v in star.items() if k != "inherits"}
-        public = {n: merge(e, star, bench=n) for n, e in public.items()}
+        star_file = origins.get(STAR)
+        public = {n: merge(e, star, bench=n, file=star_file) for n, e in public.items()}
 
-    for (target, *keys), value in parsed:
+    for text, (target, *keys), value in parsed:
         if target.startswith("_"):
             continue
         names = list(public) if target == STAR else [target]
         if target != STAR and target not in public:
-            raise SuiteError(f"--bench-override: no benchmark named '{target}'", file=path)
+            raise SuiteError(
+                f"--bench-override {text!r}: no benchmark named '{target}'", file=path
+            )
         for name in names:
-            public[name] = merge(public[name], _nest(keys, value), bench=name)
+            public[name] = _apply_override(public[name], keys, value, text, name, path)
 
     specs = []
-    for name, config in public.items():
+    for name, merged in public.items():
         origin = origins.get(name, str(path))
+        # A fresh copy per benchmark (merges share untouched sub-trees), appends left over as lists.
+        config = finalize(merged)
         for key, close in misspelled_keys(config):
             notes.append(f"{origin}: {name}: unknown key '{key}', did you mean '{close}'?")
         specs.append(build_spec(name, config, origin))

@@ -109,12 +109,13 @@ def misspelled_keys(config: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
-    """``module:function`` stays as is; a path is made absolute against the file it was written in."""
+    """``module:function`` stays; a path is made absolute against the file it was written in."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise SuiteError("'definition' must be a non-empty string", file=origin, bench=name)
-    target, _, function = value.partition(":")
+    # Split as load_definition does: the function follows the last ':'.
+    target, _, function = value.rpartition(":") if ":" in value else (value, "", "")
     looks_like_path = target.endswith(".py") or "/" in target or target.startswith(".")
     if not looks_like_path:
         return value
