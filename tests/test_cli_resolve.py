@@ -93,14 +93,21 @@ def _matrix_job(bs: int, precision: str) -> dict[str, Any]:
         "stop": 30,
         "skip": 2,
         "args": [
-            "--precision", precision,
-            "--lr", "0.1",
+            "--precision",
+            precision,
+            "--lr",
+            "0.1",
             "--no-stdout",
-            "--epochs", "3",
-            "--num-workers", "8",
-            "--batch-size", str(bs),
-            "--optimizer", "adamw",
-            "--data", "{data}/imagenet",
+            "--epochs",
+            "3",
+            "--num-workers",
+            "8",
+            "--batch-size",
+            str(bs),
+            "--optimizer",
+            "adamw",
+            "--data",
+            "{data}/imagenet",
         ],  # fmt: skip
         "matrix": {"batch-size": bs, "precision": precision, "optim": "adamw"},
     }
@@ -157,14 +164,22 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "skip": 2,
         "args": [
             "train",
-            "--precision", "tf32-fp16",
-            "--lr", "0.1",
-            "--epochs", "50",
-            "--num-workers", "{cpu_per_gpu}",
-            "--batch-size", "256",
-            "--layers", "1,2,3",
-            "--config", '{"k": 1}',
-            "--extra", "x y",
+            "--precision",
+            "tf32-fp16",
+            "--lr",
+            "0.1",
+            "--epochs",
+            "50",
+            "--num-workers",
+            "{cpu_per_gpu}",
+            "--batch-size",
+            "256",
+            "--layers",
+            "1,2,3",
+            "--config",
+            '{"k": 1}',
+            "--extra",
+            "x y",
         ],  # fmt: skip
         "inherits": "resnet50",
     },
@@ -362,3 +377,13 @@ def test_resolve_json_shows_odd_values(tmp_path: Path, capsys: pytest.CaptureFix
     suite.write_text(f"a:\n  definition: {TOY}\n  released: 2024-05-01\n")
     assert main(["resolve", str(suite), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["a"]["released"] == "2024-05-01"
+
+
+def test_false_in_the_everything_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    # The one row of the argv table that cannot be in a suite that resolves.
+    argv = ["resolve", str(SUITE), "--bench-override", "resnet50.argv.--fast=false"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"dlbench: error: {SUITE}: resnet50: argv '--fast' is false: "
+        "use null to cancel an option, not false\n"
+    )

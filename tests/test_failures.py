@@ -85,7 +85,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
             "FAILED failing.yaml::segfault[D0] - crash: killed by SIGSEGV",
             "FAILED failing.yaml::exits[D0] - crash: exited with status 3 before finishing",
             "FAILED failing.yaml::hang[D0] - timeout: ran past max_duration (4 s)",
-            "FAILED failing.yaml::oom[D0] - out of memory: *",
+            "FAILED failing.yaml::oom[[]D0] - out of memory: *",
             "FAILED failing.yaml::nan[D0] - NonFiniteLoss: loss is nan at step 5",
         ]
     )

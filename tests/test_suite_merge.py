@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dlbench.suite import DELETE, SuiteError, merge, resolve_suite
+from pytest_dlbench.suite.merge import finalize
 
 TOY = "pytest_dlbench.workloads.toy:main"
 
@@ -98,6 +99,32 @@ def test_append_mapping_takes_only_append() -> None:
         merge({"argv": []}, {"argv": {"append": [1], "extra": 2}}, bench="b")
 
 
+def test_append_with_nothing_to_extend_waits_for_a_parent() -> None:
+    # Kept as an append mapping until inheritance and '*' are applied; finalize makes it a list.
+    pending = merge({}, {"argv": {"append": [1]}})
+    assert pending == {"argv": {"append": [1]}}
+    pending = merge(pending, {"argv": {"append": 2}})
+    assert pending == {"argv": {"append": [1, 2]}}
+    assert merge({"argv": [0]}, pending) == {"argv": [0, 1, 2]}
+    assert finalize(pending) == {"argv": [1, 2]}
+    assert merge(pending, {"argv": [9]}) == {"argv": [9]}  # a list replaces it
+    with pytest.raises(SuiteError, match="mapping over a list"):
+        merge(pending, {"argv": {"--x": 1}}, bench="b")
+
+
+def test_append_over_a_scalar_or_null_is_the_list() -> None:
+    assert merge({"argv": None}, {"argv": {"append": [1]}}) == {"argv": [1]}
+    assert merge({"argv": "x"}, {"argv": {"append": [1]}}) == {"argv": [1]}
+
+
+def test_finalize_copies() -> None:
+    value = {"a": [{"b": 1}], "c": {"append": [{"d": 2}]}}
+    result = finalize(value)
+    assert result == {"a": [{"b": 1}], "c": [{"d": 2}]}
+    result["a"][0]["b"] = 5
+    assert value["a"][0]["b"] == 1
+
+
 def test_delete_removes_the_key() -> None:
     earlier = {"env": {"A": "1", "B": "2"}, "argv": {"--x": 1}}
     assert merge(earlier, {"env": {"A": DELETE}, "argv": DELETE}) == {"env": {"B": "2"}}
@@ -110,6 +137,8 @@ def test_delete_of_an_absent_key_is_nothing() -> None:
 def test_delete_in_a_list_is_an_error() -> None:
     with pytest.raises(SuiteError, match="list item"):
         merge({}, {"argv": ["--a", DELETE]}, bench="b")
+    with pytest.raises(SuiteError, match="list item"):
+        merge({"argv": []}, {"argv": {"append": [DELETE]}}, bench="b")
 
 
 def test_merge_does_not_mutate() -> None:

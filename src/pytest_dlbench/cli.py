@@ -26,12 +26,13 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     for note in suite.warnings:
         print(f"warning: {note}", file=sys.stderr)
     specs = select_specs(suite.specs, args.bench_select, args.bench_exclude)
+    system = load_system(args.bench_system) if args.bench_system else None  # checked either way
     if args.json:
         # default=str: unknown keys are shown as written, YAML dates included.
         print(json.dumps({s.name: s.to_dict() for s in specs}, indent=2, default=str))
         return 0
-    system = load_system(args.bench_system) if args.bench_system else None
-    print(f"suite {suite.name} ({suite.path}): {len(specs)} benchmarks")
+    plural = "" if len(specs) == 1 else "s"
+    print(f"suite {suite.name} ({suite.path}): {len(specs)} benchmark{plural}")
     for spec in specs:
         state = "" if spec.enabled else "  [disabled]"
         print(f"\n{spec.name}{state}")

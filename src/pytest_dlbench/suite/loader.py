@@ -44,8 +44,9 @@ class _SuiteLoader(_BaseLoader):  # type: ignore[misc, valid-type]
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             mark = key_node.start_mark
-            where = dict(file=self.suite_file or mark.name, line=mark.line + 1,
-                         column=mark.column + 1)
+            where: dict[str, Any] = dict(
+                file=self.suite_file or mark.name, line=mark.line + 1, column=mark.column + 1
+            )
             try:
                 hash(key)
             except TypeError:

@@ -29,17 +29,14 @@ def _combinations(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _format_argv(argv: Any, combo: dict[str, Any]) -> Any:
-    context = {k: str(v) for k, v in combo.items()}
-    if isinstance(argv, dict) and set(argv) == {"append"}:
-        items = argv["append"] if isinstance(argv["append"], list) else [argv["append"]]
-        return {"append": _format_argv(items, combo)}
+def _format_argv(argv: Any, context: dict[str, str]) -> Any:
+    """The string values of an argv (also inside lists and appends) formatted with a combination."""
+    if isinstance(argv, str):
+        return fill_placeholders(argv, context)
     if isinstance(argv, dict):
-        return {
-            k: fill_placeholders(v, context) if isinstance(v, str) else v for k, v in argv.items()
-        }
+        return {k: _format_argv(v, context) for k, v in argv.items()}
     if isinstance(argv, list):
-        return [fill_placeholders(v, context) if isinstance(v, str) else v for v in argv]
+        return [_format_argv(v, context) for v in argv]
     return argv
 
 
@@ -74,7 +71,8 @@ def expand_matrices(
                 f"ignored: {', '.join(ignored)}"
             )
         for combo in _combinations(matrix):
-            job_name = fill_placeholders(job["name"], {k: str(v) for k, v in combo.items()})
+            context = {k: str(v) for k, v in combo.items()}
+            job_name = fill_placeholders(job["name"], context)
             this = f"{where} (matrix '{name}')"
             if job_name in defined_by:
                 raise SuiteError(
@@ -85,7 +83,7 @@ def expand_matrices(
             generated = copy.deepcopy(job)
             del generated["name"]
             if "argv" in generated:
-                generated["argv"] = _format_argv(generated["argv"], combo)
+                generated["argv"] = _format_argv(generated["argv"], context)
             generated["matrix_values"] = combo
             result[job_name] = generated
             origins[job_name] = where or ""

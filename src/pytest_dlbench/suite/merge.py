@@ -85,7 +85,7 @@ def _append_items(value: dict, *, where: str, bench: str | None, file: _File) ->
     items = value["append"]
     if not isinstance(items, list):
         items = [items]
-    return [strip_deletes(v, where=where, bench=bench, file=file) for v in items]
+    return strip_deletes(items, where=where, bench=bench, file=file)  # a list: no !delete
 
 
 def _join(where: str, key: Any) -> str:

@@ -66,7 +66,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = loader.get_single_data()
     except Exception as exc:  # noqa: BLE001 - any YAML problem is a bad option value
-        raise SuiteError(f"--bench-override {text!r}: value is not valid YAML ({exc})") from None
+        if isinstance(exc, SuiteError):
+            problem = exc.message
+        else:
+            problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+        problem = " ".join(str(problem).split())  # one line, whatever PyYAML wrote
+        raise SuiteError(
+            f"--bench-override {text!r}: value is not valid YAML ({problem})"
+        ) from None
     finally:
         loader.dispose()
     return parts, value
@@ -190,9 +197,20 @@ def resolve_suite(
         origin = origins.get(name, str(path))
         # A fresh copy per benchmark (merges share untouched sub-trees), appends left over as lists.
         config = finalize(merged)
-        for key, close in misspelled_keys(config):
-            notes.append(f"{origin}: {name}: unknown key '{key}', did you mean '{close}'?")
-        specs.append(build_spec(name, config, origin))
+        typos = [
+            f"unknown key '{key}', did you mean '{close}'?"
+            for key, close in misspelled_keys(config)
+        ]
+        notes.extend(f"{origin}: {name}: {typo}" for typo in typos)
+        try:
+            specs.append(build_spec(name, config, origin))
+        except SuiteError as exc:
+            if not typos:
+                raise
+            # The error may well come from the typo (`inherit:` leaves no definition): say so.
+            raise SuiteError(
+                f"{exc.message} ({'; '.join(typos)})", file=exc.file, bench=exc.bench
+            ) from None
     if emit_warnings:
         for note in notes:
             _warnings.warn(note, SuiteWarning, stacklevel=2)
