@@ -6,8 +6,6 @@ import textwrap
 
 import pytest
 
-pytest_plugins = []
-
 SUITE = """
 _defaults:
   definition: pytest_dlbench.workloads.toy:main
@@ -71,7 +69,9 @@ def test_collect_only_lists_enabled_benchmarks(pytester, suite):
 
 def test_header_counts_benchmarks_and_disabled(pytester, suite):
     result = pytester.runpytest("--bench-suite", str(suite), "--collect-only")
-    result.stdout.fnmatch_lines(["dlbench: suite mysuite (*mysuite.yaml): 6 benchmarks, 1 disabled"])
+    result.stdout.fnmatch_lines(
+        ["dlbench: suite mysuite (*mysuite.yaml): 6 benchmarks, 1 disabled"]
+    )
 
 
 def test_named_suite_found_in_bench_suites_dir(pytester):

@@ -108,8 +108,9 @@ def _losses_to_floats(values: list[Any]) -> list[float]:
     if tensors:
         import torch
 
-        # A non-scalar loss (per-sample losses) is summarised by its mean.
-        flat = [t.detach().reshape(-1).float().mean() for _, t in tensors]
+        # A non-scalar loss (per-sample losses) is summarised by its mean; scalars (the usual
+        # case) go to the host as they are, so the window read stays cheap.
+        flat = [t if t.dim() == 0 else t.detach().reshape(-1).float().mean() for _, t in tensors]
         try:
             converted = torch.stack(flat).tolist()
         except RuntimeError:  # losses on different devices: convert one by one
@@ -266,41 +267,46 @@ class Bench:
     def _read_window(self) -> None:
         self._since_read = 0
         window = self.timer.read()
-        write = self.stream.write
         units = self.units
+        records: list[dict[str, Any]] = []
         for obs in window.steps:
             i = self._written
             self._written += 1
-            value = obs.items / obs.seconds if obs.seconds > 0 else math.inf
-            write(
-                "rate",
-                value=value,
-                units=units,
-                step=i,
-                warmup=i < self.skip,
-                time=obs.time,
-                items=obs.items,
-                seconds=obs.seconds,
+            records.append(
+                {
+                    "event": "rate",
+                    "value": obs.items / obs.seconds if obs.seconds > 0 else math.inf,
+                    "units": units,
+                    "step": i,
+                    "warmup": i < self.skip,
+                    "time": obs.time,
+                    "items": obs.items,
+                    "seconds": obs.seconds,
+                }
             )
         last = self._written - 1 if self._written else None
         for total in window.regions:
-            write(
-                "region",
-                key=total.key,
-                count=total.count,
-                seconds=total.total_seconds,
-                step=last,
+            records.append(
+                {
+                    "event": "region",
+                    "key": total.key,
+                    "count": total.count,
+                    "seconds": total.total_seconds,
+                    "step": last,
+                }
             )
+        bad: NonFiniteLoss | None = None
         if self._losses:
             losses, self._losses = self._losses, []
             values = _losses_to_floats([v for _, v in losses])
-            bad: NonFiniteLoss | None = None
             for (step, _), value in zip(losses, values, strict=True):
-                write("loss", value=value, step=step)
+                records.append({"event": "loss", "value": value, "step": step})
                 if bad is None and not math.isfinite(value):
                     bad = NonFiniteLoss(value, step)
-            if bad is not None:
-                raise bad
+        # The whole window in one write: the records before a NaN are kept, then it fails.
+        self.stream.write_many(records)
+        if bad is not None:
+            raise bad
 
     def __repr__(self) -> str:
         return (

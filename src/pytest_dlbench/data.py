@@ -6,6 +6,7 @@ torch, torchvision and PIL are imported inside the functions: importing this mod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,9 +130,10 @@ def jpeg_folder(
 
     A folder is reused when its marker file records the same parameters; otherwise (missing
     marker: a run killed half-way, or other parameters) it is rebuilt. Building happens in a
-    private temporary folder next to `root` that is renamed into place, so two processes that
-    build at once never see each other's partial files: the first rename wins and the loser's
-    copy is discarded.
+    private temporary folder next to `root` that is renamed into place, so readers never see
+    partial files. Builders of the same folder take turns on a lock file (`.<name>.lock`, left in
+    place): the first builds, the others find it done; where locking is unavailable they race
+    and the first rename wins.
     """
     root = Path(root)
     params = {
@@ -144,15 +146,45 @@ def jpeg_folder(
     if _marker_matches(root, params):
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f".{root.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        _write_jpegs(tmp, n=n, image_size=image_size, num_classes=num_classes, seed=seed)
-        # The marker goes last: its presence means every image before it was written.
-        (tmp / MARKER).write_text(json.dumps(params, sort_keys=True))
-        _install(tmp, root, params)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with _build_lock(root) as exclusive:
+        # Replicas started together (per_gpu) queue here; the first one builds, the rest reuse.
+        if _marker_matches(root, params):
+            return root
+        if exclusive:
+            # Nobody else is building: copies left by killed builders are garbage.
+            prefixes = (f".{root.name}.tmp-", f".{root.name}.stale-")
+            for junk in root.parent.iterdir():
+                if junk.name.startswith(prefixes) and junk.is_dir():
+                    shutil.rmtree(junk, ignore_errors=True)
+        tmp = root.parent / f".{root.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            _write_jpegs(tmp, n=n, image_size=image_size, num_classes=num_classes, seed=seed)
+            # The marker goes last: its presence means every image before it was written.
+            (tmp / MARKER).write_text(json.dumps(params, sort_keys=True))
+            _install(tmp, root, params)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return root
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path) -> Iterator[bool]:
+    """An advisory lock next to `root` (POSIX flock; released by the OS if the holder dies).
+
+    Yields whether the lock is really exclusive. Only an optimisation: without fcntl (Windows)
+    builders race, and the atomic rename in `_install` still keeps the folder consistent.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield False
+        return
+    with open(root.parent / f".{root.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _marker_matches(root: Path, params: dict[str, Any]) -> bool:

@@ -1,4 +1,4 @@
-"""Loading a benchmark's ``definition``: ``package.module:function`` or ``path/file.py:function``."""
+"""Loading a benchmark's ``definition``: ``package.module:function`` or ``file.py:function``."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ parent would be inherited badly by forked workers and costs seconds).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
@@ -46,10 +47,8 @@ def gpu_count() -> int:
     except Exception:  # noqa: BLE001
         count = 0
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
     limit = _visible_limit()
     return count if limit is None else min(count, limit)
 

@@ -12,10 +12,10 @@ import pytest
 
 from .suite import (
     BenchSpec,
-    fill_all,
     ResolvedSuite,
     SuiteWarning,
     SystemConfig,
+    fill_all,
     find_suite,
     load_system,
     local_system,

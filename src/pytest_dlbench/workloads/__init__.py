@@ -5,13 +5,14 @@ Each is `def fn(bench)`: it parses `bench.args` with argparse, builds everything
 Importing this package (or any workload module) does not import torch.
 
 | definition                                | what                                 | units    |
-| ----------------------------------------- | -------------------------------------- | -------- |
-| pytest_dlbench.workloads.toy:main       | tiny MLP sanity check, runs first      | items/s  |
-| pytest_dlbench.workloads.vision:train   | torchvision classifier training        | items/s  |
+| ----------------------------------------- | ------------------------------------ | -------- |
+| pytest_dlbench.workloads.toy:main         | tiny MLP sanity check, runs first    | items/s  |
+| pytest_dlbench.workloads.vision:train     | torchvision classifier training      | items/s  |
 | pytest_dlbench.workloads.timm_train:train | timm classifier training             | items/s  |
-| pytest_dlbench.workloads.flops:main     | matmul throughput                      | TFLOP/s  |
-| pytest_dlbench.workloads.loader:main    | JPEG decoding and DataLoader workers   | items/s  |
-| pytest_dlbench.workloads.lm:train       | small GPT language-model training      | tokens/s |
+| pytest_dlbench.workloads.flops:main       | matmul throughput                    | TFLOP/s  |
+| pytest_dlbench.workloads.loader:main      | JPEG decoding and DataLoader workers | items/s  |
+| pytest_dlbench.workloads.lm:train         | small GPT language-model training    | tokens/s |
+| pytest_dlbench.workloads.clip:train       | open_clip training (optional extra)  | items/s  |
 """
 
 from __future__ import annotations
@@ -26,4 +27,5 @@ WORKLOADS: dict[str, str] = {
     "flops": "pytest_dlbench.workloads.flops:main",
     "loader": "pytest_dlbench.workloads.loader:main",
     "lm": "pytest_dlbench.workloads.lm:train",
+    "clip": "pytest_dlbench.workloads.clip:train",  # needs the `clip` extra (open-clip-torch)
 }

@@ -141,6 +141,22 @@ def to_device(
     return tuple(out)
 
 
+def build_sized(factory: Callable[..., torch.nn.Module], size_kwarg: str, image_size: int,
+                **kwargs: Any) -> torch.nn.Module:
+    """`factory(**kwargs)` told the input size when the architecture takes one.
+
+    Transformers with fixed position embeddings (torchvision `vit_*`, timm ViTs) reject other
+    input sizes unless built for them; convnets take any size and refuse the argument, so they
+    are built without it.
+    """
+    try:
+        return factory(**kwargs, **{size_kwarg: image_size})
+    except TypeError as e:
+        if size_kwarg not in str(e):
+            raise
+    return factory(**kwargs)
+
+
 def logits_of(output: Any) -> torch.Tensor:
     """The main logits of a classifier's output.
 
@@ -160,28 +176,27 @@ def train_steps(
     bench: Any,
     batches: Any,
     *,
-    model: torch.nn.Module,
+    compute_loss: Callable[[tuple[torch.Tensor, ...]], torch.Tensor],
     optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[..., torch.Tensor],
     precision: Precision,
     device: torch.device,
     items_per_step: int,
     channels_last: bool = False,
 ) -> int:
-    """The timed loop: batches -> device -> forward -> backward -> update, one step per batch.
+    """The timed loop: batch -> device -> forward (loss) -> backward -> update, one step each.
 
+    `compute_loss(batch)` gets the batch on the device and runs under the precision's autocast.
     Returns the number of steps run. The loss is handed over as a tensor (no .item(): that would
     synchronise the device every step).
     """
     scaler = precision.grad_scaler()
     timer = bench.timer
-    model.train()
     steps = 0
     for batch in bench.iterate(batches, batch_size=items_per_step):
         with timer.region("io"):
-            inputs, target = to_device(batch, device, channels_last=channels_last)
+            on_device = to_device(batch, device, channels_last=channels_last)
         with timer.region("forward"), precision.autocast():
-            loss = loss_fn(model(inputs), target)
+            loss = compute_loss(on_device)
         with timer.region("backward"):
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
@@ -207,7 +222,7 @@ def add_image_data_args(parser: argparse.ArgumentParser) -> None:
                         help="DataLoader worker processes for the JPEG folder (default 2)")
     parser.add_argument("--num-images", type=positive_int, default=None,
                         help="images in the generated data set (default 1024 on disk, "
-                             "256 in memory)")
+                             "256 in memory; at least one batch)")
     parser.add_argument("--data", default=None,
                         help="an existing ImageFolder to read instead of the generated one")
     parser.add_argument("--seed", type=int, default=0)
@@ -233,7 +248,7 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
     if args.data is not None:
         root = Path(args.data)
     else:
-        n = args.num_images or 1024
+        n = args.num_images or max(1024, batch_size)
         # Stored larger than the crop, like ImageNet's resize-256 / crop-224.
         disk_size = round(args.image_size * 256 / 224)
         # At most 100 class folders: the class count does not change the cost of a step.

@@ -90,7 +90,9 @@ def train(bench: Any) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     vocab = args.vocab_size
 
-    def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        inputs, targets = batch
+        logits = model(inputs)
         return torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
 
     # Token data is tiny next to the model: keep it all on the device, as LM trainers do with
@@ -99,9 +101,10 @@ def train(bench: Any) -> None:
     on_device = tuple(t.to(device) for t in data.tensors)
     batches = _common.tensor_batches(on_device, args.batch_size, seed=args.seed)
 
+    model.train()
     with _common.backend_flags(tf32=precision.tf32):
         _common.train_steps(
-            bench, batches, model=model, optimizer=optimizer, loss_fn=loss_fn,
+            bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device,
             items_per_step=args.batch_size * args.seq_len,
         )

@@ -21,9 +21,10 @@ def train(bench: Any) -> None:
     """Train a timm model with random weights (SGD, cross-entropy)."""
     args = _common.parse(make_parser(prog="timm_train", default_model="convnext_tiny"), bench)
 
-    def build(name: str, num_classes: int) -> torch.nn.Module:
+    def build(name: str, num_classes: int, image_size: int) -> torch.nn.Module:
         import timm
 
-        return timm.create_model(name, pretrained=False, num_classes=num_classes)
+        return _common.build_sized(timm.create_model, "img_size", image_size,
+                                   model_name=name, pretrained=False, num_classes=num_classes)
 
     train_classifier(bench, args, build)

@@ -41,10 +41,11 @@ def train(bench: Any) -> None:
     """Train a torchvision classifier with random weights (SGD, cross-entropy)."""
     args = _common.parse(make_parser(), bench)
 
-    def build(name: str, num_classes: int) -> torch.nn.Module:
+    def build(name: str, num_classes: int, image_size: int) -> torch.nn.Module:
         import torchvision
 
-        return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+        return _common.build_sized(torchvision.models.get_model, "image_size", image_size,
+                                   name=name, weights=None, num_classes=num_classes)
 
     train_classifier(bench, args, build)
 
@@ -52,9 +53,12 @@ def train(bench: Any) -> None:
 def train_classifier(
     bench: Any,
     args: argparse.Namespace,
-    build: Callable[[str, int], torch.nn.Module],
+    build: Callable[[str, int, int], torch.nn.Module],
 ) -> None:
-    """The classification benchmark shared by the torchvision and timm workloads."""
+    """The classification benchmark shared by the torchvision and timm workloads.
+
+    `build(name, num_classes, image_size)` makes the model with random weights.
+    """
     import torch
 
     from pytest_dlbench.data import synthetic_images
@@ -65,7 +69,8 @@ def train_classifier(
     bench.set_units("items/s")
 
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = build(args.model, args.num_classes).to(device, memory_format=memory_format)
+    model = build(args.model, args.num_classes, args.image_size)
+    model = model.to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -76,7 +81,8 @@ def train_classifier(
         batch = _common.to_device((images, labels), device, channels_last=args.channels_last)
         batches: Any = itertools.repeat(batch)
     elif args.synthetic_data:
-        dataset = synthetic_images(args.num_images or 256, args.image_size, args.num_classes,
+        n = args.num_images or max(256, args.batch_size)  # at least one batch
+        dataset = synthetic_images(n, args.image_size, args.num_classes,
                                    seed=args.seed)
         batches = _common.tensor_batches(dataset.tensors, args.batch_size, seed=args.seed)
     else:
@@ -87,12 +93,14 @@ def train_classifier(
                                      pin_memory=device.type == "cuda")
         batches = forever(loader)
 
-    def loss_of(output: Any, target: torch.Tensor) -> torch.Tensor:
-        return loss_fn(_common.logits_of(output), target)
+    def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        images, labels = batch
+        return loss_fn(_common.logits_of(model(images)), labels)
 
+    model.train()
     with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
         _common.train_steps(
-            bench, batches, model=model, optimizer=optimizer, loss_fn=loss_of,
+            bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device, items_per_step=args.batch_size,
             channels_last=args.channels_last,
         )
