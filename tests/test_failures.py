@@ -46,6 +46,20 @@ DEFINITIONS = textwrap.dedent(
             torch.empty(2**62, dtype=torch.uint8)  # far more than any host has
 
 
+    def skipper(bench):
+        import pytest
+
+        pytest.skip("needs a GPU")
+
+
+    def badargs(bench):
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--batch-size", type=int)
+        parser.parse_args(bench.args)
+
+
     def nan(bench):
         import torch
 
@@ -65,6 +79,8 @@ SUITE = textwrap.dedent(
     hang: {inherits: _base, definition: defs.py:hang, max_duration: 4}
     oom: {inherits: _base, definition: defs.py:oom}
     nan: {inherits: _base, definition: defs.py:nan}
+    skipper: {inherits: _base, definition: defs.py:skipper}
+    badargs: {inherits: _base, definition: defs.py:badargs, argv: {--batch-sise: 3}}
     """
 )
 
@@ -77,8 +93,8 @@ def read(path: Path) -> list[dict]:
 def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
     pytester.makepyfile(defs=DEFINITIONS)
     pytester.makefile(".yaml", failing=SUITE)
-    result = pytester.runpytest("--bench-suite=failing.yaml", "--bench-base=out", "-rf")
-    result.assert_outcomes(passed=1, failed=5)
+    result = pytester.runpytest("--bench-suite=failing.yaml", "--bench-base=out", "-rfs")
+    result.assert_outcomes(passed=1, failed=6, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines_random(
         [
@@ -87,6 +103,8 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
             "FAILED failing.yaml::hang[D0] - timeout: ran past max_duration (4 s)",
             "FAILED failing.yaml::oom[[]D0] - out of memory: *",
             "FAILED failing.yaml::nan[D0] - NonFiniteLoss: loss is nan at step 5",
+            "FAILED failing.yaml::badargs[[]D0] - the benchmark exited with status 2 *",
+            "SKIPPED [[]1] failing.yaml:1: needs a GPU",
         ]
     )
     (run_dir,) = (pytester.path / "out" / "runs").iterdir()
@@ -97,6 +115,8 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
         "hang": "timeout",
         "oom": "oom",
         "nan": "nan",
+        "skipper": "skipped",
+        "badargs": "fail",
     }
     for name, status in expected.items():
         records = read(run_dir / f"{name}.D0.data")
@@ -104,6 +124,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
         assert records[-1]["event"] == "end", name
         assert records[-1]["status"] == status, (name, records[-1])
         assert records[-1]["reason"] or status == "ok"
+    assert "unrecognized arguments: --batch-sise 3" in (run_dir / "badargs.D0.log").read_text()
     # Observations taken before the crash are kept.
     segfault_rates = [r for r in read(run_dir / "segfault.D0.data") if r["event"] == "rate"]
     good_rates = [r for r in read(run_dir / "good.D0.data") if r["event"] == "rate"]

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure", "item_name"]
 
 
+# pytest.skip() inside a benchmark (e.g. "needs a GPU") skips it rather than failing it.
+_SKIP_TYPES: tuple[type[BaseException], ...] = (pytest.skip.Exception,)
+
+
 def item_name(spec: BenchSpec, device: int, repeat: int | None) -> str:
     params = f"D{device}" + (f"-R{repeat}" if repeat is not None else "")
     return f"{spec.name}[{params}]"
@@ -90,7 +94,7 @@ class _BenchNode:
         return self.parent.session_plugin  # type: ignore[attr-defined]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"{self.spec.name} ({self.spec.definition})"  # type: ignore
+        return self.path, 0, f"{self.spec.name} ({self.spec.definition})"  # type: ignore
 
     def stream_path(self) -> Path:
         return stream_path(self.plugin.run_dir(), self.spec.name, self.device, self.repeat)
@@ -127,6 +131,11 @@ class BenchItem(_BenchNode, pytest.Item):
         )
         self.user_properties.append(("dlbench_stream", str(stream)))
         self.user_properties.append(("dlbench_status", outcome.status))
+        if outcome.status == "skipped":
+            # Reported at the item's location, not at this line.
+            raise pytest.skip.Exception(
+                outcome.reason or "skipped by the benchmark", _use_item_location=True
+            )
         if not outcome.ok:
             raise BenchFailure(outcome, log=log, tail=_tail(log))
 
@@ -159,7 +168,9 @@ class BenchFunction(_BenchNode, pytest.Function):
 
     def setup(self) -> None:
         self.run = self.plugin.start_run(self)
-        outcome, exc = execute(super().setup, self.run.stream, final=False)
+        outcome, exc = execute(
+            super().setup, self.run.stream, final=False, skip_types=_SKIP_TYPES
+        )
         if exc is not None:
             self._fail(outcome, exc)
 
@@ -168,13 +179,15 @@ class BenchFunction(_BenchNode, pytest.Function):
             super(BenchFunction, self).runtest()
             self.run.finish_bench()  # reads the last window: a NaN there fails this run
 
-        outcome, exc = execute(call, self.run.stream)
+        outcome, exc = execute(call, self.run.stream, skip_types=_SKIP_TYPES)
         self.run.outcome = outcome
         if exc is not None:
             self._fail(outcome, exc)
 
     def _fail(self, outcome: Outcome, exc: BaseException) -> None:
         self.user_properties.append(("dlbench_status", outcome.status))
+        if outcome.status == "skipped":
+            raise exc
         if outcome.status == "fail" and not isinstance(exc, DlbenchError):
             raise exc  # a plain error: pytest's own traceback is the most useful report
         raise BenchFailure(outcome) from exc

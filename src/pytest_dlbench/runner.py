@@ -33,7 +33,7 @@ __all__ = [
     "stream_path",
 ]
 
-STATUSES = ("ok", "fail", "timeout", "oom", "crash", "nan")
+STATUSES = ("ok", "fail", "timeout", "oom", "crash", "nan", "skipped")
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
 
@@ -78,6 +78,7 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu": platform.processor() or platform.machine(),
         "pid": os.getpid(),
+        "time": time.time(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -115,16 +116,25 @@ def classify_exception(exc: BaseException) -> Outcome:
 
     if isinstance(exc, NonFiniteLoss):
         return Outcome("nan", _one_line(exc))
+    if isinstance(exc, SystemExit):
+        # argparse exits with status 2 on a bad argument; its message is in the output.
+        return Outcome("fail", f"the benchmark exited with status {exc.code} "
+                               "(an argument error? see its output)")
     if _is_oom(exc):
         return Outcome("oom", f"out of memory: {_one_line(exc)}")
     return Outcome("fail", _one_line(exc))
 
 
 def execute(
-    call: Callable[[], Any], stream: StreamWriter, *, final: bool = True
+    call: Callable[[], Any],
+    stream: StreamWriter,
+    *,
+    final: bool = True,
+    skip_types: tuple[type[BaseException], ...] = (),
 ) -> tuple[Outcome, BaseException | None]:
     """Run ``call``; on failure write the ``end`` record and return the exception (not raised,
     so the caller decides how to report it). With ``final``, success writes ``end`` too.
+    ``skip_types`` end the run as ``skipped`` (a benchmark that cannot run here, e.g. no GPU).
     KeyboardInterrupt is recorded, then re-raised."""
     try:
         call()
@@ -132,7 +142,10 @@ def execute(
         stream.write("end", status="fail", reason="interrupted", time=time.time())
         raise
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported
-        outcome = classify_exception(exc)
+        if isinstance(exc, skip_types):
+            outcome = Outcome("skipped", str(getattr(exc, "msg", "") or exc))
+        else:
+            outcome = classify_exception(exc)
         stream.write("end", status=outcome.status, reason=outcome.reason, time=time.time())
         return outcome, exc
     if final:

@@ -60,6 +60,17 @@ class RunOptions:
         )
 
 
+def _plugin_args(args: Sequence[str]) -> list[str]:
+    """The parent's ``-p NAME`` options, so the child loads (or blocks) the same plugins."""
+    found: list[str] = []
+    for index, arg in enumerate(args):
+        if arg == "-p" and index + 1 < len(args):
+            found += ["-p", args[index + 1]]
+        elif arg.startswith("-p") and len(arg) > 2:
+            found += ["-p", arg[2:]]
+    return found
+
+
 class BenchSession:
     """Registered as a plugin when ``--bench-suite`` is given (one per pytest process)."""
 
@@ -152,6 +163,44 @@ class BenchSession:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
 
+    # -- the manifest: what this run set out to measure ----------------------------------------
+
+    def _is_controller(self) -> bool:
+        return self.options.child_stream is None and not hasattr(self.config, "workerinput")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self._is_controller() and not self.config.option.collectonly and session.items:
+            self.write_manifest(s for item in session.items if (s := getattr(item, "spec", None)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: Sequence[str]) -> None:
+        # Under xdist the controller does not collect; the workers report the selected ids.
+        if getattr(self, "_manifest_written", False):
+            return
+        names = {i.split("::")[-1].split("[")[0] for i in ids}
+        self.write_manifest(
+            spec for suite in self.suites for spec in suite.specs if spec.name in names
+        )
+
+    def write_manifest(self, specs) -> None:
+        """``manifest.json``: the benchmarks selected to run, so the report knows which weighted
+        benchmark never produced a stream (the score's "incomplete" rule)."""
+        import json
+
+        benchmarks = {}
+        for spec in specs:
+            benchmarks[spec.name] = {
+                "weight": spec.weight,
+                "enabled": spec.enabled,
+                "units": spec.units,
+                "plan": spec.plan,
+                "suite": str(spec.origin),
+            }
+        manifest = {"version": 1, "suite": self.run_name, "benchmarks": benchmarks}
+        path = self.run_dir() / "manifest.json"
+        path.write_text(json.dumps(manifest, indent=2) + "\n")
+        self._manifest_written = True
+
     # -- runs ---------------------------------------------------------------------------------
 
     @property
@@ -210,6 +259,8 @@ class BenchSession:
             cmd += ["--bench-system", str(Path(config.getoption("bench_system")).resolve())]
         if config.pluginmanager.hasplugin("xdist"):
             cmd += ["-n", "0"]  # the child runs exactly one item, never with workers
+        # Hypothesis' plugin costs ~1 s of start-up per child and no benchmark uses it.
+        cmd += ["-p", "no:hypothesispytest", *_plugin_args(config.invocation_params.args)]
         return cmd
 
     def child_env(self, item: pytest.Item) -> dict[str, str]:

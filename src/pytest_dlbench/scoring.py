@@ -1,0 +1,399 @@
+"""Run streams to numbers: per run rate, per benchmark perf/std/perf_adj, the suite score.
+
+Every formula is the one of ``reference/scoring.md`` (seed 001's ``perf_adj`` and weighted
+geometric mean, made precise). Pure functions over stream records: no pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .errors import DlbenchError
+from .stream import StreamError, read_stream
+
+__all__ = [
+    "BLOCKS",
+    "BenchSummary",
+    "RunResult",
+    "SuiteSummary",
+    "block_rates",
+    "load_run",
+    "run_from_records",
+    "summarize_dir",
+    "summarize_runs",
+]
+
+#: Blocks of the steady-state window whose rates estimate a single run's noise (batch means).
+BLOCKS = 5
+
+MANIFEST = "manifest.json"
+_STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
+
+Point = tuple[float, float]  # (time, value) of one observation
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run (benchmark x device x repeat), as read from its stream."""
+
+    bench: str
+    device: int
+    repeat: int | None
+    status: str  # the end record's status; "ok" only when the run succeeded
+    reason: str
+    units: str
+    rate: float | None  # Σitems/Σseconds over the steady window; None when there is none
+    block_rates: tuple[float, ...]
+    steady: tuple[Point, ...]
+    warmup: tuple[Point, ...]
+    weight: float
+    path: str | None
+    # Not in the issue's field list, but a benchmark's summary needs them and they live in the
+    # same config record: the plan method decides ``total``, ``enabled`` the score.
+    method: str = "per_gpu"
+    enabled: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        """``name[D0]`` / ``name[D0-R1]``, the pytest item id of the run."""
+        suffix = f"-R{self.repeat}" if self.repeat is not None else ""
+        return f"{self.bench}[D{self.device}{suffix}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "repeat": self.repeat,
+            "status": self.status,
+            "reason": self.reason,
+            "rate": self.rate,
+            "block_rates": list(self.block_rates),
+            "path": self.path,
+        }
+
+
+@dataclass(frozen=True)
+class BenchSummary:
+    """One benchmark over all its runs. ``perf``/``total``/``std``/``std_pct`` are None when no
+    run succeeded (then ``perf_adj`` is 0); ``n`` is 0 for a benchmark that never ran."""
+
+    name: str
+    units: str
+    weight: float
+    n: int
+    fail: int
+    perf: float | None
+    total: float | None
+    std: float | None
+    std_pct: float | None
+    perf_adj: float
+    per_device: dict[int, float]
+    runs: tuple[RunResult, ...]
+    method: str
+    enabled: bool = True
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The successful runs' rates."""
+        return tuple(r.rate for r in self.runs if r.ok and r.rate is not None)
+
+    @property
+    def samples(self) -> tuple[float, ...]:
+        """What the noise is estimated from: run rates, or one run's block rates."""
+        if len(self.rates) >= 2:
+            return self.rates
+        ok = [r for r in self.runs if r.ok]
+        return ok[0].block_rates if ok else ()
+
+    @property
+    def scored(self) -> bool:
+        """Whether this benchmark enters the score (enabled, weighted, perf_adj > 0)."""
+        return self.enabled and self.weight > 0 and self.perf_adj > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "units": self.units,
+            "weight": self.weight,
+            "enabled": self.enabled,
+            "method": self.method,
+            "n": self.n,
+            "fail": self.fail,
+            "perf": self.perf,
+            "total": self.total,
+            "std": self.std,
+            "std_pct": self.std_pct,
+            "perf_adj": self.perf_adj,
+            # JSON keys are strings; load_summary leaves them so (compare does not use them).
+            "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
+            "rates": list(self.rates),
+            "samples": list(self.samples),
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+
+@dataclass(frozen=True)
+class SuiteSummary:
+    """A whole run directory: every benchmark, the score and what kept it from being complete."""
+
+    benchmarks: tuple[BenchSummary, ...]
+    score: float | None
+    incomplete: tuple[str, ...]
+    failure_rate: float
+    run_dir: str | None = None
+    suite: str | None = None
+
+    @property
+    def runs(self) -> tuple[RunResult, ...]:
+        return tuple(r for b in self.benchmarks for r in b.runs)
+
+    @property
+    def failed_runs(self) -> tuple[RunResult, ...]:
+        return tuple(r for r in self.runs if not r.ok)
+
+    @property
+    def failed(self) -> bool:
+        """A run failed or a weighted benchmark is missing: the "a benchmark failed" status."""
+        return bool(self.failed_runs or self.incomplete)
+
+    def get(self, name: str) -> BenchSummary | None:
+        return next((b for b in self.benchmarks if b.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "run_dir": self.run_dir,
+            "score": self.score,
+            "incomplete": list(self.incomplete),
+            "failure_rate": self.failure_rate,
+            "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
+        }
+
+
+# -- one run ----------------------------------------------------------------------------------
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _window_rate(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """Σitems/Σseconds when every record has them; the mean of the values otherwise.
+
+    ``log_rate`` observations (TFLOP/s measured by the benchmark) carry only a value.
+    """
+    if not records:
+        return None
+    if all(_finite(r.get("items")) and _finite(r.get("seconds")) for r in records):
+        seconds = sum(float(r["seconds"]) for r in records)
+        if seconds > 0:
+            return sum(float(r["items"]) for r in records) / seconds
+    values = [float(r["value"]) for r in records if _finite(r.get("value"))]
+    return statistics.fmean(values) if values else None
+
+
+def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> tuple[float, ...]:
+    """The rates of ``blocks`` consecutive blocks of the window, sizes differing by at most one.
+
+    With fewer observations than blocks, each observation is a block. Sizes are as equal as
+    ``len(records)`` allows (the first ``len % blocks`` blocks hold one more), so no observation
+    of the window is dropped.
+    """
+    k = min(blocks, len(records))
+    if k == 0:
+        return ()
+    size, extra = divmod(len(records), k)
+    out: list[float] = []
+    start = 0
+    for i in range(k):
+        end = start + size + (1 if i < extra else 0)
+        rate = _window_rate(records[start:end])
+        if rate is not None:
+            out.append(rate)
+        start = end
+    return tuple(out)
+
+
+def _parse_name(path: str | None) -> tuple[str, int, int | None]:
+    match = _STREAM_NAME.match(Path(path).name) if path else None
+    if not match:
+        return (Path(path).stem if path else "?"), 0, None
+    repeat = match["repeat"]
+    return match["bench"], int(match["device"]), int(repeat) if repeat is not None else None
+
+
+def run_from_records(
+    records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
+) -> RunResult:
+    """Score one run's stream records (see docs/running.md for the events)."""
+    path_s = str(path) if path is not None else None
+    bench, device, repeat = _parse_name(path_s)
+    spec: Mapping[str, Any] = {}
+    end: Mapping[str, Any] | None = None
+    steady: list[Mapping[str, Any]] = []
+    warmup: list[Mapping[str, Any]] = []
+    bad_loss: Mapping[str, Any] | None = None
+    for record in records:
+        event = record.get("event")
+        if event == "rate":
+            (warmup if record.get("warmup") else steady).append(record)
+        elif event == "config":
+            spec = record.get("spec") or {}
+            device = int(record.get("device", device) or 0)
+            repeat = record.get("repeat", repeat)
+        elif event == "end":
+            end = record  # the last one wins (the parent appends after a torn child)
+        elif event == "loss" and bad_loss is None and not _finite(record.get("value")):
+            bad_loss = record
+    bench = str(spec.get("name") or bench)
+    rate = _window_rate(steady)
+    if end is None:
+        status, reason = "fail", "incomplete stream (no end record)"
+    else:
+        status = str(end.get("status") or "fail")
+        reason = str(end.get("reason") or "")
+    # Success also needs a steady observation and finite losses (reference/scoring.md).
+    if status == "ok" and bad_loss is not None:
+        status, reason = "nan", f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
+    if status == "ok" and rate is None:
+        status, reason = "fail", "no steady-state observation"
+    units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)
+    plan = spec.get("plan") or {}
+    return RunResult(
+        bench=bench,
+        device=device,
+        repeat=int(repeat) if repeat is not None else None,
+        status=status,
+        reason=reason,
+        units=str(units or "items/s"),
+        rate=rate,
+        block_rates=block_rates(steady),
+        steady=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in steady),
+        warmup=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in warmup),
+        weight=float(spec.get("weight") or 0.0),
+        path=path_s,
+        method=str(plan.get("method") or "per_gpu"),
+        enabled=bool(spec.get("enabled", True)),
+    )
+
+
+def load_run(path: str | PathLike[str]) -> RunResult:
+    """Read and score one stream file. A stream damaged before its last line is a failed run."""
+    try:
+        records = read_stream(path)
+    except StreamError as exc:
+        run = run_from_records([], path=path)
+        return replace(run, status="fail", reason=f"corrupt stream: {exc}")
+    return run_from_records(records, path=path)
+
+
+# -- one benchmark ----------------------------------------------------------------------------
+def _pstdev(values: Sequence[float]) -> float:
+    return statistics.pstdev(values) if len(values) >= 2 else 0.0
+
+
+def summarize_bench(
+    name: str, runs: Sequence[RunResult], entry: Mapping[str, Any] | None = None
+) -> BenchSummary:
+    """perf, total, std, std%, perf_adj of one benchmark; ``entry`` is its manifest entry."""
+    entry = entry or {}
+    runs = tuple(sorted(runs, key=lambda r: (r.repeat or 0, r.device, r.path or "")))
+    first = runs[0] if runs else None
+    weight = float(entry.get("weight", first.weight if first else 0.0) or 0.0)
+    enabled = bool(entry.get("enabled", first.enabled if first else True))
+    plan = entry.get("plan") or {}
+    method = str(plan.get("method") or (first.method if first else "per_gpu"))
+    units = str(entry.get("units") or (first.units if first else None) or "items/s")
+    ok = [r for r in runs if r.ok and r.rate is not None]
+    n, fail = len(runs), len(runs) - len(ok)
+    per_device: dict[int, list[float]] = {}
+    for r in ok:
+        per_device.setdefault(r.device, []).append(r.rate)  # type: ignore[arg-type]
+    device_means = {d: statistics.fmean(v) for d, v in sorted(per_device.items())}
+    if not ok:
+        return BenchSummary(name, units, weight, n, fail, None, None, None, None, 0.0,
+                            device_means, runs, method, enabled)
+    rates = [r.rate for r in ok]
+    perf = statistics.fmean(rates)  # type: ignore[arg-type]
+    # njobs: rank 0 reports the job's global throughput, so total is the job's rate itself.
+    total = sum(device_means.values()) if method == "per_gpu" else perf
+    std = _pstdev(rates) if len(ok) >= 2 else _pstdev(ok[0].block_rates)  # type: ignore[arg-type]
+    std_pct = min(max(std / perf, 0.0), 1.0) if perf > 0 else 1.0
+    perf_adj = perf * (1 - std_pct) * (1 - fail / n)
+    return BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
+                        device_means, runs, method, enabled)
+
+
+# -- the suite --------------------------------------------------------------------------------
+def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """``exp(Σ w·ln(x) / Σ w)`` over (value, weight) pairs with w > 0 and x > 0."""
+    used = [(x, w) for x, w in pairs if w > 0 and x > 0]
+    total = sum(w for _, w in used)
+    if not used or total <= 0:
+        return None
+    return math.exp(sum(w * math.log(x) for x, w in used) / total)
+
+
+def summarize_runs(
+    runs: Iterable[RunResult],
+    manifest: Mapping[str, Any] | None = None,
+    *,
+    run_dir: str | None = None,
+) -> SuiteSummary:
+    """Group runs by benchmark and score the suite.
+
+    With a ``manifest`` (``{"suite": ..., "benchmarks": {name: {weight, enabled, ...}}}``),
+    its benchmarks come first in its order, its weights win, and a listed benchmark with no run
+    is kept (``n == 0``) and, when weighted, makes the score incomplete.
+    """
+    entries: Mapping[str, Any] = (manifest or {}).get("benchmarks") or {}
+    by_bench: dict[str, list[RunResult]] = {}
+    for run in runs:
+        by_bench.setdefault(run.bench, []).append(run)
+    names = list(entries) + sorted(n for n in by_bench if n not in entries)
+    benches = tuple(summarize_bench(n, by_bench.get(n, ()), entries.get(n)) for n in names)
+    score = weighted_geomean((b.perf_adj, b.weight) for b in benches if b.scored)
+    # Weighted and enabled but not in the score: never ran, every run failed, or perf_adj 0.
+    incomplete = tuple(b.name for b in benches if b.enabled and b.weight > 0 and not b.scored)
+    n_runs = sum(b.n for b in benches)
+    failed = sum(b.fail for b in benches)
+    return SuiteSummary(
+        benchmarks=benches,
+        score=score,
+        incomplete=incomplete,
+        failure_rate=failed / n_runs if n_runs else 0.0,
+        run_dir=run_dir,
+        suite=(manifest or {}).get("suite"),
+    )
+
+
+def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
+    """``<run_dir>/manifest.json`` written when the run started, or None without one."""
+    path = Path(run_dir) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise DlbenchError(f"{path}: unreadable manifest: {exc}") from exc
+    return data if isinstance(data, dict) else None
+
+
+def stream_paths(run_dir: str | PathLike[str]) -> list[Path]:
+    return sorted(p for p in Path(run_dir).glob("*.data") if p.is_file())
+
+
+def summarize_dir(run_dir: str | PathLike[str]) -> SuiteSummary:
+    """Score every stream of a run directory (and its manifest, when there is one)."""
+    runs = [load_run(p) for p in stream_paths(run_dir)]
+    return summarize_runs(runs, read_manifest(run_dir), run_dir=str(run_dir))
+

@@ -1,0 +1,280 @@
+"""The self-contained HTML report (report/html.py), down to how it looks in a real browser.
+
+Summaries are built the way the plugin builds them: streams written with ``StreamWriter``, read
+back and scored by ``pytest_dlbench.scoring``. The comparison is a duck-typed stand-in with the
+attribute names ``report.html`` reads, so these tests do not depend on ``compare``'s internals.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import random
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_dlbench.report.html import render_html, write_html
+from pytest_dlbench.scoring import SuiteSummary, load_run, summarize_runs
+from pytest_dlbench.stream import StreamWriter
+
+EVIL = "<script>alert('x')</script>"
+
+
+def write_stream(
+    path: Path,
+    name: str,
+    *,
+    device: int = 0,
+    repeat: int | None = None,
+    base: float = 100.0,
+    weight: float = 1.0,
+    warm: int = 4,
+    steady: int = 25,
+    status: str = "ok",
+    reason: str = "",
+    seed: int = 0,
+) -> Path:
+    """One run's stream, as a benchmark's child process writes it (docs/running.md)."""
+    rng = random.Random(seed)
+    with StreamWriter(path) as s:
+        s.write("config", spec={"name": name, "weight": weight}, device=device, repeat=repeat)
+        s.write("meta", host="test", device=device)
+        t = 1_700_000_000.0 + device
+        for step in range(warm + steady):
+            warmup = step < warm
+            rate = base * (0.4 + 0.15 * step if warmup else rng.gauss(1.0, 0.03))
+            seconds = 0.1
+            t += seconds
+            s.write(
+                "rate",
+                value=rate,
+                units="items/s",
+                step=step,
+                warmup=warmup,
+                time=t,
+                items=rate * seconds,
+                seconds=seconds,
+            )
+        s.write("end", status=status, reason=reason)
+    return path
+
+
+def make_suite(tmp_path: Path, *, evil: bool = False) -> SuiteSummary:
+    """Three benchmarks on two devices: one run out of memory, one benchmark failed everywhere."""
+    runs = []
+    specs = [("resnet18", 1450.0, 1.0), ("bert-base", 96.0, 2.0), ("vit-b16", 210.0, 1.0)]
+    if evil:
+        specs.append((EVIL, 50.0, 1.0))
+    for b, (name, base, weight) in enumerate(specs):
+        for device in (0, 1):
+            status, reason = "ok", ""
+            if name == "bert-base" and device == 1:
+                status, reason = "oom", "out of memory: CUDA out of memory. Tried to allocate 2 GiB"
+            if name == "vit-b16":
+                status, reason = "crash", "crash: killed by SIGSEGV"
+            if name == EVIL and device == 1:
+                status, reason = "fail", "<b>bold</b>"
+            path = tmp_path / "run" / f"b{b}.D{device}.data"
+            write_stream(
+                path,
+                name,
+                device=device,
+                base=base * (0.95 if device == 1 else 1.0),
+                weight=weight,
+                steady=8 if status != "ok" else 25,
+                status=status,
+                reason=reason,
+                seed=b * 10 + device,
+            )
+            runs.append(load_run(path))
+    return summarize_runs(runs, run_dir=str(tmp_path / "run"))
+
+
+@dataclass
+class FakeRow:
+    name: str
+    ratio: float | None
+    verdict: str
+    p_value: float | None
+
+
+@dataclass
+class FakeComparison:
+    rows: list[FakeRow]
+    score_ratio: float | None = 0.93
+    score_verdict: str = "regressed"
+    only_current: list[str] = field(default_factory=lambda: ["vit-b16"])
+    only_baseline: list[str] = field(default_factory=lambda: ["clip-vit"])
+    tolerance: float = 0.05
+
+
+def comparison() -> FakeComparison:
+    return FakeComparison(
+        [FakeRow("resnet18", 1.01, "unchanged", 0.4), FakeRow("bert-base", 0.62, "regressed", 1e-4)]
+    )
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> SuiteSummary:
+    return make_suite(tmp_path)
+
+
+# -- content --------------------------------------------------------------------------------------
+
+
+def test_score_table_and_plots(suite: SuiteSummary) -> None:
+    page = render_html(suite)
+    assert page.startswith("<!DOCTYPE html>")
+    assert suite.score is not None
+    assert f'id="score-value">{suite.score:#.4g}<' in page
+    assert page.count('<tr class="bench') == len(suite.benchmarks) == 3
+    # One rate plot per benchmark with observations, the per-device bars, the distribution.
+    assert page.count("<svg") == 3 + 1 + 1
+    assert page.count('class="plot rate-plot"') == 3
+    assert "device-plot" in page and "distribution-plot" in page
+    assert "warm-up" in page  # the shaded warm-up's legend entry
+
+
+def test_failed_runs_and_incomplete_listed(suite: SuiteSummary) -> None:
+    page = render_html(suite)
+    failures = page[page.index('id="failures"') :]
+    assert failures.count('<tr class="failed-run">') == 3  # bert-base D1, vit-b16 D0 and D1
+    assert "oom" in failures and "CUDA out of memory. Tried to allocate 2 GiB" in failures
+    assert "crash: killed by SIGSEGV" in failures
+    assert suite.incomplete == ("vit-b16",)
+    banner = page[page.index('id="incomplete"') :]
+    assert "<code>vit-b16</code>" in banner[: banner.index("</div>")]
+    assert "the score shown is over the other 2." in banner  # resnet18 and bert-base
+
+
+def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
+    assert 'id="comparison"' not in render_html(suite)
+    page = render_html(suite, comparison=comparison())
+    section = page[page.index('id="comparison"') :]
+    assert section.count('<tr class="comparison-row">') == 2
+    assert "regressed" in section and "unchanged" in section
+    assert "× 0.93" in page and "tolerance 5.0 %" in section
+    assert "<code>clip-vit</code>" in section  # only in the baseline: reported, not dropped
+
+
+def test_price_title_and_write(suite: SuiteSummary, tmp_path: Path) -> None:
+    assert suite.score is not None
+    page = render_html(suite, price=1000.0, title="nightly & co")
+    assert "Price / score" in page and f"{1000.0 / suite.score:#.4g}" in page
+    assert "<title>nightly &amp; co</title>" in page
+    out = write_html(suite, tmp_path / "deep" / "er" / "r.html")
+    assert out == tmp_path / "deep" / "er" / "r.html"
+    assert out.read_text(encoding="utf-8") == render_html(suite)  # deterministic too
+
+
+def test_empty_summary_renders() -> None:
+    empty = summarize_runs([], {"suite": "s", "benchmarks": {"never": {"weight": 1.0}}})
+    page = render_html(empty)
+    assert "did not run" in page and "<svg" not in page
+    assert 'id="score-value">—<' in page
+
+
+# -- safety -----------------------------------------------------------------------------------
+
+
+def test_self_contained(suite: SuiteSummary) -> None:
+    page = render_html(suite, comparison=comparison())
+    # Nothing fetched when viewed: no external src/href, no CSS url() or @import, no fonts.
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
+    assert not re.search(r"url\(\s*['\"]?(?!#)", page)
+    assert "@import" not in page and "@font-face" not in page
+    assert "<link" not in page and "<script" not in page and "<img" not in page
+    # Every in-page reference points at an id that exists, and ids are unique across the SVGs.
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    refs = set(re.findall(r'(?:url\(#|href="#)([^)"]+)', page))
+    assert refs and refs <= set(ids)
+
+
+def test_names_and_reasons_are_escaped(tmp_path: Path) -> None:
+    page = render_html(make_suite(tmp_path, evil=True), title=EVIL)
+    assert "<script" not in page  # neither in the HTML nor in the SVG text
+    assert "<b>bold</b>" not in page
+    assert htmllib.escape(EVIL, quote=False) in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, pytest_dlbench.report.html\n"
+        "heavy = {'matplotlib', 'jinja2', 'torch', 'pytest'} & set(sys.modules)\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- in a real browser ------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium")
+
+# Injected into a copy of the report (the report itself has no script): it records each plot's
+# rendered size in the DOM, which --dump-dom then serializes.
+MEASURE = """<script>
+document.querySelectorAll('svg.plot-svg').forEach(function (s) {
+  var r = s.getBoundingClientRect();
+  s.setAttribute('data-size', Math.round(r.width) + 'x' + Math.round(r.height));
+});
+document.body.setAttribute('data-measured', 'yes');
+</script></body>"""
+
+
+def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",  # root in a container
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",  # fresh profile: no state from another run
+        "--window-size=1280,2000",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_renders_in_chromium(suite: SuiteSummary, tmp_path: Path) -> None:
+    from PIL import Image
+
+    report = write_html(suite, tmp_path / "report.html", comparison=comparison())
+    measured = tmp_path / "measured.html"
+    measured.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE, 1))
+
+    dom = chromium(["--dump-dom", measured.as_uri()], tmp_path / "profile-dom").stdout
+    assert 'data-measured="yes"' in dom  # the page loaded and the script ran to the end
+    assert suite.score is not None
+    assert f"{suite.score:#.4g}" in dom
+    assert dom.count('<tr class="bench') == 3
+    assert dom.count('<tr class="failed-run">') == 3
+    assert dom.count('<tr class="comparison-row">') == 2
+    sizes = re.findall(r'data-size="(\d+)x(\d+)"', dom)
+    assert len(sizes) == 5
+    for width, height in sizes:
+        assert int(width) > 300 and int(height) > 100, sizes
+
+    png = tmp_path / "report.png"
+    chromium([f"--screenshot={png}", report.as_uri()], tmp_path / "profile-shot")
+    with Image.open(png) as image:
+        assert image.size == (1280, 2000)
+        rgb = image.convert("RGB")
+        colours = rgb.getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) > 50  # text, tables and plots, not blank
+        # Well more than a sliver of the page is ink (white background everywhere else).
+        histogram = rgb.convert("L").histogram()
+        assert sum(histogram[:235]) > 0.05 * sum(histogram)
