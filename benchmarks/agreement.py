@@ -46,9 +46,13 @@ def plugin_rate(step, batch: int, skip: int, stop: int) -> float:
 
 
 def reference_rate(step, batch: int, min_run_time: float) -> float:
+    import torch
     from torch.utils import benchmark
 
-    timer = benchmark.Timer(stmt="step()", globals={"step": step})
+    # torch.utils.benchmark.Timer runs single-threaded unless told otherwise.
+    timer = benchmark.Timer(
+        stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
     return batch / measurement.median
 

@@ -25,7 +25,7 @@ def test_code_blocks_are_the_example_files():
 @pytest.mark.slow
 def test_example_suite_runs(pytester: pytest.Pytester):
     for name in ("my_benchmarks.py", "my-suite.yaml", "test_my_model.py"):
-        shutil.copy(DOCS / "examples" / name, pytester.path / name)
+        shutil.copy(DOCS / "examples" / "writing" / name, pytester.path / name)
     result = pytester.runpytest("--bench-suite=my-suite.yaml", "--bench-base=out",
                                 "test_my_model.py")
     result.assert_outcomes(passed=2)

@@ -162,6 +162,27 @@ def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
     assert "<code>clip-vit</code>" in section  # only in the baseline: reported, not dropped
 
 
+def test_comparison_fields_read_defensively(suite: SuiteSummary) -> None:
+    @dataclass
+    class Row:  # another shape: perf_adj of both sides, NaN p-value, unknown verdict
+        name: str
+        ratio: float
+        verdict: str
+        p_value: float
+        baseline: float
+        current: object
+
+    cmp = FakeComparison(
+        [Row("resnet18", 0.5, "noisy", float("nan"), 2000.0, object())],
+        score_ratio=None,
+        score_verdict="",
+    )
+    page = render_html(suite, comparison=cmp)
+    section = page[page.index('id="comparison"') :]
+    assert "<th>baseline</th>" in section and "2,000" in section
+    assert "noisy" in section and "-50.0 %" in section and "nan" not in section
+
+
 def test_price_title_and_write(suite: SuiteSummary, tmp_path: Path) -> None:
     assert suite.score is not None
     page = render_html(suite, price=1000.0, title="nightly & co")

@@ -33,8 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = ["render_html", "write_html"]
 
-# A colour-blind-friendly palette (Okabe-Ito, without yellow, which is unreadable on white).
-_PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000")
+# Colour-blind-friendly: Okabe-Ito without its yellow (unreadable on white), then three of
+# Paul Tol's colours, so a node of up to 10 devices has one colour per device.
+_PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#56B4E9",
+    "#000000",
+    "#882255",
+    "#44AA99",
+    "#999933",
+)
 _WARMUP_COLOUR = "#9ca3af"
 _FAIL_COLOUR = "#b91c1c"
 
@@ -156,8 +168,17 @@ def _observations(run: Any) -> tuple[list[tuple[float, float]], list[tuple[float
     return warm, steady
 
 
+def _device_colour(device: int) -> str:
+    """One colour per device slot, the same in every plot of the page."""
+    return _PALETTE[device % len(_PALETTE)]
+
+
 def _rate_plot(bench: Any, prefix: str) -> str | None:
-    """Rate over time of each run of one benchmark, the warm-up shaded; ``None`` if no data."""
+    """Rate over time of each run of one benchmark, the warm-up shaded; ``None`` if no data.
+
+    Runs are coloured by device (repeats of a device share its colour), so a slow device reads
+    the same here as in the per-device plot.
+    """
     runs = [r for r in bench.runs if any(_observations(r))]
     if not runs:
         return None
@@ -166,24 +187,21 @@ def _rate_plot(bench: Any, prefix: str) -> str | None:
 
     fig = _new_figure(5.6, 2.7)
     ax: Axes = fig.add_subplot()
-    # Overlapping warm-up spans of several runs add up; keep the sum light.
-    span_alpha = max(0.06, 0.28 / len(runs))
-    handles: list[Any] = []
-    any_warm = any_fail = False
     # A stream without usable times (all equal: "time" missing) is drawn against the
     # observation's index instead, so its points do not pile up on one vertical line.
     by_index = any(len({t for t, _ in sum(_observations(r), [])}) < 2 for r in runs)
-    for i, run in enumerate(runs):
-        colour = _PALETTE[i % len(_PALETTE)]
+    warm_ends: list[float] = []
+    by_device: dict[int, list[Any]] = {}
+    for run in runs:
+        by_device.setdefault(run.device, []).append(run)
+        colour = _device_colour(run.device)
         warm, steady = _observations(run)
         if by_index:
             warm = [(float(k), r) for k, (_, r) in enumerate(warm)]
             steady = [(float(k + len(warm)), r) for k, (_, r) in enumerate(steady)]
         t0 = min(t for t, _ in warm + steady)  # each run's own clock: runs line up at 0
         if warm:
-            any_warm = True
-            wx = [t - t0 for t, _ in warm]
-            ax.axvspan(0, max(wx), color=_WARMUP_COLOUR, alpha=span_alpha, lw=0)
+            warm_ends.append(max(t for t, _ in warm) - t0)
             # Joined to the first steady point, drawn lighter: it is recorded, never scored.
             joined = warm + steady[:1]
             ax.plot(
@@ -194,7 +212,6 @@ def _rate_plot(bench: Any, prefix: str) -> str | None:
                 lw=1.0,
                 ls="--",
             )
-        label = _run_label(run) if _ok(run) else f"{_run_label(run)} ({run.status})"
         if steady:
             ax.plot(
                 [t - t0 for t, _ in steady],
@@ -204,18 +221,33 @@ def _rate_plot(bench: Any, prefix: str) -> str | None:
                 marker="." if len(steady) <= 40 else None,
                 ms=3,
             )
-        handles.append(Line2D([], [], color=colour, lw=1.3, label=label))
         if not _ok(run):
-            any_fail = True
             t_end, r_end = max(warm + steady)
             ax.plot([t_end - t0], [r_end], marker="x", ms=8, mew=2, color=_FAIL_COLOUR)
+    if warm_ends:
+        # Dark where every run is still warming up, light where only some are: exact for any
+        # number of runs (one span per run would darken into a block with many runs).
+        lo, hi = min(warm_ends), max(warm_ends)
+        ax.axvspan(0, lo, color=_WARMUP_COLOUR, alpha=0.3, lw=0)
+        if hi > lo:
+            ax.axvspan(lo, hi, color=_WARMUP_COLOUR, alpha=0.13, lw=0)
+
+    handles: list[Any] = []
+    for device, device_runs in sorted(by_device.items()):
+        notes = [f"{len(device_runs)} runs"] if len(device_runs) > 1 else []
+        failed = [r.status for r in device_runs if not _ok(r)]
+        notes += [
+            f"{failed.count(s)} {s}" if len(device_runs) > 1 else s for s in sorted(set(failed))
+        ]
+        label = f"D{device}" + (f" ({', '.join(notes)})" if notes else "")
+        handles.append(Line2D([], [], color=_device_colour(device), lw=1.3, label=label))
     perf = getattr(bench, "perf", None)
     if perf is not None and math.isfinite(perf):
         ax.axhline(perf, color="#111827", lw=0.9, ls=":")
         handles.append(Line2D([], [], color="#111827", lw=0.9, ls=":", label="perf"))
-    if any_warm:
+    if warm_ends:
         handles.append(Patch(color=_WARMUP_COLOUR, alpha=0.35, lw=0, label="warm-up"))
-    if any_fail:
+    if any(not _ok(r) for r in runs):
         handles.append(
             Line2D([], [], color=_FAIL_COLOUR, marker="x", ls="", mew=2, label="failed run ends")
         )
@@ -224,8 +256,10 @@ def _rate_plot(bench: Any, prefix: str) -> str | None:
     ax.set_xlabel("observation" if by_index else "seconds since the run's first observation")
     ax.set_ylabel(bench.units)
     ax.set_title(bench.name, loc="left")
-    if len(handles) <= 12:
+    if len(handles) <= 8:
         ax.legend(handles=handles, loc="lower right", ncols=min(4, len(handles)))
+    else:  # many devices: beside the axes, where it cannot hide the lines
+        fig.legend(handles=handles, loc="outside right upper", ncols=1 + len(handles) // 13)
     return _to_svg(fig, prefix)
 
 
@@ -252,9 +286,7 @@ def _device_plot(benchmarks: Sequence[Any], prefix: str) -> str | None:
                 continue
             ys.append(i - 0.4 + height * (j + 0.5))  # row i, its bars in device order
             widths.append((value / mean - 1.0) * 100)
-        ax.barh(
-            ys, widths, height=height * 0.9, color=_PALETTE[j % len(_PALETTE)], label=f"D{device}"
-        )
+        ax.barh(ys, widths, height=height * 0.9, color=_device_colour(device), label=f"D{device}")
     ax.axvline(0, color="#111827", lw=0.8)
     ax.set_yticks(range(len(rows)), [b.name for b in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)  # inverted: first benchmark (and D0 in a row) on top
@@ -345,17 +377,30 @@ class _View:
 _VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral"}
 
 
+def _number(obj: Any, name: str) -> float | None:
+    """``obj.name`` if it is a finite number, else None (comparison fields are read by name)."""
+    value = getattr(obj, name, None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _first_number(obj: Any, *names: str) -> float | None:
+    return next((v for v in (_number(obj, n) for n in names) if v is not None), None)
+
+
 def _comparison_view(comparison: Any) -> dict[str, Any]:
     rows = []
     for row in getattr(comparison, "rows", ()) or ():
         verdict = str(getattr(row, "verdict", "") or "")
-        ratio = getattr(row, "ratio", None)
-        p_value = getattr(row, "p_value", None)
+        ratio = _number(row, "ratio")
+        p_value = _number(row, "p_value")
         rows.append(
             {
                 "name": str(getattr(row, "name", "")),
-                "baseline": _num(getattr(row, "baseline", None)),
-                "current": _num(getattr(row, "current", None)),
+                # Optional: the perf_adj of each side, when the comparison carries them.
+                "baseline": _num(_first_number(row, "baseline", "baseline_perf_adj")),
+                "current": _num(_first_number(row, "current", "current_perf_adj", "perf_adj")),
                 "ratio": _num(ratio, digits=3),
                 "change": _pct(ratio - 1.0) if ratio is not None else "—",
                 "verdict": verdict or "—",
@@ -365,17 +410,18 @@ def _comparison_view(comparison: Any) -> dict[str, Any]:
         )
     has_values = any(r["baseline"] != "—" or r["current"] != "—" for r in rows)
     score_verdict = str(getattr(comparison, "score_verdict", "") or "")
-    tolerance = getattr(comparison, "tolerance", None)
+    tolerance = _number(comparison, "tolerance")
+    baseline = getattr(comparison, "baseline_path", None) or getattr(comparison, "source", None)
     return {
         "rows": rows,
         "has_values": has_values,
-        "score_ratio": _num(getattr(comparison, "score_ratio", None), digits=3),
+        "score_ratio": _num(_number(comparison, "score_ratio"), digits=3),
         "score_verdict": score_verdict or "—",
         "score_verdict_class": _VERDICT_CLASS.get(score_verdict, "other"),
         "only_current": [str(n) for n in getattr(comparison, "only_current", ()) or ()],
         "only_baseline": [str(n) for n in getattr(comparison, "only_baseline", ()) or ()],
-        "tolerance": _pct(tolerance) if isinstance(tolerance, (int, float)) else None,
-        "baseline": str(getattr(comparison, "baseline_path", "") or "") or None,
+        "tolerance": _pct(tolerance) if tolerance is not None else None,
+        "baseline": str(baseline) if baseline else None,
     }
 
 

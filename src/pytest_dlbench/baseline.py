@@ -1,0 +1,262 @@
+"""The JSON summary of a run (``--bench-save``, ``dlbench report --save``) and loading it back.
+
+A summary is versioned (``"schema": "pytest-dlbench/summary"``, ``"version"``) and migrated on
+load, so a baseline saved by an older pytest-dlbench stays usable. It records what it was
+measured on (machine, package versions, git commit) next to the numbers, because a baseline is
+only as meaningful as the hardware and software it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Callable
+from importlib import metadata
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .errors import DlbenchError
+from .scoring import SuiteSummary
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA",
+    "VERSION",
+    "BaselineError",
+    "BaselineMissing",
+    "load_summary",
+    "machine_info",
+    "migrate",
+    "package_versions",
+    "save_summary",
+    "summary_dict",
+]
+
+SCHEMA = "pytest-dlbench/summary"
+VERSION = 1
+
+
+class BaselineError(DlbenchError):
+    """A summary file that cannot be used: corrupt, foreign, or from a newer version."""
+
+    def __init__(self, path: str | PathLike[str], message: str) -> None:
+        self.path = str(path)
+        # One line naming the file, whatever the underlying message looked like.
+        super().__init__(f"{self.path}: {' '.join(message.split())}")
+
+
+class BaselineMissing(BaselineError):
+    """The baseline file does not exist (a distinct exit status: 'baseline required')."""
+
+
+# -- what the numbers were measured on --------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpus() -> tuple[list[dict[str, Any]], str | None]:
+    """GPUs and driver from NVML (nvidia-ml-py), not torch: no CUDA context, no import cost.
+
+    Without the library or a driver (``NVMLError_LibraryNotFound``...), no GPUs, silently.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return [], None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError and its many subclasses: no driver, no GPU telemetry
+        return [], None
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                         "memory": int(memory.total)})
+        return gpus, _text(driver)
+    except Exception:
+        return [], None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def machine_info() -> dict[str, Any]:
+    """Host name, CPU model and cores, GPUs and driver. Never imports torch."""
+    gpus, driver = _gpus()
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "gpus": gpus,
+        "driver": driver,
+    }
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions from package metadata: importing torch here could initialise CUDA."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("pytest-dlbench", "pytest", "torch", "torchvision", "timm", "numpy"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(cwd: str | PathLike[str] | None = None) -> str | None:
+    """``git rev-parse HEAD`` of the working directory, or None outside a repository."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
+# -- saving -----------------------------------------------------------------------------------
+def summary_dict(summary: SuiteSummary, *, suite: str | None = None) -> dict[str, Any]:
+    """The saved form of ``summary``: header, provenance, then the numbers."""
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "versions": package_versions(),
+        "commit": git_commit(),
+    }
+    numbers = summary.to_dict()
+    if suite is not None:
+        numbers["suite"] = suite
+    data.update(numbers)
+    return data
+
+
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats become null: strict JSON, readable by any tool (and by jq)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def save_summary(
+    summary: SuiteSummary, path: str | PathLike[str], *, suite: str | None = None
+) -> Path:
+    """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_json_safe(summary_dict(summary, suite=suite)), indent=2, allow_nan=False)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    tmp.replace(path)  # atomic: a baseline is never half written
+    return path
+
+
+# -- loading and migrating --------------------------------------------------------------------
+def _v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """v0 (pre-release): benchmarks as a list with ``std%`` and ``rates``; no ``samples``."""
+    benches: dict[str, Any] = {}
+    for entry in data.get("benchmarks") or []:
+        bench = dict(entry)
+        if "std%" in bench:
+            bench["std_pct"] = bench.pop("std%")
+        bench.setdefault("runs", [])
+        benches[str(bench["name"])] = bench
+    return {**data, "benchmarks": benches, "incomplete": data.get("incomplete", []),
+            "failure_rate": data.get("failure_rate", 0.0), "version": 1}
+
+
+#: version -> function turning that version's dict into the next version's.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _v0_to_v1}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Apply the migrations from ``data["version"]`` up to :data:`VERSION`."""
+    version = data.get("version")
+    while version != VERSION:
+        step = MIGRATIONS.get(version)  # type: ignore[arg-type]
+        if step is None:
+            raise ValueError(f"unknown summary version {version!r}")
+        data = step(data)
+        if data.get("version") == version:
+            raise ValueError(f"migration from version {version} did not advance")
+        version = data.get("version")
+    return data
+
+
+_REQUIRED = ("perf_adj", "weight", "n", "fail")
+
+
+def _validate(data: dict[str, Any]) -> None:
+    benches = data.get("benchmarks")
+    if not isinstance(benches, dict):
+        raise ValueError("'benchmarks' is not a mapping")
+    for name, bench in benches.items():
+        if not isinstance(bench, dict):
+            raise ValueError(f"benchmark {name!r} is not a mapping")
+        missing = [k for k in _REQUIRED if k not in bench]
+        if missing:
+            raise ValueError(f"benchmark {name!r} lacks {', '.join(missing)}")
+    score = data.get("score")
+    if score is not None and not isinstance(score, int | float):
+        raise ValueError("'score' is not a number")
+
+
+def load_summary(path: str | PathLike[str]) -> dict[str, Any]:
+    """Read a saved summary, migrated to the current version.
+
+    Raises :class:`BaselineMissing` when the file does not exist and :class:`BaselineError`
+    (one line naming the file) when it is not a readable pytest-dlbench summary.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineMissing(path, "no such baseline file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(path, f"cannot read: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BaselineError(path, f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise BaselineError(path, f'not a pytest-dlbench summary (no "schema": "{SCHEMA}")')
+    version = data.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        raise BaselineError(
+            path, f"summary version {version} is newer than this pytest-dlbench reads ({VERSION})"
+        )
+    try:
+        data = migrate(data)
+        _validate(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BaselineError(path, f"invalid summary: {exc}") from exc
+    return data

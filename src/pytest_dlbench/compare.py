@@ -1,0 +1,305 @@
+"""A run against a baseline: per benchmark ratio and verdict, the score's ratio and verdict.
+
+A verdict needs size *and* evidence (reference/scoring.md, "Comparing with a baseline"): a
+benchmark **regressed** when ``ratio = perf_adj / baseline perf_adj`` is below
+``1 - tolerance`` and a one-sided test on both sides' samples says the drop is unlikely to be
+noise (p < ``alpha``); **improved** symmetrically. Size alone flags noise (a fixed threshold under
+2-3 % noise raises false alarms); significance alone flags differences too small to matter.
+
+The test is Welch's t-test, one-sided, on the samples of each side: the successful runs' rates
+when a side has two or more runs, else its single run's 5 block rates (batch means). Why Welch:
+
+- each sample is the throughput of a whole run or block, a mean over many steps, so it is close
+  to normal (central limit) even when single steps are not;
+- the two sides usually come from different days or machines, so their variances differ:
+  Welch does not assume equal variances;
+- it uses magnitudes. The rank test (Mann-Whitney) is the usual choice for tiny samples, but its
+  exact p-value cannot go below 0.05 with 3 runs a side (1/C(6,3)), so a gate with 3 repeats
+  could never fire, and ranks cannot be combined across benchmarks for the score;
+- with block samples, s²/n estimates the variance of the run's mean (batch means), so the one
+  formula serves both kinds of samples.
+
+Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
+README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
+(5 % more work per step) is a ratio of 1/1.05 = 0.952: a 5 % threshold would catch it half the
+time at best.
+
+The score (a weighted geometric mean) **regressed** when its ratio is below ``1 - tolerance`` and
+either a weighted benchmark regressed, or the combined evidence of all the weighted benchmarks in
+common is significant: the log score ratio is a weighted sum of log ratios, whose variance is the
+weighted sum of each side's variance of the log mean (delta method), tested with a t
+distribution whose degrees of freedom come from Welch-Satterthwaite. The second path catches a
+drop spread thinly over many benchmarks, none significant alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ALPHA",
+    "FAILED",
+    "IMPROVED",
+    "INCOMPARABLE",
+    "REGRESSED",
+    "TOLERANCE",
+    "UNCHANGED",
+    "BenchComparison",
+    "Comparison",
+    "compare",
+    "welch_p",
+]
+
+TOLERANCE = 0.03
+ALPHA = 0.05
+
+REGRESSED = "regressed"
+IMPROVED = "improved"
+UNCHANGED = "unchanged"
+FAILED = "failed"  # no successful run now, some in the baseline
+INCOMPARABLE = "incomparable"  # no successful run in the baseline (or on either side)
+
+
+@dataclass(frozen=True)
+class BenchComparison:
+    name: str
+    units: str
+    weight: float
+    current: float  # perf_adj
+    baseline: float  # perf_adj
+    ratio: float | None
+    verdict: str
+    p_value: float | None  # one-sided, in the direction of the ratio; None when not testable
+    samples: tuple[int, int]  # (current, baseline) sample sizes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "units": self.units,
+            "weight": self.weight,
+            "current": self.current,
+            "baseline": self.baseline,
+            "ratio": self.ratio,
+            "verdict": self.verdict,
+            "p_value": self.p_value,
+            "samples": list(self.samples),
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    benchmarks: tuple[BenchComparison, ...]
+    only_current: tuple[str, ...]
+    only_baseline: tuple[str, ...]
+    current_score: float | None
+    baseline_score: float | None
+    score_ratio: float | None
+    score_verdict: str
+    score_p_value: float | None
+    tolerance: float
+    alpha: float
+    baseline_path: str | None = None  # where the baseline came from, for the reports
+
+    @property
+    def rows(self) -> tuple[BenchComparison, ...]:
+        """The per-benchmark comparisons (the name the HTML report reads)."""
+        return self.benchmarks
+
+    @property
+    def regressions(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.benchmarks if b.verdict == REGRESSED)
+
+    @property
+    def regressed(self) -> bool:
+        """A benchmark (weighted or not) or the score regressed: the gate's answer."""
+        return bool(self.regressions) or self.score_verdict == REGRESSED
+
+    def get(self, name: str) -> BenchComparison | None:
+        return next((b for b in self.benchmarks if b.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
+            "only_current": list(self.only_current),
+            "only_baseline": list(self.only_baseline),
+            "current_score": self.current_score,
+            "baseline_score": self.baseline_score,
+            "score_ratio": self.score_ratio,
+            "score_verdict": self.score_verdict,
+            "score_p_value": self.score_p_value,
+            "tolerance": self.tolerance,
+            "alpha": self.alpha,
+            "baseline_path": self.baseline_path,
+            "regressed": self.regressed,
+        }
+
+
+# -- statistics -------------------------------------------------------------------------------
+def _mean_var(sample: Sequence[float]) -> tuple[float, float]:
+    n = len(sample)
+    mean = math.fsum(sample) / n
+    return mean, math.fsum((x - mean) ** 2 for x in sample) / (n - 1)
+
+
+def welch_p(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, float] | None:
+    """One-sided Welch p-values ``(p_lower, p_higher)``: current below / above baseline.
+
+    None when a side has fewer than two samples (no variance to test against). Two samples
+    without any variance are a deterministic difference: p is 0 in its direction.
+    """
+    if len(current) < 2 or len(baseline) < 2:
+        return None
+    from scipy import stats  # lazily: reading a report without comparing needs no scipy
+
+    mc, vc = _mean_var(current)
+    mb, vb = _mean_var(baseline)
+    if vc == 0 and vb == 0:
+        return (0.0 if mc < mb else 1.0), (0.0 if mc > mb else 1.0)
+    lower = stats.ttest_ind(current, baseline, equal_var=False, alternative="less").pvalue
+    return float(lower), float(1.0 - lower)
+
+
+def _log_mean_var(sample: Sequence[float]) -> tuple[float, float, int] | None:
+    """(ln mean, variance of ln mean by the delta method, n) of a sample, None if untestable."""
+    if len(sample) < 2:
+        return None
+    mean, var = _mean_var(sample)
+    if mean <= 0:
+        return None
+    return math.log(mean), var / (len(sample) * mean * mean), len(sample)
+
+
+def combined_p(
+    pairs: Sequence[tuple[float, Sequence[float], Sequence[float]]],
+) -> float | None:
+    """One-sided p that the weighted mean log ratio is below 0 (Welch-Satterthwaite).
+
+    ``pairs`` are (weight, current samples, baseline samples). None when nothing is testable.
+    """
+    terms = []
+    for weight, cur, base in pairs:
+        a, b = _log_mean_var(cur), _log_mean_var(base)
+        if weight > 0 and a and b:
+            terms.append((weight, a, b))
+    total = sum(w for w, _, _ in terms)
+    if not terms or total <= 0:
+        return None
+    diff = sum(w / total * (a[0] - b[0]) for w, a, b in terms)
+    parts = [((w / total) ** 2 * s[1], s[2]) for w, a, b in terms for s in (a, b)]
+    var = sum(v for v, _ in parts)
+    if var == 0:
+        return 0.0 if diff < 0 else 1.0
+    df_den = sum(v * v / (n - 1) for v, n in parts)
+    df = var * var / df_den if df_den > 0 else math.inf
+    from scipy import stats
+
+    return float(stats.t.cdf(diff / math.sqrt(var), df))
+
+
+# -- summaries as dicts -----------------------------------------------------------------------
+def _as_dict(summary: Any) -> Mapping[str, Any]:
+    """A SuiteSummary, a dict from ``SuiteSummary.to_dict`` or a loaded baseline: one shape."""
+    if hasattr(summary, "to_dict"):
+        summary = summary.to_dict()
+    if not isinstance(summary, Mapping) or not isinstance(summary.get("benchmarks"), Mapping):
+        raise TypeError("compare() takes a SuiteSummary or a summary dict with 'benchmarks'")
+    return summary
+
+
+def _samples(bench: Mapping[str, Any]) -> tuple[float, ...]:
+    if bench.get("samples") is not None:
+        return tuple(float(x) for x in bench["samples"])
+    rates = [float(x) for x in bench.get("rates") or ()]
+    if len(rates) >= 2:
+        return tuple(rates)
+    ok = [r for r in bench.get("runs") or () if r.get("status") == "ok"]
+    return tuple(float(x) for x in ok[0].get("block_rates") or ()) if ok else ()
+
+
+def _verdict(ratio: float, p: tuple[float, float] | None, tolerance: float, alpha: float) -> str:
+    if p is not None and ratio < 1 - tolerance and p[0] < alpha:
+        return REGRESSED
+    if p is not None and ratio > 1 + tolerance and p[1] < alpha:
+        return IMPROVED
+    return UNCHANGED
+
+
+def _compare_bench(
+    name: str, cur: Mapping[str, Any], base: Mapping[str, Any], tolerance: float, alpha: float
+) -> BenchComparison:
+    cur_adj = float(cur.get("perf_adj") or 0.0)
+    base_adj = float(base.get("perf_adj") or 0.0)
+    cur_s, base_s = _samples(cur), _samples(base)
+    p = welch_p(cur_s, base_s)
+    if base_adj <= 0:
+        ratio, verdict, p_dir = None, INCOMPARABLE, None
+    elif cur_adj <= 0:
+        ratio, verdict, p_dir = 0.0, FAILED, None
+    else:
+        ratio = cur_adj / base_adj
+        verdict = _verdict(ratio, p, tolerance, alpha)
+        p_dir = None if p is None else (p[0] if ratio < 1 else p[1])
+    return BenchComparison(
+        name=name,
+        units=str(cur.get("units") or base.get("units") or ""),
+        weight=float(cur.get("weight") or 0.0),
+        current=cur_adj,
+        baseline=base_adj,
+        ratio=ratio,
+        verdict=verdict,
+        p_value=p_dir,
+        samples=(len(cur_s), len(base_s)),
+    )
+
+
+def compare(
+    current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA
+) -> Comparison:
+    """Compare ``current`` with ``baseline`` (each a SuiteSummary or a summary dict)."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    cur, base = _as_dict(current), _as_dict(baseline)
+    cur_b, base_b = cur["benchmarks"], base["benchmarks"]
+    common = [n for n in cur_b if n in base_b]
+    benches = tuple(_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common)
+    cs, bs = cur.get("score"), base.get("score")
+    score_ratio = cs / bs if cs and bs else None
+    score_p = combined_p(
+        [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in benches
+         if b.ratio and b.current > 0]
+    )
+    if score_ratio is None:
+        score_verdict = INCOMPARABLE
+    else:
+        weighted = [b for b in benches if b.weight > 0]
+        lower = any(b.verdict == REGRESSED for b in weighted) or (
+            score_p is not None and score_p < alpha
+        )
+        higher = any(b.verdict == IMPROVED for b in weighted) or (
+            score_p is not None and 1 - score_p < alpha
+        )
+        if score_ratio < 1 - tolerance and lower:
+            score_verdict = REGRESSED
+        elif score_ratio > 1 + tolerance and higher:
+            score_verdict = IMPROVED
+        else:
+            score_verdict = UNCHANGED
+    if score_p is not None and score_ratio is not None and score_ratio > 1:
+        score_p = 1 - score_p  # reported in the direction of the change, like the benchmarks'
+    return Comparison(
+        benchmarks=benches,
+        only_current=tuple(n for n in cur_b if n not in base_b),
+        only_baseline=tuple(n for n in base_b if n not in cur_b),
+        current_score=cs,
+        baseline_score=bs,
+        score_ratio=score_ratio,
+        score_verdict=score_verdict,
+        score_p_value=score_p,
+        tolerance=tolerance,
+        alpha=alpha,
+    )

@@ -1,0 +1,246 @@
+"""The terminal report: the benchmark table, the score line, failures, and (-v) devices.
+
+Output depends only on the summary, the comparison and the arguments (no terminal probing, no
+clock), so it is golden-tested at a fixed width.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..compare import Comparison
+from ..scoring import BenchSummary, RunResult, SuiteSummary
+
+__all__ = ["SLOW_DEVICE", "fmt_num", "render_summary"]
+
+#: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
+SLOW_DEVICE = 0.05
+
+
+# -- formatting -------------------------------------------------------------------------------
+def fmt_num(value: float | None) -> str:
+    """About three significant digits, never scientific notation for everyday magnitudes."""
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 1e-4:
+        return f"{value:.3g}"
+    return f"{value:.2e}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
+    """Right-aligned columns, except ``left`` ones; wrapped by pandas at ``width``."""
+    frame = pd.DataFrame(rows)
+    renames = {}
+    for col in left:
+        if col not in frame:
+            continue
+        size = max([len(col), *(len(v) for v in frame[col])])
+        frame[col] = [v.ljust(size) for v in frame[col]]
+        renames[col] = col.ljust(size)
+    frame = frame.rename(columns=renames)
+    text = frame.to_string(index=False, line_width=width)
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+# -- the parts --------------------------------------------------------------------------------
+def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
+    rows = []
+    for b in summary.benchmarks:
+        row = {
+            "bench": b.name,
+            "fail": str(b.fail),
+            "n": str(b.n),
+            "perf": fmt_num(b.perf),
+            "total": fmt_num(b.total),
+            "std%": _pct(b.std_pct),
+            "perf_adj": fmt_num(b.perf_adj),
+            "weight": f"{b.weight:g}",
+            "units": b.units,
+        }
+        if comparison is not None:
+            c = comparison.get(b.name)
+            row["ratio"] = _ratio(c.ratio) if c else "-"
+            row["verdict"] = c.verdict if c else "new"
+        rows.append(row)
+    return rows
+
+
+def score_line(
+    summary: SuiteSummary, comparison: Comparison | None = None, price: float | None = None
+) -> str:
+    if summary.score is None:
+        line = "score: - (no weighted benchmark succeeded)"
+    else:
+        line = f"score: {summary.score:.2f}"
+    if comparison is not None:
+        line += f" (ratio {_ratio(comparison.score_ratio)}, {comparison.score_verdict})"
+    if price is not None and summary.score:
+        line += f"  price/score: {price / summary.score:.2f}"
+    return line
+
+
+def _incomplete_line(summary: SuiteSummary) -> str | None:
+    if not summary.incomplete:
+        return None
+    parts = []
+    for name in summary.incomplete:
+        bench = summary.get(name)
+        why = "not run" if bench is None or bench.n == 0 else "every run failed"
+        if bench is not None and bench.n and bench.fail < bench.n:
+            why = "perf_adj is 0"
+        parts.append(f"{name} ({why})")
+    return f"incomplete: {', '.join(parts)}; the score is over the other benchmarks"
+
+
+def _failure_lines(summary: SuiteSummary) -> list[str]:
+    runs = summary.failed_runs
+    total = len(summary.runs)
+    lines = [f"failure rate: {_pct(summary.failure_rate)} ({len(runs)} of {total} runs)"]
+    lines += [f"  failed {r.label}: {r.status}: {r.reason or '-'}" for r in runs]
+    return lines
+
+
+def _comparison_lines(comparison: Comparison) -> list[str]:
+    lines = []
+    if comparison.only_current:
+        lines.append(f"only in this run: {', '.join(comparison.only_current)}")
+    if comparison.only_baseline:
+        lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
+    lines.append(
+        f"verdicts: ratio of perf_adj to the baseline's; regressed/improved beyond "
+        f"{100 * comparison.tolerance:g}% and significant at alpha {comparison.alpha:g}"
+    )
+    return lines
+
+
+def _run_std_pct(runs: Sequence[RunResult]) -> float | None:
+    rates = [r.rate for r in runs if r.ok and r.rate is not None]
+    if not rates:
+        return None
+    mean = statistics.fmean(rates)
+    if len(rates) >= 2:
+        std = statistics.pstdev(rates)
+    else:
+        blocks = next(r.block_rates for r in runs if r.ok)
+        std = statistics.pstdev(blocks) if len(blocks) >= 2 else 0.0
+    return min(max(std / mean, 0.0), 1.0) if mean > 0 else None
+
+
+def _device_rows(summary: SuiteSummary) -> list[dict[str, str]]:
+    rows = []
+    for b in summary.benchmarks:
+        devices = sorted({r.device for r in b.runs})
+        median = statistics.median(b.per_device.values()) if b.per_device else None
+        for d in devices:
+            runs = [r for r in b.runs if r.device == d]
+            rate = b.per_device.get(d)
+            rows.append({
+                "bench": b.name,
+                "device": f"D{d}",
+                "n": str(len(runs)),
+                "fail": str(sum(not r.ok for r in runs)),
+                "rate": fmt_num(rate),
+                "std%": _pct(_run_std_pct(runs)),
+                "vs median": _ratio(rate / median) if rate is not None and median else "-",
+            })
+    return rows
+
+
+def _gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
+    """Seed 001's --compare-gpus: each device's perf over the median device's, per benchmark."""
+    benches: list[BenchSummary] = [b for b in summary.benchmarks if len(b.per_device) >= 2]
+    title = (f"devices vs the median device (perf / median; * = {100 * SLOW_DEVICE:g}% or more "
+             "slower)")
+    if not benches:
+        return [title, "  one device per benchmark: nothing to compare"]
+    devices = sorted({d for b in benches for d in b.per_device})
+    ratios: dict[int, list[float]] = {d: [] for d in devices}
+    rows = []
+    for b in benches:
+        median = statistics.median(b.per_device.values())
+        row = {"bench": b.name}
+        for d in devices:
+            rate = b.per_device.get(d)
+            if rate is None or median <= 0:
+                row[f"D{d}"] = "-"
+                continue
+            ratio = rate / median
+            ratios[d].append(ratio)
+            row[f"D{d}"] = _ratio(ratio) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
+        rows.append(row)
+    # The geometric mean over benchmarks: one figure per device, as the score is per suite.
+    overall = {"bench": "all (geomean)"}
+    for d in devices:
+        values = [r for r in ratios[d] if r > 0]
+        g = math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+        overall[f"D{d}"] = "-" if g is None else _ratio(g) + ("*" if g <= 1 - SLOW_DEVICE else " ")
+    rows.append(overall)
+    slow = [f"D{d}" for d in devices if overall[f"D{d}"].endswith("*")]
+    lines = [title, _table(rows, width, left=["bench"])]
+    if slow:
+        lines.append(f"slow devices: {', '.join(slow)}")
+    return lines
+
+
+# -- the report -------------------------------------------------------------------------------
+def render_summary(
+    summary: SuiteSummary,
+    comparison: Comparison | None = None,
+    *,
+    verbosity: int = 0,
+    width: int = 100,
+    price: float | None = None,
+) -> str:
+    """The report as text (no trailing newline).
+
+    ``verbosity < 0``: the score line only (and what made it incomplete). ``0``: the table,
+    score, failures, incomplete benchmarks. ``> 0``: also per-device rows and the device matrix.
+    """
+    line = score_line(summary, comparison, price)
+    if verbosity < 0:
+        if summary.incomplete:
+            line += f"; incomplete: {', '.join(summary.incomplete)}"
+        return line
+    if not summary.benchmarks:
+        return "no benchmark results\n" + line
+    rows = _bench_rows(summary, comparison)
+    if comparison is not None and verbosity > 0:
+        for row, b in zip(rows, summary.benchmarks, strict=True):
+            c = comparison.get(b.name)
+            row["p"] = "-" if c is None or c.p_value is None else f"{c.p_value:.3f}"
+    out = [_table(rows, width, left=["bench", "units", "verdict"]), "", line]
+    incomplete = _incomplete_line(summary)
+    if incomplete:
+        out.append(incomplete)
+    out += _failure_lines(summary)
+    if comparison is not None:
+        out += _comparison_lines(comparison)
+    if verbosity > 0:
+        out += ["", "per device", _table(_device_rows(summary), width, left=["bench"]), ""]
+        out += _gpu_matrix(summary, width)
+    return "\n".join(out)
