@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--skip", type=int, default=5)
     parser.add_argument("--stop", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     step = make_step(args.model, args.batch, args.image_size)
     for _ in range(5):

@@ -1,12 +1,23 @@
-"""The ``dlbench`` command: look at suites (and, later, reports) without running pytest."""
+"""The ``dlbench`` command: look at suites and results without running pytest.
+
+``resolve`` shows what a suite resolves to; ``report`` recomputes the table and score of a run
+directory from its streams (and compares, saves, writes HTML); ``compare`` sets two saved
+summaries side by side. ``report``/``compare`` exit with the statuses of
+:mod:`pytest_dlbench.exitcodes`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
+from . import exitcodes
 from .errors import DlbenchError
 from .options import SUITE_OPTIONS
 
@@ -49,6 +60,185 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- report / compare -------------------------------------------------------------------------
+_RESULT_COMMANDS = ("report", "compare")
+
+
+def _error(message: str) -> None:
+    print(f"dlbench: error: {message}", file=sys.stderr)
+
+
+def _tolerance(text: str) -> float:
+    from .compare import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"alpha must be a number in (0, 1), got {text!r}")
+    return value
+
+
+def _price(text: str) -> float:
+    try:
+        value = float(text.lstrip("$").replace(",", ""))
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"price must be a positive number of dollars: {text!r}")
+    return value
+
+
+def _width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns  # honours $COLUMNS
+
+
+def _verbosity(args: argparse.Namespace) -> int:
+    return args.verbose - args.quiet
+
+
+def _load_baseline(path: str) -> tuple[Any, int]:
+    """(summary dict, 0) or (None, exit status) after printing the one-line error."""
+    from .baseline import BaselineMissing, load_summary
+
+    try:
+        return load_summary(path), exitcodes.OK
+    except BaselineMissing as exc:
+        _error(f"{exc} (a baseline is required: save one with --save)")
+        return None, exitcodes.BASELINE_MISSING
+    except DlbenchError as exc:
+        _error(str(exc))
+        return None, exitcodes.USAGE_ERROR
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .compare import compare
+    from .report.terminal import render_summary
+    from .scoring import read_manifest, stream_paths, summarize_dir
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        _error(f"{run_dir}: not a run directory")
+        return exitcodes.USAGE_ERROR
+    if not stream_paths(run_dir) and read_manifest(run_dir) is None:
+        _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
+        return exitcodes.USAGE_ERROR
+    summary = summarize_dir(run_dir)
+    comparison, status = None, exitcodes.OK
+    if args.compare:
+        baseline, status = _load_baseline(args.compare)
+        if baseline is not None:
+            comparison = compare(summary, baseline, tolerance=args.tolerance, alpha=args.alpha)
+            comparison = dataclasses.replace(comparison, baseline_path=str(args.compare))
+    print(render_summary(summary, comparison, verbosity=_verbosity(args), width=_width(),
+                         price=args.price))
+    if args.save:
+        from .baseline import save_summary
+
+        save_summary(summary, args.save)
+    if args.export:
+        from .report.export import export_benchmark_action
+
+        export_benchmark_action(summary, args.export)
+    if args.html:
+        from .report.html import write_html  # lazily: jinja2 and matplotlib are heavy
+
+        write_html(summary, args.html, comparison=comparison, price=args.price)
+    return _status(status, failed=summary.failed, comparison=comparison)
+
+
+def _status(status: int, *, failed: bool, comparison: Any) -> int:
+    """Bad input first, then failures (never hide one behind 'no baseline'), then the gate."""
+    if status == exitcodes.USAGE_ERROR:
+        return status
+    if failed:
+        return exitcodes.BENCH_FAILED
+    if status:
+        return status
+    if comparison is not None and comparison.regressed:
+        return exitcodes.REGRESSED
+    return exitcodes.OK
+
+
+def _summary_failed(data: dict[str, Any]) -> bool:
+    benches = data.get("benchmarks") or {}
+    return bool(data.get("incomplete")) or any(b.get("fail") for b in benches.values())
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+    from .report.terminal import render_comparison
+
+    baseline, status = _load_baseline(args.baseline)
+    if baseline is None:
+        return status
+    from .baseline import load_summary
+
+    try:
+        current = load_summary(args.current)
+    except DlbenchError as exc:  # the current file missing is bad input, not "no baseline"
+        _error(str(exc))
+        return exitcodes.USAGE_ERROR
+    comparison = compare(current, baseline, tolerance=args.tolerance, alpha=args.alpha)
+    print(render_comparison(comparison, verbosity=_verbosity(args), width=_width()))
+    return _status(exitcodes.OK, failed=_summary_failed(current), comparison=comparison)
+
+
+def _add_gate_options(parser: argparse.ArgumentParser) -> None:
+    from .compare import ALPHA, TOLERANCE
+
+    parser.add_argument(
+        "--tolerance", type=_tolerance, default=TOLERANCE, metavar="PCT",
+        help=f"smallest change that counts, as 5%% or 0.05 (default {100 * TOLERANCE:g}%%)",
+    )
+    parser.add_argument(
+        "--alpha", type=_alpha, default=ALPHA,
+        help=f"significance level of the one-sided test (default {ALPHA:g})",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail")
+    parser.add_argument("-q", "--quiet", action="count", default=0, help="the score line only")
+
+
+def _add_result_commands(commands: Any) -> None:
+    report = commands.add_parser(
+        "report", help="the table and score of a run directory, recomputed from its streams",
+        epilog="exit status: 0 ok, 1 a benchmark failed, 4 bad input, 6 regressed against "
+               "the baseline, 7 the baseline file does not exist",
+    )
+    report.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
+    report.add_argument("--compare", metavar="BASELINE.json", help="compare with a summary")
+    report.add_argument("--html", metavar="FILE", help="write the HTML report")
+    report.add_argument("--save", metavar="FILE", help="save the JSON summary (a baseline)")
+    report.add_argument("--export", metavar="FILE",
+                        help="write github-action-benchmark JSON (customBiggerIsBetter)")
+    report.add_argument("--price", type=_price, metavar="DOLLARS", help="show price/score")
+    _add_gate_options(report)
+    report.set_defaults(handler=_cmd_report)
+
+    cmp = commands.add_parser(
+        "compare", help="compare two saved summaries: CURRENT against BASELINE",
+        epilog="exit status: 0 ok, 1 CURRENT has failed benchmarks, 4 bad input, "
+               "6 regressed, 7 the baseline file does not exist",
+    )
+    cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
+    cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
+    _add_gate_options(cmp)
+    cmp.set_defaults(handler=_cmd_compare)
+
+
+def _command(argv: Sequence[str] | None) -> str | None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    return next((a for a in args if not a.startswith("-")), None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlbench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -62,12 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_suite_options(resolve)
     resolve.set_defaults(handler=_cmd_resolve)
+    _add_result_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        # argparse exits 2 on a bad option; report/compare say 4 (usage), as pytest does.
+        if exc.code == 2 and _command(argv) in _RESULT_COMMANDS:
+            return exitcodes.USAGE_ERROR
+        raise
     try:
         return args.handler(args)
     except DlbenchError as exc:

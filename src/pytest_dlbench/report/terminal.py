@@ -15,7 +15,7 @@ import pandas as pd
 from ..compare import Comparison
 from ..scoring import BenchSummary, RunResult, SuiteSummary
 
-__all__ = ["SLOW_DEVICE", "fmt_num", "render_summary"]
+__all__ = ["SLOW_DEVICE", "fmt_num", "render_comparison", "render_summary", "score_line"]
 
 #: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
 SLOW_DEVICE = 0.05
@@ -243,4 +243,34 @@ def render_summary(
     if verbosity > 0:
         out += ["", "per device", _table(_device_rows(summary), width, left=["bench"]), ""]
         out += _gpu_matrix(summary, width)
+    return "\n".join(out)
+
+
+def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
+    """Two summaries side by side (``dlbench compare``): perf_adj, ratio and verdict."""
+    cs, bs = comparison.current_score, comparison.baseline_score
+    line = (f"score: {fmt_num(cs)} vs baseline {fmt_num(bs)} "
+            f"(ratio {_ratio(comparison.score_ratio)}, {comparison.score_verdict})")
+    if verbosity < 0:
+        return line
+    rows = []
+    for c in comparison.benchmarks:
+        row = {
+            "bench": c.name,
+            "baseline": fmt_num(c.baseline),
+            "current": fmt_num(c.current),
+            "ratio": _ratio(c.ratio),
+            "verdict": c.verdict,
+            "weight": f"{c.weight:g}",
+            "units": c.units,
+        }
+        if verbosity > 0:
+            row["p"] = "-" if c.p_value is None else f"{c.p_value:.3f}"
+            row["samples"] = f"{c.samples[0]}/{c.samples[1]}"
+        rows.append(row)
+    out = []
+    if rows:
+        out += [_table(rows, width, left=["bench", "verdict", "units"]), ""]
+    out.append(line)
+    out += _comparison_lines(comparison)
     return "\n".join(out)
