@@ -24,7 +24,10 @@ README there records what they detect. The tolerance is 3 % and not 5 % because 
 (5 % more work per step) is a ratio of 1/1.05 = 0.952: a 5 % threshold would catch it half the
 time at best.
 
-The score (a weighted geometric mean) **regressed** when its ratio is below ``1 - tolerance`` and
+The score ratio is the weighted geometric mean of the ratios of the benchmarks scored on both
+sides: the ratio of the two scores when both ran the same benchmarks, and still meaningful when a
+benchmark was added or dropped (a raw ratio of scores over different sets mixes units). The
+score (a weighted geometric mean) **regressed** when its ratio is below ``1 - tolerance`` and
 either a weighted benchmark regressed, or the combined evidence of all the weighted benchmarks in
 common is significant: the log score ratio is a weighted sum of log ratios, whose variance is the
 weighted sum of each side's variance of the log mean (delta method), tested with a t
@@ -38,6 +41,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .scoring import weighted_geomean
 
 __all__ = [
     "ALPHA",
@@ -233,6 +238,11 @@ def _samples(bench: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(float(x) for x in ok[0].get("block_rates") or ()) if ok else ()
 
 
+def _scored(bench: Mapping[str, Any]) -> bool:
+    return bool(bench.get("enabled", True)) and float(bench.get("weight") or 0) > 0 and float(
+        bench.get("perf_adj") or 0) > 0
+
+
 def _verdict(ratio: float, p: tuple[float, float] | None, tolerance: float, alpha: float) -> str:
     if p is not None and ratio < 1 - tolerance and p[0] < alpha:
         return REGRESSED
@@ -282,10 +292,12 @@ def compare(
     common = [n for n in cur_b if n in base_b]
     benches = tuple(_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common)
     cs, bs = cur.get("score"), base.get("score")
-    score_ratio = cs / bs if cs and bs else None
+    # Over the benchmarks scored on both sides: with the same set this is exactly cs / bs, and
+    # a benchmark added or dropped (whose units are arbitrary) cannot move it.
+    both = [b for b in benches if b.ratio and b.weight > 0 and _scored(base_b[b.name])]
+    score_ratio = weighted_geomean((b.ratio, b.weight) for b in both)  # type: ignore[misc]
     score_p = combined_p(
-        [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in benches
-         if b.ratio and b.current > 0]
+        [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in both]
     )
     if score_ratio is None:
         score_verdict = INCOMPARABLE

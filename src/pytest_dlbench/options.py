@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SUITE_OPTIONS", "RUN_OPTIONS"]
+__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS"]
 
 # (flag, argparse keyword arguments). pytest's parser.addoption takes the same keywords.
 SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
@@ -74,5 +74,50 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             "out-of-memory fails that benchmark only; 'inline' runs it in the pytest process "
             "(for --pdb and debugging)",
         ),
+    ),
+]
+
+REPORT_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "--bench-save",
+        dict(metavar="PATH", default=None, help="write the run's JSON summary (a baseline)"),
+    ),
+    (
+        "--bench-compare",
+        dict(
+            metavar="PATH",
+            default=None,
+            help="compare with a saved summary; exit status 6 when performance regressed",
+        ),
+    ),
+    (
+        "--bench-tolerance",
+        dict(
+            metavar="PCT",
+            default=None,
+            help="smallest change that counts as a regression or an improvement, e.g. 5%% or "
+            "0.05 (default: see docs/reports.md)",
+        ),
+    ),
+    (
+        "--bench-require-baseline",
+        dict(
+            action="store_true",
+            default=False,
+            help="a missing --bench-compare file is an error (exit status 7), not a warning",
+        ),
+    ),
+    ("--bench-html", dict(metavar="PATH", default=None, help="write a self-contained HTML report")),
+    (
+        "--bench-export",
+        dict(
+            metavar="PATH",
+            default=None,
+            help="write github-action-benchmark's customBiggerIsBetter JSON",
+        ),
+    ),
+    (
+        "--bench-price",
+        dict(type=float, default=None, metavar="DOLLARS", help="add price/score to the report"),
     ),
 ]

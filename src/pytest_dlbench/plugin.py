@@ -18,7 +18,7 @@ from .fixtures import (
     synthetic_images,
     token_sequences,
 )
-from .options import RUN_OPTIONS, SUITE_OPTIONS
+from .options import REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
 
 __all__ = [
     "bench",
@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect the benchmarks of a suite: a name (bench_suites/NAME.yaml, or a suite "
         "shipped with pytest-dlbench) or a path to a YAML file; repeatable",
     )
-    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS):
+    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS, *REPORT_OPTIONS):
         group.addoption(flag, dest=_dest(flag), **kwargs)
     # Set by the parent on the child process that runs one benchmark (process isolation).
     group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)

@@ -109,6 +109,10 @@ class BenchSession:
         session = cls(config, suites, system, options)
         session._register_markers()
         session._point_collection_at_suites()
+        if session._is_controller():
+            from .reporting import BenchReporter
+
+            config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
         return session
 
     # -- configuration ------------------------------------------------------------------------

@@ -52,6 +52,16 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
     """Right-aligned columns, except ``left`` ones; wrapped by pandas at ``width``."""
     frame = pd.DataFrame(rows)
@@ -63,7 +73,9 @@ def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> 
         frame[col] = [v.ljust(size) for v in frame[col]]
         renames[col] = col.ljust(size)
     frame = frame.rename(columns=renames)
-    text = frame.to_string(index=False, line_width=width)
+    # Two spaces between columns: pandas' single space makes adjacent numbers hard to read.
+    space = {c: max([len(c), *(len(v) for v in frame[c])]) + 1 for c in frame.columns[1:]}
+    text = frame.to_string(index=False, line_width=width, col_space=space)
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
@@ -85,7 +97,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
         if comparison is not None:
             c = comparison.get(b.name)
             row["ratio"] = _ratio(c.ratio) if c else "-"
-            row["verdict"] = c.verdict if c else "new"
+            row["verdict"] = c.verdict if c else ("new" if b.n else "-")
         rows.append(row)
     return rows
 
@@ -121,7 +133,10 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
     runs = summary.failed_runs
     total = len(summary.runs)
     lines = [f"failure rate: {_pct(summary.failure_rate)} ({len(runs)} of {total} runs)"]
-    lines += [f"  failed {r.label}: {r.status}: {r.reason or '-'}" for r in runs]
+    for r in runs:
+        # Reasons usually start with their status already ("crash: killed by SIGSEGV").
+        why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
+        lines.append(f"  failed {r.label}: {why}")
     return lines
 
 
@@ -132,8 +147,8 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
     lines.append(
-        f"verdicts: ratio of perf_adj to the baseline's; regressed/improved beyond "
-        f"{100 * comparison.tolerance:g}% and significant at alpha {comparison.alpha:g}"
+        f"verdict: perf_adj ratio beyond ±{100 * comparison.tolerance:g}% and significant "
+        f"(one-sided Welch test, alpha {comparison.alpha:g})"
     )
     return lines
 
@@ -232,7 +247,7 @@ def render_summary(
     if comparison is not None and verbosity > 0:
         for row, b in zip(rows, summary.benchmarks, strict=True):
             c = comparison.get(b.name)
-            row["p"] = "-" if c is None or c.p_value is None else f"{c.p_value:.3f}"
+            row["p"] = _p(c.p_value if c else None)
     out = [_table(rows, width, left=["bench", "units", "verdict"]), "", line]
     incomplete = _incomplete_line(summary)
     if incomplete:
@@ -249,7 +264,7 @@ def render_summary(
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
     """Two summaries side by side (``dlbench compare``): perf_adj, ratio and verdict."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = (f"score: {fmt_num(cs)} vs baseline {fmt_num(bs)} "
+    line = (f"score: {_score(cs)} vs baseline {_score(bs)} "
             f"(ratio {_ratio(comparison.score_ratio)}, {comparison.score_verdict})")
     if verbosity < 0:
         return line
@@ -265,7 +280,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
             "units": c.units,
         }
         if verbosity > 0:
-            row["p"] = "-" if c.p_value is None else f"{c.p_value:.3f}"
+            row["p"] = _p(c.p_value)
             row["samples"] = f"{c.samples[0]}/{c.samples[1]}"
         rows.append(row)
     out = []

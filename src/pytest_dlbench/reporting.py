@@ -1,0 +1,155 @@
+"""The end of a suite run in pytest: summary table, baseline gate, saved and exported files.
+
+Registered by the session object in the controller only (not in xdist workers, not in the child
+process that runs one benchmark). The work is done by scoring, compare, baseline and report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import exitcodes
+
+if TYPE_CHECKING:
+    from .session import BenchSession
+
+__all__ = ["BenchReporter"]
+
+
+class BenchReporter:
+    PLUGIN_NAME = "dlbench-reporter"
+
+    def __init__(self, session_plugin: BenchSession) -> None:
+        self.plugin = session_plugin
+        config = session_plugin.config
+        self.config = config
+        self.save_path = config.getoption("bench_save")
+        self.compare_path = config.getoption("bench_compare")
+        self.html_path = config.getoption("bench_html")
+        self.export_path = config.getoption("bench_export")
+        self.price = config.getoption("bench_price")
+        self.require_baseline = config.getoption("bench_require_baseline")
+        self.summary: Any = None
+        self.comparison: Any = None
+        self.baseline: Any = None
+        self.notes: list[str] = []
+        self.tolerance = self._tolerance(config.getoption("bench_tolerance"))
+        self._load_baseline()
+
+    @staticmethod
+    def _tolerance(text: str | None) -> float:
+        from .compare import TOLERANCE, parse_tolerance
+
+        if text is None:
+            return TOLERANCE
+        try:
+            return parse_tolerance(text)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--bench-tolerance: {exc}") from None
+
+    def _load_baseline(self) -> None:
+        """A corrupt or foreign baseline stops the run before anything is measured."""
+        if not self.compare_path:
+            return
+        from .baseline import BaselineError, BaselineMissing, load_summary
+
+        try:
+            self.baseline = load_summary(self.compare_path)
+        except BaselineMissing:
+            message = f"baseline not found: {self.compare_path}"
+            if self.require_baseline:
+                self.missing_required = message
+            else:
+                self.notes.append(f"warning: {message}; nothing to compare with")
+                self.config.issue_config_time_warning(
+                    pytest.PytestWarning(f"dlbench: {message}"), stacklevel=2
+                )
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        message = getattr(self, "missing_required", None)
+        if message:
+            pytest.exit(f"{message} (--bench-require-baseline)", exitcodes.BASELINE_MISSING)
+
+    def _run_dir(self) -> Path | None:
+        run_dir = getattr(self.plugin, "_run_dir", None)
+        return run_dir if run_dir is not None and run_dir.is_dir() else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        run_dir = self._run_dir()
+        if run_dir is None or not any(run_dir.glob("*.data")):
+            return
+        from .scoring import summarize_dir
+
+        self.summary = summarize_dir(run_dir)
+        if self.baseline is not None:
+            from .compare import compare
+
+            self.comparison = compare(self.summary, self.baseline, tolerance=self.tolerance)
+        self._write_files()
+        if (
+            self.comparison is not None
+            and self.comparison.regressed
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
+            session.exitstatus = exitcodes.REGRESSED
+
+    def _write_files(self) -> None:
+        if self.save_path:
+            from .baseline import save_summary
+
+            path = save_summary(self.summary, self.save_path, suite=self.plugin.run_name)
+            self.notes.append(f"summary saved: {path}")
+        if self.html_path:
+            from .report.html import write_html
+
+            path = write_html(
+                self.summary, self.html_path, comparison=self.comparison, price=self.price
+            )
+            self.notes.append(f"HTML report: {path}")
+        if self.export_path:
+            from .report.export import export_benchmark_action
+
+            path = export_benchmark_action(self.summary, self.export_path)
+            self.notes.append(f"benchmark-action JSON: {path}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if self.summary is None:
+            for note in self.notes:
+                terminalreporter.write_line(note)
+            return
+        from .report.terminal import render_summary
+
+        verbosity = self.config.get_verbosity()
+        width = terminalreporter._tw.fullwidth
+        text = render_summary(
+            self.summary,
+            self.comparison,
+            verbosity=-1 if verbosity < 0 else verbosity,
+            width=width,
+            price=self.price,
+        )
+        if verbosity < 0:
+            terminalreporter.write_line(text)
+        else:
+            terminalreporter.write_sep("=", "dlbench")
+            for line in text.splitlines():
+                terminalreporter.write_line(line)
+        for note in self.notes:
+            terminalreporter.write_line(note)
+        terminalreporter.write_line(f"results: {self._run_dir()}")
+        if session_regressed(self.comparison):
+            terminalreporter.write_line(
+                f"performance regressed: {', '.join(self.comparison.regressions) or 'score'} "
+                f"(exit status {exitcodes.REGRESSED})",
+                red=True,
+            )
+
+
+def session_regressed(comparison: Any) -> bool:
+    return comparison is not None and comparison.regressed

@@ -1,0 +1,187 @@
+"""compare(): ratios, verdicts that need both size and significance, one-sided benchmarks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _runs import steady_at, write_run
+
+from pytest_dlbench.baseline import load_summary, save_summary
+from pytest_dlbench.compare import (
+    ALPHA,
+    FAILED,
+    IMPROVED,
+    INCOMPARABLE,
+    REGRESSED,
+    TOLERANCE,
+    UNCHANGED,
+    combined_p,
+    compare,
+    parse_tolerance,
+    welch_p,
+)
+from pytest_dlbench.scoring import SuiteSummary, summarize_dir
+
+NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs
+QUIET = (-0.001, 0.001, -0.0005, 0.0005, 0.0)  # ±0.1 %
+
+
+def suite(tmp: Path, benches: dict[str, tuple[float, tuple[float, ...]]], **kw) -> SuiteSummary:
+    """One run per jitter value for each benchmark: ``{name: (rate, jitters)}``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    for name, (rate, jitters) in benches.items():
+        for repeat, j in enumerate(jitters):
+            write_run(tmp, name, steady_at(rate * (1 + j)), repeat=repeat, **kw)
+    return summarize_dir(tmp)
+
+
+def test_big_drop_with_huge_noise_is_not_a_regression(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, NOISY)})
+    cur = suite(tmp_path / "c", {"x": (90.0, NOISY)})
+    result = compare(cur, base).get("x")
+    assert result is not None
+    assert result.ratio == pytest.approx(0.9)  # the same std% on both sides
+    assert result.verdict == UNCHANGED  # 10 % below, but well within the noise
+    assert result.p_value is not None and result.p_value > ALPHA
+
+
+def test_small_drop_with_tiny_noise_is_a_regression(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"x": (94.0, QUIET)})
+    comparison = compare(cur, base)
+    result = comparison.get("x")
+    assert result is not None and result.ratio == pytest.approx(0.94)
+    assert result.verdict == REGRESSED
+    assert result.p_value is not None and result.p_value < 1e-6
+    assert comparison.regressed
+    assert comparison.regressions == ("x",)
+
+
+def test_significant_but_within_tolerance_is_unchanged(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"x": (99.0, QUIET)})
+    result = compare(cur, base).get("x")
+    assert result is not None and result.p_value is not None and result.p_value < ALPHA
+    assert result.verdict == UNCHANGED
+    assert compare(cur, base, tolerance=0.005).get("x").verdict == REGRESSED  # type: ignore
+
+
+def test_improvement_is_symmetric(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET), "y": (100.0, NOISY)})
+    cur = suite(tmp_path / "c", {"x": (106.0, QUIET), "y": (110.0, NOISY)})
+    comparison = compare(cur, base)
+    assert comparison.get("x").verdict == IMPROVED  # type: ignore[union-attr]
+    assert comparison.get("y").verdict == UNCHANGED  # type: ignore[union-attr]
+    assert not comparison.regressed
+
+
+def test_single_runs_are_compared_through_their_block_rates(tmp_path: Path) -> None:
+    quiet = [(100.0 * (1 + j), 1.0) for j in (0.001, -0.001) * 5]
+    write_run(tmp_path / "b", "x", quiet)
+    write_run(tmp_path / "c", "x", [(i * 0.94, s) for i, s in quiet])
+    result = compare(summarize_dir(tmp_path / "c"), summarize_dir(tmp_path / "b")).get("x")
+    assert result is not None and result.samples == (5, 5)
+    assert result.verdict == REGRESSED
+
+    noisy = [(100.0 * (1 + j), 1.0) for j in (0.3, 0.3, -0.3, -0.3, 0.0) * 2]
+    write_run(tmp_path / "nb", "x", noisy)
+    write_run(tmp_path / "nc", "x", [(i * 0.9, s) for i, s in noisy])
+    result = compare(summarize_dir(tmp_path / "nc"), summarize_dir(tmp_path / "nb")).get("x")
+    assert result is not None and result.verdict == UNCHANGED
+
+
+def test_benchmarks_on_one_side_only_are_listed(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"both": (10.0, QUIET), "gone": (10.0, QUIET)})
+    cur = suite(tmp_path / "c", {"both": (10.0, QUIET), "new": (10.0, QUIET)})
+    comparison = compare(cur, base)
+    assert [b.name for b in comparison.benchmarks] == ["both"]
+    assert comparison.only_current == ("new",)
+    assert comparison.only_baseline == ("gone",)
+
+
+def test_failed_and_incomparable_benchmarks(tmp_path: Path) -> None:
+    suite(tmp_path / "b", {"dies": (10.0, QUIET)})
+    write_run(tmp_path / "b", "was_dead", status="crash")
+    suite(tmp_path / "c", {"was_dead": (10.0, QUIET)})
+    write_run(tmp_path / "c", "dies", status="oom")
+    comparison = compare(summarize_dir(tmp_path / "c"), summarize_dir(tmp_path / "b"))
+    assert comparison.get("dies").verdict == FAILED  # type: ignore[union-attr]
+    assert comparison.get("dies").ratio == 0.0  # type: ignore[union-attr]
+    assert comparison.get("was_dead").verdict == INCOMPARABLE  # type: ignore[union-attr]
+    assert comparison.get("was_dead").ratio is None  # type: ignore[union-attr]
+    assert not comparison.regressed  # failures have their own exit status
+
+
+def test_score_regresses_with_a_weighted_regression(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"a": (100.0, QUIET), "b": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"a": (90.0, QUIET), "b": (100.0, QUIET)})
+    comparison = compare(cur, base)
+    assert comparison.score_ratio == pytest.approx(0.9**0.5)
+    assert comparison.score_verdict == REGRESSED
+
+
+def test_score_unchanged_when_an_unweighted_benchmark_regresses(tmp_path: Path) -> None:
+    suite(tmp_path / "b", {"a": (100.0, QUIET)})
+    write_run(tmp_path / "b", "side", steady_at(100.0), weight=0.0)
+    suite(tmp_path / "c", {"a": (100.0, QUIET)})
+    write_run(tmp_path / "c", "side", steady_at(50.0), weight=0.0)
+    # "side" is a single run with constant blocks: zero noise, a deterministic drop.
+    comparison = compare(summarize_dir(tmp_path / "c"), summarize_dir(tmp_path / "b"))
+    assert comparison.get("side").verdict == REGRESSED  # type: ignore[union-attr]
+    assert comparison.score_verdict == UNCHANGED
+    assert comparison.regressed  # any benchmark regressing fails the gate
+
+
+def test_score_regresses_on_combined_evidence(tmp_path: Path) -> None:
+    # Four benchmarks 5 % down, each within its noise; together they are significant.
+    jitter = (-0.08, 0.08, -0.05, 0.05, 0.0)
+    names = ["a", "b", "c", "d"]
+    base = suite(tmp_path / "b", {n: (100.0, jitter) for n in names})
+    cur = suite(tmp_path / "c", {n: (95.0, jitter) for n in names})
+    comparison = compare(cur, base)
+    assert all(b.verdict == UNCHANGED for b in comparison.benchmarks)
+    assert comparison.score_ratio == pytest.approx(0.95)
+    assert comparison.score_p_value is not None and comparison.score_p_value < ALPHA
+    assert comparison.score_verdict == REGRESSED
+    assert comparison.regressed
+
+
+def test_summary_and_saved_baseline_compare_alike(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"x": (94.0, QUIET)})
+    saved = load_summary(save_summary(base, tmp_path / "base.json"))
+    a, b = compare(cur, base), compare(cur.to_dict(), saved)
+    assert a.to_dict() == b.to_dict()
+    json.dumps(a.to_dict())  # plain JSON
+
+
+def test_compare_rejects_other_objects() -> None:
+    with pytest.raises(TypeError):
+        compare({"no": "benchmarks"}, {"benchmarks": {}})
+
+
+def test_welch_p_edge_cases() -> None:
+    assert welch_p([1.0], [1.0, 2.0]) is None  # one sample: no variance to test against
+    assert welch_p([1.0, 1.0], [2.0, 2.0]) == (0.0, 1.0)  # no noise at all: deterministic
+    lower, higher = welch_p([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])  # type: ignore[misc]
+    assert lower < 0.01 and higher == pytest.approx(1 - lower)
+    assert combined_p([]) is None
+
+
+def test_defaults_are_documented_values() -> None:
+    assert (TOLERANCE, ALPHA) == (0.03, 0.05)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("5%", 0.05), ("0.05", 0.05), (" 2.5% ", 0.025), ("0", 0.0), (0.1, 0.1)]
+)
+def test_parse_tolerance(text: str, value: float) -> None:
+    assert parse_tolerance(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["5", "abc", "-1%", "100%", "nan"])
+def test_parse_tolerance_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="tolerance"):
+        parse_tolerance(text)

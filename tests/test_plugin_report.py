@@ -1,0 +1,128 @@
+"""The end of a suite run: summary, --bench-save, --bench-compare gate and exit statuses."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+DEFS = textwrap.dedent(
+    """
+    import os
+    import time
+
+    def sleeper(bench):
+        # A step of fixed length; DLBENCH_TEST_SLOW=1.5 makes it 50 % slower.
+        seconds = 0.004 * float(os.environ.get("DLBENCH_TEST_SLOW", "1"))
+        for _ in bench.iterate(range(10_000), batch_size=8):
+            time.sleep(seconds)
+
+    def broken(bench):
+        raise RuntimeError("broken on purpose")
+    """
+)
+
+SUITE = textwrap.dedent(
+    """
+    _base:
+      voir: {options: {skip: 2, stop: 20}}
+    fast: {inherits: _base, definition: defs.py:sleeper, weight: 1}
+    other: {inherits: _base, definition: defs.py:sleeper, weight: 2}
+    broken: {inherits: _base, definition: defs.py:broken, weight: 1, enabled: false}
+    """
+)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("COLUMNS", "120")  # a fixed terminal width for the table
+    pytester.makepyfile(defs=DEFS)
+    pytester.makefile(".yaml", s=SUITE)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--bench-suite=s.yaml", "--bench-isolation=inline",
+                              "--bench-base=out", *args)
+
+
+def test_summary_table_and_score_after_the_run(suite):
+    result = run(suite)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["*= dlbench =*", "bench *fail*n*perf*total*std%*perf_adj*weight*units",
+         "fast *0 *1 *items/s", "other *0 *1 *items/s", "", "score: *",
+         "failure rate: 0.0% (0 of 2 runs)*", "results: *out/runs/s.*"]
+    )
+
+
+def test_quiet_prints_the_score_line_only(suite):
+    result = run(suite, "-q")
+    assert "= dlbench =" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["score: *"])
+
+
+def test_save_then_compare_same_machine_passes_and_slower_candidate_regresses(suite, monkeypatch):
+    first = run(suite, "--bench-save=base.json")
+    assert first.ret == 0
+    saved = json.loads((suite.path / "base.json").read_text())
+    assert saved["schema"] == "pytest-dlbench/summary"
+    assert set(saved["benchmarks"]) == {"fast", "other"}
+
+    same = run(suite, "--bench-compare=base.json")
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*ratio*verdict*"])
+
+    monkeypatch.setenv("DLBENCH_TEST_SLOW", "1.5")
+    slower = run(suite, "--bench-compare=base.json")
+    assert slower.ret == 6, slower.stdout.str()
+    slower.stdout.fnmatch_lines(["*fast*regressed*", "performance regressed: *(exit status 6)"])
+
+
+def test_slower_by_suite_override_is_flagged(suite):
+    run(suite, "--bench-save=base.json")
+    # A heavier candidate made by an override: every step sleeps 3x longer.
+    suite.makepyfile(
+        defs=DEFS.replace('float(os.environ.get("DLBENCH_TEST_SLOW", "1"))',
+                          "float(bench.args[0]) if bench.args else 1.0")
+    )
+    result = run(suite, "--bench-compare=base.json", "--bench-override", "*.argv=[3]")
+    assert result.ret == 6
+
+
+def test_failed_benchmark_wins_over_regression(suite):
+    run(suite, "--bench-save=base.json")
+    result = run(suite, "--bench-compare=base.json", "--bench-override", "broken.enabled=true")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_missing_baseline_warns_and_passes(suite):
+    result = run(suite, "--bench-compare=nope.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*baseline not found: nope.json*"])
+
+
+def test_missing_baseline_with_require_is_status_7(suite):
+    result = run(suite, "--bench-compare=nope.json", "--bench-require-baseline")
+    assert result.ret == 7
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"some": "other tool"}'])
+def test_corrupt_or_foreign_baseline_is_a_one_line_usage_error(suite, content):
+    (suite.path / "bad.json").write_text(content)
+    result = run(suite, "--bench-compare=bad.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR")]
+    assert len(errors) == 1 and "bad.json" in errors[0]
+    assert not (suite.path / "out").exists()  # nothing ran
+
+
+def test_html_and_export_files(suite):
+    result = run(suite, "--bench-html=r/report.html", "--bench-export=r/bench.json")
+    assert result.ret == 0
+    html = (suite.path / "r" / "report.html").read_text()
+    assert "<svg" in html and "fast" in html
+    exported = json.loads((suite.path / "r" / "bench.json").read_text())
+    assert {e["name"] for e in exported} >= {"fast", "other"}
+    assert all(e["unit"] for e in exported)
