@@ -19,7 +19,7 @@ device once, and the window's ``rate``, ``region`` and ``loss`` records are writ
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -125,6 +125,10 @@ class Bench:
 
     ``skip`` warm-up observations are recorded but flagged ``warmup``; the run is :attr:`done`
     after ``skip + stop`` observations, and :meth:`iterate` stops yielding then.
+
+    ``items_scale`` multiplies the items of every observation (and :meth:`log_rate` values): the
+    reporting rank of an ``njobs`` job passes the world size, so its stream holds the job's
+    global throughput (docs/multinode.md).
     """
 
     def __init__(
@@ -140,6 +144,8 @@ class Bench:
         timer: Timer | None = None,
         window: int = 10,
         units: str = "items/s",
+        start_barrier: Callable[[], Mapping[str, Any]] | None = None,
+        items_scale: int = 1,
     ) -> None:
         if skip < 0:
             raise ValueError(f"skip must be >= 0, got {skip}")
@@ -147,6 +153,8 @@ class Bench:
             raise ValueError(f"stop must be >= 1, got {stop}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        if items_scale < 1:
+            raise ValueError(f"items_scale must be >= 1, got {items_scale}")
         self.name = name
         self.args = list(args)
         self.device = _as_device(device)
@@ -157,11 +165,17 @@ class Bench:
         self.data_dir = Path(data_dir) if data_dir is not None else Path(".dlbench") / "data"
         self.timer = timer if timer is not None else Timer(backend_for(self.device))
         self.units = units
+        # An njobs job reports for all its ranks: each rank steps in lockstep with the others
+        # (DDP synchronises every step), so one rank's items times the world size is the job's.
+        self.items_scale = items_scale
         self._n = 0  # observations so far (read or not)
         self._since_read = 0  # steps since the timer was last read
         self._written = 0  # rate records written: the next observation's index
         self._losses: list[tuple[int, Any]] = []
         self._closed = False
+        # Replicas of a per_gpu benchmark on other devices wait here too, so that their timed
+        # windows start together; called once, before the first timed step.
+        self._start_barrier = start_barrier
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -199,6 +213,9 @@ class Bench:
         window = self.window
         # Making the iterator (DataLoader workers...) is excluded from the first step (seed 000).
         it = iter(iterable)
+        if self._start_barrier is not None:
+            barrier, self._start_barrier = self._start_barrier, None
+            self.stream.write("barrier", **barrier())
         timer.begin()
         for batch in it:
             items = batch_size if batch_size is not None else count_items(batch)
@@ -224,7 +241,8 @@ class Bench:
         """Record one observation measured by the benchmark itself (e.g. matmul TFLOP/s).
 
         Written at once and counted toward ``skip``/``stop``; ignored once :attr:`done`, so the
-        stream holds exactly ``skip + stop`` observations, as with :meth:`iterate`.
+        stream holds exactly ``skip + stop`` observations, as with :meth:`iterate`. Multiplied by
+        ``items_scale`` like the items :meth:`iterate` counts (a rank's rate -> the job's).
         """
         self._check_open()
         if self.done:
@@ -234,7 +252,7 @@ class Bench:
         self._n += 1
         self.stream.write(
             "rate",
-            value=float(value),
+            value=float(value) * self.items_scale,
             units=units if units is not None else self.units,
             step=i,
             warmup=i < self.skip,
@@ -268,19 +286,21 @@ class Bench:
         self._since_read = 0
         window = self.timer.read()
         units = self.units
+        scale = self.items_scale
         records: list[dict[str, Any]] = []
         for obs in window.steps:
             i = self._written
             self._written += 1
+            items = obs.items * scale
             records.append(
                 {
                     "event": "rate",
-                    "value": obs.items / obs.seconds if obs.seconds > 0 else math.inf,
+                    "value": items / obs.seconds if obs.seconds > 0 else math.inf,
                     "units": units,
                     "step": i,
                     "warmup": i < self.skip,
                     "time": obs.time,
-                    "items": obs.items,
+                    "items": items,
                     "seconds": obs.seconds,
                 }
             )

@@ -125,10 +125,17 @@ class BenchItem(_BenchNode, pytest.Item):
         log = stream.with_suffix(".log")
         cmd = self.plugin.child_command(self, stream)
         env = {**os.environ, **self.plugin.child_env(self)}
-        outcome = run_child(
-            cmd, stream=stream, log=log, timeout=self.spec.max_duration,
-            cwd=self.config.rootpath, env=env,
-        )
+        try:
+            outcome = run_child(
+                cmd, stream=stream, log=log, timeout=self.spec.max_duration,
+                cwd=self.config.rootpath, env=env, cpus=self.plugin.slots[self.device].cpus,
+            )
+        finally:
+            barrier = self.plugin.barrier_for(self)
+            if barrier is not None:  # this replica no longer holds the others back
+                from . import barrier as barriers
+
+                barriers.leave(*barrier)
         self.user_properties.append(("dlbench_stream", str(stream)))
         self.user_properties.append(("dlbench_status", outcome.status))
         if outcome.status == "skipped":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,21 @@ class RunContext:
             stop=self.spec.stop,
             data_dir=self.data_dir,
             units=self.spec.units or "items/s",
+            start_barrier=self._start_barrier(),
         )
         return self.bench
+
+    def _start_barrier(self) -> Callable[[], dict[str, Any]] | None:
+        """The replicas' start barrier, when the parent set one up (per_gpu under xdist)."""
+        address = os.environ.get("DLBENCH_BARRIER")
+        key = os.environ.get("DLBENCH_BARRIER_KEY")
+        parties = int(os.environ.get("DLBENCH_BARRIER_PARTIES", "0") or 0)
+        if not address or not key or parties < 2:
+            return None
+        from . import barrier
+
+        timeout = min(self.spec.max_duration, 300.0)
+        return lambda: barrier.wait(address, key, parties, timeout=timeout)
 
     def finish_bench(self) -> None:
         if self.bench is not None:

@@ -66,6 +66,16 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
         dict(type=int, default=1, metavar="N", help="run each benchmark N times"),
     ),
     (
+        "--bench-cpus-per-slot",
+        dict(
+            type=int,
+            default=None,
+            metavar="K",
+            help="without GPUs, give each device slot K cores (with -n auto: one worker per K "
+            "cores); with GPUs, the cores each GPU's slot gets",
+        ),
+    ),
+    (
         "--bench-isolation",
         dict(
             choices=("process", "inline"),

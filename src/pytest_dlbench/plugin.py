@@ -65,6 +65,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, BenchSession.PLUGIN_NAME)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with a suite: one worker per device slot (GPU, or group of cores)."""
+    if not config.getoption("bench_suite"):
+        return None
+    from .devices import SlotError, plan_slots
+
+    try:
+        return len(plan_slots(cpus_per_slot=config.getoption("bench_cpus_per_slot")))
+    except SlotError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
     # The ``bench`` fixture of an ordinary test writes the run's end record at teardown and

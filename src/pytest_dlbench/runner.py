@@ -79,6 +79,9 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "cpu": platform.processor() or platform.machine(),
         "pid": os.getpid(),
         "time": time.time(),
+        "slot": os.environ.get("DLBENCH_SLOT"),
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
     }
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -175,6 +178,19 @@ def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _pinning(cpus: Sequence[int] | None) -> Callable[[], None] | None:
+    """Pin the child to its slot's cores before it starts (its threads and workers inherit)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    chosen = set(cpus)
+
+    def pin() -> None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, chosen)
+
+    return pin
+
+
 def _last_end(stream: Path) -> dict[str, Any] | None:
     try:
         records = read_stream(stream)
@@ -192,6 +208,7 @@ def run_child(
     timeout: float,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> Outcome:
     """Run one benchmark's child process; whatever happens, the stream ends with ``end``.
 
@@ -208,6 +225,7 @@ def run_child(
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: we can kill it and its workers
+            preexec_fn=_pinning(cpus),
         )
         try:
             returncode = proc.wait(timeout=timeout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ class RunOptions:
     overrides: tuple[str, ...]
     child_stream: str | None
     child_run_dir: str | None
+    cpus_per_slot: int | None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> RunOptions:
@@ -57,6 +59,7 @@ class RunOptions:
             overrides=tuple(config.getoption("bench_override")),
             child_stream=config.getoption("bench_child_stream"),
             child_run_dir=config.getoption("bench_child_run_dir"),
+            cpus_per_slot=config.getoption("bench_cpus_per_slot"),
         )
 
 
@@ -107,6 +110,7 @@ class BenchSession:
                 config.issue_config_time_warning(SuiteWarning(note), stacklevel=2)
             suites.append(suite)
         session = cls(config, suites, system, options)
+        session._plan_devices()
         session._register_markers()
         session._point_collection_at_suites()
         if session._is_controller():
@@ -114,6 +118,64 @@ class BenchSession:
 
             config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
         return session
+
+    # -- devices ------------------------------------------------------------------------------
+
+    def _workers(self) -> int | None:
+        """xdist workers of this run (None: not distributed). ``-n auto`` is already a number."""
+        option = self.config.option
+        if not getattr(option, "numprocesses", None) or getattr(option, "dist", "no") == "no":
+            return None
+        return int(option.numprocesses)
+
+    def _plan_devices(self) -> None:
+        """The device slots, the same list in the controller, its workers and their children
+        (items ``name[Dk]`` must be identical everywhere); this process's own slot, if any."""
+        from .devices import Slot, pin_to_slot, plan_slots
+
+        worker_input = getattr(self.config, "workerinput", None)
+        self.barrier_address: str | None = (worker_input or {}).get("dlbench_barrier")
+        given = os.environ.get("DLBENCH_SLOTS") if self.options.child_stream else None
+        if worker_input is not None and "dlbench_slots" in worker_input:
+            given = worker_input["dlbench_slots"]
+        if given:
+            self.slots = [Slot.from_dict(d) for d in json.loads(given)]
+        else:
+            self.slots = plan_slots(
+                workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot
+            )
+            self._map_workers_to_slots()
+        own = os.environ.get("DLBENCH_SLOT")
+        if worker_input is not None and own is not None:
+            pin_to_slot(self.slots[int(own)])
+
+    def _map_workers_to_slots(self) -> None:
+        """Worker k sees only slot k's GPU (and cores) from its first instruction: the variables
+        are in the environment xdist starts it with, before anything can import torch."""
+        option = self.config.option
+        workers = self._workers()
+        if workers is None or any(tx != "popen" for tx in option.tx):
+            return  # not distributed, or the user wrote --tx specs: theirs to decide
+        option.tx = [
+            "popen" + "".join(f"//env:{k}={v}" for k, v in slot.env().items() if "," not in v)
+            for slot in self.slots
+        ]
+        if len(self.slots) > 1:
+            from .barrier import BarrierServer
+
+            self._barrier_server = BarrierServer()
+            self.barrier_address = self._barrier_server.address
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        server = getattr(self, "_barrier_server", None)
+        if server is not None:
+            server.close()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
+        from .scheduling import WaveScheduling
+
+        return WaveScheduling(config, log)
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -228,7 +290,11 @@ class BenchSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: object) -> None:
-        node.workerinput["dlbench_run_dir"] = str(self.run_dir())  # type: ignore[attr-defined]
+        worker_input = node.workerinput  # type: ignore[attr-defined]
+        worker_input["dlbench_run_dir"] = str(self.run_dir())
+        worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
+        if self.barrier_address:
+            worker_input["dlbench_barrier"] = self.barrier_address
 
     def data_dir(self) -> Path:
         path = self.options.base / "data"
@@ -236,7 +302,10 @@ class BenchSession:
         return path
 
     def device_slots(self, spec: BenchSpec) -> list[int]:
-        return [0]
+        """One item per slot for per_gpu; one item (the whole job) for njobs."""
+        if spec.plan.get("method") == "njobs":
+            return [0]
+        return [slot.index for slot in self.slots]
 
     def child_command(self, item: pytest.Item, stream: Path) -> list[str]:
         """``python -m pytest <nodeid>`` running this one item inline, with the same suite."""
@@ -269,7 +338,26 @@ class BenchSession:
 
     def child_env(self, item: pytest.Item) -> dict[str, str]:
         spec: BenchSpec = item.spec  # type: ignore[attr-defined]
-        return {"PYTHONUNBUFFERED": "1", "DLBENCH_CHILD": "1", **spec.env}
+        slot = self.slots[item.device]  # type: ignore[attr-defined]
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            "DLBENCH_CHILD": "1",
+            "DLBENCH_SLOTS": json.dumps([s.to_dict() for s in self.slots]),
+            **slot.env(),
+        }
+        barrier = self.barrier_for(item)
+        if barrier:
+            env["DLBENCH_BARRIER"], env["DLBENCH_BARRIER_KEY"], parties = barrier
+            env["DLBENCH_BARRIER_PARTIES"] = str(parties)
+        return {**env, **spec.env}
+
+    def barrier_for(self, item: pytest.Item) -> tuple[str, str, int] | None:
+        """(address, key, parties) when this item's replicas run at once on several workers."""
+        spec: BenchSpec = item.spec  # type: ignore[attr-defined]
+        if not self.barrier_address or spec.plan.get("method") == "njobs" or len(self.slots) < 2:
+            return None
+        key = f"{spec.name}.R{item.repeat or 0}"  # type: ignore[attr-defined]
+        return self.barrier_address, key, len(self.slots)
 
     def start_run(self, item: pytest.Item):  # -> RunContext
         from .context import RunContext

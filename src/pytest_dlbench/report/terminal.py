@@ -126,7 +126,8 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
         if bench is not None and bench.n and bench.fail < bench.n:
             why = "perf_adj is 0"
         parts.append(f"{name} ({why})")
-    return f"incomplete: {', '.join(parts)}; the score is over the other benchmarks"
+    line = f"incomplete: {', '.join(parts)}"
+    return line + ("; the score is over the other benchmarks" if summary.score else "")
 
 
 def _failure_lines(summary: SuiteSummary) -> list[str]:
@@ -256,7 +257,8 @@ def render_summary(
     if comparison is not None:
         out += _comparison_lines(comparison)
     if verbosity > 0:
-        out += ["", "per device", _table(_device_rows(summary), width, left=["bench"]), ""]
+        devices = _device_rows(summary)
+        out += ["", "per device", _table(devices, width, left=["bench"]) if devices else "  -", ""]
         out += _gpu_matrix(summary, width)
     return "\n".join(out)
 

@@ -1,0 +1,168 @@
+"""xdist scheduling for suites: one worker per device slot, benchmarks in waves.
+
+A *wave* is every item of one benchmark and repeat: the per_gpu replicas ``name[D0]`` …
+``name[Dn-1]`` (item ``Dk`` always runs on worker ``gwk``, the one pinned to slot k), or the
+single item of an njobs benchmark. A wave starts only when the previous one has finished on every
+worker, so the replicas of a benchmark run at the same time (seed 001: N users at once) and an
+njobs job never shares the machine with replicas of another benchmark.
+
+xdist workers run an item only once they hold the next one (or the order to shut down), because
+pytest's teardown needs to know the next item. So every worker is sent its items one ahead, and a
+wave is *released* by sending each of its workers the item after it (or shutdown).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["WaveScheduling", "wave_of"]
+
+_ITEM = re.compile(r"::(?P<name>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
+
+
+def wave_of(nodeid: str) -> tuple[tuple[str, str], int | None]:
+    """(wave key, device) of a node id; items that are not benchmarks get a wave of their own."""
+    match = _ITEM.search(nodeid)
+    if match is None:
+        return ("", nodeid), None
+    key = (nodeid[: match.start()] + "::" + match["name"], match["repeat"] or "")
+    return key, int(match["device"])
+
+
+class WaveScheduling:
+    """Implements xdist's ``Scheduling`` protocol (see ``xdist.scheduler.protocol``)."""
+
+    def __init__(self, config: Any, log: Any = None, *, numnodes: int | None = None) -> None:
+        self.config = config
+        self.log = log
+        self.numnodes = numnodes if numnodes is not None else len(config.option.tx)
+        self.node2collection: dict[Any, list[str]] = {}
+        self.node2pending: dict[Any, list[int]] = {}
+        self.collection_is_completed = False
+        self._queues: dict[Any, list[int]] = {}  # per node: its items in run order
+        self._sent: dict[Any, int] = {}  # per node: how many of its queue were sent
+        self._shutdown: set[Any] = set()
+        self._waves: list[list[tuple[Any, int]]] = []  # (node, item index) per wave
+        self._done: set[int] = set()
+        self._released = 0  # waves released so far
+        self._remaining: list[int] = []  # items not yet done, per wave
+        self._wave_of_item: dict[int, int] = {}
+        self._scheduled = False
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.node2pending)
+
+    @property
+    def tests_finished(self) -> bool:
+        if not self.collection_is_completed or not self._scheduled:
+            return False
+        return all(not pending for pending in self.node2pending.values())
+
+    @property
+    def has_pending(self) -> bool:
+        return any(self.node2pending.values())
+
+    def add_node(self, node: Any) -> None:
+        self.node2pending[node] = []
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        self.node2collection[node] = list(collection)
+        if len(self.node2collection) >= self.numnodes:
+            self.collection_is_completed = True
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        self.node2pending[node].remove(item_index)
+        self._finish(item_index)
+        self._release_finished_waves()
+
+    def _finish(self, item_index: int) -> None:
+        if item_index not in self._done:
+            self._done.add(item_index)
+            self._remaining[self._wave_of_item[item_index]] -= 1
+
+    def mark_test_pending(self, item: str) -> None:
+        raise NotImplementedError("dlbench's wave scheduling does not re-queue items")
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        raise NotImplementedError("dlbench's wave scheduling does not steal work")
+
+    def remove_node(self, node: Any) -> str | None:
+        """A worker died (benchmarks run in child processes, so this should be rare): its
+        running item is the crash item, the rest of its items are given up, waves go on."""
+        pending = self.node2pending.pop(node, [])
+        self._shutdown.discard(node)
+        queue, sent = self._queues.get(node, []), self._sent.get(node, 0)
+        for index in [*pending, *queue[sent:]]:  # its unsent items will never run either
+            self._finish(index)
+        self._queues[node] = queue[:sent]
+        self._release_finished_waves()
+        if pending:
+            return self.node2collection[node][pending[0]]
+        return None
+
+    def schedule(self) -> None:
+        if self._scheduled:
+            return
+        self._scheduled = True
+        self._plan()
+        for node in self.nodes:
+            self._send_next(node)  # each worker holds its first item, which does not run yet
+        self._release_finished_waves()
+
+    # -- waves ----------------------------------------------------------------------------------
+
+    def _by_gateway(self) -> dict[str, Any]:
+        return {getattr(getattr(n, "gateway", None), "id", str(i)): n
+                for i, n in enumerate(self.nodes)}
+
+    def _plan(self) -> None:
+        nodes = self.nodes
+        collection = self.node2collection[nodes[0]]
+        by_id = self._by_gateway()
+        order: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+        spread = 0
+        for index, nodeid in enumerate(collection):
+            key, device = wave_of(nodeid)
+            if device is None:
+                node = nodes[spread % len(nodes)]  # plain tests: any worker, in turn
+                spread += 1
+            else:
+                node = by_id.get(f"gw{device}", nodes[device % len(nodes)])
+            order.setdefault(key, []).append((node, index))
+        self._waves = list(order.values())
+        self._remaining = [len(wave) for wave in self._waves]
+        self._wave_of_item = {index: w for w, wave in enumerate(self._waves) for _, index in wave}
+        self._queues = {node: [] for node in nodes}
+        for wave in self._waves:
+            for node, index in wave:
+                self._queues[node].append(index)
+        self._sent = {node: 0 for node in nodes}
+
+    def _send_next(self, node: Any) -> None:
+        """Send the node its next item, or shut it down when it has none left."""
+        if node not in self.node2pending or node in self._shutdown:
+            return
+        queue, sent = self._queues[node], self._sent[node]
+        if sent < len(queue):
+            index = queue[sent]
+            self._sent[node] = sent + 1
+            self.node2pending[node].append(index)
+            node.send_runtest_some([index])
+        else:
+            self._shutdown.add(node)
+            node.shutdown()
+
+    def _release_finished_waves(self) -> None:
+        # Release wave w once every earlier wave is done: each of its items gets its successor
+        # sent (or shutdown), which lets the worker run it.
+        while self._released < len(self._waves):
+            if self._released > 0 and self._remaining[self._released - 1] > 0:
+                return
+            for node, _ in self._waves[self._released]:
+                self._send_next(node)
+            self._released += 1

@@ -1,0 +1,177 @@
+"""Data-parallel training of a torchvision classifier with DistributedDataParallel (``njobs``).
+
+Every rank trains the same model on its own synthetic in-memory batches; DDP averages the
+gradients with an all-reduce during the backward pass. Units: items/s; under torchrun the
+reporting rank's stream holds the job's global throughput (per-rank batch x world size).
+
+The ``comm`` region is the gradient all-reduce of a step: from the moment DDP hands its first
+gradient bucket to communication until every bucket is reduced. DDP overlaps the all-reduce
+with the rest of the backward pass, so ``comm`` overlaps ``backward``; that is the point: a
+communication hook times the real, overlapped all-reduce, where ``no_sync`` plus an explicit
+all-reduce after ``backward`` would time a slower, serialised training step than the one whose
+throughput is reported.
+
+- Start: a communication hook (``register_comm_hook``) opens ``comm`` when the first bucket of
+  the step is ready, then runs DDP's stock all-reduce (``default_hooks.allreduce_hook``).
+- End: closed right after ``loss.backward()`` returns. DDP's backward ends by waiting for every
+  bucket's all-reduce future: on the CPU (gloo) the host has waited for them, on a GPU the
+  current stream waits for the NCCL work, so the end mark (a CUDA event on that stream) fires
+  when the last bucket is reduced.
+
+With one process (no torchrun, ``process_group`` is ``None``) the model is trained without DDP
+and there is no ``comm`` region: nothing is communicated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.workloads import _common
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CommTiming", "make_parser", "train"]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ddp", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet18", help="torchvision classifier name")
+    parser.add_argument("--batch-size", type=_common.positive_int, default=64,
+                        help="images per rank and step")
+    parser.add_argument("--image-size", type=_common.positive_int, default=224)
+    parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
+    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--fixed-batch", action="store_true",
+                        help="reuse one batch already on the device (pure compute)")
+    parser.add_argument("--num-images", type=_common.positive_int, default=None,
+                        help="in-memory images per rank (default max(256, batch size))")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                        help="DDP gradient bucket size (default 25, DDP's own)")
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+class CommTiming:
+    """Opens the ``comm`` region at a step's first gradient bucket; :meth:`close` ends it.
+
+    Only the hook touches the region while ``backward`` runs, and the training loop waits in
+    ``backward`` meanwhile, so the Timer (not thread-safe) is used by one thread at a time: on a
+    GPU the hook runs in autograd's device thread, on the CPU in the calling thread.
+    """
+
+    def __init__(self, timer: Any, group: Any) -> None:
+        self.timer = timer
+        self.group = group
+        self.open = False
+        self.buckets = 0  # buckets all-reduced, over the run
+
+    # No annotations: DDP checks the hook's with inspect and rejects anything but the real
+    # dist.GradBucket / Future classes, and this module's annotations are strings (PEP 563).
+    def hook(self, state, bucket):  # type: ignore[no-untyped-def]
+        """A DDP communication hook: DDP's own all-reduce (``state`` unused), its start
+        marked; returns the all-reduce's future."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        if not self.open:
+            self.timer.start("comm")
+            self.open = True
+        self.buckets += 1
+        return default_hooks.allreduce_hook(self.group, bucket)
+
+    def close(self) -> None:
+        """After ``backward``: every bucket is reduced (or queued before the end mark)."""
+        if self.open:
+            self.timer.end("comm")
+            self.open = False
+
+
+def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
+    from pytest_dlbench.data import synthetic_images
+
+    # Each rank its own samples, as a DistributedSampler would give it.
+    seed = args.seed + 1000 * rank
+    if args.fixed_batch:
+        images, labels = synthetic_images(args.batch_size, args.image_size, args.num_classes,
+                                          seed=seed).tensors
+        batch = _common.to_device((images, labels), device, channels_last=args.channels_last)
+        return itertools.repeat(batch)
+    n = args.num_images or max(256, args.batch_size)
+    dataset = synthetic_images(n, args.image_size, args.num_classes, seed=seed)
+    return _common.tensor_batches(dataset.tensors, args.batch_size, seed=seed)
+
+
+def train(bench: Any, process_group: Any) -> None:
+    """Train a torchvision classifier with random weights under DDP (SGD, cross-entropy).
+
+    ``process_group`` is the fixture (no default: pytest does not inject arguments that have
+    one); ``None`` trains one process without DDP.
+    """
+    import torch
+    import torchvision
+
+    args = _common.parse(make_parser(), bench)
+    device = _common.device_of(bench)
+    precision = _common.resolve_precision(args.precision, device)
+    bench.set_units("items/s")
+    # The same initial weights everywhere; DDP broadcasts rank 0's anyway.
+    torch.manual_seed(args.seed)
+
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = _common.build_sized(torchvision.models.get_model, "image_size", args.image_size,
+                                name=args.model, weights=None, num_classes=args.num_classes)
+    model = model.to(device, memory_format=memory_format)
+
+    comm: CommTiming | None = None
+    rank = 0
+    net: torch.nn.Module = model
+    if process_group is not None:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        rank = dist.get_rank(process_group)
+        net = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            process_group=process_group,
+            bucket_cap_mb=args.bucket_cap_mb,
+            # Gradients are views into the buckets: no copy back after the all-reduce.
+            gradient_as_bucket_view=True,
+        )
+        comm = CommTiming(bench.timer, process_group)
+        net.register_comm_hook(None, comm.hook)
+
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    scaler = precision.grad_scaler()
+    timer = bench.timer
+    batches = _batches(args, device, rank)
+
+    net.train()
+    with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        for batch in bench.iterate(batches, batch_size=args.batch_size):
+            with timer.region("io"):
+                images, labels = _common.to_device(batch, device,
+                                                   channels_last=args.channels_last)
+            with timer.region("forward"), precision.autocast():
+                loss = loss_fn(_common.logits_of(net(images)), labels)
+            with timer.region("backward"):
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if comm is not None:
+                    comm.close()
+            with timer.region("optimizer"):
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+            bench.log_loss(loss.detach())
