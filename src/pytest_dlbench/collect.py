@@ -182,11 +182,20 @@ class BenchFunction(_BenchNode, pytest.Function):
             self._fail(outcome, exc)
 
     def runtest(self) -> None:
-        def call() -> None:
-            super(BenchFunction, self).runtest()
-            self.run.finish_bench()  # reads the last window: a NaN there fails this run
+        from .monitor import Monitor, parse_interval
+        from .validation import validate_usage
 
-        outcome, exc = execute(call, self.run.stream, skip_types=_SKIP_TYPES)
+        run = self.run
+
+        def call() -> None:
+            # Telemetry is sampled on its own thread while the benchmark runs; the usage
+            # thresholds are checked after, so a run that idled its GPU fails (milabench).
+            with Monitor(run.stream, interval=parse_interval(run.spec.interval)):
+                super(BenchFunction, self).runtest()
+                run.finish_bench()  # reads the last window: a NaN there fails this run
+            validate_usage(run.stream, run.spec.validation)
+
+        outcome, exc = execute(call, run.stream, skip_types=_SKIP_TYPES)
         self.run.outcome = outcome
         if exc is not None:
             self._fail(outcome, exc)

@@ -50,6 +50,8 @@ class Slot:
             "OMP_NUM_THREADS": str(len(self.cpus)),
         }
         if self.gpu is not None:
+            # NVML numbers GPUs by PCI bus; CUDA's default order can differ on mixed nodes.
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         return env
 

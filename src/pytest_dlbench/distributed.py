@@ -370,6 +370,7 @@ def launch_nodes(
     commands: Sequence[Sequence[str]],
     *,
     env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
     poll_s: float = 0.2,
 ) -> int:
     """Run one launcher per node at once and wait for all; the first failure stops the rest.
@@ -378,7 +379,8 @@ def launch_nodes(
     On SIGTERM/SIGINT the launchers are stopped, then this returns.
     """
     procs = [
-        subprocess.Popen(list(cmd), env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+        subprocess.Popen(list(cmd), env={**os.environ, **(env or {})}, cwd=cwd,
+                         stdin=subprocess.DEVNULL)
         for cmd in commands
     ]
     stopped: list[int] = []

@@ -116,7 +116,10 @@ def _one_line(exc: BaseException) -> str:
 
 def classify_exception(exc: BaseException) -> Outcome:
     from .bench import NonFiniteLoss
+    from .validation import ValidationError
 
+    if isinstance(exc, ValidationError):
+        return Outcome("fail", str(exc))
     if isinstance(exc, NonFiniteLoss):
         return Outcome("nan", _one_line(exc))
     if isinstance(exc, SystemExit):

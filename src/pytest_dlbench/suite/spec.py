@@ -176,6 +176,12 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
                            name=name)
     if max_duration <= 0:
         raise SuiteError("'max_duration' must be positive", file=origin, bench=name)
+    from ..monitor import IntervalError, parse_interval
+
+    try:
+        parse_interval(options.get("interval"))
+    except IntervalError as exc:
+        raise SuiteError(f"voir.options.interval: {exc}", file=origin, bench=name) from None
     definition = _resolve_definition(config.get("definition"), origin=origin, name=name)
     if definition is None and enabled:
         raise SuiteError("no 'definition': nothing to run", file=origin, bench=name)

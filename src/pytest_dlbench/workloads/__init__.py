@@ -1,6 +1,6 @@
 """Benchmark functions shipped with pytest-dlbench, for suites' `definition:` entries.
 
-Each is `def fn(bench)`: it parses `bench.args` with argparse, builds everything on
+Each is `def fn(bench)` (`ddp` also takes the `process_group` fixture): it parses `bench.args` with argparse, builds everything on
 `bench.device` and loops over `bench.iterate(...)` until the run has its observations.
 Importing this package (or any workload module) does not import torch.
 
@@ -13,6 +13,7 @@ Importing this package (or any workload module) does not import torch.
 | pytest_dlbench.workloads.loader:main      | JPEG decoding and DataLoader workers | items/s  |
 | pytest_dlbench.workloads.lm:train         | small GPT language-model training    | tokens/s |
 | pytest_dlbench.workloads.clip:train       | open_clip training (optional extra)  | items/s  |
+| pytest_dlbench.workloads.ddp:train        | DDP training (njobs, torchrun ranks) | items/s  |
 """
 
 from __future__ import annotations
@@ -28,4 +29,5 @@ WORKLOADS: dict[str, str] = {
     "loader": "pytest_dlbench.workloads.loader:main",
     "lm": "pytest_dlbench.workloads.lm:train",
     "clip": "pytest_dlbench.workloads.clip:train",  # needs the `clip` extra (open-clip-torch)
+    "ddp": "pytest_dlbench.workloads.ddp:train",  # `def train(bench, process_group)`
 }
