@@ -270,6 +270,63 @@ def test_cpu_share_rejects_a_slot_out_of_range():
         cpu_share(2, 2, [0, 1])
 
 
+def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
+    import torch
+
+    from pytest_dlbench import distributed
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    distributed._rank_device.cache_clear()
+    try:
+        device = distributed.rank_device(RankInfo.from_env(TORCHRUN_ENV))
+    finally:
+        distributed._rank_device.cache_clear()
+    assert device == torch.device("cuda", 1) and chosen == [1]
+
+
+def test_rank_device_on_cpu_pins_the_rank_to_its_share(monkeypatch: pytest.MonkeyPatch):
+    import torch
+
+    from pytest_dlbench import distributed
+
+    pinned: dict[int, set[int]] = {}
+    threads: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cores: pinned.update({tid: cores}))
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    distributed._rank_device.cache_clear()
+    try:
+        device = distributed.rank_device(RankInfo.from_env(TORCHRUN_ENV))  # local rank 1 of 2
+    finally:
+        distributed._rank_device.cache_clear()
+    assert device == torch.device("cpu")
+    assert pinned and all(list(cores) == [3, 4, 5] for cores in pinned.values())
+    # Each thread by its id (the main thread's is the pid), not only the calling thread (0).
+    assert os.getpid() in pinned or not Path("/proc/self/task").is_dir()
+    assert threads == [3]
+
+
+@pytest.mark.parametrize(("device", "backend"), [("cpu", "gloo"), ("cuda:1", "nccl")])
+def test_init_process_group_picks_the_backend(monkeypatch: pytest.MonkeyPatch, device: str,
+                                              backend: str):
+    import torch.distributed as dist
+
+    from pytest_dlbench.distributed import init_process_group
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kwargs: calls.append((backend, kwargs)))
+    init_process_group(device, timeout_s=12)
+    ((used, kwargs),) = calls
+    assert used == backend and kwargs["timeout"].total_seconds() == 12
+    assert ("device_id" in kwargs) == (backend == "nccl")
+
+
 def test_bench_items_scale_reports_the_jobs_throughput():
     clock = FakeClock()
     stream = NullStream()

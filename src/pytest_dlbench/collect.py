@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,10 +126,21 @@ class BenchItem(_BenchNode, pytest.Item):
         log = stream.with_suffix(".log")
         cmd = self.plugin.child_command(self, stream)
         env = {**os.environ, **self.plugin.child_env(self)}
+        cpus = self.plugin.slots[self.device].cpus
+        if self.spec.plan.get("method") == "njobs":
+            wanted, have = self.plugin.njobs_slots(self.spec), len(self.plugin.slots)
+            if wanted > have:
+                raise pytest.skip.Exception(
+                    f"needs {wanted} device slots, this run has {have}", _use_item_location=True
+                )
+            launch = self.plugin.njobs_launch(self, cmd)
+            cmd, env = launch.argv, {**env, **launch.env}
+            # Every slot's cores (an xdist worker is pinned to its own); ranks split them.
+            cpus = tuple(sorted({c for slot in self.plugin.slots for c in slot.cpus}))
         try:
             outcome = run_child(
                 cmd, stream=stream, log=log, timeout=self.spec.max_duration,
-                cwd=self.config.rootpath, env=env, cpus=self.plugin.slots[self.device].cpus,
+                cwd=self.config.rootpath, env=env, cpus=cpus,
             )
         finally:
             barrier = self.plugin.barrier_for(self)
@@ -183,6 +195,7 @@ class BenchFunction(_BenchNode, pytest.Function):
 
     def runtest(self) -> None:
         from .monitor import Monitor, parse_interval
+        from .stream import NullStream
         from .validation import validate_usage
 
         run = self.run
@@ -190,7 +203,13 @@ class BenchFunction(_BenchNode, pytest.Function):
         def call() -> None:
             # Telemetry is sampled on its own thread while the benchmark runs; the usage
             # thresholds are checked after, so a run that idled its GPU fails (milabench).
-            with Monitor(run.stream, interval=parse_interval(run.spec.interval)):
+            # Only the rank that writes the stream samples (the others write to a NullStream).
+            monitor = (
+                contextlib.nullcontext()
+                if isinstance(run.stream, NullStream)
+                else Monitor(run.stream, interval=parse_interval(run.spec.interval))
+            )
+            with monitor:
                 super(BenchFunction, self).runtest()
                 run.finish_bench()  # reads the last window: a NaN there fails this run
             validate_usage(run.stream, run.spec.validation)

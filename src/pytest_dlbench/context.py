@@ -26,6 +26,7 @@ class RunContext:
     args: list[str]
     data_dir: Path
     run_name: str
+    items_scale: int = 1  # an njobs job's world size: its reporting rank counts for all
     bench: Any = None
     outcome: Outcome | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -44,6 +45,7 @@ class RunContext:
             stop=self.spec.stop,
             data_dir=self.data_dir,
             units=self.spec.units or "items/s",
+            items_scale=self.items_scale,
             start_barrier=self._start_barrier(),
         )
         return self.bench

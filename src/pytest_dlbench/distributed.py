@@ -338,8 +338,12 @@ def njobs_launch(
             return Launch(srun_command(argv, nnodes=nnodes), {**env, **launch_env()}, nnodes,
                           "slurm")
     elif len(system.nodes) > 1:
+        if system.path is None:
+            raise ValueError("launching over ssh reads the nodes from a system file; this "
+                             "SystemConfig has no path")
         argv = [python, "-m", "pytest_dlbench.distributed", "launch",
-                f"--system={system.path}", f"--nproc={nproc}", f"--run-id={run_id}"]
+                f"--system={Path(system.path).resolve()}", f"--nproc={nproc}",
+                f"--run-id={run_id}"]
         if cwd is not None:
             argv.append(f"--cwd={cwd}")
         argv += [f"--env={k}={v}" for k, v in env.items()]
@@ -537,6 +541,8 @@ class RankInfo:
     @property
     def is_main(self) -> bool:
         """The rank that writes the run stream (see the module's docstring)."""
+        if not self.launched:
+            return True
         if self.role is not None:
             return self.role == "main" and self.local_rank == 0
         return self.rank == 0

@@ -26,12 +26,11 @@ def _base(config: pytest.Config) -> Path:
 
 
 def default_device() -> Any:
-    """The pinned device: the (only) visible GPU of this worker, else the CPU."""
-    import torch
+    """The pinned device: the (only) visible GPU of this worker, else the CPU; in a torchrun
+    rank, ``cuda:LOCAL_RANK`` or the rank's share of the CPU cores."""
+    from .distributed import rank_device
 
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    return rank_device()
 
 
 @pytest.fixture(scope="session")

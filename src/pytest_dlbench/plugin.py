@@ -10,6 +10,7 @@ import argparse
 
 import pytest
 
+from .dist_fixtures import process_group
 from .fixtures import (
     bench,
     bench_data_dir,
@@ -25,6 +26,7 @@ __all__ = [
     "bench_data_dir",
     "image_text_pairs",
     "jpeg_images",
+    "process_group",
     "synthetic_images",
     "token_sequences",
 ]

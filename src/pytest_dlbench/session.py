@@ -24,7 +24,12 @@ from .suite import (
     select_specs,
 )
 
-__all__ = ["BenchSession", "RunOptions"]
+__all__ = ["BenchSession", "RunOptions", "is_njobs"]
+
+
+def is_njobs(spec: BenchSpec) -> bool:
+    """One job over all device slots, launched with torchrun (seed 000, "Execution Plan")."""
+    return spec.plan.get("method") == "njobs"
 
 
 @dataclass(frozen=True)
@@ -338,13 +343,14 @@ class BenchSession:
 
     def child_env(self, item: pytest.Item) -> dict[str, str]:
         spec: BenchSpec = item.spec  # type: ignore[attr-defined]
-        slot = self.slots[item.device]  # type: ignore[attr-defined]
         env = {
             "PYTHONUNBUFFERED": "1",
             "DLBENCH_CHILD": "1",
             "DLBENCH_SLOTS": json.dumps([s.to_dict() for s in self.slots]),
-            **slot.env(),
         }
+        if not is_njobs(spec):
+            # An njobs job spans every slot: each rank picks its GPU and cores itself.
+            env.update(self.slots[item.device].env())  # type: ignore[attr-defined]
         barrier = self.barrier_for(item)
         if barrier:
             env["DLBENCH_BARRIER"], env["DLBENCH_BARRIER_KEY"], parties = barrier
@@ -359,11 +365,37 @@ class BenchSession:
         key = f"{spec.name}.R{item.repeat or 0}"  # type: ignore[attr-defined]
         return self.barrier_address, key, len(self.slots)
 
+    def njobs_slots(self, spec: BenchSpec) -> int:
+        """Ranks per node of an njobs job: ``plan.slots`` (a scaling step) or every slot."""
+        return int(spec.plan.get("slots") or len(self.slots))
+
+    def njobs_launch(self, item: pytest.Item, child_cmd: list[str]):  # -> distributed.Launch
+        """The torchrun job (one node, or every node of the system) running ``child_cmd``."""
+        import time
+
+        from .distributed import njobs_launch
+
+        spec: BenchSpec = item.spec  # type: ignore[attr-defined]
+        env = self.child_env(item)
+        gpus = [slot.gpu for slot in self.slots if slot.gpu is not None]
+        if gpus:  # an xdist worker sees its own GPU only; the job needs every slot's
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        # Unique per job: a rendezvous id reused by a concurrent or stale job would join it.
+        run_id = f"{spec.name}-{os.getpid()}-{time.time_ns()}"
+        return njobs_launch(
+            child_cmd,
+            system=self.system,
+            nproc=self.njobs_slots(spec),  # one rank per device slot of a node
+            run_id=run_id,
+            cwd=self.config.rootpath,
+            env=env,
+        )
+
     def start_run(self, item: pytest.Item):  # -> RunContext
         from .context import RunContext
         from .devices import placeholder_context
+        from .distributed import RankInfo, open_rank_stream
         from .runner import stream_path
-        from .stream import StreamWriter
 
         spec: BenchSpec = item.spec  # type: ignore[attr-defined]
         device = item.device  # type: ignore[attr-defined]
@@ -376,8 +408,11 @@ class BenchSession:
         context = placeholder_context(
             system=self.system, run_name=self.run_name, bench_name=spec.name, data_dir=data_dir
         )
-        stream = StreamWriter(path)
-        stream.write("config", spec=spec.to_dict(), device=device, repeat=repeat)
+        # An njobs rank: only the reporting rank writes, for the whole job (docs/multinode.md).
+        rank = RankInfo.from_env()
+        stream = open_rank_stream(path, rank)
+        stream.write("config", spec=spec.to_dict(), device=device, repeat=repeat,
+                     **rank.describe())
         return RunContext(
             spec=spec,
             device_index=device,
@@ -387,4 +422,5 @@ class BenchSession:
             args=fill_all(spec.args, context),
             data_dir=data_dir,
             run_name=self.run_name,
+            items_scale=rank.items_scale,
         )

@@ -25,7 +25,7 @@ KNOWN_KEYS = {
         "max_duration", "voir", "validation", "weight", "enabled", "matrix", "job", "name",
         "num_machines", "requires_capabilities", "capabilities", "units", "matrix_values",
     ),
-    "plan": ("method", "n"),
+    "plan": ("method", "n", "slots"),
     "voir": ("options",),
     "voir.options": ("stop", "skip", "interval"),
     "validation": ("usage",),

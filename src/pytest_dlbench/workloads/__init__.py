@@ -1,7 +1,8 @@
 """Benchmark functions shipped with pytest-dlbench, for suites' `definition:` entries.
 
-Each is `def fn(bench)` (`ddp` also takes the `process_group` fixture): it parses `bench.args` with argparse, builds everything on
-`bench.device` and loops over `bench.iterate(...)` until the run has its observations.
+Each is `def fn(bench)` (`ddp` also takes the `process_group` fixture): it parses
+`bench.args` with argparse, builds everything on `bench.device` and loops over
+`bench.iterate(...)` until the run has its observations.
 Importing this package (or any workload module) does not import torch.
 
 | definition                                | what                                 | units    |
