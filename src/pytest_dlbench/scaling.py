@@ -1,0 +1,44 @@
+"""Scaling rows: ``name.scaling.k`` benchmarks and their efficiency (seed 001's scaling test).
+
+Each step of a scaling suite is its own benchmark named ``<base>.scaling.<k>`` (k device slots);
+steps cannot be aggregated, so they stay separate rows, and the efficiency of step k is
+``perf_k / (k * perf_1)``: 1.0 is perfect linear scaling.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ScalingRow", "scaling_rows"]
+
+_NAME = re.compile(r"^(?P<base>.+)\.scaling\.(?P<k>\d+)$")
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    base: str
+    slots: int
+    perf: float | None
+    speedup: float | None  # perf_k / perf_1
+    efficiency: float | None  # speedup / k
+
+
+def scaling_rows(benchmarks: Iterable[Any]) -> list[ScalingRow]:
+    """Rows for every ``<base>.scaling.<k>`` benchmark (objects with ``name`` and ``perf``),
+    grouped by base and sorted by k. Without a successful k=1 step there is no efficiency."""
+    groups: dict[str, dict[int, float | None]] = {}
+    for bench in benchmarks:
+        match = _NAME.match(bench.name)
+        if match:
+            groups.setdefault(match["base"], {})[int(match["k"])] = bench.perf
+    rows = []
+    for base, steps in groups.items():
+        one = steps.get(1)
+        for k in sorted(steps):
+            perf = steps[k]
+            speedup = perf / one if perf and one else None
+            rows.append(ScalingRow(base, k, perf, speedup, speedup / k if speedup else None))
+    return rows
