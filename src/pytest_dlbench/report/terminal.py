@@ -256,11 +256,29 @@ def render_summary(
     out += _failure_lines(summary)
     if comparison is not None:
         out += _comparison_lines(comparison)
+    out += _scaling_lines(summary, width)
     if verbosity > 0:
         devices = _device_rows(summary)
         out += ["", "per device", _table(devices, width, left=["bench"]) if devices else "  -", ""]
         out += _gpu_matrix(summary, width)
     return "\n".join(out)
+
+
+def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
+    """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
+    from ..scaling import scaling_rows
+
+    rows = [
+        {
+            "scaling": r.base,
+            "slots": str(r.slots),
+            "perf": fmt_num(r.perf),
+            "speedup": "-" if r.speedup is None else f"{r.speedup:.2f}",
+            "efficiency": "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+        }
+        for r in scaling_rows(summary.benchmarks)
+    ]
+    return ["", _table(rows, width, left=["scaling"])] if rows else []
 
 
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
