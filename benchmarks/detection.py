@@ -17,7 +17,7 @@ Measurement modes (see benchmarks/README.md, "detection", for what each one show
   time this thread spent descheduled by other processes on a shared machine.
   ``--clock wall``: ``time.perf_counter``, what the plugin measures on CPU.
 
-    python benchmarks/detection.py [--pairs 20] [--repeats 3] [--clock cpu|wall] ...
+    python benchmarks/detection.py [--pairs 40] [--repeats 5] [--clock cpu|wall] ...
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ def measure(sides: dict[str, int], args: argparse.Namespace, work: Callable[[int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=20, help="repetitions of each pair")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per side")
+    parser.add_argument("--pairs", type=int, default=40, help="repetitions of each pair")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per side")
     parser.add_argument("--skip", type=int, default=3)
     parser.add_argument("--stop", type=int, default=30)
     parser.add_argument("--size", type=int, default=128, help="matmul size")

@@ -67,7 +67,7 @@ def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
 
     # Same speed: unchanged.
     assert main(["report", str(make_run(tmp_path / "b")), "--compare", str(base)]) == 0
-    assert "ratio 1.00, unchanged" in capsys.readouterr().out
+    assert "ratio 1.000, unchanged" in capsys.readouterr().out
 
     # 10 % slower with 0.1 % noise: regressed, exit 6.
     slow = make_run(tmp_path / "c", rate=90.0)

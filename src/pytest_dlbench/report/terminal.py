@@ -49,6 +49,11 @@ def _pct(value: float | None) -> str:
 
 
 def _ratio(value: float | None) -> str:
+    # Three decimals: at a 3 % tolerance, 0.97 could be either side of the threshold.
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _rel(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
@@ -182,7 +187,7 @@ def _device_rows(summary: SuiteSummary) -> list[dict[str, str]]:
                 "fail": str(sum(not r.ok for r in runs)),
                 "rate": fmt_num(rate),
                 "std%": _pct(_run_std_pct(runs)),
-                "vs median": _ratio(rate / median) if rate is not None and median else "-",
+                "vs median": _rel(rate / median) if rate is not None and median else "-",
             })
     return rows
 
@@ -207,14 +212,14 @@ def _gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
                 continue
             ratio = rate / median
             ratios[d].append(ratio)
-            row[f"D{d}"] = _ratio(ratio) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
+            row[f"D{d}"] = _rel(ratio) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
         rows.append(row)
     # The geometric mean over benchmarks: one figure per device, as the score is per suite.
     overall = {"bench": "all (geomean)"}
     for d in devices:
         values = [r for r in ratios[d] if r > 0]
         g = math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-        overall[f"D{d}"] = "-" if g is None else _ratio(g) + ("*" if g <= 1 - SLOW_DEVICE else " ")
+        overall[f"D{d}"] = "-" if g is None else _rel(g) + ("*" if g <= 1 - SLOW_DEVICE else " ")
     rows.append(overall)
     slow = [f"D{d}" for d in devices if overall[f"D{d}"].endswith("*")]
     lines = [title, _table(rows, width, left=["bench"])]
