@@ -68,7 +68,8 @@ def _score(value: float | None) -> str:
 
 
 def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
-    """Right-aligned columns, except ``left`` ones; wrapped by pandas at ``width``."""
+    """Right-aligned columns, except ``left`` ones. Never wrapped: a table cut into blocks is
+    harder to read than a long line (``width`` is kept for callers; CI logs do not wrap)."""
     frame = pd.DataFrame(rows)
     renames = {}
     for col in left:
@@ -80,7 +81,7 @@ def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> 
     frame = frame.rename(columns=renames)
     # Two spaces between columns: pandas' single space makes adjacent numbers hard to read.
     space = {c: max([len(c), *(len(v) for v in frame[c])]) + 1 for c in frame.columns[1:]}
-    text = frame.to_string(index=False, line_width=width, col_space=space)
+    text = frame.to_string(index=False, line_width=None, col_space=space)
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
