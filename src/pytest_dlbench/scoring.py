@@ -11,7 +11,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,8 @@ class RunResult:
     # same config record: the plan method decides ``total``, ``enabled`` the score.
     method: str = "per_gpu"
     enabled: bool = True
+    # Peak GPU memory and process RSS, energy, mean GPU load (validation.telemetry_stats).
+    telemetry: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +82,7 @@ class RunResult:
             "rate": self.rate,
             "block_rates": list(self.block_rates),
             "path": self.path,
+            "telemetry": dict(self.telemetry),
         }
 
 
@@ -121,6 +124,13 @@ class BenchSummary:
         """Whether this benchmark enters the score (enabled, weighted, perf_adj > 0)."""
         return self.enabled and self.weight > 0 and self.perf_adj > 0
 
+    @property
+    def telemetry(self) -> dict[str, Any]:
+        """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
+        from .validation import combine_stats
+
+        return combine_stats(r.telemetry for r in self.runs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -139,6 +149,7 @@ class BenchSummary:
             "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
             "rates": list(self.rates),
             "samples": list(self.samples),
+            "telemetry": self.telemetry,
             "runs": [r.to_dict() for r in self.runs],
         }
 
@@ -235,6 +246,9 @@ def run_from_records(
     records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
 ) -> RunResult:
     """Score one run's stream records (see docs/running.md for the events)."""
+    from .validation import telemetry_stats
+
+    records = list(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None
     bench, device, repeat = _parse_name(path_s)
     spec: Mapping[str, Any] = {}
@@ -283,6 +297,7 @@ def run_from_records(
         path=path_s,
         method=str(plan.get("method") or "per_gpu"),
         enabled=bool(spec.get("enabled", True)),
+        telemetry=telemetry_stats(records),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -86,8 +87,32 @@ def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> 
 
 
 # -- the parts --------------------------------------------------------------------------------
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value / 2**10:.0f} KiB"
+
+
+def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
+    """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise) and energy."""
+    t = b.telemetry
+    columns = {"peak mem": _bytes(t.get("peak_gpu_mem_bytes") if gpu else t.get("peak_rss_bytes"))}
+    if energy:
+        joules = t.get("energy_j")
+        columns["energy"] = "-" if joules is None else f"{fmt_num(joules / 1000)} kJ"
+    return columns
+
+
 def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
     rows = []
+    stats = [b.telemetry for b in summary.benchmarks]
+    # Telemetry columns only when some run recorded it (streams from older runs have none).
+    has_memory = any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes") for t in stats)
+    gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
+    energy = any(t.get("energy_j") is not None for t in stats)
     for b in summary.benchmarks:
         row = {
             "bench": b.name,
@@ -100,6 +125,8 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             "weight": f"{b.weight:g}",
             "units": b.units,
         }
+        if has_memory:
+            row.update(_telemetry_columns(b, gpu, energy))
         if comparison is not None:
             c = comparison.get(b.name)
             row["ratio"] = _ratio(c.ratio) if c else "-"
