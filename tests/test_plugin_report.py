@@ -52,7 +52,7 @@ def test_summary_table_and_score_after_the_run(suite):
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         ["*= dlbench =*", "bench *fail*n*perf*total*std%*perf_adj*weight*units*",
-         "fast *0 *1 *items/s", "other *0 *1 *items/s", "", "score: *",
+         "fast *0 *1 *items/s *MiB", "other *0 *1 *items/s *MiB", "", "score: *",
          "failure rate: 0.0% (0 of 2 runs)*", "results: *out/runs/s.*"]
     )
 
