@@ -791,3 +791,15 @@ def test_resolved_suite_name_and_path() -> None:
     assert suite.name == "main" and suite.path == path.resolve()
     with pytest.raises(KeyError):
         suite["nope"]
+
+
+def test_override_of_a_benchmark_whose_name_has_dots(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "_base: {definition: 'm:f', argv: {--batch-size: 16}}\n"
+        "ddp.scaling.1: {inherits: _base}\n"
+        "ddp.scaling.2: {inherits: _base}\n"
+    )
+    resolved = resolve_suite(suite, ["ddp.scaling.2.argv.--batch-size=4"])
+    assert resolved["ddp.scaling.2"].args == ("--batch-size", "4")
+    assert resolved["ddp.scaling.1"].args == ("--batch-size", "16")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings as _warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -144,6 +145,23 @@ def _apply_override(
         ) from None
 
 
+def _split_target(parts: list[str], known: set[str]) -> list[str]:
+    for cut in range(len(parts) - 1, 1, -1):
+        if ".".join(parts[:cut]) in known:
+            return [".".join(parts[:cut]), *parts[cut:]]
+    return parts
+
+
+def _matrix_job_names(entries: dict[str, Any]) -> set[str]:
+    """Names the matrix entries will generate (overrides are parsed before the expansion)."""
+    names: set[str] = set()
+    for entry in entries.values():
+        if isinstance(entry, dict) and "matrix" in entry:
+            with contextlib.suppress(Exception):  # a bad matrix is reported by the expansion
+                names.update(expand_matrices({"m": entry}, {}, lambda _: None))
+    return names
+
+
 def resolve_suite(
     path: str | Path,
     overrides: Sequence[str] = (),
@@ -164,6 +182,10 @@ def resolve_suite(
             origins[name] = str(layer.path)
 
     parsed = [(text, *parse_override(text)) for text in overrides]
+    # A benchmark name may itself contain dots (``ddp.scaling.2``): the target is the longest
+    # dotted prefix that names an entry or a matrix job, else the first part.
+    known = set(entries) | _matrix_job_names(entries)
+    parsed = [(text, _split_target(parts, known), value) for text, parts, value in parsed]
     for text, (target, *keys), value in parsed:
         if target.startswith("_"):
             if target not in entries:
