@@ -81,6 +81,7 @@ SUITE = textwrap.dedent(
     nan: {inherits: _base, definition: defs.py:nan}
     skipper: {inherits: _base, definition: defs.py:skipper}
     badargs: {inherits: _base, definition: defs.py:badargs, argv: {--batch-sise: 3}}
+    broken: {inherits: _base, definition: "nosuchmodule:main"}
     """
 )
 
@@ -94,7 +95,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
     pytester.makepyfile(defs=DEFINITIONS)
     pytester.makefile(".yaml", failing=SUITE)
     result = pytester.runpytest("--bench-suite=failing.yaml", "--bench-base=out", "-rfs")
-    result.assert_outcomes(passed=1, failed=6, skipped=1)
+    result.assert_outcomes(passed=1, failed=7, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines_random(
         [
@@ -105,6 +106,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
             "FAILED failing.yaml::nan[D0] - NonFiniteLoss: loss is nan at step 5",
             "FAILED failing.yaml::badargs[[]D0] - the benchmark exited with status 2 *",
             "SKIPPED [[]1] failing.yaml:1: needs a GPU",
+            "FAILED failing.yaml::broken[[]D0] - broken: cannot import 'nosuchmodule' *",
         ]
     )
     (run_dir,) = (pytester.path / "out" / "runs").iterdir()
@@ -117,6 +119,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
         "nan": "nan",
         "skipper": "skipped",
         "badargs": "fail",
+        "broken": "fail",
     }
     for name, status in expected.items():
         records = read(run_dir / f"{name}.D0.data")

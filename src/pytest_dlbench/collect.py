@@ -49,6 +49,9 @@ class SuiteFile(pytest.File):
     def collect(self):
         options = self.session_plugin.options
         inline = options.isolation == "inline" or options.child_stream is not None
+        # A child process runs one benchmark: only that one's definition is imported, so a
+        # broken or heavy definition elsewhere in the suite cannot affect it.
+        only = options.child_bench
         repeats: list[int | None] = (
             [None] if options.repeat == 1 else list(range(options.repeat))
         )
@@ -56,8 +59,14 @@ class SuiteFile(pytest.File):
             for device in self.session_plugin.device_slots(spec):
                 for repeat in repeats:
                     name = item_name(spec, device, repeat)
-                    if inline and spec.enabled:
-                        yield BenchFunction.create(self, name, spec, device, repeat)
+                    if inline and spec.enabled and only in (None, spec.name):
+                        try:
+                            yield BenchFunction.create(self, name, spec, device, repeat)
+                        except DlbenchError as exc:  # e.g. a definition that cannot be imported
+                            yield BrokenBench.from_parent(
+                                self, name=name, spec=spec, device=device, repeat=repeat,
+                                error=str(exc),
+                            )
                     else:
                         yield BenchItem.from_parent(
                             self, name=name, spec=spec, device=device, repeat=repeat
@@ -157,6 +166,24 @@ class BenchItem(_BenchNode, pytest.Item):
             )
         if not outcome.ok:
             raise BenchFailure(outcome, log=log, tail=_tail(log))
+
+
+class BrokenBench(_BenchNode, pytest.Item):
+    """A benchmark whose definition cannot be loaded: it fails alone, with a recorded end."""
+
+    def __init__(self, *, spec: BenchSpec, device: int, repeat: int | None, error: str,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        self._init_bench(spec, device, repeat)
+        self.error = error
+
+    def runtest(self) -> None:
+        run = self.plugin.start_run(self)
+        try:
+            run.stream.write("end", status="fail", reason=self.error)
+        finally:
+            run.close()
+        raise BenchFailure(Outcome("fail", self.error))
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -51,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # Set by the parent on the child process that runs one benchmark (process isolation).
     group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)
     group.addoption("--bench-child-run-dir", default=None, help=argparse.SUPPRESS)
+    group.addoption("--bench-child-bench", default=None, help=argparse.SUPPRESS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -43,6 +43,7 @@ class RunOptions:
     overrides: tuple[str, ...]
     child_stream: str | None
     child_run_dir: str | None
+    child_bench: str | None
     cpus_per_slot: int | None
 
     @classmethod
@@ -64,6 +65,7 @@ class RunOptions:
             overrides=tuple(config.getoption("bench_override")),
             child_stream=config.getoption("bench_child_stream"),
             child_run_dir=config.getoption("bench_child_run_dir"),
+            child_bench=config.getoption("bench_child_bench"),
             cpus_per_slot=config.getoption("bench_cpus_per_slot"),
         )
 
@@ -325,6 +327,7 @@ class BenchSession:
             "--bench-isolation", "inline",
             "--bench-child-stream", str(stream),
             "--bench-child-run-dir", str(self.run_dir()),
+            "--bench-child-bench", item.spec.name,  # type: ignore[attr-defined]
             "--bench-base", str(self.options.base),
             "--bench-repeat", str(self.options.repeat),
             "--bench-run-name", self.run_name,
