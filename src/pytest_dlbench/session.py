@@ -197,6 +197,9 @@ class BenchSession:
         args = self.config.args
         if self.config.args_source != pytest.Config.ArgsSource.ARGS:
             args[:] = paths
+            # What is collected now comes from --bench-suite, not from testpaths (the header
+            # would say "testpaths: tests" otherwise).
+            self.config.args_source = pytest.Config.ArgsSource.ARGS
             return
         present = {str(Path(a.split("::")[0]).resolve()) for a in args}
         args.extend(p for p in paths if p not in present)
