@@ -22,11 +22,10 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.stream import NullStream, Stream
+from pytest_dlbench.stream import ClosesOnExit, NullStream, Stream
 from pytest_dlbench.timing import Timer, backend_for
 
 __all__ = ["Bench", "NonFiniteLoss", "count_items"]
@@ -120,7 +119,7 @@ def _losses_to_floats(values: list[Any]) -> list[float]:
     return [float(x) for x in out]  # type: ignore[arg-type]
 
 
-class Bench:
+class Bench(ClosesOnExit):
     """Timing, counting and logging for one benchmark run.
 
     ``skip`` warm-up observations are recorded but flagged ``warmup``; the run is :attr:`done`
@@ -265,17 +264,6 @@ class Bench:
             return
         self._closed = True
         self._read_window()
-
-    def __enter__(self) -> Bench:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- window reads ----------------------------------------------------------------------
     def _check_open(self) -> None:

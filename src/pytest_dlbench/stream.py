@@ -14,7 +14,7 @@ import threading
 from os import PathLike
 from pathlib import Path, PurePath
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 
@@ -66,7 +66,25 @@ def _to_json(value: Any) -> Any:
         return str(value)
 
 
-class StreamWriter:
+_C = TypeVar("_C", bound="ClosesOnExit")
+
+
+class ClosesOnExit:
+    """``with obj:`` returns ``obj`` and calls ``obj.close()`` on the way out."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()  # type: ignore[attr-defined]
+
+
+class StreamWriter(ClosesOnExit):
     """Appends records to ``path`` (parents created), flushing after each one.
 
     Thread-safe: a monitor thread and the benchmark may write to the same stream.
@@ -115,22 +133,11 @@ class StreamWriter:
         with self._lock:
             self._file.close()
 
-    def __enter__(self) -> StreamWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"StreamWriter({str(self.path)!r})"
 
 
-class NullStream:
+class NullStream(ClosesOnExit):
     """Same interface as :class:`StreamWriter`, keeping records in ``.records`` (no file).
 
     Values are kept as given (not converted to JSON), which is what a test usually wants.
@@ -152,17 +159,6 @@ class NullStream:
 
     def close(self) -> None:
         self.closed = True
-
-    def __enter__(self) -> NullStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
