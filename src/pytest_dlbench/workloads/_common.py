@@ -182,10 +182,13 @@ def train_steps(
     device: torch.device,
     items_per_step: int,
     channels_last: bool = False,
+    after_backward: Callable[[], None] | None = None,
 ) -> int:
     """The timed loop: batch -> device -> forward (loss) -> backward -> update, one step each.
 
     `compute_loss(batch)` gets the batch on the device and runs under the precision's autocast.
+    `after_backward()` runs inside the backward region once gradients are ready (DDP closes its
+    `comm` region there).
     Returns the number of steps run. The loss is handed over as a tensor (no .item(): that would
     synchronise the device every step).
     """
@@ -203,6 +206,8 @@ def train_steps(
                 scaler.scale(loss).backward()
             else:
                 loss.backward()
+            if after_backward is not None:
+                after_backward()
         with timer.region("optimizer"):
             if scaler is not None:
                 scaler.step(optimizer)

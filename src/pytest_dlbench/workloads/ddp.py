@@ -148,30 +148,21 @@ def train(bench: Any, process_group: Any) -> None:
 
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
-    scaler = precision.grad_scaler()
-    timer = bench.timer
-    batches = _batches(args, device, rank)
+
+    def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        images, labels = batch
+        return loss_fn(_common.logits_of(net(images)), labels)
 
     net.train()
     with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
-        for batch in bench.iterate(batches, batch_size=args.batch_size):
-            with timer.region("io"):
-                images, labels = _common.to_device(batch, device,
-                                                   channels_last=args.channels_last)
-            with timer.region("forward"), precision.autocast():
-                loss = loss_fn(_common.logits_of(net(images)), labels)
-            with timer.region("backward"):
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                else:
-                    loss.backward()
-                if comm is not None:
-                    comm.close()
-            with timer.region("optimizer"):
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-            bench.log_loss(loss.detach())
+        _common.train_steps(
+            bench,
+            _batches(args, device, rank),
+            compute_loss=compute_loss,
+            optimizer=optimizer,
+            precision=precision,
+            device=device,
+            items_per_step=args.batch_size,
+            channels_last=args.channels_last,
+            after_backward=comm.close if comm is not None else None,
+        )
