@@ -140,18 +140,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             comparison = dataclasses.replace(comparison, baseline_path=str(args.compare))
     print(render_summary(summary, comparison, verbosity=_verbosity(args), width=_width(),
                          price=args.price))
-    if args.save:
-        from .baseline import save_summary
+    from .report.outputs import write_outputs
 
-        save_summary(summary, args.save)
-    if args.export:
-        from .report.export import export_benchmark_action
-
-        export_benchmark_action(summary, args.export)
-    if args.html:
-        from .report.html import write_html  # lazily: jinja2 and matplotlib are heavy
-
-        write_html(summary, args.html, comparison=comparison, price=args.price)
+    write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
+                  export=args.export, price=args.price)
     return _status(status, failed=summary.failed, comparison=comparison)
 
 

@@ -6,6 +6,7 @@ process that runs one benchmark). The work is done by scoring, compare, baseline
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +91,9 @@ class BenchReporter:
         if self.baseline is not None:
             from .compare import compare
 
-            self.comparison = compare(self.summary, self.baseline, tolerance=self.tolerance)
+            comparison = compare(self.summary, self.baseline, tolerance=self.tolerance)
+            # The reports name the file the baseline came from, as `dlbench report` does.
+            self.comparison = dataclasses.replace(comparison, baseline_path=str(self.compare_path))
         self._write_files()
         if (
             self.comparison is not None
@@ -100,23 +103,17 @@ class BenchReporter:
             session.exitstatus = exitcodes.REGRESSED
 
     def _write_files(self) -> None:
-        if self.save_path:
-            from .baseline import save_summary
+        from .report.outputs import write_outputs
 
-            path = save_summary(self.summary, self.save_path, suite=self.plugin.run_name)
-            self.notes.append(f"summary saved: {path}")
-        if self.html_path:
-            from .report.html import write_html
-
-            path = write_html(
-                self.summary, self.html_path, comparison=self.comparison, price=self.price
-            )
-            self.notes.append(f"HTML report: {path}")
-        if self.export_path:
-            from .report.export import export_benchmark_action
-
-            path = export_benchmark_action(self.summary, self.export_path)
-            self.notes.append(f"benchmark-action JSON: {path}")
+        self.notes += write_outputs(
+            self.summary,
+            comparison=self.comparison,
+            save=self.save_path,
+            html=self.html_path,
+            export=self.export_path,
+            price=self.price,
+            suite=self.plugin.run_name,
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.summary is None:
