@@ -26,7 +26,9 @@ def test_code_blocks_are_the_example_files():
 def test_example_suite_runs(pytester: pytest.Pytester):
     for name in ("my_benchmarks.py", "my-suite.yaml", "test_my_model.py"):
         shutil.copy(DOCS / "examples" / "writing" / name, pytester.path / name)
-    result = pytester.runpytest("--bench-suite=my-suite.yaml", "--bench-base=out",
+    # In a subprocess: a test function that trains imports parts of torch that cannot be
+    # imported twice, and pytester's in-process runs would re-import them.
+    result = pytester.runpytest_subprocess("--bench-suite=my-suite.yaml", "--bench-base=out",
                                 "test_my_model.py")
     result.assert_outcomes(passed=2)
     (stream,) = (pytester.path / "out" / "runs").glob("*/mlp-small.D0.data")

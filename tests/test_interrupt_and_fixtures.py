@@ -88,7 +88,9 @@ def test_fixtures_in_an_ordinary_test_function(pytester: pytest.Pytester):
             """
         )
     )
-    result = pytester.runpytest("--bench-base=out")
+    # In a subprocess: a test function that trains imports parts of torch that cannot be
+    # imported twice, and pytester's in-process runs would re-import them.
+    result = pytester.runpytest_subprocess("--bench-base=out")
     result.assert_outcomes(passed=1)
     (stream,) = (pytester.path / "out" / "runs").glob("tests.*/test_my_model.D0.data")
     records = read(stream)

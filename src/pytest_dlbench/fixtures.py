@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .options import results_base
 
 __all__ = [
     "bench",
@@ -17,12 +18,6 @@ __all__ = [
     "synthetic_images",
     "token_sequences",
 ]
-
-
-def _base(config: pytest.Config) -> Path:
-    base = config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
-    path = Path(base)
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
 def default_device() -> Any:
@@ -36,7 +31,7 @@ def default_device() -> Any:
 @pytest.fixture(scope="session")
 def bench_data_dir(pytestconfig: pytest.Config) -> Path:
     """Where synthetic on-disk data sets are written once and reused: ``<base>/data``."""
-    path = _base(pytestconfig) / "data"
+    path = results_base(pytestconfig) / "data"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -82,7 +77,7 @@ def _tests_run_dir(config: pytest.Config) -> Path:
 
     cached = getattr(config, "_dlbench_tests_run_dir", None)
     if cached is None:
-        cached = make_run_dir(_base(config), "tests")
+        cached = make_run_dir(results_base(config), "tests")
         config._dlbench_tests_run_dir = cached  # type: ignore[attr-defined]
     return cached
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS"]
+__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS", "results_base"]
+
+
+def results_base(config: Any) -> Path:
+    """``--bench-base``, else ``$DLBENCH_BASE``, else ``.dlbench``; relative to where pytest was
+    started (a pytest ``Config``)."""
+    base = Path(
+        config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
+    )
+    return base if base.is_absolute() else Path(config.invocation_params.dir) / base
 
 # (flag, argparse keyword arguments). pytest's parser.addoption takes the same keywords.
 SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [

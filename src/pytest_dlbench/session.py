@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from .options import results_base
 from .suite import (
     BenchSpec,
     ResolvedSuite,
@@ -48,10 +49,7 @@ class RunOptions:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> RunOptions:
-        base = config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
-        base_path = Path(base)
-        if not base_path.is_absolute():
-            base_path = Path(config.invocation_params.dir) / base_path
+        base_path = results_base(config)
         repeat = config.getoption("bench_repeat")
         if repeat < 1:
             raise pytest.UsageError("--bench-repeat must be at least 1")
