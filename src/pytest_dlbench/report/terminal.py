@@ -99,7 +99,12 @@ def _bytes(value: float | None) -> str:
 def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
     """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise) and energy."""
     t = b.telemetry
-    columns = {"peak mem": _bytes(t.get("peak_gpu_mem_bytes") if gpu else t.get("peak_rss_bytes"))}
+    # Named for what it is: on a CPU run the process tree's resident memory, torch included.
+    columns = (
+        {"peak gpu mem": _bytes(t.get("peak_gpu_mem_bytes"))}
+        if gpu
+        else {"peak rss": _bytes(t.get("peak_rss_bytes"))}
+    )
     if energy:
         joules = t.get("energy_j")
         columns["energy"] = "-" if joules is None else f"{fmt_num(joules / 1000)} kJ"
