@@ -35,7 +35,7 @@ def make_step(model_name: str, batch: int, image_size: int):
 
 
 def plugin_rate(step, batch: int, skip: int, stop: int) -> float:
-    from pytest_dlbench.bench import Bench
+    from pytest_dlbench.measure.bench import Bench
 
     bench = Bench(name="agreement", skip=skip, stop=stop)
     for _ in bench.iterate(range(skip + stop), batch_size=batch):

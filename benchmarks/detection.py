@@ -3,7 +3,7 @@
 A step does a fixed amount of CPU work (``--units`` single-threaded ``--size``² matmuls); a
 candidate does 0 %, 3 %, 5 % or 10 % more per step. Each repetition ("pair") measures a fresh
 baseline side and one candidate side per slowdown, each side ``--repeats`` runs of
-``--skip``/``--stop`` steps timed by ``pytest_dlbench.bench.Bench``; every side is summarized with
+``--skip``/``--stop`` steps timed by ``pytest_dlbench.measure.bench.Bench``; every side is summarized with
 ``scoring.summarize_runs`` and judged with ``compare.compare`` at its DEFAULT settings. Printed:
 the detection rate per slowdown (the 0 % row is the false-alarm rate) and the run time.
 
@@ -31,11 +31,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pytest_dlbench.bench import Bench
-from pytest_dlbench.compare import ALPHA, REGRESSED, TOLERANCE, compare
-from pytest_dlbench.scoring import RunResult, run_from_records, summarize_runs
-from pytest_dlbench.stream import NullStream
-from pytest_dlbench.timing import CpuBackend, Timer
+from pytest_dlbench.measure.bench import Bench
+from pytest_dlbench.measure.stream import NullStream
+from pytest_dlbench.measure.timing import CpuBackend, Timer
+from pytest_dlbench.results.compare import ALPHA, REGRESSED, TOLERANCE, compare
+from pytest_dlbench.results.scoring import RunResult, run_from_records, summarize_runs
 
 TARGETS = {10: 0.95, 5: 0.80}  # slowdown % -> minimum detection rate
 FALSE_ALARMS = 0.05  # maximum rate of "regressed" at 0 %

@@ -51,8 +51,8 @@ def bare(step, steps: int, batch: int) -> float:
 
 def through_bench(step, steps: int, batch: int, out: Path) -> float:
     """Wall clock around the whole loop, the window reads and the stream writes included."""
-    from pytest_dlbench.bench import Bench
-    from pytest_dlbench.stream import StreamWriter
+    from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.measure.stream import StreamWriter
 
     with StreamWriter(out) as stream:
         bench = Bench(name="overhead", stream=stream, skip=0, stop=steps)
@@ -119,8 +119,8 @@ def _empty_bare(steps: int) -> float:
 
 
 def _empty_bench(steps: int, out: Path, loss) -> float:
-    from pytest_dlbench.bench import Bench
-    from pytest_dlbench.stream import StreamWriter
+    from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.measure.stream import StreamWriter
 
     with StreamWriter(out) as stream:
         bench = Bench(name="empty", stream=stream, skip=0, stop=steps)

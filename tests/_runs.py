@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.stream import StreamWriter
+from pytest_dlbench.measure.stream import StreamWriter
 
 Obs = tuple[float, float]  # (items, seconds)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_dlbench.barrier import BarrierServer, leave, wait
+from pytest_dlbench.run.barrier import BarrierServer, leave, wait
 
 
 @pytest.fixture

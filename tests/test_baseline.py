@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_run
 
-from pytest_dlbench import baseline as bl
-from pytest_dlbench.baseline import (
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.results import baseline as bl
+from pytest_dlbench.results.baseline import (
     SCHEMA,
     VERSION,
     BaselineError,
@@ -20,8 +21,7 @@ from pytest_dlbench.baseline import (
     migrate,
     save_summary,
 )
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.scoring import summarize_dir
+from pytest_dlbench.results.scoring import summarize_dir
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:
 def test_machine_info_and_versions_never_import_torch() -> None:
     code = (
         "import sys\n"
-        "from pytest_dlbench.baseline import machine_info, package_versions\n"
+        "from pytest_dlbench.results.baseline import machine_info, package_versions\n"
         "info = machine_info(); versions = package_versions()\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert isinstance(info['cores'], int) and isinstance(info['gpus'], list)\n"

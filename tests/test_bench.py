@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.bench import Bench, NonFiniteLoss, count_items
-from pytest_dlbench.stream import NullStream, StreamWriter, read_stream
-from pytest_dlbench.timing import CpuBackend, FakeClock, FakeCudaBackend, Timer
+from pytest_dlbench.measure.bench import Bench, NonFiniteLoss, count_items
+from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
+from pytest_dlbench.measure.timing import CpuBackend, FakeClock, FakeCudaBackend, Timer
 
 
 class Batch:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_manifest, write_run
 
-from pytest_dlbench import exitcodes
 from pytest_dlbench.cli import main
+from pytest_dlbench.results import gate as exitcodes
 
 QUIET = (0.001, -0.001, 0.0005, -0.0005, 0.0)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_run
 
-from pytest_dlbench.baseline import load_summary, save_summary
-from pytest_dlbench.compare import (
+from pytest_dlbench.results.baseline import load_summary, save_summary
+from pytest_dlbench.results.compare import (
     ALPHA,
     FAILED,
     IMPROVED,
@@ -22,7 +22,7 @@ from pytest_dlbench.compare import (
     parse_tolerance,
     welch_p,
 )
-from pytest_dlbench.scoring import SuiteSummary, summarize_dir
+from pytest_dlbench.results.scoring import SuiteSummary, summarize_dir
 
 NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs
 QUIET = (-0.001, 0.001, -0.0005, 0.0005, 0.0)  # ±0.1 %

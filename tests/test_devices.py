@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlbench import devices
-from pytest_dlbench.devices import Slot, SlotError, placeholder_context, plan_slots
+from pytest_dlbench.run import devices
+from pytest_dlbench.run.devices import Slot, SlotError, placeholder_context, plan_slots
 
 
 def test_one_slot_of_all_cores_by_default():

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.bench import Bench
-from pytest_dlbench.distributed import (
+from pytest_dlbench.measure.bench import Bench
+from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
+from pytest_dlbench.measure.timing import CpuBackend, FakeClock, Timer
+from pytest_dlbench.run.launch.torchrun import (
     DEFAULT_RDZV_PORT,
     ROLE_ENV,
     RankInfo,
@@ -33,9 +35,7 @@ from pytest_dlbench.distributed import (
     ssh_command,
     torchrun_command,
 )
-from pytest_dlbench.stream import NullStream, StreamWriter, read_stream
 from pytest_dlbench.suite.system import Node, SystemConfig
-from pytest_dlbench.timing import CpuBackend, FakeClock, Timer
 
 PY = sys.executable
 CHILD = [PY, "-m", "pytest", "s.yaml::ddp[D0]", "--bench-isolation", "inline"]
@@ -104,7 +104,7 @@ def test_node_launches_put_the_main_node_first():
     assert (first.node.name, first.node_rank, first.is_main) == ("manager", 0, True)
     assert (second.node.name, second.node_rank, second.is_main) == ("node1", 1, False)
     assert second.argv == [
-        "/py", "-m", "pytest_dlbench.distributed", "node", "--nnodes=2", "--nproc=8",
+        "/py", "-m", "pytest_dlbench.run.launch.torchrun", "node", "--nnodes=2", "--nproc=8",
         "--endpoint=192.168.11.11:5000", "--run-id=j", "--node-rank=1",
         "--local-addr=192.168.11.12", "--", *CHILD,
     ]
@@ -148,7 +148,7 @@ def test_njobs_launch_several_nodes_over_ssh():
                           env={"DLBENCH_CHILD": "1"}, python="/py")
     assert (launch.launcher, launch.nnodes) == ("ssh", 2)
     assert launch.argv == [
-        "/py", "-m", "pytest_dlbench.distributed", "launch", "--system=/etc/system.yaml",
+        "/py", "-m", "pytest_dlbench.run.launch.torchrun", "launch", "--system=/etc/system.yaml",
         "--nproc=8", "--run-id=j", "--cwd=/repo", "--env=DLBENCH_CHILD=1", "--", *CHILD,
     ]
 
@@ -178,7 +178,7 @@ def test_njobs_launch_under_slurm():
 
 
 def test_the_cli_parses_the_child_command_after_the_separator():
-    from pytest_dlbench.distributed import _parser
+    from pytest_dlbench.run.launch.torchrun import _parser
 
     args = _parser().parse_args(["node", "--nnodes=2", "--nproc=1", "--endpoint=h:1",
                                  "--run-id=j", "--", *CHILD])
@@ -186,7 +186,7 @@ def test_the_cli_parses_the_child_command_after_the_separator():
 
 
 def test_importing_the_module_does_not_import_torch():
-    code = "import sys, pytest_dlbench.distributed; print('torch' in sys.modules)"
+    code = "import sys, pytest_dlbench.run.launch.torchrun; print('torch' in sys.modules)"
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -273,7 +273,7 @@ def test_cpu_share_rejects_a_slot_out_of_range():
 def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
     import torch
 
-    from pytest_dlbench import distributed
+    from pytest_dlbench.run.launch import torchrun as distributed
 
     chosen: list[int] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -290,7 +290,7 @@ def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
 def test_rank_device_on_cpu_pins_the_rank_to_its_share(monkeypatch: pytest.MonkeyPatch):
     import torch
 
-    from pytest_dlbench import distributed
+    from pytest_dlbench.run.launch import torchrun as distributed
 
     pinned: dict[int, set[int]] = {}
     threads: list[int] = []
@@ -315,7 +315,7 @@ def test_init_process_group_picks_the_backend(monkeypatch: pytest.MonkeyPatch, d
                                               backend: str):
     import torch.distributed as dist
 
-    from pytest_dlbench.distributed import init_process_group
+    from pytest_dlbench.run.launch.torchrun import init_process_group
 
     calls: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
@@ -378,7 +378,7 @@ def test_ddp_workload_without_a_group_trains_one_process():
 def test_ddp_workload_times_the_allreduce_in_a_one_process_group():
     import torch.distributed as dist
 
-    from pytest_dlbench.distributed import destroy_process_group
+    from pytest_dlbench.run.launch.torchrun import destroy_process_group
 
     if dist.is_initialized():
         pytest.skip("a process group already exists in this process")
@@ -400,7 +400,7 @@ def _njobs_wired() -> bool:
     the plugin provides the process_group fixture. Before that, every rank would append its own
     records to rank 0's stream."""
     import pytest_dlbench.plugin as plugin
-    from pytest_dlbench.session import BenchSession
+    from pytest_dlbench.plugin.session import BenchSession
 
     source = inspect.getsource(BenchSession.start_run)
     return "open_rank_stream" in source and hasattr(plugin, "process_group")

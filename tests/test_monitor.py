@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.monitor import (
+from pytest_dlbench.measure.monitor import (
     IntervalError,
     Monitor,
     MonitorSummary,
@@ -24,9 +24,8 @@ from pytest_dlbench.monitor import (
     summarize_telemetry,
     visible_nvml_indices,
 )
-from pytest_dlbench.runner import execute
-from pytest_dlbench.stream import NullStream, StreamWriter, read_stream
-from pytest_dlbench.validation import (
+from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
+from pytest_dlbench.results.validation import (
     Issue,
     ValidationError,
     check_usage,
@@ -35,6 +34,7 @@ from pytest_dlbench.validation import (
     timed_window,
     validate_usage,
 )
+from pytest_dlbench.run.child import execute
 
 GIB = 1024**3
 

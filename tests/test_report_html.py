@@ -1,7 +1,7 @@
 """The self-contained HTML report (report/html.py), down to how it looks in a real browser.
 
 Summaries are built the way the plugin builds them: streams written with ``StreamWriter``, read
-back and scored by ``pytest_dlbench.scoring``. The comparison is a duck-typed stand-in with the
+back and scored by ``pytest_dlbench.results.scoring``. The comparison is a duck-typed stand-in with the
 attribute names ``report.html`` reads, so these tests do not depend on ``compare``'s internals.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html, write_html
-from pytest_dlbench.scoring import SuiteSummary, load_run, summarize_runs
-from pytest_dlbench.stream import StreamWriter
+from pytest_dlbench.results.scoring import SuiteSummary, load_run, summarize_runs
 
 EVIL = "<script>alert('x')</script>"
 

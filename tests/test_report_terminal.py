@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.compare import compare
 from pytest_dlbench.report.terminal import fmt_num, render_comparison, render_summary
-from pytest_dlbench.scoring import SuiteSummary, run_from_records, summarize_runs
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.scoring import SuiteSummary, run_from_records, summarize_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100

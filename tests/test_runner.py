@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.bench import NonFiniteLoss
-from pytest_dlbench.runner import (
+from pytest_dlbench.measure.bench import NonFiniteLoss
+from pytest_dlbench.measure.stream import NullStream, read_stream
+from pytest_dlbench.run.child import (
     classify_exception,
     execute,
     make_run_dir,
     run_child,
     stream_path,
 )
-from pytest_dlbench.stream import NullStream, read_stream
 
 
 def test_run_dir_is_named_after_run_and_time_and_never_reused(tmp_path: Path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_dlbench.scheduling import WaveScheduling, wave_of
+from pytest_dlbench.plugin.xdist import WaveScheduling, wave_of
 
 COLLECTION = [
     "s.yaml::resnet[D0]",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_manifest, write_run
 
-from pytest_dlbench.scoring import (
+from pytest_dlbench.results.scoring import (
     block_rates,
     load_run,
     run_from_records,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.stream import NullStream, StreamError, StreamWriter, read_stream
+from pytest_dlbench.measure.stream import NullStream, StreamError, StreamWriter, read_stream
 
 
 def test_write_creates_parents_and_returns_the_record(tmp_path: Path):

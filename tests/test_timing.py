@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlbench.timing import (
+from pytest_dlbench.measure.timing import (
     STANDARD_KEYS,
     CpuBackend,
     FakeClock,
@@ -195,7 +195,7 @@ def test_backend_for_picks_by_device_type():
     assert isinstance(backend_for(None), CpuBackend)
     assert isinstance(backend_for("cpu"), CpuBackend)
     torch = pytest.importorskip("torch")
-    from pytest_dlbench.timing import CudaEventBackend
+    from pytest_dlbench.measure.timing import CudaEventBackend
 
     assert isinstance(backend_for(torch.device("cpu")), CpuBackend)
     # Constructing the backend needs torch, not a GPU: events are made only when recording.
@@ -209,7 +209,7 @@ def test_backend_for_picks_by_device_type():
 def test_importing_the_modules_does_not_import_torch():
     code = (
         "import sys\n"
-        "import pytest_dlbench.timing, pytest_dlbench.stream, pytest_dlbench.bench\n"
+        "import pytest_dlbench.measure.timing, pytest_dlbench.measure.stream, pytest_dlbench.measure.bench\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     env = {"PYTHONPATH": str(SRC), "PATH": ""}

@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_dlbench.bench import Bench  # noqa: E402
-from pytest_dlbench.stream import NullStream  # noqa: E402
+from pytest_dlbench.measure.bench import Bench  # noqa: E402
+from pytest_dlbench.measure.stream import NullStream  # noqa: E402
 from pytest_dlbench.workloads import WORKLOADS, _common  # noqa: E402
 
 SKIP, STOP = 2, 6

@@ -3,7 +3,7 @@
 ``resolve`` shows what a suite resolves to; ``report`` recomputes the table and score of a run
 directory from its streams (and compares, saves, writes HTML); ``compare`` sets two saved
 summaries side by side. ``report``/``compare`` exit with the statuses of
-:mod:`pytest_dlbench.exitcodes`.
+:mod:`pytest_dlbench.results.gate`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import exitcodes
-from .errors import DlbenchError
-from .options import SUITE_OPTIONS
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.options import SUITE_OPTIONS
+from pytest_dlbench.results import gate as exitcodes
 
 __all__ = ["main"]
 
@@ -30,8 +30,8 @@ def _add_suite_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
-    from .devices import placeholder_context
-    from .suite import fill_all, find_suite, load_system, resolve_suite, select_specs
+    from pytest_dlbench.run.devices import placeholder_context
+    from pytest_dlbench.suite import fill_all, find_suite, load_system, resolve_suite, select_specs
 
     suite = resolve_suite(find_suite(args.suite), args.bench_override)
     for note in suite.warnings:
@@ -69,7 +69,7 @@ def _error(message: str) -> None:
 
 
 def _tolerance(text: str) -> float:
-    from .compare import parse_tolerance
+    from pytest_dlbench.results.compare import parse_tolerance
 
     try:
         return parse_tolerance(text)
@@ -107,7 +107,7 @@ def _verbosity(args: argparse.Namespace) -> int:
 
 def _load_baseline(path: str) -> tuple[Any, int]:
     """(summary dict, 0) or (None, exit status) after printing the one-line error."""
-    from .baseline import BaselineMissing, load_summary
+    from pytest_dlbench.results.baseline import BaselineMissing, load_summary
 
     try:
         return load_summary(path), exitcodes.OK
@@ -120,9 +120,9 @@ def _load_baseline(path: str) -> tuple[Any, int]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .compare import compare
-    from .report.terminal import render_summary
-    from .scoring import read_manifest, stream_paths, summarize_dir
+    from pytest_dlbench.report.terminal import render_summary
+    from pytest_dlbench.results.compare import compare
+    from pytest_dlbench.results.scoring import read_manifest, stream_paths, summarize_dir
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -140,7 +140,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             comparison = dataclasses.replace(comparison, baseline_path=str(args.compare))
     print(render_summary(summary, comparison, verbosity=_verbosity(args), width=_width(),
                          price=args.price))
-    from .report.outputs import write_outputs
+    from pytest_dlbench.report.outputs import write_outputs
 
     write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
                   export=args.export, price=args.price)
@@ -166,13 +166,13 @@ def _summary_failed(data: dict[str, Any]) -> bool:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare
-    from .report.terminal import render_comparison
+    from pytest_dlbench.report.terminal import render_comparison
+    from pytest_dlbench.results.compare import compare
 
     baseline, status = _load_baseline(args.baseline)
     if baseline is None:
         return status
-    from .baseline import load_summary
+    from pytest_dlbench.results.baseline import load_summary
 
     try:
         current = load_summary(args.current)
@@ -185,7 +185,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _add_gate_options(parser: argparse.ArgumentParser) -> None:
-    from .compare import ALPHA, TOLERANCE
+    from pytest_dlbench.results.compare import ALPHA, TOLERANCE
 
     parser.add_argument(
         "--tolerance", type=_tolerance, default=TOLERANCE, metavar="PCT",

@@ -15,8 +15,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..scoring import SuiteSummary
-from .terminal import fmt_num
+from pytest_dlbench.report.terminal import fmt_num
+from pytest_dlbench.results.scoring import SuiteSummary
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 

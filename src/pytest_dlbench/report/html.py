@@ -7,8 +7,8 @@ viewed, so the file can be mailed, attached to a CI run or opened offline.
 Why matplotlib SVG rather than plotly: a plotly page inlines its ~4 MB library; matplotlib's SVGs
 are a few tens of kB each, deterministic (fixed hash salt, no date), and their text stays text.
 
-The input is a :class:`pytest_dlbench.scoring.SuiteSummary` and, optionally, a
-:class:`pytest_dlbench.compare.Comparison`. They are read by attribute name only (with
+The input is a :class:`pytest_dlbench.results.scoring.SuiteSummary` and, optionally, a
+:class:`pytest_dlbench.results.compare.Comparison`. They are read by attribute name only (with
 ``getattr`` defaults for optional fields), so this module imports neither; jinja2 and matplotlib
 are imported inside the functions that use them, which keeps importing this module cheap.
 """

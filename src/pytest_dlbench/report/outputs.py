@@ -23,16 +23,16 @@ def write_outputs(
     return one line per file written, for the user."""
     written: list[str] = []
     if save:
-        from ..baseline import save_summary
+        from pytest_dlbench.results.baseline import save_summary
 
         written.append(f"summary saved: {save_summary(summary, save, suite=suite)}")
     if html:
-        from .html import write_html  # lazily: jinja2 and matplotlib are heavy
+        from pytest_dlbench.report.html import write_html  # lazily: jinja2 and matplotlib are heavy
 
         path: Path = write_html(summary, html, comparison=comparison, price=price)
         written.append(f"HTML report: {path}")
     if export:
-        from .export import export_benchmark_action
+        from pytest_dlbench.report.export import export_benchmark_action
 
         written.append(f"benchmark-action JSON: {export_benchmark_action(summary, export)}")
     return written

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..compare import Comparison
-from ..scoring import BenchSummary, RunResult, SuiteSummary
+from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
 
 __all__ = ["SLOW_DEVICE", "fmt_num", "render_comparison", "render_summary", "score_line"]
 
@@ -304,7 +304,7 @@ def render_summary(
 
 def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
     """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
-    from ..scaling import scaling_rows
+    from pytest_dlbench.results.scaling import scaling_rows
 
     rows = [
         {

@@ -5,13 +5,19 @@ Plain Python, no pytest: ``resolve_suite(path)`` is everything the plugin and th
 
 from __future__ import annotations
 
-from ..errors import SuiteError
-from .argv import fill_all, fill_placeholders, render_argv
-from .locate import available_suites, find_suite, suite_dirs
-from .merge import DELETE, merge
-from .resolve import ResolvedSuite, SuiteWarning, parse_override, resolve_suite, select_specs
-from .spec import BenchSpec
-from .system import Node, SystemConfig, load_system, local_system
+from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.argv import fill_all, fill_placeholders, render_argv
+from pytest_dlbench.suite.locate import available_suites, find_suite, suite_dirs
+from pytest_dlbench.suite.merge import DELETE, merge
+from pytest_dlbench.suite.resolve import (
+    ResolvedSuite,
+    SuiteWarning,
+    parse_override,
+    resolve_suite,
+    select_specs,
+)
+from pytest_dlbench.suite.spec import BenchSpec
+from pytest_dlbench.suite.system import Node, SystemConfig, load_system, local_system
 
 __all__ = [
     "DELETE",

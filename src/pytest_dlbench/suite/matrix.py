@@ -7,8 +7,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import SuiteError
-from .argv import fill_placeholders
+from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.argv import fill_placeholders
 
 __all__ = ["expand_matrices"]
 

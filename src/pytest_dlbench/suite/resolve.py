@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SuiteError
-from .loader import iter_layers
-from .matrix import expand_matrices
-from .merge import DELETE, finalize, merge
-from .spec import BenchSpec, build_spec, misspelled_keys
+from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.loader import iter_layers
+from pytest_dlbench.suite.matrix import expand_matrices
+from pytest_dlbench.suite.merge import DELETE, finalize, merge
+from pytest_dlbench.suite.spec import BenchSpec, build_spec, misspelled_keys
 
 __all__ = ["ResolvedSuite", "resolve_suite", "parse_override", "select_specs", "SuiteWarning"]
 
@@ -61,7 +61,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
             f"--bench-override {text!r}: expected BENCH.KEY[.KEY...]=VALUE "
             "(BENCH may be '*' for every benchmark)"
         )
-    from .loader import _SuiteLoader  # the same safe loader as suite files
+    from pytest_dlbench.suite.loader import _SuiteLoader  # the same safe loader as suite files
 
     loader = _SuiteLoader(raw)
     try:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SuiteError
-from .argv import render_argv
-from .loader import Located
+from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.argv import render_argv
+from pytest_dlbench.suite.loader import Located
 
 __all__ = ["BenchSpec", "build_spec", "misspelled_keys", "DEFAULT_STOP", "DEFAULT_SKIP"]
 
@@ -176,7 +176,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
                            name=name)
     if max_duration <= 0:
         raise SuiteError("'max_duration' must be positive", file=origin, bench=name)
-    from ..monitor import IntervalError, parse_interval
+    from pytest_dlbench.measure.monitor import IntervalError, parse_interval
 
     try:
         parse_interval(options.get("interval"))

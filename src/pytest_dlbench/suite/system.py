@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SuiteError
-from .loader import load_yaml
+from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.loader import load_yaml
 
 __all__ = ["Node", "SystemConfig", "load_system", "local_system"]
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import exitcodes
+from pytest_dlbench.results import gate as exitcodes
 
 if TYPE_CHECKING:
-    from .session import BenchSession
+    from pytest_dlbench.plugin.session import BenchSession
 
 __all__ = ["BenchReporter"]
 
@@ -42,7 +42,7 @@ class BenchReporter:
 
     @staticmethod
     def _tolerance(text: str | None) -> float:
-        from .compare import TOLERANCE, parse_tolerance
+        from pytest_dlbench.results.compare import TOLERANCE, parse_tolerance
 
         if text is None:
             return TOLERANCE
@@ -55,7 +55,7 @@ class BenchReporter:
         """A corrupt or foreign baseline stops the run before anything is measured."""
         if not self.compare_path:
             return
-        from .baseline import BaselineError, BaselineMissing, load_summary
+        from pytest_dlbench.results.baseline import BaselineError, BaselineMissing, load_summary
 
         try:
             self.baseline = load_summary(self.compare_path)
@@ -85,11 +85,11 @@ class BenchReporter:
         run_dir = self._run_dir()
         if run_dir is None or not any(run_dir.glob("*.data")):
             return
-        from .scoring import summarize_dir
+        from pytest_dlbench.results.scoring import summarize_dir
 
         self.summary = summarize_dir(run_dir)
         if self.baseline is not None:
-            from .compare import compare
+            from pytest_dlbench.results.compare import compare
 
             comparison = compare(self.summary, self.baseline, tolerance=self.tolerance)
             # The reports name the file the baseline came from, as `dlbench report` does.
@@ -103,7 +103,7 @@ class BenchReporter:
             session.exitstatus = exitcodes.REGRESSED
 
     def _write_files(self) -> None:
-        from .report.outputs import write_outputs
+        from pytest_dlbench.report.outputs import write_outputs
 
         self.notes += write_outputs(
             self.summary,
@@ -120,7 +120,7 @@ class BenchReporter:
             for note in self.notes:
                 terminalreporter.write_line(note)
             return
-        from .report.terminal import render_summary
+        from pytest_dlbench.report.terminal import render_summary
 
         verbosity = self.config.get_verbosity()
         width = terminalreporter._tw.fullwidth

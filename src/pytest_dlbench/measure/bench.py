@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.stream import ClosesOnExit, NullStream, Stream
-from pytest_dlbench.timing import Timer, backend_for
+from pytest_dlbench.measure.stream import ClosesOnExit, NullStream, Stream
+from pytest_dlbench.measure.timing import Timer, backend_for
 
 __all__ = ["Bench", "NonFiniteLoss", "count_items"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .stream import StreamWriter, read_stream
+from pytest_dlbench.measure.stream import StreamWriter, read_stream
 
 __all__ = [
     "Outcome",
@@ -115,8 +115,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def classify_exception(exc: BaseException) -> Outcome:
-    from .bench import NonFiniteLoss
-    from .validation import ValidationError
+    from pytest_dlbench.measure.bench import NonFiniteLoss
+    from pytest_dlbench.results.validation import ValidationError
 
     if isinstance(exc, ValidationError):
         return Outcome("fail", str(exc))

@@ -8,12 +8,12 @@ same item with the same fixtures (design.md, "Execution"):
   port itself, so concurrent jobs never clash);
 - several nodes (``--bench-system`` lists them): the main node hosts the c10d rendezvous at its
   ``ip:port`` and the other nodes join it. :func:`njobs_launch` picks how they are started: over
-  ``ssh`` from the main node as milabench does (``python -m pytest_dlbench.distributed launch``),
-  or one launcher per node under Slurm's ``srun`` (``python -m pytest_dlbench.distributed node``).
+  ``ssh`` from the main node as milabench does (``python -m pytest_dlbench.run.launch.torchrun launch``),
+  or one launcher per node under Slurm's ``srun`` (``python -m pytest_dlbench.run.launch.torchrun node``).
 
 Inside a rank, :class:`RankInfo` reads torchrun's environment, :func:`rank_device` picks and
 pins the rank's device, :func:`init_process_group` makes the group, and :func:`open_rank_stream`
-gives the reporting rank the run stream and the others a :class:`~pytest_dlbench.stream.NullStream`.
+gives the reporting rank the run stream and the others a :class:`~pytest_dlbench.measure.stream.NullStream`.
 
 The reporting rank is local rank 0 of the main node (``DLBENCH_NODE_ROLE=main``, set by the
 launchers here), else global rank 0. Not always global rank 0: c10d numbers the nodes by sorting
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .stream import NullStream, Stream, StreamWriter
-from .suite.system import Node, SystemConfig
+from pytest_dlbench.measure.stream import NullStream, Stream, StreamWriter
+from pytest_dlbench.suite.system import Node, SystemConfig
 
 if TYPE_CHECKING:
     import torch
@@ -197,12 +197,12 @@ def node_command(
     python: str = sys.executable,
     rdzv_conf: Mapping[str, object] | None = None,
 ) -> list[str]:
-    """``python -m pytest_dlbench.distributed node ...``: one node's launcher.
+    """``python -m pytest_dlbench.run.launch.torchrun node ...``: one node's launcher.
 
     Without ``node_rank`` it is read from Slurm on that node (``SLURM_NODEID``).
     """
     cmd = [
-        python, "-m", "pytest_dlbench.distributed", "node",
+        python, "-m", "pytest_dlbench.run.launch.torchrun", "node",
         f"--nnodes={nnodes}", f"--nproc={nproc}", f"--endpoint={endpoint}", f"--run-id={run_id}",
     ]
     if node_rank is not None:
@@ -341,7 +341,7 @@ def njobs_launch(
         if system.path is None:
             raise ValueError("launching over ssh reads the nodes from a system file; this "
                              "SystemConfig has no path")
-        argv = [python, "-m", "pytest_dlbench.distributed", "launch",
+        argv = [python, "-m", "pytest_dlbench.run.launch.torchrun", "launch",
                 f"--system={Path(system.path).resolve()}", f"--nproc={nproc}",
                 f"--run-id={run_id}"]
         if cwd is not None:
@@ -429,7 +429,7 @@ def _run_node(args: argparse.Namespace) -> int:
 
 
 def _run_launch(args: argparse.Namespace) -> int:
-    from .suite import load_system
+    from pytest_dlbench.suite import load_system
 
     system = load_system(args.system)
     env = dict(item.split("=", 1) for item in args.env)
@@ -449,7 +449,7 @@ def _run_launch(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_dlbench.distributed",
+        prog="python -m pytest_dlbench.run.launch.torchrun",
         description="Launch an njobs benchmark's ranks on one node or on all nodes of a system.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .scoring import weighted_geomean
+from pytest_dlbench.results.scoring import weighted_geomean
 
 __all__ = [
     "ALPHA",

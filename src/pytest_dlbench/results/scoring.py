@@ -16,8 +16,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .errors import DlbenchError
-from .stream import StreamError, read_stream
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.stream import StreamError, read_stream
 
 __all__ = [
     "BLOCKS",
@@ -127,7 +127,7 @@ class BenchSummary:
     @property
     def telemetry(self) -> dict[str, Any]:
         """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
-        from .validation import combine_stats
+        from pytest_dlbench.results.validation import combine_stats
 
         return combine_stats(r.telemetry for r in self.runs)
 
@@ -246,7 +246,7 @@ def run_from_records(
     records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
 ) -> RunResult:
     """Score one run's stream records (see docs/running.md for the events)."""
-    from .validation import telemetry_stats
+    from pytest_dlbench.results.validation import telemetry_stats
 
     records = list(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .options import results_base
-from .suite import (
+from pytest_dlbench.options import results_base
+from pytest_dlbench.suite import (
     BenchSpec,
     ResolvedSuite,
     SuiteWarning,
@@ -119,7 +119,7 @@ class BenchSession:
         session._register_markers()
         session._point_collection_at_suites()
         if session._is_controller():
-            from .reporting import BenchReporter
+            from pytest_dlbench.plugin.reporter import BenchReporter
 
             config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
         return session
@@ -136,7 +136,7 @@ class BenchSession:
     def _plan_devices(self) -> None:
         """The device slots, the same list in the controller, its workers and their children
         (items ``name[Dk]`` must be identical everywhere); this process's own slot, if any."""
-        from .devices import Slot, pin_to_slot, plan_slots
+        from pytest_dlbench.run.devices import Slot, pin_to_slot, plan_slots
 
         worker_input = getattr(self.config, "workerinput", None)
         self.barrier_address: str | None = (worker_input or {}).get("dlbench_barrier")
@@ -166,7 +166,7 @@ class BenchSession:
             for slot in self.slots
         ]
         if len(self.slots) > 1:
-            from .barrier import BarrierServer
+            from pytest_dlbench.run.barrier import BarrierServer
 
             self._barrier_server = BarrierServer()
             self.barrier_address = self._barrier_server.address
@@ -178,7 +178,7 @@ class BenchSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
-        from .scheduling import WaveScheduling
+        from pytest_dlbench.plugin.xdist import WaveScheduling
 
         return WaveScheduling(config, log)
 
@@ -219,7 +219,7 @@ class BenchSession:
         suite = self._by_path.get(file_path.resolve())
         if suite is None:
             return None
-        from .collect import SuiteFile
+        from pytest_dlbench.plugin.items import SuiteFile
 
         return SuiteFile.from_parent(parent, path=file_path, suite=suite, session_plugin=self)
 
@@ -291,7 +291,7 @@ class BenchSession:
             elif worker_input and worker_input.get("dlbench_run_dir"):
                 self._run_dir = Path(worker_input["dlbench_run_dir"])
             else:
-                from .runner import make_run_dir
+                from pytest_dlbench.run.child import make_run_dir
 
                 self._run_dir = make_run_dir(self.options.base, self.run_name)
         return self._run_dir
@@ -377,7 +377,7 @@ class BenchSession:
         """The torchrun job (one node, or every node of the system) running ``child_cmd``."""
         import time
 
-        from .distributed import njobs_launch
+        from pytest_dlbench.run.launch.torchrun import njobs_launch
 
         spec: BenchSpec = item.spec  # type: ignore[attr-defined]
         env = self.child_env(item)
@@ -396,10 +396,10 @@ class BenchSession:
         )
 
     def start_run(self, item: pytest.Item):  # -> RunContext
-        from .context import RunContext
-        from .devices import placeholder_context
-        from .distributed import RankInfo, open_rank_stream
-        from .runner import stream_path
+        from pytest_dlbench.run.child import stream_path
+        from pytest_dlbench.run.context import RunContext
+        from pytest_dlbench.run.devices import placeholder_context
+        from pytest_dlbench.run.launch.torchrun import RankInfo, open_rank_stream
 
         spec: BenchSpec = item.spec  # type: ignore[attr-defined]
         device = item.device  # type: ignore[attr-defined]

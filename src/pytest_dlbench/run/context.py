@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .runner import Outcome, machine_meta
-from .stream import StreamWriter
-from .suite import BenchSpec
+from pytest_dlbench.measure.stream import StreamWriter
+from pytest_dlbench.run.child import Outcome, machine_meta
+from pytest_dlbench.suite import BenchSpec
 
 __all__ = ["RunContext"]
 
@@ -33,7 +33,7 @@ class RunContext:
 
     def make_bench(self, device: Any) -> Any:
         """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
-        from .bench import Bench
+        from pytest_dlbench.measure.bench import Bench
 
         self.stream.write("meta", **machine_meta(device))
         self.bench = Bench(
@@ -57,7 +57,7 @@ class RunContext:
         parties = int(os.environ.get("DLBENCH_BARRIER_PARTIES", "0") or 0)
         if not address or not key or parties < 2:
             return None
-        from . import barrier
+        from pytest_dlbench.run import barrier
 
         timeout = min(self.spec.max_duration, 300.0)
         return lambda: barrier.wait(address, key, parties, timeout=timeout)

@@ -1,7 +1,7 @@
 """The ``process_group`` fixture: the torch.distributed group of an ``njobs`` rank.
 
-Kept apart from :mod:`pytest_dlbench.fixtures` so that the domain code in
-:mod:`pytest_dlbench.distributed` stays free of pytest; ``plugin.py`` re-exports it.
+Kept apart from :mod:`pytest_dlbench.plugin.fixtures` so that the domain code in
+:mod:`pytest_dlbench.run.launch.torchrun` stays free of pytest; ``plugin.py`` re-exports it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ def process_group() -> Iterator[Any]:
     torchrun (an ordinary inline run, one process) there is no group: a benchmark runs without
     DistributedDataParallel then.
     """
-    from .distributed import RankInfo, destroy_process_group, init_process_group, rank_device
+    from pytest_dlbench.run.launch.torchrun import (
+        RankInfo,
+        destroy_process_group,
+        init_process_group,
+        rank_device,
+    )
 
     rank = RankInfo.from_env()
     if not rank.is_distributed:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .options import results_base
+from pytest_dlbench.options import results_base
 
 __all__ = [
     "bench",
@@ -23,7 +23,7 @@ __all__ = [
 def default_device() -> Any:
     """The pinned device: the (only) visible GPU of this worker, else the CPU; in a torchrun
     rank, ``cuda:LOCAL_RANK`` or the rank's share of the CPU cores."""
-    from .distributed import rank_device
+    from pytest_dlbench.run.launch.torchrun import rank_device
 
     return rank_device()
 
@@ -47,9 +47,9 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     if run is not None:
         yield run.make_bench(default_device())
         return
-    from .bench import Bench
-    from .runner import machine_meta, stream_path
-    from .stream import StreamWriter
+    from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.measure.stream import StreamWriter
+    from pytest_dlbench.run.child import machine_meta, stream_path
 
     plugin = request.config.pluginmanager.get_plugin("dlbench-session")
     run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
@@ -73,7 +73,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:
-    from .runner import make_run_dir
+    from pytest_dlbench.run.child import make_run_dir
 
     cached = getattr(config, "_dlbench_tests_run_dir", None)
     if cached is None:
@@ -83,7 +83,7 @@ def _tests_run_dir(config: pytest.Config) -> Path:
 
 
 def _factory(name: str) -> Callable[..., Any]:
-    from . import data
+    from pytest_dlbench import data
 
     return getattr(data, name)
 
@@ -97,7 +97,7 @@ def synthetic_images() -> Callable[..., Any]:
 @pytest.fixture
 def jpeg_images(bench_data_dir: Path) -> Callable[..., Path]:
     """Factory of an on-disk JPEG ImageFolder under the data dir, written once and reused."""
-    from . import data
+    from pytest_dlbench import data
 
     def make(name: str = "jpeg", **kwargs: Any) -> Path:
         return data.jpeg_folder(bench_data_dir / name, **kwargs)

@@ -10,8 +10,9 @@ import argparse
 
 import pytest
 
-from .dist_fixtures import process_group
-from .fixtures import (
+from pytest_dlbench.options import REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
+from pytest_dlbench.plugin.dist_fixtures import process_group
+from pytest_dlbench.plugin.fixtures import (
     bench,
     bench_data_dir,
     image_text_pairs,
@@ -19,7 +20,6 @@ from .fixtures import (
     synthetic_images,
     token_sequences,
 )
-from .options import REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
 
 __all__ = [
     "bench",
@@ -58,8 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench_suite"):
         return
-    from .errors import DlbenchError
-    from .session import BenchSession
+    from pytest_dlbench.errors import DlbenchError
+    from pytest_dlbench.plugin.session import BenchSession
 
     try:
         session = BenchSession.from_config(config)
@@ -73,7 +73,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with a suite: one worker per device slot (GPU, or group of cores)."""
     if not config.getoption("bench_suite"):
         return None
-    from .devices import SlotError, plan_slots
+    from pytest_dlbench.run.devices import SlotError, plan_slots
 
     try:
         return len(plan_slots(cpus_per_slot=config.getoption("bench_cpus_per_slot")))

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DlbenchError
-from .suite import SystemConfig
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.suite import SystemConfig
 
 __all__ = [
     "Slot",

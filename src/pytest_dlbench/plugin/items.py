@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import DlbenchError
-from .runner import Outcome, execute, run_child, stream_path
-from .suite import BenchSpec, ResolvedSuite
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.run.child import Outcome, execute, run_child, stream_path
+from pytest_dlbench.suite import BenchSpec, ResolvedSuite
 
 if TYPE_CHECKING:
-    from .session import BenchSession
+    from pytest_dlbench.plugin.session import BenchSession
 
 __all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure", "item_name"]
 
@@ -154,7 +154,7 @@ class BenchItem(_BenchNode, pytest.Item):
         finally:
             barrier = self.plugin.barrier_for(self)
             if barrier is not None:  # this replica no longer holds the others back
-                from . import barrier as barriers
+                from pytest_dlbench.run import barrier as barriers
 
                 barriers.leave(*barrier)
         self.user_properties.append(("dlbench_stream", str(stream)))
@@ -205,7 +205,7 @@ class BenchFunction(_BenchNode, pytest.Function):
     def create(
         cls, parent: SuiteFile, name: str, spec: BenchSpec, device: int, repeat: int | None
     ) -> BenchFunction:
-        from .definition import load_definition
+        from pytest_dlbench.run.definition import load_definition
 
         func = load_definition(spec.definition or "", bench=spec.name)
         item = cls.from_parent(parent, name=name, callobj=func)
@@ -221,9 +221,9 @@ class BenchFunction(_BenchNode, pytest.Function):
             self._fail(outcome, exc)
 
     def runtest(self) -> None:
-        from .monitor import Monitor, parse_interval
-        from .stream import NullStream
-        from .validation import validate_usage
+        from pytest_dlbench.measure.monitor import Monitor, parse_interval
+        from pytest_dlbench.measure.stream import NullStream
+        from pytest_dlbench.results.validation import validate_usage
 
         run = self.run
 

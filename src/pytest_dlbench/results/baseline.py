@@ -22,8 +22,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .errors import DlbenchError
-from .scoring import SuiteSummary
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.results.scoring import SuiteSummary
 
 __all__ = [
     "MIGRATIONS",

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from .errors import DlbenchError
-from .stream import Stream
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.stream import Stream
 
 __all__ = [
     "DEFAULT_INTERVAL",

@@ -8,7 +8,7 @@ check. Runs without GPU telemetry (CPU runs, no driver) are not checked.
 The means are taken over the timed window (from the first observation's start to the last
 one's end, read from the ``rate`` records) so that model building and data preparation, when
 the GPU idles, do not fail a short benchmark. Pure functions over records or a
-:class:`~pytest_dlbench.monitor.MonitorSummary`: no NVML, no pytest.
+:class:`~pytest_dlbench.measure.monitor.MonitorSummary`: no NVML, no pytest.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import DlbenchError
-from .monitor import MonitorSummary, summarize_telemetry
-from .stream import Stream, read_stream
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.monitor import MonitorSummary, summarize_telemetry
+from pytest_dlbench.measure.stream import Stream, read_stream
 
 __all__ = [
     "Issue",

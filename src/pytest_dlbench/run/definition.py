@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import DlbenchError
+from pytest_dlbench.errors import DlbenchError
 
 __all__ = ["DefinitionError", "load_definition"]
 
