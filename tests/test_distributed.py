@@ -3,7 +3,6 @@ real torchrun jobs on the CPU (gloo): two ranks on one node, and two "nodes" on 
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import subprocess
@@ -18,23 +17,23 @@ import pytest
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
 from pytest_dlbench.measure.timing import CpuBackend, FakeClock, Timer
+from pytest_dlbench.run.launch.nodes import launch_nodes
+from pytest_dlbench.run.launch.rank import RankInfo, cpu_share, open_rank_stream
 from pytest_dlbench.run.launch.torchrun import (
     DEFAULT_RDZV_PORT,
     ROLE_ENV,
-    RankInfo,
-    cpu_share,
     free_port,
     launch_env,
-    launch_nodes,
     njobs_launch,
     node_launches,
-    open_rank_stream,
     rendezvous_endpoint,
     slurm_node_rank,
     srun_command,
     ssh_command,
     torchrun_command,
 )
+from pytest_dlbench.run.layout import write_spec
+from pytest_dlbench.suite import resolve_suite
 from pytest_dlbench.suite.system import Node, SystemConfig
 
 PY = sys.executable
@@ -104,7 +103,7 @@ def test_node_launches_put_the_main_node_first():
     assert (first.node.name, first.node_rank, first.is_main) == ("manager", 0, True)
     assert (second.node.name, second.node_rank, second.is_main) == ("node1", 1, False)
     assert second.argv == [
-        "/py", "-m", "pytest_dlbench.run.launch.torchrun", "node", "--nnodes=2", "--nproc=8",
+        "/py", "-m", "pytest_dlbench.run.launch", "node", "--nnodes=2", "--nproc=8",
         "--endpoint=192.168.11.11:5000", "--run-id=j", "--node-rank=1",
         "--local-addr=192.168.11.12", "--", *CHILD,
     ]
@@ -148,7 +147,7 @@ def test_njobs_launch_several_nodes_over_ssh():
                           env={"DLBENCH_CHILD": "1"}, python="/py")
     assert (launch.launcher, launch.nnodes) == ("ssh", 2)
     assert launch.argv == [
-        "/py", "-m", "pytest_dlbench.run.launch.torchrun", "launch", "--system=/etc/system.yaml",
+        "/py", "-m", "pytest_dlbench.run.launch", "launch", "--system=/etc/system.yaml",
         "--nproc=8", "--run-id=j", "--cwd=/repo", "--env=DLBENCH_CHILD=1", "--", *CHILD,
     ]
 
@@ -178,7 +177,7 @@ def test_njobs_launch_under_slurm():
 
 
 def test_the_cli_parses_the_child_command_after_the_separator():
-    from pytest_dlbench.run.launch.torchrun import _parser
+    from pytest_dlbench.run.launch.nodes import _parser
 
     args = _parser().parse_args(["node", "--nnodes=2", "--nproc=1", "--endpoint=h:1",
                                  "--run-id=j", "--", *CHILD])
@@ -273,7 +272,7 @@ def test_cpu_share_rejects_a_slot_out_of_range():
 def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
     import torch
 
-    from pytest_dlbench.run.launch import torchrun as distributed
+    from pytest_dlbench.run.launch import rank as distributed
 
     chosen: list[int] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -290,7 +289,7 @@ def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
 def test_rank_device_on_cpu_pins_the_rank_to_its_share(monkeypatch: pytest.MonkeyPatch):
     import torch
 
-    from pytest_dlbench.run.launch import torchrun as distributed
+    from pytest_dlbench.run.launch import rank as distributed
 
     pinned: dict[int, set[int]] = {}
     threads: list[int] = []
@@ -315,7 +314,7 @@ def test_init_process_group_picks_the_backend(monkeypatch: pytest.MonkeyPatch, d
                                               backend: str):
     import torch.distributed as dist
 
-    from pytest_dlbench.run.launch.torchrun import init_process_group
+    from pytest_dlbench.run.launch.rank import init_process_group
 
     calls: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
@@ -378,7 +377,7 @@ def test_ddp_workload_without_a_group_trains_one_process():
 def test_ddp_workload_times_the_allreduce_in_a_one_process_group():
     import torch.distributed as dist
 
-    from pytest_dlbench.run.launch.torchrun import destroy_process_group
+    from pytest_dlbench.run.launch.rank import destroy_process_group
 
     if dist.is_initialized():
         pytest.skip("a process group already exists in this process")
@@ -394,22 +393,6 @@ def test_ddp_workload_times_the_allreduce_in_a_one_process_group():
 
 # -- real torchrun jobs (CPU, gloo) --------------------------------------------------------------
 
-
-def _njobs_wired() -> bool:
-    """The child side of njobs is wired in: a rank opens its stream with open_rank_stream and
-    the plugin provides the process_group fixture. Before that, every rank would append its own
-    records to rank 0's stream."""
-    import pytest_dlbench.plugin as plugin
-    from pytest_dlbench.plugin.session import BenchSession
-
-    source = inspect.getsource(BenchSession.start_run)
-    return "open_rank_stream" in source and hasattr(plugin, "process_group")
-
-
-needs_wiring = pytest.mark.skipif(
-    not _njobs_wired(),
-    reason="njobs is not wired into session.start_run / plugin.py yet (see docs/multinode.md)",
-)
 
 SUITE = textwrap.dedent(
     """
@@ -431,17 +414,19 @@ BATCH = 4
 
 
 def child_command(root: Path) -> tuple[list[str], Path]:
-    """What BenchSession.child_command gives an njobs item: one item, inline, streaming."""
+    """What the launcher gives an njobs item: one item, inline, from its resolved spec."""
     (root / "s.yaml").write_text(SUITE)
     (root / "pytest.ini").write_text("[pytest]\n")
     run_dir = root / "base" / "runs" / "r"
     run_dir.mkdir(parents=True)
     stream = run_dir / "ddp.D0.data"
+    spec_file = write_spec(run_dir, resolve_suite(root / "s.yaml")["ddp"])
     cmd = [
         PY, "-m", "pytest", "s.yaml::ddp[D0]", "-p", "no:cacheprovider", "-q", "-s",
         "--no-header", "--rootdir", str(root), "-c", str(root / "pytest.ini"),
         "--bench-suite", str(root / "s.yaml"), "--bench-isolation", "inline",
         "--bench-child-stream", str(stream), "--bench-child-run-dir", str(run_dir),
+        "--bench-child-spec", str(spec_file),
         "--bench-base", str(root / "base"), "-n", "0", "-p", "no:hypothesispytest",
     ]
     return cmd, stream
@@ -449,7 +434,7 @@ def child_command(root: Path) -> tuple[list[str], Path]:
 
 def job_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", ROLE_ENV)}
-    return {**env, "PYTHONUNBUFFERED": "1", "DLBENCH_CHILD": "1", **launch_env()}
+    return {**env, "PYTHONUNBUFFERED": "1", **launch_env()}
 
 
 def check_one_stream(stream: Path, *, world_size: int, nnodes: int) -> None:
@@ -470,7 +455,6 @@ def check_one_stream(stream: Path, *, world_size: int, nnodes: int) -> None:
 
 
 @pytest.mark.slow
-@needs_wiring
 def test_two_ranks_on_one_node_report_the_global_throughput_once(tmp_path: Path):
     child, stream = child_command(tmp_path)
     cmd = torchrun_command(child, nproc=2, run_id=f"t{os.getpid()}-{time.time_ns()}")
@@ -481,7 +465,6 @@ def test_two_ranks_on_one_node_report_the_global_throughput_once(tmp_path: Path)
 
 
 @pytest.mark.slow
-@needs_wiring
 def test_two_nodes_on_the_loopback_run_one_job(tmp_path: Path):
     child, stream = child_command(tmp_path)
     system = SystemConfig(arch=None, nodes=(

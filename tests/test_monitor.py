@@ -34,7 +34,7 @@ from pytest_dlbench.results.validation import (
     timed_window,
     validate_usage,
 )
-from pytest_dlbench.run.child import execute
+from pytest_dlbench.run.harness import execute
 
 GIB = 1024**3
 

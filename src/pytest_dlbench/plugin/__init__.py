@@ -11,12 +11,12 @@ import argparse
 import pytest
 
 from pytest_dlbench.options import REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
-from pytest_dlbench.plugin.dist_fixtures import process_group
 from pytest_dlbench.plugin.fixtures import (
     bench,
     bench_data_dir,
     image_text_pairs,
     jpeg_images,
+    process_group,
     synthetic_images,
     token_sequences,
 )
@@ -48,10 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS, *REPORT_OPTIONS):
         group.addoption(flag, dest=_dest(flag), **kwargs)
-    # Set by the parent on the child process that runs one benchmark (process isolation).
+    # Set by the parent on the child process that runs one benchmark (see .child).
     group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)
+    group.addoption("--bench-child-spec", default=None, help=argparse.SUPPRESS)
     group.addoption("--bench-child-run-dir", default=None, help=argparse.SUPPRESS)
-    group.addoption("--bench-child-bench", default=None, help=argparse.SUPPRESS)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,13 +59,27 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench_suite"):
         return
     from pytest_dlbench.errors import DlbenchError
-    from pytest_dlbench.plugin.session import BenchSession
 
     try:
-        session = BenchSession.from_config(config)
+        session = _session_class(config).from_config(config)
     except DlbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.pluginmanager.register(session, BenchSession.PLUGIN_NAME)
+    config.pluginmanager.register(session, session.PLUGIN_NAME)
+
+
+def _session_class(config: pytest.Config) -> type:
+    """Which process of a suite run this is (see :mod:`.session`)."""
+    if config.getoption("bench_child_stream"):
+        from pytest_dlbench.plugin.child import ChildSession
+
+        return ChildSession
+    if hasattr(config, "workerinput"):
+        from pytest_dlbench.plugin.worker import WorkerSession
+
+        return WorkerSession
+    from pytest_dlbench.plugin.controller import ControllerSession
+
+    return ControllerSession
 
 
 @pytest.hookimpl(optionalhook=True)

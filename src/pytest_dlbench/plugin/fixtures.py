@@ -15,6 +15,7 @@ __all__ = [
     "bench_data_dir",
     "image_text_pairs",
     "jpeg_images",
+    "process_group",
     "synthetic_images",
     "token_sequences",
 ]
@@ -23,7 +24,7 @@ __all__ = [
 def default_device() -> Any:
     """The pinned device: the (only) visible GPU of this worker, else the CPU; in a torchrun
     rank, ``cuda:LOCAL_RANK`` or the rank's share of the CPU cores."""
-    from pytest_dlbench.run.launch.torchrun import rank_device
+    from pytest_dlbench.run.launch.rank import rank_device
 
     return rank_device()
 
@@ -49,7 +50,10 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         return
     from pytest_dlbench.measure.bench import Bench
     from pytest_dlbench.measure.stream import StreamWriter
-    from pytest_dlbench.run.child import machine_meta, stream_path
+    from pytest_dlbench.run.child import machine_meta
+    from pytest_dlbench.run.harness import execute
+    from pytest_dlbench.run.layout import stream_path
+    from pytest_dlbench.run.protocol import Status
 
     plugin = request.config.pluginmanager.get_plugin("dlbench-session")
     run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
@@ -61,19 +65,17 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
         yield instance
         failed = getattr(request.node, "_dlbench_call_failed", None)
-        try:
-            instance.close()
-        except Exception as exc:
-            stream.write("end", status="nan" if "loss" in str(exc) else "fail", reason=str(exc))
-            raise
+        outcome, exc = execute(instance.close, stream, final=False)
+        if exc is not None:
+            raise exc
         if failed:
-            stream.write("end", status="fail", reason=failed)
+            stream.write("end", status=Status.FAIL, reason=failed)
         else:
-            stream.write("end", status="ok", reason="")
+            stream.write("end", status=Status.OK, reason="")
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:
-    from pytest_dlbench.run.child import make_run_dir
+    from pytest_dlbench.run.layout import make_run_dir
 
     cached = getattr(config, "_dlbench_tests_run_dir", None)
     if cached is None:
@@ -115,3 +117,30 @@ def image_text_pairs() -> Callable[..., Any]:
 def token_sequences() -> Callable[..., Any]:
     """Factory of token-sequence datasets (for language models)."""
     return _factory("token_sequences")
+
+
+@pytest.fixture(scope="session")
+def process_group() -> Iterator[Any]:
+    """The default process group when this process is a torchrun rank, else ``None``.
+
+    ``nccl`` on the rank's GPU (``cuda:LOCAL_RANK``), ``gloo`` on the CPU. Made once per process
+    (each rank runs one benchmark item) and destroyed at the end of the session. Outside
+    torchrun (an ordinary inline run, one process) there is no group: a benchmark runs without
+    DistributedDataParallel then.
+    """
+    from pytest_dlbench.run.launch.rank import (
+        RankInfo,
+        destroy_process_group,
+        init_process_group,
+        rank_device,
+    )
+
+    rank = RankInfo.from_env()
+    if not rank.is_distributed:
+        yield None
+        return
+    group = init_process_group(rank_device(rank))
+    try:
+        yield group
+    finally:
+        destroy_process_group()

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.run.child import Outcome, execute, run_child, stream_path
+from pytest_dlbench.run.harness import execute
+from pytest_dlbench.run.layout import item_name
+from pytest_dlbench.run.protocol import Outcome, Status
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
 
-__all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure", "item_name"]
+__all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure"]
 
 
 # pytest.skip() inside a benchmark (e.g. "needs a GPU") skips it rather than failing it.
 _SKIP_TYPES: tuple[type[BaseException], ...] = (pytest.skip.Exception,)
-
-
-def item_name(spec: BenchSpec, device: int, repeat: int | None) -> str:
-    params = f"D{device}" + (f"-R{repeat}" if repeat is not None else "")
-    return f"{spec.name}[{params}]"
 
 
 class BenchFailure(Exception):
@@ -47,18 +43,19 @@ class SuiteFile(pytest.File):
         self.session_plugin = session_plugin
 
     def collect(self):
-        options = self.session_plugin.options
-        inline = options.isolation == "inline" or options.child_stream is not None
+        session = self.session_plugin
+        options = session.options
+        inline = session.runs_inline
         # A child process runs one benchmark: only that one's definition is imported, so a
         # broken or heavy definition elsewhere in the suite cannot affect it.
-        only = options.child_bench
+        only = session.only_bench
         repeats: list[int | None] = (
             [None] if options.repeat == 1 else list(range(options.repeat))
         )
         for spec in self.suite.specs:
-            for device in self.session_plugin.device_slots(spec):
+            for device in session.device_slots(spec):
                 for repeat in repeats:
-                    name = item_name(spec, device, repeat)
+                    name = item_name(spec.name, device, repeat)
                     if inline and spec.enabled and only in (None, spec.name):
                         try:
                             yield BenchFunction.create(self, name, spec, device, repeat)
@@ -106,9 +103,6 @@ class _BenchNode:
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, f"{self.spec.name} ({self.spec.definition})"  # type: ignore
 
-    def stream_path(self) -> Path:
-        return stream_path(self.plugin.run_dir(), self.spec.name, self.device, self.repeat)
-
     def repr_failure(self, excinfo, **kwargs):  # type: ignore[override]
         if isinstance(excinfo.value, BenchFailure):
             failure = excinfo.value
@@ -131,41 +125,17 @@ class BenchItem(_BenchNode, pytest.Item):
         self._init_bench(spec, device, repeat)
 
     def runtest(self) -> None:
-        stream = self.stream_path()
-        log = stream.with_suffix(".log")
-        cmd = self.plugin.child_command(self, stream)
-        env = {**os.environ, **self.plugin.child_env(self)}
-        cpus = self.plugin.slots[self.device].cpus
-        if self.spec.plan.get("method") == "njobs":
-            wanted, have = self.plugin.njobs_slots(self.spec), len(self.plugin.slots)
-            if wanted > have:
-                raise pytest.skip.Exception(
-                    f"needs {wanted} device slots, this run has {have}", _use_item_location=True
-                )
-            launch = self.plugin.njobs_launch(self, cmd)
-            cmd, env = launch.argv, {**env, **launch.env}
-            # Every slot's cores (an xdist worker is pinned to its own); ranks split them.
-            cpus = tuple(sorted({c for slot in self.plugin.slots for c in slot.cpus}))
-        try:
-            outcome = run_child(
-                cmd, stream=stream, log=log, timeout=self.spec.max_duration,
-                cwd=self.config.rootpath, env=env, cpus=cpus,
-            )
-        finally:
-            barrier = self.plugin.barrier_for(self)
-            if barrier is not None:  # this replica no longer holds the others back
-                from pytest_dlbench.run import barrier as barriers
-
-                barriers.leave(*barrier)
-        self.user_properties.append(("dlbench_stream", str(stream)))
-        self.user_properties.append(("dlbench_status", outcome.status))
-        if outcome.status == "skipped":
+        launched = self.plugin.launcher.run(self.spec, self.device, self.repeat, self.nodeid)
+        outcome = launched.outcome
+        self.user_properties.append(("dlbench_stream", str(launched.stream)))
+        self.user_properties.append(("dlbench_status", str(outcome.status)))
+        if outcome.status is Status.SKIPPED:
             # Reported at the item's location, not at this line.
             raise pytest.skip.Exception(
                 outcome.reason or "skipped by the benchmark", _use_item_location=True
             )
         if not outcome.ok:
-            raise BenchFailure(outcome, log=log, tail=_tail(log))
+            raise BenchFailure(outcome, log=launched.log, tail=_tail(launched.log))
 
 
 class BrokenBench(_BenchNode, pytest.Item):
@@ -178,12 +148,12 @@ class BrokenBench(_BenchNode, pytest.Item):
         self.error = error
 
     def runtest(self) -> None:
-        run = self.plugin.start_run(self)
+        run = self.plugin.start_run(self.spec, self.device, self.repeat)
         try:
-            run.stream.write("end", status="fail", reason=self.error)
+            run.stream.write("end", status=Status.FAIL, reason=self.error)
         finally:
             run.close()
-        raise BenchFailure(Outcome("fail", self.error))
+        raise BenchFailure(Outcome(Status.FAIL, self.error))
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -213,7 +183,7 @@ class BenchFunction(_BenchNode, pytest.Function):
         return item
 
     def setup(self) -> None:
-        self.run = self.plugin.start_run(self)
+        self.run = self.plugin.start_run(self.spec, self.device, self.repeat)
         outcome, exc = execute(
             super().setup, self.run.stream, final=False, skip_types=_SKIP_TYPES
         )
@@ -247,10 +217,10 @@ class BenchFunction(_BenchNode, pytest.Function):
             self._fail(outcome, exc)
 
     def _fail(self, outcome: Outcome, exc: BaseException) -> None:
-        self.user_properties.append(("dlbench_status", outcome.status))
-        if outcome.status == "skipped":
+        self.user_properties.append(("dlbench_status", str(outcome.status)))
+        if outcome.status is Status.SKIPPED:
             raise exc
-        if outcome.status == "fail" and not isinstance(exc, DlbenchError):
+        if outcome.status is Status.FAIL and not isinstance(exc, DlbenchError):
             raise exc  # a plain error: pytest's own traceback is the most useful report
         raise BenchFailure(outcome) from exc
 

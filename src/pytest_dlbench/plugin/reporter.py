@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_dlbench.results import gate as exitcodes
+from pytest_dlbench.run.layout import stream_paths
 
 if TYPE_CHECKING:
-    from pytest_dlbench.plugin.session import BenchSession
+    from pytest_dlbench.plugin.controller import ControllerSession
 
 __all__ = ["BenchReporter"]
 
@@ -23,7 +24,7 @@ __all__ = ["BenchReporter"]
 class BenchReporter:
     PLUGIN_NAME = "dlbench-reporter"
 
-    def __init__(self, session_plugin: BenchSession) -> None:
+    def __init__(self, session_plugin: ControllerSession) -> None:
         self.plugin = session_plugin
         config = session_plugin.config
         self.config = config
@@ -77,13 +78,13 @@ class BenchReporter:
             pytest.exit(f"{message} (--bench-require-baseline)", exitcodes.BASELINE_MISSING)
 
     def _run_dir(self) -> Path | None:
-        run_dir = getattr(self.plugin, "_run_dir", None)
+        run_dir = self.plugin._run_dir  # None: nothing ran, so no folder was made
         return run_dir if run_dir is not None and run_dir.is_dir() else None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         run_dir = self._run_dir()
-        if run_dir is None or not any(run_dir.glob("*.data")):
+        if run_dir is None or not stream_paths(run_dir):
             return
         from pytest_dlbench.results.scoring import summarize_dir
 

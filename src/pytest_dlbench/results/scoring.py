@@ -6,18 +6,15 @@ geometric mean, made precise). Pure functions over stream records: no pytest, no
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.stream import StreamError, read_stream
+from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
 
 __all__ = [
     "BLOCKS",
@@ -34,8 +31,6 @@ __all__ = [
 #: Blocks of the steady-state window whose rates estimate a single run's noise (batch means).
 BLOCKS = 5
 
-MANIFEST = "manifest.json"
-_STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 
 Point = tuple[float, float]  # (time, value) of one observation
 
@@ -234,14 +229,6 @@ def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> t
     return tuple(out)
 
 
-def _parse_name(path: str | None) -> tuple[str, int, int | None]:
-    match = _STREAM_NAME.match(Path(path).name) if path else None
-    if not match:
-        return (Path(path).stem if path else "?"), 0, None
-    repeat = match["repeat"]
-    return match["bench"], int(match["device"]), int(repeat) if repeat is not None else None
-
-
 def run_from_records(
     records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
 ) -> RunResult:
@@ -250,7 +237,7 @@ def run_from_records(
 
     records = list(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None
-    bench, device, repeat = _parse_name(path_s)
+    bench, device, repeat = astuple(parse_stream_name(path_s))
     spec: Mapping[str, Any] = {}
     end: Mapping[str, Any] | None = None
     steady: list[Mapping[str, Any]] = []
@@ -389,22 +376,6 @@ def summarize_runs(
         run_dir=run_dir,
         suite=(manifest or {}).get("suite"),
     )
-
-
-def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
-    """``<run_dir>/manifest.json`` written when the run started, or None without one."""
-    path = Path(run_dir) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable manifest: {exc}") from exc
-    return data if isinstance(data, dict) else None
-
-
-def stream_paths(run_dir: str | PathLike[str]) -> list[Path]:
-    return sorted(p for p in Path(run_dir).glob("*.data") if p.is_file())
 
 
 def summarize_dir(run_dir: str | PathLike[str]) -> SuiteSummary:

@@ -1,5 +1,5 @@
-"""Running one benchmark: in this process (with a harness that records how it ended) or in a
-child process that may crash, hang or run out of memory without taking the suite down.
+"""Running one benchmark in a child process that may crash, hang or run out of memory without
+taking the suite down: the process is supervised here, and its stream always gets an ``end``.
 
 No pytest here: the plugin builds the child's command line and turns outcomes into reports.
 """
@@ -7,7 +7,6 @@ No pytest here: the plugin builds the child's command line and turns outcomes in
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
 import platform
 import signal
@@ -16,58 +15,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import StreamWriter, read_stream
+from pytest_dlbench.run.protocol import Env, Outcome, Status
 
-__all__ = [
-    "Outcome",
-    "STATUSES",
-    "classify_exception",
-    "execute",
-    "make_run_dir",
-    "machine_meta",
-    "run_child",
-    "stream_path",
-]
+__all__ = ["machine_meta", "run_child"]
 
-STATUSES = ("ok", "fail", "timeout", "oom", "crash", "nan", "skipped")
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: str
-    reason: str = ""
-    returncode: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> Path:
-    """``<base>/runs/<run-name>.<YYYYmmdd-HHMMSS>``, made unique if that second is taken."""
-    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    runs = Path(base) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    candidate = runs / f"{run_name}.{stamp}"
-    suffix = 1
-    while True:
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            suffix += 1
-            candidate = runs / f"{run_name}.{stamp}-{suffix}"
-
-
-def stream_path(run_dir: Path, bench: str, device: int, repeat: int | None = None) -> Path:
-    name = f"{bench}.D{device}" + (f".R{repeat}" if repeat is not None else "") + ".data"
-    return Path(run_dir) / name
 
 
 def machine_meta(device: Any = None) -> dict[str, Any]:
@@ -79,7 +36,7 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "cpu": platform.processor() or platform.machine(),
         "pid": os.getpid(),
         "time": time.time(),
-        "slot": os.environ.get("DLBENCH_SLOT"),
+        "slot": os.environ.get(Env.SLOT),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
     }
@@ -93,70 +50,6 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         else:
             meta["device_name"] = meta["cpu"]
     return meta
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    torch = sys.modules.get("torch")
-    oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch else None
-    if oom_type is not None and isinstance(exc, oom_type):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def classify_exception(exc: BaseException) -> Outcome:
-    from pytest_dlbench.measure.bench import NonFiniteLoss
-    from pytest_dlbench.results.validation import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return Outcome("fail", str(exc))
-    if isinstance(exc, NonFiniteLoss):
-        return Outcome("nan", _one_line(exc))
-    if isinstance(exc, SystemExit):
-        # argparse exits with status 2 on a bad argument; its message is in the output.
-        return Outcome("fail", f"the benchmark exited with status {exc.code} "
-                               "(an argument error? see its output)")
-    if _is_oom(exc):
-        return Outcome("oom", f"out of memory: {_one_line(exc)}")
-    return Outcome("fail", _one_line(exc))
-
-
-def execute(
-    call: Callable[[], Any],
-    stream: StreamWriter,
-    *,
-    final: bool = True,
-    skip_types: tuple[type[BaseException], ...] = (),
-) -> tuple[Outcome, BaseException | None]:
-    """Run ``call``; on failure write the ``end`` record and return the exception (not raised,
-    so the caller decides how to report it). With ``final``, success writes ``end`` too.
-    ``skip_types`` end the run as ``skipped`` (a benchmark that cannot run here, e.g. no GPU).
-    KeyboardInterrupt is recorded, then re-raised."""
-    try:
-        call()
-    except KeyboardInterrupt:
-        stream.write("end", status="fail", reason="interrupted", time=time.time())
-        raise
-    except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported
-        if isinstance(exc, skip_types):
-            outcome = Outcome("skipped", str(getattr(exc, "msg", "") or exc))
-        else:
-            outcome = classify_exception(exc)
-        stream.write("end", status=outcome.status, reason=outcome.reason, time=time.time())
-        return outcome, exc
-    if final:
-        stream.write("end", status="ok", reason="", time=time.time())
-    return Outcome("ok"), None
 
 
 def _signal_name(number: int) -> str:
@@ -239,24 +132,24 @@ def run_child(
         except KeyboardInterrupt:
             _kill_group(proc, grace=1.0)
             with StreamWriter(stream) as writer:
-                writer.write("end", status="fail", reason="interrupted", time=time.time())
+                writer.write("end", status=Status.FAIL, reason="interrupted", time=time.time())
             raise
     end = _last_end(stream)
     if timed_out:
-        outcome = Outcome("timeout", f"timeout: ran past max_duration ({timeout:g} s)", returncode)
+        outcome = Outcome(Status.TIMEOUT, f"timeout: ran past max_duration ({timeout:g} s)", returncode)
     elif end is not None:
-        return Outcome(end.get("status", "fail"), end.get("reason", ""), returncode)
+        return Outcome(Status.parse(end.get("status")), str(end.get("reason") or ""), returncode)
     elif returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         if -returncode == signal.SIGKILL:
             outcome = Outcome(
-                "oom", f"killed by {name} (most likely the out-of-memory killer)", returncode
+                Status.OOM, f"killed by {name} (most likely the out-of-memory killer)", returncode
             )
         else:
-            outcome = Outcome("crash", f"crash: killed by {name}", returncode)
+            outcome = Outcome(Status.CRASH, f"crash: killed by {name}", returncode)
     else:
         outcome = Outcome(
-            "crash", f"crash: exited with status {returncode} before finishing", returncode
+            Status.CRASH, f"crash: exited with status {returncode} before finishing", returncode
         )
     with StreamWriter(stream) as writer:
         writer.write("end", status=outcome.status, reason=outcome.reason, time=time.time(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,23 @@ class BenchSpec:
     units: str | None = None
     args: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_njobs(self) -> bool:
+        """One job over all device slots, launched with torchrun (seed 000, "Execution Plan")."""
+        return self.plan.get("method") == "njobs"
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as plain JSON; :meth:`from_json` gives an equal spec back (the parent
+        hands this to the child process that runs the benchmark)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchSpec:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for name in ("tags", "args"):
+            values[name] = tuple(values.get(name) or ())
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolver's JSON view: every merged key, then the normalised fields over them."""

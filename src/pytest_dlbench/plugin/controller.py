@@ -1,0 +1,109 @@
+"""The controller: the pytest process the user started.
+
+It plans the device slots (and maps xdist workers onto them), makes the run directory, writes
+the manifest of what the run set out to measure, runs items itself or hands them to workers,
+and registers the reporter that scores the run at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_dlbench.plugin.launcher import Launcher
+from pytest_dlbench.plugin.session import BenchSession
+from pytest_dlbench.run import layout
+from pytest_dlbench.run.devices import Slot, plan_slots
+
+__all__ = ["ControllerSession"]
+
+
+class ControllerSession(BenchSession):
+    role = "controller"
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> ControllerSession:
+        session = super().from_config(config)
+        assert isinstance(session, ControllerSession)
+        barrier = session._map_workers_to_slots()
+        session.launcher = Launcher(session, barrier)
+        from pytest_dlbench.plugin.reporter import BenchReporter
+
+        config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
+        return session
+
+    def plan_slots(self) -> list[Slot]:
+        return plan_slots(workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot)
+
+    def make_run_dir(self) -> Path:
+        return layout.make_run_dir(self.options.base, self.run_name)
+
+    def _workers(self) -> int | None:
+        """xdist workers of this run (None: not distributed). ``-n auto`` is already a number."""
+        option = self.config.option
+        if not getattr(option, "numprocesses", None) or getattr(option, "dist", "no") == "no":
+            return None
+        return int(option.numprocesses)
+
+    def _map_workers_to_slots(self) -> str | None:
+        """Worker k sees only slot k's GPU (and cores) from its first instruction: the variables
+        are in the environment xdist starts it with, before anything can import torch. Returns
+        the address of the replicas' start barrier, when there are several workers."""
+        option = self.config.option
+        if self._workers() is None or any(tx != "popen" for tx in option.tx):
+            return None  # not distributed, or the user wrote --tx specs: theirs to decide
+        option.tx = [
+            "popen" + "".join(f"//env:{k}={v}" for k, v in slot.env().items() if "," not in v)
+            for slot in self.slots
+        ]
+        if len(self.slots) < 2:
+            return None
+        from pytest_dlbench.run.barrier import BarrierServer
+
+        self._barrier_server = BarrierServer()
+        return self._barrier_server.address
+
+    # -- the manifest: what this run set out to measure ----------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.config.option.collectonly and session.items:
+            self._write_manifest(s for item in session.items if (s := getattr(item, "spec", None)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: Sequence[str]) -> None:
+        # Under xdist the controller does not collect; the workers report the selected ids.
+        if getattr(self, "_manifest_written", False):
+            return
+        names = {parsed.bench for i in ids if (parsed := layout.parse_item_id(i))}
+        self._write_manifest(
+            spec for suite in self.suites for spec in suite.specs if spec.name in names
+        )
+
+    def _write_manifest(self, specs: object) -> None:
+        layout.write_manifest(self.run_dir(), self.run_name, specs)  # type: ignore[arg-type]
+        self._manifest_written = True
+
+    # -- xdist ----------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: object) -> None:
+        worker_input = node.workerinput  # type: ignore[attr-defined]
+        worker_input["dlbench_run_dir"] = str(self.run_dir())
+        worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
+        if self.launcher.barrier_address:
+            worker_input["dlbench_barrier"] = self.launcher.barrier_address
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
+        from pytest_dlbench.plugin.xdist import WaveScheduling
+
+        return WaveScheduling(config, log)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        server = getattr(self, "_barrier_server", None)
+        if server is not None:
+            server.close()
+

@@ -1,0 +1,43 @@
+"""An xdist worker: pinned to one device slot, it runs the items the controller sends it.
+
+The slots, the run directory and the start barrier's address come from the controller in
+``workerinput``; the worker's own slot index is in its environment from its first instruction
+(:meth:`~.controller.ControllerSession._map_workers_to_slots`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_dlbench.plugin.launcher import Launcher
+from pytest_dlbench.plugin.session import BenchSession
+from pytest_dlbench.run.devices import Slot, pin_to_slot
+from pytest_dlbench.run.protocol import Env
+
+__all__ = ["WorkerSession"]
+
+
+class WorkerSession(BenchSession):
+    role = "worker"
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> WorkerSession:
+        session = super().from_config(config)
+        assert isinstance(session, WorkerSession)
+        worker_input = config.workerinput  # type: ignore[attr-defined]
+        session.launcher = Launcher(session, worker_input.get("dlbench_barrier"))
+        own = os.environ.get(Env.SLOT)
+        if own is not None:
+            pin_to_slot(session.slots[int(own)])
+        return session
+
+    def plan_slots(self) -> list[Slot]:
+        given = self.config.workerinput["dlbench_slots"]  # type: ignore[attr-defined]
+        return [Slot.from_dict(d) for d in json.loads(given)]
+
+    def make_run_dir(self) -> Path:
+        return Path(self.config.workerinput["dlbench_run_dir"])  # type: ignore[attr-defined]

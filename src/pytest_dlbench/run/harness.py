@@ -1,0 +1,185 @@
+"""Running one benchmark in this process: its run context, and a harness that records how it
+ended in the stream, whatever happens (an exception, a NaN loss, an OOM, Ctrl-C).
+
+Used by the child process of a benchmark (and by ``--bench-isolation=inline``, and by the
+``bench`` fixture of an ordinary test). No pytest here: the plugin turns outcomes into reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_dlbench.measure.stream import Stream
+from pytest_dlbench.run.child import machine_meta
+from pytest_dlbench.run.protocol import Env, Outcome, Status
+from pytest_dlbench.suite import BenchSpec
+
+__all__ = ["RunContext", "classify_exception", "execute", "start_run"]
+
+
+@dataclass
+class RunContext:
+    spec: BenchSpec
+    device_index: int
+    repeat: int | None
+    path: Path
+    stream: Stream
+    args: list[str]
+    data_dir: Path
+    run_name: str
+    items_scale: int = 1  # an njobs job's world size: its reporting rank counts for all
+    bench: Any = None
+    outcome: Outcome | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def make_bench(self, device: Any) -> Any:
+        """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
+        from pytest_dlbench.measure.bench import Bench
+
+        self.stream.write("meta", **machine_meta(device))
+        self.bench = Bench(
+            name=self.spec.name,
+            args=list(self.args),
+            device=device,
+            stream=self.stream,
+            skip=self.spec.skip,
+            stop=self.spec.stop,
+            data_dir=self.data_dir,
+            units=self.spec.units or "items/s",
+            items_scale=self.items_scale,
+            start_barrier=self._start_barrier(),
+        )
+        return self.bench
+
+    def _start_barrier(self) -> Callable[[], dict[str, Any]] | None:
+        """The replicas' start barrier, when the parent set one up (per_gpu under xdist)."""
+        address = os.environ.get(Env.BARRIER)
+        key = os.environ.get(Env.BARRIER_KEY)
+        parties = int(os.environ.get(Env.BARRIER_PARTIES, "0") or 0)
+        if not address or not key or parties < 2:
+            return None
+        from pytest_dlbench.run import barrier
+
+        timeout = min(self.spec.max_duration, 300.0)
+        return lambda: barrier.wait(address, key, parties, timeout=timeout)
+
+    def finish_bench(self) -> None:
+        if self.bench is not None:
+            self.bench.close()
+
+    def close(self) -> None:
+        if self.bench is not None:
+            # Already closed on the normal path; after a failure the last window may not be
+            # readable (that is why the run failed), and the end record is already written.
+            with contextlib.suppress(Exception):
+                self.bench.close()
+        self.stream.close()
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    torch = sys.modules.get("torch")
+    oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch else None
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def classify_exception(exc: BaseException) -> Outcome:
+    from pytest_dlbench.measure.bench import NonFiniteLoss
+    from pytest_dlbench.results.validation import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return Outcome(Status.FAIL, str(exc))
+    if isinstance(exc, NonFiniteLoss):
+        return Outcome(Status.NAN, _one_line(exc))
+    if isinstance(exc, SystemExit):
+        # argparse exits with status 2 on a bad argument; its message is in the output.
+        return Outcome(Status.FAIL, f"the benchmark exited with status {exc.code} "
+                               "(an argument error? see its output)")
+    if _is_oom(exc):
+        return Outcome(Status.OOM, f"out of memory: {_one_line(exc)}")
+    return Outcome(Status.FAIL, _one_line(exc))
+
+
+def execute(
+    call: Callable[[], Any],
+    stream: Stream,
+    *,
+    final: bool = True,
+    skip_types: tuple[type[BaseException], ...] = (),
+) -> tuple[Outcome, BaseException | None]:
+    """Run ``call``; on failure write the ``end`` record and return the exception (not raised,
+    so the caller decides how to report it). With ``final``, success writes ``end`` too.
+    ``skip_types`` end the run as ``skipped`` (a benchmark that cannot run here, e.g. no GPU).
+    KeyboardInterrupt is recorded, then re-raised."""
+    try:
+        call()
+    except KeyboardInterrupt:
+        stream.write("end", status=Status.FAIL, reason="interrupted", time=time.time())
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported
+        if isinstance(exc, skip_types):
+            outcome = Outcome(Status.SKIPPED, str(getattr(exc, "msg", "") or exc))
+        else:
+            outcome = classify_exception(exc)
+        stream.write("end", status=outcome.status, reason=outcome.reason, time=time.time())
+        return outcome, exc
+    if final:
+        stream.write("end", status=Status.OK, reason="", time=time.time())
+    return Outcome(Status.OK), None
+
+
+
+
+def start_run(
+    spec: BenchSpec,
+    *,
+    device: int,
+    repeat: int | None,
+    path: Path,
+    data_dir: Path,
+    run_name: str,
+    system: Any,
+) -> RunContext:
+    """Open a benchmark run's stream in this process, write its ``config`` record and fill the
+    launch-time placeholders of its arguments. In an njobs rank only the reporting rank writes
+    (docs/multinode.md); the others get a stream that keeps nothing."""
+    from pytest_dlbench.run.devices import placeholder_context
+    from pytest_dlbench.run.launch.rank import RankInfo, open_rank_stream
+    from pytest_dlbench.suite import fill_all
+
+    context = placeholder_context(
+        system=system, run_name=run_name, bench_name=spec.name, data_dir=data_dir
+    )
+    rank = RankInfo.from_env()
+    stream = open_rank_stream(path, rank)
+    stream.write("config", spec=spec.to_dict(), device=device, repeat=repeat, **rank.describe())
+    return RunContext(
+        spec=spec,
+        device_index=device,
+        repeat=repeat,
+        path=path,
+        stream=stream,
+        args=fill_all(spec.args, context),
+        data_dir=data_dir,
+        run_name=run_name,
+        items_scale=rank.items_scale,
+    )

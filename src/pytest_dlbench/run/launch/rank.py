@@ -1,0 +1,213 @@
+"""Inside an njobs rank (torch imported lazily): who this rank is, its device, its group.
+
+:class:`RankInfo` reads torchrun's environment, :func:`rank_device` picks and pins the rank's
+device, :func:`init_process_group` makes the group, and :func:`open_rank_stream` gives the
+reporting rank the run stream and the others a :class:`~pytest_dlbench.measure.stream.NullStream`.
+
+The reporting rank is local rank 0 of the main node (``DLBENCH_NODE_ROLE=main``, set by the
+launchers), else global rank 0. Not always global rank 0: c10d numbers the nodes by sorting
+their addresses, so rank 0 may live on another node, whose disk the parent never reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.measure.stream import NullStream, Stream, StreamWriter
+from pytest_dlbench.run.protocol import Env
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "RankInfo",
+    "cpu_share",
+    "destroy_process_group",
+    "init_process_group",
+    "open_rank_stream",
+    "pin_cpu_share",
+    "rank_device",
+]
+
+#: Default timeout of a collective (a peer that died or never came).
+PG_TIMEOUT_S = 300.0
+
+
+# -- inside a rank (torch imported lazily) -----------------------------------------------------
+
+
+def _int(env: Mapping[str, str], key: str, default: int) -> int:
+    value = env.get(key)
+    return int(value) if value not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a torchrun job, from torchrun's environment."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+    nnodes: int = 1
+    master_addr: str | None = None
+    master_port: int | None = None
+    run_id: str | None = None
+    role: str | None = None
+    launched: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RankInfo:
+        env = os.environ if env is None else env
+        launched = "RANK" in env and "WORLD_SIZE" in env
+        if not launched:
+            return cls(role=env.get(Env.NODE_ROLE) or None)
+        world = _int(env, "WORLD_SIZE", 1)
+        local_world = _int(env, "LOCAL_WORLD_SIZE", world)
+        return cls(
+            rank=_int(env, "RANK", 0),
+            local_rank=_int(env, "LOCAL_RANK", 0),
+            world_size=world,
+            local_world_size=local_world,
+            node_rank=_int(env, "GROUP_RANK", 0),
+            nnodes=_int(env, "GROUP_WORLD_SIZE", max(1, world // max(1, local_world))),
+            master_addr=env.get("MASTER_ADDR"),
+            master_port=_int(env, "MASTER_PORT", 0) or None,
+            run_id=env.get("TORCHELASTIC_RUN_ID"),
+            role=env.get(Env.NODE_ROLE) or None,
+            launched=True,
+        )
+
+    @property
+    def is_distributed(self) -> bool:
+        """Started by torchrun (even with one rank): the rank needs a process group."""
+        return self.launched
+
+    @property
+    def is_main(self) -> bool:
+        """The rank that writes the run stream (see the module's docstring)."""
+        if not self.launched:
+            return True
+        if self.role is not None:
+            return self.role == "main" and self.local_rank == 0
+        return self.rank == 0
+
+    @property
+    def items_scale(self) -> int:
+        """Items per step of the job over those of one rank (ranks step together)."""
+        return self.world_size if self.launched else 1
+
+    def describe(self) -> dict[str, Any]:
+        """Fields for the ``config`` record: empty outside torchrun."""
+        if not self.launched:
+            return {}
+        return {"distributed": {"world_size": self.world_size, "nnodes": self.nnodes,
+                                "nproc_per_node": self.local_world_size, "rank": self.rank}}
+
+
+def open_rank_stream(path: str | Path, rank: RankInfo | None = None) -> Stream:
+    """The run stream on the reporting rank; a :class:`NullStream` on every other rank.
+
+    Other ranks write nothing: in DDP every step ends in an all-reduce, so all ranks' step times
+    agree and one rank's stream, scaled by the world size, is the job's throughput (seed 002,
+    "Timing Distributed Training"). Per-rank files would be picked up as benchmarks of their
+    own by ``*.data`` readers, and on other nodes they land on disks the parent never reads.
+    """
+    rank = RankInfo.from_env() if rank is None else rank
+    return StreamWriter(path) if rank.is_main else NullStream()
+
+
+def cpu_share(index: int, count: int, allowed: Sequence[int]) -> list[int]:
+    """Cores of slot ``index`` out of ``count``: ``[index*c, (index+1)*c)`` of ``allowed``
+    (sorted), ``c = len(allowed) // count``. With more slots than cores, one core each,
+    round-robin."""
+    cores = sorted(allowed)
+    if not cores or count < 1 or not 0 <= index < count:
+        raise ValueError(f"no cores for slot {index} of {count} among {cores}")
+    per = len(cores) // count
+    if per == 0:
+        return [cores[index % len(cores)]]
+    return cores[index * per : (index + 1) * per]
+
+
+def pin_cpu_share(index: int, count: int) -> list[int]:
+    """Pin this process (all its threads) to its share of the allowed cores and size torch's
+    thread pool to it. Returns the cores; ``[]`` where affinity is not supported."""
+    import torch
+
+    try:
+        allowed = os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return []
+    cores = cpu_share(index, count, list(allowed))
+    # sched_setaffinity(0) pins the calling thread only; threads already running (gloo, OpenMP,
+    # pytest's) keep the old mask unless each is set. New threads inherit the caller's mask.
+    tasks = Path("/proc/self/task")
+    tids = [int(t) for t in os.listdir(tasks)] if tasks.is_dir() else [0]
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cores)
+    torch.set_num_threads(len(cores))
+    return cores
+
+
+@functools.lru_cache(maxsize=1)
+def _rank_device(rank: RankInfo) -> torch.device:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        if not rank.launched:
+            return torch.device("cuda", torch.cuda.current_device())
+        # torchrun leaves every GPU visible to every rank: the local rank picks one.
+        index = rank.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    if rank.launched:
+        pin_cpu_share(rank.local_rank, rank.local_world_size)
+    return torch.device("cpu")
+
+
+def rank_device(rank: RankInfo | None = None) -> torch.device:
+    """This process's device: ``cuda:LOCAL_RANK`` under torchrun with GPUs, the current GPU
+    outside torchrun, else the CPU (under torchrun pinned to the rank's share of the cores).
+    Computed once per process."""
+    return _rank_device(RankInfo.from_env() if rank is None else rank)
+
+
+def init_process_group(device: Any, *, timeout_s: float | None = None) -> Any:
+    """The default process group from torchrun's environment: ``nccl`` for a CUDA device,
+    ``gloo`` otherwise. Returns the group (``WORLD``); reuses one already initialised."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return dist.group.WORLD
+    device = torch.device(device)
+    timeout = datetime.timedelta(
+        seconds=timeout_s if timeout_s is not None
+        else float(os.environ.get(Env.PG_TIMEOUT_S, PG_TIMEOUT_S))
+    )
+    if device.type == "cuda":
+        # device_id binds the group to this rank's GPU: NCCL connects now, not in the first
+        # timed step, and the barrier at teardown knows its device.
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+    return dist.group.WORLD
+
+
+def destroy_process_group() -> None:
+    """Destroy the default group if there is one (idempotent)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,70 @@
+"""What the processes of a run tell each other: ``DLBENCH_*`` variables and run statuses.
+
+The controller (the pytest process a user started), its xdist workers, the child process that
+runs one benchmark and the torchrun ranks of an njobs job talk through the environment and the
+run stream. Every variable is named here; every status a run can end with is a :class:`Status`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Env", "Outcome", "Status"]
+
+
+class Env:
+    """Names of the environment variables pytest-dlbench sets or reads."""
+
+    #: Results directory when ``--bench-base`` is not given (user-set).
+    BASE = "DLBENCH_BASE"
+    #: The device slots of the run (JSON list), so a child numbers items as its parent did.
+    SLOTS = "DLBENCH_SLOTS"
+    #: This process's slot index (set on an xdist worker and its children).
+    SLOT = "DLBENCH_SLOT"
+    #: The cores of this process's slot (comma list), when its slot has a subset of them.
+    CPUS = "DLBENCH_CPUS"
+    #: The start barrier of per_gpu replicas: ``host:port``, the wave's key, how many join.
+    BARRIER = "DLBENCH_BARRIER"
+    BARRIER_KEY = "DLBENCH_BARRIER_KEY"
+    BARRIER_PARTIES = "DLBENCH_BARRIER_PARTIES"
+    #: ``main`` on the node whose local rank 0 writes an njobs job's stream.
+    NODE_ROLE = "DLBENCH_NODE_ROLE"
+    #: Seconds torch.distributed waits for a peer before failing (user-set).
+    PG_TIMEOUT_S = "DLBENCH_PG_TIMEOUT_S"
+
+
+class Status(str, enum.Enum):
+    """How a run of a benchmark ended (the ``status`` of its ``end`` record)."""
+
+    OK = "ok"
+    FAIL = "fail"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    CRASH = "crash"
+    NAN = "nan"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:  # f-strings and reports print the value, not "Status.OK"
+        return self.value
+
+    @classmethod
+    def parse(cls, value: object) -> Status:
+        """A status read back from a stream; anything unknown is a failure."""
+        try:
+            return cls(str(value))
+        except ValueError:
+            return cls.FAIL
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run ended, as the parent or the harness saw it."""
+
+    status: Status
+    reason: str = ""
+    returncode: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
