@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream
 from pytest_dlbench.measure.timing import CpuBackend, Timer
-from pytest_dlbench.results.compare import ALPHA, REGRESSED, TOLERANCE, compare
+from pytest_dlbench.results.compare import REGRESSED, compare
+from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.scoring import RunResult, run_from_records, summarize_runs
 
 TARGETS = {10: 0.95, 5: 0.80}  # slowdown % -> minimum detection rate

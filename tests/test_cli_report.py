@@ -9,7 +9,7 @@ import pytest
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results import gate as exitcodes
+from pytest_dlbench.results import gate
 
 QUIET = (0.001, -0.001, 0.0005, -0.0005, 0.0)
 
@@ -29,7 +29,7 @@ def _columns(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_report_prints_table_and_score(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["report", str(make_run(tmp_path / "run"))]) == exitcodes.OK
+    assert main(["report", str(make_run(tmp_path / "run"))]) == gate.OK
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["bench", "fail", "n"]
     assert "resnet" in out and "score: " in out and "failure rate: 0.0%" in out
@@ -37,27 +37,27 @@ def test_report_prints_table_and_score(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_report_quiet_and_price(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = make_run(tmp_path / "run")
-    assert main(["report", str(run), "-q", "--price", "$1,000"]) == exitcodes.OK
+    assert main(["report", str(run), "-q", "--price", "$1,000"]) == gate.OK
     out = capsys.readouterr().out.strip()
     assert out.startswith("score: ") and "price/score: " in out and "\n" not in out
 
 
 def test_report_verbose_shows_devices(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["report", str(make_run(tmp_path / "run")), "-v"]) == exitcodes.OK
+    assert main(["report", str(make_run(tmp_path / "run")), "-v"]) == gate.OK
     out = capsys.readouterr().out
     assert "per device" in out and "devices vs the median device" in out
 
 
 def test_failed_benchmark_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = make_run(tmp_path / "run", crash=True)
-    assert main(["report", str(run)]) == exitcodes.BENCH_FAILED
+    assert main(["report", str(run)]) == gate.BENCH_FAILED
     assert "failed resnet[D0-R9]: crash: killed by SIGSEGV" in capsys.readouterr().out
 
 
 def test_weighted_benchmark_not_run_exits_1(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run")
     write_manifest(run, {"resnet": {}, "bert": {}, "vit": {"weight": 2.0}})
-    assert main(["report", str(run)]) == exitcodes.BENCH_FAILED
+    assert main(["report", str(run)]) == gate.BENCH_FAILED
 
 
 def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -71,7 +71,7 @@ def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
 
     # 10 % slower with 0.1 % noise: regressed, exit 6.
     slow = make_run(tmp_path / "c", rate=90.0)
-    assert main(["report", str(slow), "--compare", str(base)]) == exitcodes.REGRESSED
+    assert main(["report", str(slow), "--compare", str(base)]) == gate.REGRESSED
     out = capsys.readouterr().out
     assert "regressed" in out
 
@@ -90,7 +90,7 @@ def test_failure_wins_over_regression(tmp_path: Path) -> None:
 def test_missing_baseline_exits_7(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = make_run(tmp_path / "run")
     status = main(["report", str(run), "--compare", str(tmp_path / "none.json")])
-    assert status == exitcodes.BASELINE_MISSING
+    assert status == gate.BASELINE_MISSING
     captured = capsys.readouterr()
     assert "score: " in captured.out  # the report is still printed
     assert "none.json" in captured.err and len(captured.err.strip().splitlines()) == 1
@@ -103,7 +103,7 @@ def test_corrupt_or_foreign_baseline_exits_4(
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     status = main(["report", str(make_run(tmp_path / "run")), "--compare", str(bad)])
-    assert status == exitcodes.USAGE_ERROR
+    assert status == gate.USAGE_ERROR
     err = capsys.readouterr().err.strip()
     assert err.startswith("dlbench: error: ") and str(bad) in err and "\n" not in err
 
@@ -114,13 +114,13 @@ def test_corrupt_or_foreign_baseline_exits_4(
      ["--no-such-option"]],
 )
 def test_bad_options_exit_4(tmp_path: Path, argv: list[str]) -> None:
-    assert main(["report", str(make_run(tmp_path / "run")), *argv]) == exitcodes.USAGE_ERROR
+    assert main(["report", str(make_run(tmp_path / "run")), *argv]) == gate.USAGE_ERROR
 
 
 def test_not_a_run_directory_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["report", str(tmp_path / "nope")]) == exitcodes.USAGE_ERROR
+    assert main(["report", str(tmp_path / "nope")]) == gate.USAGE_ERROR
     (tmp_path / "empty").mkdir()
-    assert main(["report", str(tmp_path / "empty")]) == exitcodes.USAGE_ERROR
+    assert main(["report", str(tmp_path / "empty")]) == gate.USAGE_ERROR
     assert "no run streams" in capsys.readouterr().err
 
 
@@ -177,12 +177,12 @@ def test_compare_command(summaries: dict[str, Path], capsys: pytest.CaptureFixtu
 
 def test_compare_command_errors(summaries: dict[str, Path], tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.json")
-    assert main(["compare", missing, str(summaries["same"])]) == exitcodes.BASELINE_MISSING
-    assert main(["compare", str(summaries["base"]), missing]) == exitcodes.USAGE_ERROR
+    assert main(["compare", missing, str(summaries["same"])]) == gate.BASELINE_MISSING
+    assert main(["compare", str(summaries["base"]), missing]) == gate.USAGE_ERROR
     foreign = tmp_path / "foreign.json"
     foreign.write_text("[]")
-    assert main(["compare", str(foreign), str(summaries["same"])]) == exitcodes.USAGE_ERROR
-    assert main(["compare", str(summaries["base"])]) == exitcodes.USAGE_ERROR  # one file only
+    assert main(["compare", str(foreign), str(summaries["same"])]) == gate.USAGE_ERROR
+    assert main(["compare", str(summaries["base"])]) == gate.USAGE_ERROR  # one file only
 
 
 def test_resolve_keeps_its_own_statuses() -> None:

@@ -10,18 +10,16 @@ from _runs import steady_at, write_run
 
 from pytest_dlbench.results.baseline import load_summary, save_summary
 from pytest_dlbench.results.compare import (
-    ALPHA,
     FAILED,
     IMPROVED,
     INCOMPARABLE,
     REGRESSED,
-    TOLERANCE,
     UNCHANGED,
     combined_p,
     compare,
-    parse_tolerance,
     welch_p,
 )
+from pytest_dlbench.results.gate import ALPHA, TOLERANCE, parse_tolerance
 from pytest_dlbench.results.scoring import SuiteSummary, summarize_dir
 
 NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs

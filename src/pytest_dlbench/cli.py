@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.options import SUITE_OPTIONS
-from pytest_dlbench.results import gate as exitcodes
+from pytest_dlbench.options import REPORT_OPTIONS, SUITE_OPTIONS
+from pytest_dlbench.results import gate
 
 __all__ = ["main"]
 
@@ -68,35 +68,6 @@ def _error(message: str) -> None:
     print(f"dlbench: error: {message}", file=sys.stderr)
 
 
-def _tolerance(text: str) -> float:
-    from pytest_dlbench.results.compare import parse_tolerance
-
-    try:
-        return parse_tolerance(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"alpha must be a number in (0, 1), got {text!r}")
-    return value
-
-
-def _price(text: str) -> float:
-    try:
-        value = float(text.lstrip("$").replace(",", ""))
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"price must be a positive number of dollars: {text!r}")
-    return value
-
-
 def _width() -> int:
     return shutil.get_terminal_size((100, 24)).columns  # honours $COLUMNS
 
@@ -107,32 +78,29 @@ def _verbosity(args: argparse.Namespace) -> int:
 
 def _load_baseline(path: str) -> tuple[Any, int]:
     """(summary dict, 0) or (None, exit status) after printing the one-line error."""
-    from pytest_dlbench.results.baseline import BaselineMissing, load_summary
-
-    try:
-        return load_summary(path), exitcodes.OK
-    except BaselineMissing as exc:
-        _error(f"{exc} (a baseline is required: save one with --save)")
-        return None, exitcodes.BASELINE_MISSING
-    except DlbenchError as exc:
-        _error(str(exc))
-        return None, exitcodes.USAGE_ERROR
+    loaded = gate.load_baseline(path)
+    if loaded.status == gate.BASELINE_MISSING:
+        _error(f"{loaded.message} (a baseline is required: save one with --save)")
+    elif loaded.status:
+        _error(loaded.message)
+    return loaded.summary, loaded.status
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_summary
     from pytest_dlbench.results.compare import compare
-    from pytest_dlbench.results.scoring import read_manifest, stream_paths, summarize_dir
+    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.run.layout import read_manifest, stream_paths
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         _error(f"{run_dir}: not a run directory")
-        return exitcodes.USAGE_ERROR
+        return gate.USAGE_ERROR
     if not stream_paths(run_dir) and read_manifest(run_dir) is None:
         _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
-        return exitcodes.USAGE_ERROR
+        return gate.USAGE_ERROR
     summary = summarize_dir(run_dir)
-    comparison, status = None, exitcodes.OK
+    comparison, status = None, gate.OK
     if args.compare:
         baseline, status = _load_baseline(args.compare)
         if baseline is not None:
@@ -144,20 +112,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
                   export=args.export, price=args.price)
-    return _status(status, failed=summary.failed, comparison=comparison)
-
-
-def _status(status: int, *, failed: bool, comparison: Any) -> int:
-    """Bad input first, then failures (never hide one behind 'no baseline'), then the gate."""
-    if status == exitcodes.USAGE_ERROR:
-        return status
-    if failed:
-        return exitcodes.BENCH_FAILED
-    if status:
-        return status
-    if comparison is not None and comparison.regressed:
-        return exitcodes.REGRESSED
-    return exitcodes.OK
+    return gate.final_status(failed=summary.failed, comparison=comparison,
+                             baseline_status=status)
 
 
 def _summary_failed(data: dict[str, Any]) -> bool:
@@ -178,23 +134,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         current = load_summary(args.current)
     except DlbenchError as exc:  # the current file missing is bad input, not "no baseline"
         _error(str(exc))
-        return exitcodes.USAGE_ERROR
+        return gate.USAGE_ERROR
     comparison = compare(current, baseline, tolerance=args.tolerance, alpha=args.alpha)
     print(render_comparison(comparison, verbosity=_verbosity(args), width=_width()))
-    return _status(exitcodes.OK, failed=_summary_failed(current), comparison=comparison)
+    return gate.final_status(failed=_summary_failed(current), comparison=comparison)
 
 
-def _add_gate_options(parser: argparse.ArgumentParser) -> None:
-    from pytest_dlbench.results.compare import ALPHA, TOLERANCE
-
-    parser.add_argument(
-        "--tolerance", type=_tolerance, default=TOLERANCE, metavar="PCT",
-        help=f"smallest change that counts, as 5%% or 0.05 (default {100 * TOLERANCE:g}%%)",
-    )
-    parser.add_argument(
-        "--alpha", type=_alpha, default=ALPHA,
-        help=f"significance level of the one-sided test (default {ALPHA:g})",
-    )
+def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The report and gate options of the pytest run (``--bench-NAME``) as ``--NAME``."""
+    for option in REPORT_OPTIONS:
+        if option.cli and (not names or option.name in names):
+            parser.add_argument(option.cli_flag, dest=option.dest, **option.kwargs)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail")
     parser.add_argument("-q", "--quiet", action="count", default=0, help="the score line only")
 
@@ -206,13 +156,7 @@ def _add_result_commands(commands: Any) -> None:
                "the baseline, 7 the baseline file does not exist",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
-    report.add_argument("--compare", metavar="BASELINE.json", help="compare with a summary")
-    report.add_argument("--html", metavar="FILE", help="write the HTML report")
-    report.add_argument("--save", metavar="FILE", help="save the JSON summary (a baseline)")
-    report.add_argument("--export", metavar="FILE",
-                        help="write github-action-benchmark JSON (customBiggerIsBetter)")
-    report.add_argument("--price", type=_price, metavar="DOLLARS", help="show price/score")
-    _add_gate_options(report)
+    _add_report_options(report)
     report.set_defaults(handler=_cmd_report)
 
     cmp = commands.add_parser(
@@ -222,7 +166,7 @@ def _add_result_commands(commands: Any) -> None:
     )
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
-    _add_gate_options(cmp)
+    _add_report_options(cmp, "tolerance", "alpha")
     cmp.set_defaults(handler=_cmd_compare)
 
 
@@ -255,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         # argparse exits 2 on a bad option; report/compare say 4 (usage), as pytest does.
         if exc.code == 2 and _command(argv) in _RESULT_COMMANDS:
-            return exitcodes.USAGE_ERROR
+            return gate.USAGE_ERROR
         raise
     try:
         return args.handler(args)

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS", "results_base"]
+from pytest_dlbench.results import gate
+from pytest_dlbench.run.protocol import Env
+
+__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS", "ReportOption", "results_base"]
 
 
 def results_base(config: Any) -> Path:
     """``--bench-base``, else ``$DLBENCH_BASE``, else ``.dlbench``; relative to where pytest was
     started (a pytest ``Config``)."""
     base = Path(
-        config.getoption("bench_base") or os.environ.get("DLBENCH_BASE") or ".dlbench"
+        config.getoption("bench_base") or os.environ.get(Env.BASE) or ".dlbench"
     )
     return base if base.is_absolute() else Path(config.invocation_params.dir) / base
 
@@ -98,47 +102,51 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ),
 ]
 
-REPORT_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    (
-        "--bench-save",
-        dict(metavar="PATH", default=None, help="write the run's JSON summary (a baseline)"),
-    ),
-    (
-        "--bench-compare",
-        dict(
-            metavar="PATH",
-            default=None,
-            help="compare with a saved summary; exit status 6 when performance regressed",
-        ),
-    ),
-    (
-        "--bench-tolerance",
-        dict(
-            metavar="PCT",
-            default=None,
-            help="smallest change that counts as a regression or an improvement, e.g. 5%% or "
-            "0.05 (default: see docs/reports.md)",
-        ),
-    ),
-    (
-        "--bench-require-baseline",
-        dict(
-            action="store_true",
-            default=False,
-            help="a missing --bench-compare file is an error (exit status 7), not a warning",
-        ),
-    ),
-    ("--bench-html", dict(metavar="PATH", default=None, help="write a self-contained HTML report")),
-    (
-        "--bench-export",
-        dict(
-            metavar="PATH",
-            default=None,
-            help="write github-action-benchmark's customBiggerIsBetter JSON",
-        ),
-    ),
-    (
-        "--bench-price",
-        dict(type=float, default=None, metavar="DOLLARS", help="add price/score to the report"),
-    ),
+@dataclass(frozen=True)
+class ReportOption:
+    """An option of the report and the gate: ``--bench-NAME`` in pytest, ``--NAME`` in
+    ``dlbench report`` (where ``cli`` is true), with the same parsing and the same help."""
+
+    name: str
+    kwargs: dict[str, Any]
+    cli: bool = True
+
+    @property
+    def pytest_flag(self) -> str:
+        return f"--bench-{self.name}"
+
+    @property
+    def cli_flag(self) -> str:
+        return f"--{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+
+REPORT_OPTIONS: list[ReportOption] = [
+    ReportOption("save", dict(metavar="PATH", default=None,
+                              help="write the run's JSON summary (a baseline)")),
+    ReportOption("compare", dict(
+        metavar="PATH", default=None,
+        help="compare with a saved summary; exit status 6 when performance regressed")),
+    ReportOption("tolerance", dict(
+        metavar="PCT", type=gate.parse_tolerance, default=gate.TOLERANCE,
+        help="smallest change that counts as a regression or an improvement, as 5%% or 0.05 "
+        f"(default {100 * gate.TOLERANCE:g}%%)")),
+    ReportOption("alpha", dict(
+        metavar="P", type=gate.parse_alpha, default=gate.ALPHA,
+        help=f"significance level of the one-sided test (default {gate.ALPHA:g})")),
+    ReportOption("require-baseline", dict(
+        action="store_true", default=False,
+        help="a missing --bench-compare file is an error (exit status 7), not a warning"),
+        cli=False),  # dlbench report always requires the file it is given
+    ReportOption("html", dict(metavar="PATH", default=None,
+                              help="write a self-contained HTML report")),
+    ReportOption("export", dict(
+        metavar="PATH", default=None,
+        help="write github-action-benchmark's customBiggerIsBetter JSON")),
+    ReportOption("price", dict(
+        type=gate.parse_price, default=None, metavar="DOLLARS",
+        help="price of the machine: adds price/score to the report")),
 ]

@@ -46,8 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect the benchmarks of a suite: a name (bench_suites/NAME.yaml, or a suite "
         "shipped with pytest-dlbench) or a path to a YAML file; repeatable",
     )
-    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS, *REPORT_OPTIONS):
+    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS):
         group.addoption(flag, dest=_dest(flag), **kwargs)
+    for option in REPORT_OPTIONS:
+        group.addoption(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)
     # Set by the parent on the child process that runs one benchmark (see .child).
     group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)
     group.addoption("--bench-child-spec", default=None, help=argparse.SUPPRESS)

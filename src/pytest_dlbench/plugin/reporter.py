@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlbench.results import gate as exitcodes
+from pytest_dlbench.results import gate
 from pytest_dlbench.run.layout import stream_paths
 
 if TYPE_CHECKING:
@@ -33,49 +33,36 @@ class BenchReporter:
         self.html_path = config.getoption("bench_html")
         self.export_path = config.getoption("bench_export")
         self.price = config.getoption("bench_price")
-        self.require_baseline = config.getoption("bench_require_baseline")
+        self.tolerance = config.getoption("bench_tolerance")
+        self.alpha = config.getoption("bench_alpha")
         self.summary: Any = None
         self.comparison: Any = None
         self.baseline: Any = None
         self.notes: list[str] = []
-        self.tolerance = self._tolerance(config.getoption("bench_tolerance"))
-        self._load_baseline()
+        self.missing_required = ""
+        self._load_baseline(config.getoption("bench_require_baseline"))
 
-    @staticmethod
-    def _tolerance(text: str | None) -> float:
-        from pytest_dlbench.results.compare import TOLERANCE, parse_tolerance
-
-        if text is None:
-            return TOLERANCE
-        try:
-            return parse_tolerance(text)
-        except ValueError as exc:
-            raise pytest.UsageError(f"--bench-tolerance: {exc}") from None
-
-    def _load_baseline(self) -> None:
+    def _load_baseline(self, required: bool) -> None:
         """A corrupt or foreign baseline stops the run before anything is measured."""
         if not self.compare_path:
             return
-        from pytest_dlbench.results.baseline import BaselineError, BaselineMissing, load_summary
-
-        try:
-            self.baseline = load_summary(self.compare_path)
-        except BaselineMissing:
-            message = f"baseline not found: {self.compare_path}"
-            if self.require_baseline:
-                self.missing_required = message
+        loaded = gate.load_baseline(self.compare_path)
+        if loaded.status == gate.USAGE_ERROR:
+            raise pytest.UsageError(loaded.message)
+        if loaded.status == gate.BASELINE_MISSING:
+            if required:
+                self.missing_required = loaded.message
             else:
-                self.notes.append(f"warning: {message}; nothing to compare with")
+                self.notes.append(f"warning: {loaded.message}; nothing to compare with")
                 self.config.issue_config_time_warning(
-                    pytest.PytestWarning(f"dlbench: {message}"), stacklevel=2
+                    pytest.PytestWarning(f"dlbench: {loaded.message}"), stacklevel=2
                 )
-        except BaselineError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        self.baseline = loaded.summary
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        message = getattr(self, "missing_required", None)
-        if message:
-            pytest.exit(f"{message} (--bench-require-baseline)", exitcodes.BASELINE_MISSING)
+        if self.missing_required:
+            pytest.exit(f"{self.missing_required} (--bench-require-baseline)",
+                        gate.BASELINE_MISSING)
 
     def _run_dir(self) -> Path | None:
         run_dir = self.plugin._run_dir  # None: nothing ran, so no folder was made
@@ -92,16 +79,13 @@ class BenchReporter:
         if self.baseline is not None:
             from pytest_dlbench.results.compare import compare
 
-            comparison = compare(self.summary, self.baseline, tolerance=self.tolerance)
+            comparison = compare(self.summary, self.baseline, tolerance=self.tolerance,
+                                 alpha=self.alpha)
             # The reports name the file the baseline came from, as `dlbench report` does.
             self.comparison = dataclasses.replace(comparison, baseline_path=str(self.compare_path))
         self._write_files()
-        if (
-            self.comparison is not None
-            and self.comparison.regressed
-            and session.exitstatus == pytest.ExitCode.OK
-        ):
-            session.exitstatus = exitcodes.REGRESSED
+        if session.exitstatus == pytest.ExitCode.OK:  # pytest's own failures come first
+            session.exitstatus = gate.final_status(failed=False, comparison=self.comparison)
 
     def _write_files(self) -> None:
         from pytest_dlbench.report.outputs import write_outputs
@@ -144,7 +128,7 @@ class BenchReporter:
         if session_regressed(self.comparison):
             terminalreporter.write_line(
                 f"performance regressed: {', '.join(self.comparison.regressions) or 'score'} "
-                f"(exit status {exitcodes.REGRESSED})",
+                f"(exit status {gate.REGRESSED})",
                 red=True,
             )
 

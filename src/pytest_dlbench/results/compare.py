@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.scoring import weighted_geomean
 
 __all__ = [
@@ -55,12 +56,9 @@ __all__ = [
     "BenchComparison",
     "Comparison",
     "compare",
-    "parse_tolerance",
     "welch_p",
 ]
 
-TOLERANCE = 0.03
-ALPHA = 0.05
 
 REGRESSED = "regressed"
 IMPROVED = "improved"
@@ -141,19 +139,6 @@ class Comparison:
             "baseline_path": self.baseline_path,
             "regressed": self.regressed,
         }
-
-
-def parse_tolerance(text: str | float) -> float:
-    """``"5%"`` or ``"0.05"`` (or a float) -> 0.05. A bare number must be a fraction below 1:
-    ``"5"`` is refused rather than guessed."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ValueError(f"tolerance {text!r} is not a number (write 5% or 0.05)") from None
-    if not 0 <= value < 1 or math.isnan(value):
-        raise ValueError(f"tolerance {text!r} is not in [0%, 100%) (write 5% or 0.05)")
-    return value
 
 
 # -- statistics -------------------------------------------------------------------------------

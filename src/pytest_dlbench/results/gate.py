@@ -1,13 +1,37 @@
-"""Exit statuses of ``dlbench report``/``compare`` (and of pytest runs with a baseline gate).
+"""The regression gate shared by ``pytest --bench-...`` and ``dlbench report/compare``: the
+exit statuses, the option values they parse, the baseline loader and the final verdict.
 
 0, 1, 2 and 4 mean what they mean for pytest (``pytest.ExitCode``), so a CI script can treat
 ``pytest --bench-...`` and ``dlbench report`` alike; 6 and 7 are ours, above pytest's 0-5, so that
 CI can tell "slower" and "nothing to compare with" from "broken".
+
+Kept light (no scoring, no pandas): the pytest plugin imports it at start-up.
 """
 
 from __future__ import annotations
 
-__all__ = ["BASELINE_MISSING", "BENCH_FAILED", "INTERRUPTED", "OK", "REGRESSED", "USAGE_ERROR"]
+import argparse
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "BASELINE_MISSING",
+    "BENCH_FAILED",
+    "INTERRUPTED",
+    "OK",
+    "REGRESSED",
+    "USAGE_ERROR",
+    "ALPHA",
+    "TOLERANCE",
+    "BaselineLoad",
+    "OptionValueError",
+    "final_status",
+    "load_baseline",
+    "parse_alpha",
+    "parse_price",
+    "parse_tolerance",
+]
 
 #: Every benchmark ran and nothing regressed.
 OK = 0
@@ -21,3 +45,97 @@ USAGE_ERROR = 4
 REGRESSED = 6
 #: A baseline was required (``--compare``/``--bench-compare``) but its file does not exist.
 BASELINE_MISSING = 7
+
+
+#: Defaults of the comparison (smallest change that counts; significance level), tuned with
+#: ``benchmarks/detection.py``: see docs/reports.md.
+TOLERANCE = 0.03
+ALPHA = 0.05
+
+
+# -- option values (argparse ``type=`` callables, for pytest's parser and the CLI's) -------------
+
+
+class OptionValueError(argparse.ArgumentTypeError, ValueError):
+    """An option value that cannot be used; argparse (and pytest) print it as a usage error."""
+
+
+def parse_tolerance(text: str | float) -> float:
+    """``"5%"`` or ``"0.05"`` (or a float) -> 0.05. A bare number must be a fraction below 1:
+    ``"5"`` is refused rather than guessed."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise OptionValueError(
+            f"tolerance {text!r} is not a number (write 5% or 0.05)"
+        ) from None
+    if not 0 <= value < 1 or math.isnan(value):
+        raise OptionValueError(
+            f"tolerance {text!r} is not in [0%, 100%) (write 5% or 0.05)"
+        )
+    return value
+
+
+def parse_alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise OptionValueError(f"alpha must be a number in (0, 1), got {text!r}")
+    return value
+
+
+def parse_price(text: str) -> float:
+    """Dollars: ``2000``, ``$2,000.50``."""
+    try:
+        value = float(str(text).lstrip("$").replace(",", ""))
+    except ValueError:
+        value = -1.0
+    if not value > 0 or math.isinf(value):
+        raise OptionValueError(f"price must be a positive number of dollars: {text!r}")
+    return value
+
+
+# -- the baseline ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineLoad:
+    """A baseline file read for comparison: the summary, or why there is none."""
+
+    summary: dict[str, Any] | None
+    status: int = OK  # OK, BASELINE_MISSING or USAGE_ERROR
+    message: str = ""
+
+
+def load_baseline(path: str) -> BaselineLoad:
+    """Read a saved summary. A missing file is :data:`BASELINE_MISSING` (the caller decides
+    whether that is an error); a corrupt or foreign one is :data:`USAGE_ERROR`, one line."""
+    from pytest_dlbench.errors import DlbenchError
+    from pytest_dlbench.results.baseline import BaselineMissing, load_summary
+
+    try:
+        return BaselineLoad(load_summary(path))
+    except BaselineMissing:
+        return BaselineLoad(None, BASELINE_MISSING, f"baseline not found: {path}")
+    except DlbenchError as exc:
+        return BaselineLoad(None, USAGE_ERROR, str(exc))
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+
+
+def final_status(*, failed: bool, comparison: Any = None, baseline_status: int = OK) -> int:
+    """Bad input first, then failures (never hide one behind "no baseline"), then a missing
+    baseline, then the gate."""
+    if baseline_status == USAGE_ERROR:
+        return USAGE_ERROR
+    if failed:
+        return BENCH_FAILED
+    if baseline_status:
+        return baseline_status
+    if comparison is not None and comparison.regressed:
+        return REGRESSED
+    return OK
