@@ -18,7 +18,26 @@ from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 
-__all__ = ["NullStream", "Stream", "StreamError", "StreamWriter", "read_stream"]
+__all__ = ["Event", "NullStream", "Stream", "StreamError", "StreamWriter", "read_stream"]
+
+
+class Event(str, enum.Enum):
+    """The kinds of record in a run stream, each ``{"event": kind, ...}`` (docs/running.md)."""
+
+    CONFIG = "config"  # spec, device, repeat[, distributed]: first, written by the harness
+    META = "meta"  # machine facts of the process that runs the benchmark
+    BARRIER = "barrier"  # released, waited: the replicas' start barrier
+    RATE = "rate"  # one observation: value, units, step, warmup, time[, items, seconds]
+    REGION = "region"  # key, count, seconds, step: a timer region's total over a window
+    LOSS = "loss"  # value, step
+    MONITOR = "monitor"  # gpu, reason, interval: how telemetry is sampled
+    TELEMETRY = "telemetry"  # one sample of the GPUs and the process tree
+    MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
+    WARNING = "warning"  # message: a usage check that warned
+    END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class StreamError(DlbenchError, ValueError):

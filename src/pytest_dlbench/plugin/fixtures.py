@@ -49,7 +49,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         yield run.make_bench(default_device())
         return
     from pytest_dlbench.measure.bench import Bench
-    from pytest_dlbench.measure.stream import StreamWriter
+    from pytest_dlbench.measure.stream import Event, StreamWriter
     from pytest_dlbench.run.child import machine_meta
     from pytest_dlbench.run.harness import execute
     from pytest_dlbench.run.layout import stream_path
@@ -60,8 +60,8 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     name = request.node.name.replace("/", "_")
     device = default_device()
     with StreamWriter(stream_path(run_dir, name, 0)) as stream:
-        stream.write("config", spec={"name": name, "nodeid": request.node.nodeid}, device=0)
-        stream.write("meta", **machine_meta(device))
+        stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid}, device=0)
+        stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
         yield instance
         failed = getattr(request.node, "_dlbench_call_failed", None)
@@ -69,9 +69,9 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         if exc is not None:
             raise exc
         if failed:
-            stream.write("end", status=Status.FAIL, reason=failed)
+            stream.write(Event.END, status=Status.FAIL, reason=failed)
         else:
-            stream.write("end", status=Status.OK, reason="")
+            stream.write(Event.END, status=Status.OK, reason="")
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.run.layout import item_name
 from pytest_dlbench.run.protocol import Outcome, Status
@@ -150,7 +151,7 @@ class BrokenBench(_BenchNode, pytest.Item):
     def runtest(self) -> None:
         run = self.plugin.start_run(self.spec, self.device, self.repeat)
         try:
-            run.stream.write("end", status=Status.FAIL, reason=self.error)
+            run.stream.write(Event.END, status=Status.FAIL, reason=self.error)
         finally:
             run.close()
         raise BenchFailure(Outcome(Status.FAIL, self.error))

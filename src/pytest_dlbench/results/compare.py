@@ -44,6 +44,7 @@ from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.scoring import weighted_geomean
+from pytest_dlbench.run.protocol import Status
 
 __all__ = [
     "ALPHA",
@@ -219,7 +220,7 @@ def _samples(bench: Mapping[str, Any]) -> tuple[float, ...]:
     rates = [float(x) for x in bench.get("rates") or ()]
     if len(rates) >= 2:
         return tuple(rates)
-    ok = [r for r in bench.get("runs") or () if r.get("status") == "ok"]
+    ok = [r for r in bench.get("runs") or () if r.get("status") == Status.OK]
     return tuple(float(x) for x in ok[0].get("block_rates") or ()) if ok else ()
 
 

@@ -13,8 +13,9 @@ from dataclasses import astuple, dataclass, field, replace
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.measure.stream import StreamError, read_stream
+from pytest_dlbench.measure.stream import Event, StreamError, read_stream
 from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
+from pytest_dlbench.run.protocol import Status
 
 __all__ = [
     "BLOCKS",
@@ -42,7 +43,7 @@ class RunResult:
     bench: str
     device: int
     repeat: int | None
-    status: str  # the end record's status; "ok" only when the run succeeded
+    status: Status  # the end record's status; OK only when the run succeeded
     reason: str
     units: str
     rate: float | None  # Σitems/Σseconds over the steady window; None when there is none
@@ -60,7 +61,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
 
     @property
     def label(self) -> str:
@@ -245,28 +246,28 @@ def run_from_records(
     bad_loss: Mapping[str, Any] | None = None
     for record in records:
         event = record.get("event")
-        if event == "rate":
+        if event == Event.RATE:
             (warmup if record.get("warmup") else steady).append(record)
-        elif event == "config":
+        elif event == Event.CONFIG:
             spec = record.get("spec") or {}
             device = int(record.get("device", device) or 0)
             repeat = record.get("repeat", repeat)
-        elif event == "end":
+        elif event == Event.END:
             end = record  # the last one wins (the parent appends after a torn child)
-        elif event == "loss" and bad_loss is None and not _finite(record.get("value")):
+        elif event == Event.LOSS and bad_loss is None and not _finite(record.get("value")):
             bad_loss = record
     bench = str(spec.get("name") or bench)
     rate = _window_rate(steady)
     if end is None:
-        status, reason = "fail", "incomplete stream (no end record)"
+        status, reason = Status.FAIL, "incomplete stream (no end record)"
     else:
-        status = str(end.get("status") or "fail")
+        status = Status.parse(end.get("status"))
         reason = str(end.get("reason") or "")
     # Success also needs a steady observation and finite losses (reference/scoring.md).
-    if status == "ok" and bad_loss is not None:
-        status, reason = "nan", f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
-    if status == "ok" and rate is None:
-        status, reason = "fail", "no steady-state observation"
+    if status is Status.OK and bad_loss is not None:
+        status, reason = Status.NAN, f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
+    if status is Status.OK and rate is None:
+        status, reason = Status.FAIL, "no steady-state observation"
     units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)
     plan = spec.get("plan") or {}
     return RunResult(
@@ -294,7 +295,7 @@ def load_run(path: str | PathLike[str]) -> RunResult:
         records = read_stream(path)
     except StreamError as exc:
         run = run_from_records([], path=path)
-        return replace(run, status="fail", reason=f"corrupt stream: {exc}")
+        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {exc}")
     return run_from_records(records, path=path)
 
 

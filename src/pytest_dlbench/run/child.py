@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.measure.stream import StreamWriter, read_stream
+from pytest_dlbench.measure.stream import Event, StreamWriter, read_stream
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 
 __all__ = ["machine_meta", "run_child"]
@@ -92,7 +92,7 @@ def _last_end(stream: Path) -> dict[str, Any] | None:
         records = read_stream(stream)
     except (FileNotFoundError, ValueError):
         return None
-    ends = [r for r in records if r.get("event") == "end"]
+    ends = [r for r in records if r.get("event") == Event.END]
     return ends[-1] if ends else None
 
 
@@ -132,7 +132,7 @@ def run_child(
         except KeyboardInterrupt:
             _kill_group(proc, grace=1.0)
             with StreamWriter(stream) as writer:
-                writer.write("end", status=Status.FAIL, reason="interrupted", time=time.time())
+                writer.write(Event.END, status=Status.FAIL, reason="interrupted", time=time.time())
             raise
     end = _last_end(stream)
     if timed_out:
@@ -152,6 +152,6 @@ def run_child(
             Status.CRASH, f"crash: exited with status {returncode} before finishing", returncode
         )
     with StreamWriter(stream) as writer:
-        writer.write("end", status=outcome.status, reason=outcome.reason, time=time.time(),
+        writer.write(Event.END, status=outcome.status, reason=outcome.reason, time=time.time(),
                      writer="parent", returncode=returncode)
     return outcome

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.measure.stream import Stream
+from pytest_dlbench.measure.stream import Event, Stream
 from pytest_dlbench.run.child import machine_meta
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
@@ -43,7 +43,7 @@ class RunContext:
         """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
         from pytest_dlbench.measure.bench import Bench
 
-        self.stream.write("meta", **machine_meta(device))
+        self.stream.write(Event.META, **machine_meta(device))
         self.bench = Bench(
             name=self.spec.name,
             args=list(self.args),
@@ -133,17 +133,17 @@ def execute(
     try:
         call()
     except KeyboardInterrupt:
-        stream.write("end", status=Status.FAIL, reason="interrupted", time=time.time())
+        stream.write(Event.END, status=Status.FAIL, reason="interrupted", time=time.time())
         raise
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported
         if isinstance(exc, skip_types):
             outcome = Outcome(Status.SKIPPED, str(getattr(exc, "msg", "") or exc))
         else:
             outcome = classify_exception(exc)
-        stream.write("end", status=outcome.status, reason=outcome.reason, time=time.time())
+        stream.write(Event.END, status=outcome.status, reason=outcome.reason, time=time.time())
         return outcome, exc
     if final:
-        stream.write("end", status=Status.OK, reason="", time=time.time())
+        stream.write(Event.END, status=Status.OK, reason="", time=time.time())
     return Outcome(Status.OK), None
 
 
@@ -171,7 +171,7 @@ def start_run(
     )
     rank = RankInfo.from_env()
     stream = open_rank_stream(path, rank)
-    stream.write("config", spec=spec.to_dict(), device=device, repeat=repeat, **rank.describe())
+    stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat, **rank.describe())
     return RunContext(
         spec=spec,
         device_index=device,
