@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.report.terminal import fmt_num, render_comparison, render_summary
+from pytest_dlbench.report.format import number
+from pytest_dlbench.report.terminal import render_comparison, render_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.scoring import SuiteSummary, run_from_records, summarize_runs
 
@@ -130,5 +131,5 @@ def test_empty_summary() -> None:
     [(None, "-"), (0.0, "0"), (0.1655, "0.166"), (3.14159, "3.14"), (12.345, "12.3"),
      (187535.2, "187,535"), (0.00001234, "1.23e-05"), (float("nan"), "nan")],
 )
-def test_fmt_num(value: float | None, text: str) -> None:
-    assert fmt_num(value) == text
+def test_number(value: float | None, text: str) -> None:
+    assert number(value) == text
