@@ -135,6 +135,7 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
         f"verdict: perf_adj ratio beyond ±{100 * comparison.tolerance:g}% and significant "
         f"(one-sided Welch test, alpha {comparison.alpha:g})"
     )
+    lines += [f"warning: {warning}" for warning in comparison.warnings]
     return lines
 
 
