@@ -112,11 +112,6 @@ class Comparison:
     warnings: tuple[str, ...] = ()
 
     @property
-    def rows(self) -> tuple[BenchComparison, ...]:
-        """The per-benchmark comparisons (the name the HTML report reads)."""
-        return self.benchmarks
-
-    @property
     def regressions(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.benchmarks if b.verdict == REGRESSED)
 
