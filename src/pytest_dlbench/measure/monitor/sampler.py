@@ -30,7 +30,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
@@ -178,13 +177,8 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()  # whatever the benchmark raised: the monitor never hides it
 
     # -- sampling ----------------------------------------------------------------------------
     def sample(self) -> dict[str, Any] | None:
