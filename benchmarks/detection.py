@@ -3,7 +3,7 @@
 A step does a fixed amount of CPU work (``--units`` single-threaded ``--size``² matmuls); a
 candidate does 0 %, 3 %, 5 % or 10 % more per step. Each repetition ("pair") measures a fresh
 baseline side and one candidate side per slowdown, each side ``--repeats`` runs of
-``--skip``/``--stop`` steps timed by ``pytest_dlbench.measure.bench.Bench``; every side is summarized with
+``--skip``/``--stop`` steps timed by ``Bench``; every side is summarized with
 ``scoring.summarize_runs`` and judged with ``compare.compare`` at its DEFAULT settings. Printed:
 the detection rate per slowdown (the 0 % row is the false-alarm rate) and the run time.
 

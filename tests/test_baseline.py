@@ -1,10 +1,10 @@
-"""The saved JSON summary: contents, provenance, errors, and migration of older versions."""
+"""The saved JSON summary: contents, provenance, errors, and migration of older versions.
+
+How the provenance is gathered (machine, versions, commit) is tested in test_machine.py."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -57,70 +57,6 @@ def test_round_trip(summary, tmp_path: Path) -> None:
     loaded = load_summary(save_summary(summary, tmp_path / "base.json"))
     assert loaded["benchmarks"]["a"]["perf_adj"] == pytest.approx(summary.get("a").perf_adj)
     assert loaded["suite"] is None
-
-
-def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:
-    assert bl.git_commit(tmp_path) is None
-    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
-        pytest.skip("no git")
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)
-    commit = bl.git_commit(tmp_path)
-    assert commit is not None and len(commit) == 40
-
-
-def test_machine_info_and_versions_never_import_torch() -> None:
-    code = (
-        "import sys\n"
-        "from pytest_dlbench.results.baseline import machine_info, package_versions\n"
-        "info = machine_info(); versions = package_versions()\n"
-        "assert 'torch' not in sys.modules, 'torch imported'\n"
-        "assert isinstance(info['cores'], int) and isinstance(info['gpus'], list)\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_no_nvml_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
-    assert bl._gpus() == ([], None)
-
-
-def test_nvml_without_driver_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    class FakeNvml:
-        class NVMLError(Exception):
-            pass
-
-        def nvmlInit(self) -> None:
-            raise self.NVMLError("Driver Not Loaded")
-
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    assert bl._gpus() == ([], None)
-
-
-def test_nvml_gpus_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Memory:
-        total = 80 * 2**30
-
-    class FakeNvml:
-        def nvmlInit(self) -> None: ...
-        def nvmlShutdown(self) -> None: ...
-        def nvmlSystemGetDriverVersion(self) -> bytes:
-            return b"550.54"
-        def nvmlDeviceGetCount(self) -> int:
-            return 2
-        def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-            return i
-        def nvmlDeviceGetName(self, handle: int) -> str:
-            return "NVIDIA H100"
-        def nvmlDeviceGetMemoryInfo(self, handle: int) -> Memory:
-            return Memory()
-
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    gpus, driver = bl._gpus()
-    assert driver == "550.54"
-    assert [g["name"] for g in gpus] == ["NVIDIA H100"] * 2
-    assert gpus[1] == {"index": 1, "name": "NVIDIA H100", "memory": 80 * 2**30}
 
 
 def test_non_finite_numbers_are_saved_as_null(summary, tmp_path: Path) -> None:

@@ -183,3 +183,35 @@ def test_parse_tolerance(text: str, value: float) -> None:
 def test_parse_tolerance_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="tolerance"):
         parse_tolerance(text)
+
+
+# -- the baseline's machine -------------------------------------------------------------------
+def machine(gpu: str, torch: str) -> dict:
+    """A summary's provenance (``machine`` and ``versions``) with one GPU."""
+    return {"machine": {"cpu": "Xeon", "gpus": [{"index": 0, "name": gpu}]},
+            "versions": {"torch": torch}}
+
+
+def test_a_baseline_from_another_machine_is_warned_about(tmp_path: Path, monkeypatch) -> None:
+    from pytest_dlbench.results import machine as machine_facts
+
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"x": (100.0, QUIET)})
+    saved = {**load_summary(save_summary(base, tmp_path / "base.json")),
+             **machine("NVIDIA A100", "2.14.1")}
+    monkeypatch.setattr(machine_facts, "current_machine", lambda: machine("NVIDIA H100", "2.11.0"))
+    warning = "baseline machine differs: GPU H100 vs A100, torch 2.11.0 vs 2.14.1"
+    assert compare(cur, saved).warnings == (warning,)  # this run: the machine it ran on
+    # Two saved summaries (dlbench compare): each says its own machine.
+    assert compare({**cur.to_dict(), **machine("NVIDIA H100", "2.11.0")}, saved).warnings == (
+        warning,)
+    assert compare(cur, saved).to_dict()["warnings"] == [warning]
+
+
+def test_the_same_machine_or_an_unknown_one_is_not_warned_about(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
+    cur = suite(tmp_path / "c", {"x": (100.0, QUIET)})
+    saved = load_summary(save_summary(base, tmp_path / "base.json"))  # saved here
+    assert compare(cur, saved).warnings == ()
+    assert compare(cur, base).warnings == ()  # a live baseline records no machine
+    assert compare(cur.to_dict(), saved).warnings == ()  # nor does a summary's dict

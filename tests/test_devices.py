@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pytest_dlbench.run import devices
@@ -58,6 +60,25 @@ def test_slot_environment():
     assert Slot.from_dict(Slot(1, "3", (2, 3)).to_dict()) == Slot(1, "3", (2, 3))
 
 
+class FakeNvml:
+    """The NVML calls that count and name GPUs."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def nvmlInit(self):  # noqa: N802
+        pass
+
+    def nvmlShutdown(self):  # noqa: N802
+        pass
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return self.count
+
+    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+        return i
+
+
 @pytest.mark.parametrize(
     ("visible", "count", "expected"),
     [
@@ -68,7 +89,7 @@ def test_slot_environment():
     ],
 )
 def test_visible_gpus_honour_cuda_visible_devices(monkeypatch, visible, count, expected):
-    monkeypatch.setattr(devices, "_nvml_count", lambda: count)
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(count))
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
@@ -84,8 +105,9 @@ def test_nvml_without_a_driver_counts_no_gpu(monkeypatch):
         def nvmlInit(self):  # noqa: N802
             raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
 
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", NoDriver())
-    assert devices._nvml_count() == 0
+    monkeypatch.setitem(sys.modules, "pynvml", NoDriver())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert devices.gpu_count() == 0
 
 
 def test_placeholders():

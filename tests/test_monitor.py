@@ -19,19 +19,21 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.monitor import (
     IntervalError,
     Monitor,
-    MonitorSummary,
     parse_interval,
-    summarize_telemetry,
     visible_nvml_indices,
 )
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
+from pytest_dlbench.results.telemetry import (
+    MonitorSummary,
+    combine_stats,
+    summarize_telemetry,
+    telemetry_stats,
+    timed_window,
+)
 from pytest_dlbench.results.validation import (
     Issue,
     ValidationError,
     check_usage,
-    combine_stats,
-    telemetry_stats,
-    timed_window,
     validate_usage,
 )
 from pytest_dlbench.run.harness import execute

@@ -1,8 +1,8 @@
 """The self-contained HTML report (report/html.py), down to how it looks in a real browser.
 
 Summaries are built the way the plugin builds them: streams written with ``StreamWriter``, read
-back and scored by ``pytest_dlbench.results.scoring``. The comparison is a duck-typed stand-in with the
-attribute names ``report.html`` reads, so these tests do not depend on ``compare``'s internals.
+back and scored by ``pytest_dlbench.results.scoring``; comparisons by ``results.compare`` against
+a baseline summary dict (as ``load_summary`` returns it).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html, write_html
+from pytest_dlbench.results.compare import Comparison, compare
 from pytest_dlbench.results.scoring import SuiteSummary, load_run, summarize_runs
 
 EVIL = "<script>alert('x')</script>"
@@ -95,28 +96,25 @@ def make_suite(tmp_path: Path, *, evil: bool = False) -> SuiteSummary:
     return summarize_runs(runs, run_dir=str(tmp_path / "run"))
 
 
-@dataclass
-class FakeRow:
-    name: str
-    ratio: float | None
-    verdict: str
-    p_value: float | None
+def baseline(suite: SuiteSummary, **benches: dict[str, Any]) -> dict[str, Any]:
+    """A baseline summary dict holding ``suite``'s numbers, then ``benches``' (by name)."""
+    data = suite.to_dict()
+    data["benchmarks"] = {**data["benchmarks"], **benches}
+    return data
 
 
-@dataclass
-class FakeComparison:
-    rows: list[FakeRow]
-    score_ratio: float | None = 0.93
-    score_verdict: str = "regressed"
-    only_current: list[str] = field(default_factory=lambda: ["vit-b16"])
-    only_baseline: list[str] = field(default_factory=lambda: ["clip-vit"])
-    tolerance: float = 0.05
-
-
-def comparison() -> FakeComparison:
-    return FakeComparison(
-        [FakeRow("resnet18", 1.01, "unchanged", 0.4), FakeRow("bert-base", 0.62, "regressed", 1e-4)]
-    )
+def comparison(suite: SuiteSummary) -> Comparison:
+    """resnet18 unchanged, bert-base regressed (the score × 0.930 with it), vit-b16 only in this
+    run (it never succeeded), clip-vit only in the baseline; a 5 % tolerance."""
+    bert = suite.get("bert-base")
+    assert bert is not None
+    slower = 0.93**1.5  # bert-base weighs 2 of the score's 3: 0.93 ** 3 == 1 * slower ** 2
+    before = bert.to_dict()
+    before.update(perf_adj=bert.perf_adj / slower, samples=[x / slower for x in bert.samples])
+    base = baseline(suite, **{"bert-base": before,
+                              "clip-vit": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0}})
+    del base["benchmarks"]["vit-b16"]
+    return compare(suite, base, tolerance=0.05)
 
 
 @pytest.fixture
@@ -154,7 +152,7 @@ def test_failed_runs_and_incomplete_listed(suite: SuiteSummary) -> None:
 
 def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
     assert 'id="comparison"' not in render_html(suite)
-    page = render_html(suite, comparison=comparison())
+    page = render_html(suite, comparison=comparison(suite))
     section = page[page.index('id="comparison"') :]
     assert section.count('<tr class="comparison-row">') == 2
     assert "regressed" in section and "unchanged" in section
@@ -162,25 +160,34 @@ def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
     assert "<code>clip-vit</code>" in section  # only in the baseline: reported, not dropped
 
 
-def test_comparison_fields_read_defensively(suite: SuiteSummary) -> None:
-    @dataclass
-    class Row:  # another shape: perf_adj of both sides, NaN p-value, unknown verdict
-        name: str
-        ratio: float
-        verdict: str
-        p_value: float
-        baseline: float
-        current: object
-
-    cmp = FakeComparison(
-        [Row("resnet18", 0.5, "noisy", float("nan"), 2000.0, object())],
-        score_ratio=None,
-        score_verdict="",
-    )
+def test_comparison_values_and_verdicts_without_a_test(suite: SuiteSummary) -> None:
+    resnet = suite.get("resnet18")
+    assert resnet is not None
+    twice = {**resnet.to_dict(), "perf_adj": 2 * resnet.perf_adj, "samples": []}  # no p-value
+    never = {**resnet.to_dict(), "perf_adj": 0.0}  # the baseline never succeeded
+    cmp = compare(suite, baseline(suite, resnet18=twice, **{"bert-base": never}))
     page = render_html(suite, comparison=cmp)
     section = page[page.index('id="comparison"') :]
-    assert "<th>baseline</th>" in section and "2,000" in section
-    assert "noisy" in section and "-50.0 %" in section and "nan" not in section
+    assert "<th>baseline</th>" in section and f"{2 * resnet.perf_adj:,.0f}" in section
+    assert "-50.0 %" in section and "nan" not in section
+    assert '<span class="badge other" style="margin-left:0">incomparable</span>' in section
+
+
+def test_a_baseline_from_another_machine_is_a_warning(
+    suite: SuiteSummary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_dlbench.results import machine
+
+    def side(gpu: str, torch: str) -> dict[str, Any]:
+        return {"machine": {"cpu": "Xeon", "gpus": [{"index": 0, "name": gpu}]},
+                "versions": {"torch": torch}}
+
+    monkeypatch.setattr(machine, "current_machine", lambda: side("NVIDIA H100", "2.11.0"))
+    cmp = compare(suite, {**baseline(suite), **side("NVIDIA A100", "2.14.1")})
+    section = render_html(suite, comparison=cmp).split('id="comparison"', 1)[1]
+    assert ("<strong>Warning:</strong> baseline machine differs: GPU H100 vs A100, "
+            "torch 2.11.0 vs 2.14.1</div>") in section
+    assert "Warning:" not in render_html(suite, comparison=compare(suite, baseline(suite)))
 
 
 def test_price_title_and_write(suite: SuiteSummary, tmp_path: Path) -> None:
@@ -204,7 +211,7 @@ def test_empty_summary_renders() -> None:
 
 
 def test_self_contained(suite: SuiteSummary) -> None:
-    page = render_html(suite, comparison=comparison())
+    page = render_html(suite, comparison=comparison(suite))
     # Nothing fetched when viewed: no external src/href, no CSS url() or @import, no fonts.
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert not re.search(r"url\(\s*['\"]?(?!#)", page)
@@ -273,7 +280,7 @@ def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]
 def test_renders_in_chromium(suite: SuiteSummary, tmp_path: Path) -> None:
     from PIL import Image
 
-    report = write_html(suite, tmp_path / "report.html", comparison=comparison())
+    report = write_html(suite, tmp_path / "report.html", comparison=comparison(suite))
     measured = tmp_path / "measured.html"
     measured.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE, 1))
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.report.terminal import fmt_num, render_comparison, render_summary
+from pytest_dlbench.report.format import number
+from pytest_dlbench.report.terminal import render_comparison, render_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.scoring import SuiteSummary, run_from_records, summarize_runs
 
@@ -100,6 +101,27 @@ def test_compare(current: SuiteSummary) -> None:
     _golden("compare.txt", render_comparison(comparison, verbosity=1, width=WIDTH))
 
 
+def test_a_baseline_from_another_machine_is_one_warning_line(
+    current: SuiteSummary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_dlbench.results import machine
+
+    def side(gpu: str, torch: str) -> dict[str, Any]:
+        return {"machine": {"cpu": "Xeon", "gpus": [{"index": 0, "name": gpu}]},
+                "versions": {"torch": torch}}
+
+    monkeypatch.setattr(machine, "current_machine", lambda: side("NVIDIA H100", "2.11.0"))
+    baseline = {**_suite(1.1, with_old=True).to_dict(), **side("NVIDIA A100", "2.14.1")}
+    comparison = compare(current, baseline)
+    line = "warning: baseline machine differs: GPU H100 vs A100, torch 2.11.0 vs 2.14.1"
+    assert render_comparison(comparison, width=WIDTH).splitlines()[-1] == line
+    report = render_summary(current, comparison, width=WIDTH).splitlines()
+    assert report.count(line) == 1
+    # The same report as against the same numbers from this machine, plus that one line.
+    same = render_summary(current, compare(current, _suite(1.1, with_old=True)), width=WIDTH)
+    assert [x for x in report if x != line] == same.splitlines()
+
+
 def test_parts_of_the_default_report(current: SuiteSummary) -> None:
     text = render_summary(current, width=WIDTH)
     header = text.splitlines()[0].split()
@@ -130,5 +152,5 @@ def test_empty_summary() -> None:
     [(None, "-"), (0.0, "0"), (0.1655, "0.166"), (3.14159, "3.14"), (12.345, "12.3"),
      (187535.2, "187,535"), (0.00001234, "1.23e-05"), (float("nan"), "nan")],
 )
-def test_fmt_num(value: float | None, text: str) -> None:
-    assert fmt_num(value) == text
+def test_number(value: float | None, text: str) -> None:
+    assert number(value) == text

@@ -15,23 +15,23 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.report.terminal import fmt_num
+from pytest_dlbench.report.format import number, percent
 from pytest_dlbench.results.scoring import SuiteSummary
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 
 
 def _entry(bench: Any) -> dict[str, Any]:
-    extra = [f"perf_adj: {fmt_num(bench.perf_adj)}", f"n: {bench.n}, fail: {bench.fail}"]
+    extra = [f"perf_adj: {number(bench.perf_adj)}", f"n: {bench.n}, fail: {bench.fail}"]
     if bench.std_pct is not None:
-        extra.append(f"std%: {100 * bench.std_pct:.1f}%")
+        extra.append(f"std%: {percent(bench.std_pct)}")
     if bench.perf is None:
         extra.append("no successful run" if bench.n else "not run")
     entry: dict[str, Any] = {
         "name": bench.name,
         "unit": bench.units,
         "value": float(bench.perf) if bench.perf is not None else 0.0,
-        "range": f"± {fmt_num(bench.std)}" if bench.std is not None else "± -",
+        "range": f"± {number(bench.std)}",
         "extra": "\n".join(extra),
     }
     return entry
@@ -39,7 +39,7 @@ def _entry(bench: Any) -> dict[str, Any]:
 
 def benchmark_action_entries(summary: SuiteSummary) -> list[dict[str, Any]]:
     entries = [_entry(b) for b in summary.benchmarks]
-    extra = [f"failure rate: {100 * summary.failure_rate:.1f}%"]
+    extra = [f"failure rate: {percent(summary.failure_rate)}"]
     if summary.incomplete:
         extra.append(f"incomplete: {', '.join(summary.incomplete)}")
     entries.append({

@@ -13,59 +13,14 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_value, percent
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
 
-__all__ = ["SLOW_DEVICE", "fmt_num", "render_comparison", "render_summary", "score_line"]
+__all__ = ["SLOW_DEVICE", "render_comparison", "render_summary", "score_line"]
 
 #: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
 SLOW_DEVICE = 0.05
-
-
-# -- formatting -------------------------------------------------------------------------------
-def fmt_num(value: float | None) -> str:
-    """About three significant digits, never scientific notation for everyday magnitudes."""
-    if value is None:
-        return "-"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    if magnitude == 0:
-        return "0"
-    if magnitude >= 1e-4:
-        return f"{value:.3g}"
-    return f"{value:.2e}"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _ratio(value: float | None) -> str:
-    # Three decimals: at a 3 % tolerance, 0.97 could be either side of the threshold.
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _rel(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _score(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
@@ -87,27 +42,18 @@ def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> 
 
 
 # -- the parts --------------------------------------------------------------------------------
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value / 2**10:.0f} KiB"
-
-
 def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
     """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise) and energy."""
     t = b.telemetry
     # Named for what it is: on a CPU run the process tree's resident memory, torch included.
     columns = (
-        {"peak gpu mem": _bytes(t.get("peak_gpu_mem_bytes"))}
+        {"peak gpu mem": byte_size(t.get("peak_gpu_mem_bytes"))}
         if gpu
-        else {"peak rss": _bytes(t.get("peak_rss_bytes"))}
+        else {"peak rss": byte_size(t.get("peak_rss_bytes"))}
     )
     if energy:
         joules = t.get("energy_j")
-        columns["energy"] = "-" if joules is None else f"{fmt_num(joules / 1000)} kJ"
+        columns["energy"] = MISSING if joules is None else f"{number(joules / 1000)} kJ"
     return columns
 
 
@@ -123,10 +69,10 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             "bench": b.name,
             "fail": str(b.fail),
             "n": str(b.n),
-            "perf": fmt_num(b.perf),
-            "total": fmt_num(b.total),
-            "std%": _pct(b.std_pct),
-            "perf_adj": fmt_num(b.perf_adj),
+            "perf": number(b.perf),
+            "total": number(b.total),
+            "std%": percent(b.std_pct),
+            "perf_adj": number(b.perf_adj),
             "weight": f"{b.weight:g}",
             "units": b.units,
         }
@@ -134,7 +80,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             row.update(_telemetry_columns(b, gpu, energy))
         if comparison is not None:
             c = comparison.get(b.name)
-            row["ratio"] = _ratio(c.ratio) if c else "-"
+            row["ratio"] = fixed(c.ratio, 3) if c else MISSING
             row["verdict"] = c.verdict if c else ("new" if b.n else "-")
         rows.append(row)
     return rows
@@ -146,11 +92,11 @@ def score_line(
     if summary.score is None:
         line = "score: - (no weighted benchmark succeeded)"
     else:
-        line = f"score: {summary.score:.2f}"
+        line = f"score: {fixed(summary.score, 2)}"
     if comparison is not None:
-        line += f" (ratio {_ratio(comparison.score_ratio)}, {comparison.score_verdict})"
+        line += f" (ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})"
     if price is not None and summary.score:
-        line += f"  price/score: {price / summary.score:.2f}"
+        line += f"  price/score: {fixed(price / summary.score, 2)}"
     return line
 
 
@@ -171,7 +117,7 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
 def _failure_lines(summary: SuiteSummary) -> list[str]:
     runs = summary.failed_runs
     total = len(summary.runs)
-    lines = [f"failure rate: {_pct(summary.failure_rate)} ({len(runs)} of {total} runs)"]
+    lines = [f"failure rate: {percent(summary.failure_rate)} ({len(runs)} of {total} runs)"]
     for r in runs:
         # Reasons usually start with their status already ("crash: killed by SIGSEGV").
         why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
@@ -189,6 +135,7 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
         f"verdict: perf_adj ratio beyond ±{100 * comparison.tolerance:g}% and significant "
         f"(one-sided Welch test, alpha {comparison.alpha:g})"
     )
+    lines += [f"warning: {warning}" for warning in comparison.warnings]
     return lines
 
 
@@ -218,11 +165,16 @@ def _device_rows(summary: SuiteSummary) -> list[dict[str, str]]:
                 "device": f"D{d}",
                 "n": str(len(runs)),
                 "fail": str(sum(not r.ok for r in runs)),
-                "rate": fmt_num(rate),
-                "std%": _pct(_run_std_pct(runs)),
-                "vs median": _rel(rate / median) if rate is not None and median else "-",
+                "rate": number(rate),
+                "std%": percent(_run_std_pct(runs)),
+                "vs median": fixed(rate / median, 2) if rate is not None and median else MISSING,
             })
     return rows
+
+
+def _slow_mark(ratio: float) -> str:
+    """A device's ratio to the median device, starred when it is slow."""
+    return fixed(ratio, 2) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
 
 
 def _gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
@@ -245,14 +197,14 @@ def _gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
                 continue
             ratio = rate / median
             ratios[d].append(ratio)
-            row[f"D{d}"] = _rel(ratio) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
+            row[f"D{d}"] = _slow_mark(ratio)
         rows.append(row)
     # The geometric mean over benchmarks: one figure per device, as the score is per suite.
     overall = {"bench": "all (geomean)"}
     for d in devices:
         values = [r for r in ratios[d] if r > 0]
         g = math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-        overall[f"D{d}"] = "-" if g is None else _rel(g) + ("*" if g <= 1 - SLOW_DEVICE else " ")
+        overall[f"D{d}"] = MISSING if g is None else _slow_mark(g)
     rows.append(overall)
     slow = [f"D{d}" for d in devices if overall[f"D{d}"].endswith("*")]
     lines = [title, _table(rows, width, left=["bench"])]
@@ -286,7 +238,7 @@ def render_summary(
     if comparison is not None and verbosity > 0:
         for row, b in zip(rows, summary.benchmarks, strict=True):
             c = comparison.get(b.name)
-            row["p"] = _p(c.p_value if c else None)
+            row["p"] = p_value(c.p_value if c else None)
     out = [_table(rows, width, left=["bench", "units", "verdict"]), "", line]
     incomplete = _incomplete_line(summary)
     if incomplete:
@@ -310,9 +262,9 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
         {
             "scaling": r.base,
             "slots": str(r.slots),
-            "perf": fmt_num(r.perf),
-            "speedup": "-" if r.speedup is None else f"{r.speedup:.2f}",
-            "efficiency": "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+            "perf": number(r.perf),
+            "speedup": fixed(r.speedup, 2),
+            "efficiency": percent(r.efficiency, 0),
         }
         for r in scaling_rows(summary.benchmarks)
     ]
@@ -322,23 +274,23 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
     """Two summaries side by side (``dlbench compare``): perf_adj, ratio and verdict."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = (f"score: {_score(cs)} vs baseline {_score(bs)} "
-            f"(ratio {_ratio(comparison.score_ratio)}, {comparison.score_verdict})")
+    line = (f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} "
+            f"(ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})")
     if verbosity < 0:
         return line
     rows = []
     for c in comparison.benchmarks:
         row = {
             "bench": c.name,
-            "baseline": fmt_num(c.baseline),
-            "current": fmt_num(c.current),
-            "ratio": _ratio(c.ratio),
+            "baseline": number(c.baseline),
+            "current": number(c.current),
+            "ratio": fixed(c.ratio, 3),
             "verdict": c.verdict,
             "weight": f"{c.weight:g}",
             "units": c.units,
         }
         if verbosity > 0:
-            row["p"] = _p(c.p_value)
+            row["p"] = p_value(c.p_value)
             row["samples"] = f"{c.samples[0]}/{c.samples[1]}"
         rows.append(row)
     out = []

@@ -2,27 +2,22 @@
 
 A summary is versioned (``"schema": "pytest-dlbench/summary"``, ``"version"``) and migrated on
 load, so a baseline saved by an older pytest-dlbench stays usable. It records what it was
-measured on (machine, package versions, git commit) next to the numbers, because a baseline is
-only as meaningful as the hardware and software it came from.
+measured on (machine, package versions, git commit: results/machine.py) next to the numbers,
+because a baseline is only as meaningful as the hardware and software it came from.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import math
-import os
-import platform
-import socket
-import subprocess
 from collections.abc import Callable
-from importlib import metadata
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.results.machine import current_machine, git_commit
 from pytest_dlbench.results.scoring import SuiteSummary
 
 __all__ = [
@@ -32,9 +27,7 @@ __all__ = [
     "BaselineError",
     "BaselineMissing",
     "load_summary",
-    "machine_info",
     "migrate",
-    "package_versions",
     "save_summary",
     "summary_dict",
 ]
@@ -56,88 +49,6 @@ class BaselineMissing(BaselineError):
     """The baseline file does not exist (a distinct exit status: 'baseline required')."""
 
 
-# -- what the numbers were measured on --------------------------------------------------------
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _gpus() -> tuple[list[dict[str, Any]], str | None]:
-    """GPUs and driver from NVML (nvidia-ml-py), not torch: no CUDA context, no import cost.
-
-    Without the library or a driver (``NVMLError_LibraryNotFound``...), no GPUs, silently.
-    """
-    try:
-        import pynvml
-    except ImportError:
-        return [], None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError and its many subclasses: no driver, no GPU telemetry
-        return [], None
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                         "memory": int(memory.total)})
-        return gpus, _text(driver)
-    except Exception:
-        return [], None
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def machine_info() -> dict[str, Any]:
-    """Host name, CPU model and cores, GPUs and driver. Never imports torch."""
-    gpus, driver = _gpus()
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "gpus": gpus,
-        "driver": driver,
-    }
-
-
-def package_versions() -> dict[str, str | None]:
-    """Installed versions from package metadata: importing torch here could initialise CUDA."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("pytest-dlbench", "pytest", "torch", "torchvision", "timm", "numpy"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def git_commit(cwd: str | PathLike[str] | None = None) -> str | None:
-    """``git rev-parse HEAD`` of the working directory, or None outside a repository."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
-
-
 # -- saving -----------------------------------------------------------------------------------
 def summary_dict(summary: SuiteSummary, *, suite: str | None = None) -> dict[str, Any]:
     """The saved form of ``summary``: header, provenance, then the numbers."""
@@ -145,8 +56,7 @@ def summary_dict(summary: SuiteSummary, *, suite: str | None = None) -> dict[str
         "schema": SCHEMA,
         "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "versions": package_versions(),
+        **current_machine(),
         "commit": git_commit(),
     }
     numbers = summary.to_dict()

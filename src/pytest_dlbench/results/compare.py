@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.scoring import weighted_geomean
+from pytest_dlbench.results.scoring import SuiteSummary, weighted_geomean
 from pytest_dlbench.run.protocol import Status
 
 __all__ = [
@@ -107,11 +107,8 @@ class Comparison:
     tolerance: float
     alpha: float
     baseline_path: str | None = None  # where the baseline came from, for the reports
-
-    @property
-    def rows(self) -> tuple[BenchComparison, ...]:
-        """The per-benchmark comparisons (the name the HTML report reads)."""
-        return self.benchmarks
+    # What makes the comparison less meaningful, one line each (the baseline's machine differs).
+    warnings: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[str, ...]:
@@ -138,6 +135,7 @@ class Comparison:
             "tolerance": self.tolerance,
             "alpha": self.alpha,
             "baseline_path": self.baseline_path,
+            "warnings": list(self.warnings),
             "regressed": self.regressed,
         }
 
@@ -237,6 +235,25 @@ def _verdict(ratio: float, p: tuple[float, float] | None, tolerance: float, alph
     return UNCHANGED
 
 
+def _machine_warnings(
+    current: Any, cur: Mapping[str, Any], base: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """``baseline machine differs: ...`` when both sides say what they ran on. A saved summary
+    says it; a live SuiteSummary ran here and now (results/machine.py)."""
+    if not isinstance(base.get("machine"), Mapping):
+        return ()
+    from pytest_dlbench.results import machine
+
+    if isinstance(cur.get("machine"), Mapping):
+        now: Mapping[str, Any] = cur
+    elif isinstance(current, SuiteSummary):
+        now = machine.current_machine()
+    else:
+        return ()
+    differences = machine.machine_differences(now, base)
+    return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()
+
+
 def _compare_bench(
     name: str, cur: Mapping[str, Any], base: Mapping[str, Any], tolerance: float, alpha: float
 ) -> BenchComparison:
@@ -268,7 +285,11 @@ def _compare_bench(
 def compare(
     current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA
 ) -> Comparison:
-    """Compare ``current`` with ``baseline`` (each a SuiteSummary or a summary dict)."""
+    """Compare ``current`` with ``baseline`` (each a SuiteSummary or a summary dict).
+
+    When the baseline records its machine and the current side does too (a saved summary) or
+    is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
+    version is one of the comparison's ``warnings``."""
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     if not 0 < alpha < 1:
@@ -314,4 +335,5 @@ def compare(
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,
+        warnings=_machine_warnings(current, cur, base),
     )

@@ -56,7 +56,7 @@ class RunResult:
     # same config record: the plan method decides ``total``, ``enabled`` the score.
     method: str = "per_gpu"
     enabled: bool = True
-    # Peak GPU memory and process RSS, energy, mean GPU load (validation.telemetry_stats).
+    # Peak GPU memory and process RSS, energy, mean GPU load (telemetry.telemetry_stats).
     telemetry: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -123,7 +123,7 @@ class BenchSummary:
     @property
     def telemetry(self) -> dict[str, Any]:
         """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
-        from pytest_dlbench.results.validation import combine_stats
+        from pytest_dlbench.results.telemetry import combine_stats
 
         return combine_stats(r.telemetry for r in self.runs)
 
@@ -234,7 +234,7 @@ def run_from_records(
     records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
 ) -> RunResult:
     """Score one run's stream records (see docs/running.md for the events)."""
-    from pytest_dlbench.results.validation import telemetry_stats
+    from pytest_dlbench.results.telemetry import telemetry_stats
 
     records = list(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None
@@ -265,7 +265,8 @@ def run_from_records(
         reason = str(end.get("reason") or "")
     # Success also needs a steady observation and finite losses (reference/scoring.md).
     if status is Status.OK and bad_loss is not None:
-        status, reason = Status.NAN, f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
+        status = Status.NAN
+        reason = f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
     if status is Status.OK and rate is None:
         status, reason = Status.FAIL, "no steady-state observation"
     units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)

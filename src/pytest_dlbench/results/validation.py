@@ -1,4 +1,4 @@
-"""Usage validation (a suite's ``validation.usage``) and the telemetry numbers of a run.
+"""Usage validation: a suite's ``validation.usage`` checked against a run's telemetry.
 
 Like milabench's usage check, per sampled GPU: a mean utilisation below
 ``gpu_load_threshold`` fails the run, a mean memory use below ``gpu_mem_threshold`` only warns.
@@ -8,7 +8,7 @@ check. Runs without GPU telemetry (CPU runs, no driver) are not checked.
 The means are taken over the timed window (from the first observation's start to the last
 one's end, read from the ``rate`` records) so that model building and data preparation, when
 the GPU idles, do not fail a short benchmark. Pure functions over records or a
-:class:`~pytest_dlbench.measure.monitor.MonitorSummary`: no NVML, no pytest.
+:class:`~pytest_dlbench.results.telemetry.MonitorSummary`: no NVML, no pytest.
 """
 
 from __future__ import annotations
@@ -19,16 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.measure.monitor import MonitorSummary, summarize_telemetry
 from pytest_dlbench.measure.stream import Stream, read_stream
+from pytest_dlbench.results.telemetry import MonitorSummary, summarize_telemetry, timed_window
 
 __all__ = [
     "Issue",
     "ValidationError",
     "check_usage",
-    "combine_stats",
-    "telemetry_stats",
-    "timed_window",
     "validate_usage",
 ]
 
@@ -70,23 +67,6 @@ def _threshold(usage: Mapping[str, Any], key: str, issues: list[Issue]) -> float
     if number == 0:
         return None
     return number / 100.0 if number > 1 else number
-
-
-def timed_window(records: Iterable[Mapping[str, Any]]) -> tuple[float, float] | None:
-    """(start, end) in UNIX seconds of the observations (``rate`` records, warm-up included),
-    None without timed observations."""
-    lo = hi = None
-    for r in records:
-        if r.get("event") != "rate":
-            continue
-        t = r.get("time")
-        if not isinstance(t, (int, float)) or not math.isfinite(t):
-            continue
-        seconds = r.get("seconds")
-        start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
-        lo = start if lo is None else min(lo, start)
-        hi = t if hi is None else max(hi, t)
-    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def _percent(x: float) -> str:
@@ -181,44 +161,3 @@ def validate_usage(
         raise ValidationError(issues)
     return issues
 
-
-def telemetry_stats(records: Iterable[Mapping[str, Any]]) -> dict[str, float | int | None]:
-    """The report's telemetry numbers of one run, from its stream records (None when unknown):
-
-    - ``peak_gpu_mem_bytes``: the largest per-GPU peak of memory used (whole run);
-    - ``peak_rss_bytes``: the peak RSS of the benchmark's process tree (whole run);
-    - ``energy_j``: joules of all sampled GPUs, from the monitor's start to its stop;
-    - ``mean_gpu_util``: percent, over the timed window (all samples without one).
-    """
-    records = list(records)
-    whole = summarize_telemetry(records)
-    window = timed_window(records)
-    timed = summarize_telemetry(records, start=window[0], end=window[1]) if window else whole
-    util = timed.mean_gpu_util if timed.gpus else whole.mean_gpu_util
-    return {
-        "peak_gpu_mem_bytes": whole.peak_gpu_mem_bytes,
-        "peak_rss_bytes": whole.peak_rss_bytes,
-        "energy_j": whole.energy_j,
-        "mean_gpu_util": util,
-    }
-
-
-def combine_stats(
-    stats: Iterable[Mapping[str, float | int | None]],
-) -> dict[str, float | int | None]:
-    """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks are the largest
-    run's, the energy is the sum (every replica and repeat drew it), the utilisation the mean
-    of the runs that have one. None where no run knows."""
-    stats = list(stats)
-
-    def known(key: str) -> list[float]:
-        return [float(v) for s in stats if (v := s.get(key)) is not None]
-
-    gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
-    energy, util = known("energy_j"), known("mean_gpu_util")
-    return {
-        "peak_gpu_mem_bytes": int(max(gpu_mem)) if gpu_mem else None,
-        "peak_rss_bytes": int(max(rss)) if rss else None,
-        "energy_j": sum(energy) if energy else None,
-        "mean_gpu_util": sum(util) / len(util) if util else None,
-    }

@@ -8,48 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamWriter, read_stream
-from pytest_dlbench.run.protocol import Env, Outcome, Status
+from pytest_dlbench.run.protocol import Outcome, Status
 
-__all__ = ["machine_meta", "run_child"]
+__all__ = ["run_child"]
 
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
-
-
-def machine_meta(device: Any = None) -> dict[str, Any]:
-    """Host, Python, torch and device facts for the ``meta`` record (torch only if loaded)."""
-    meta: dict[str, Any] = {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": platform.processor() or platform.machine(),
-        "pid": os.getpid(),
-        "time": time.time(),
-        "slot": os.environ.get(Env.SLOT),
-        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
-    }
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        meta["torch"] = torch.__version__
-        meta["cuda"] = torch.version.cuda
-        meta["device"] = str(device) if device is not None else "cpu"
-        if device is not None and getattr(device, "type", None) == "cuda":
-            meta["device_name"] = torch.cuda.get_device_name(device)
-        else:
-            meta["device_name"] = meta["cpu"]
-    return meta
 
 
 def _signal_name(number: int) -> str:
@@ -136,7 +108,8 @@ def run_child(
             raise
     end = _last_end(stream)
     if timed_out:
-        outcome = Outcome(Status.TIMEOUT, f"timeout: ran past max_duration ({timeout:g} s)", returncode)
+        reason = f"timeout: ran past max_duration ({timeout:g} s)"
+        outcome = Outcome(Status.TIMEOUT, reason, returncode)
     elif end is not None:
         return Outcome(Status.parse(end.get("status")), str(end.get("reason") or ""), returncode)
     elif returncode is not None and returncode < 0:

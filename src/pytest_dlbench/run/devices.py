@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.monitor.nvml import gpu_inventory, parse_visible_devices
 from pytest_dlbench.suite import SystemConfig
 
 __all__ = [
@@ -74,34 +75,18 @@ def cpu_count() -> int:
     return len(allowed_cpus())
 
 
-def _nvml_count() -> int:
-    try:
-        import pynvml  # provided by nvidia-ml-py
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound and friends: no GPU here
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except Exception:  # noqa: BLE001
-        return 0
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-
-
 def visible_gpus() -> list[str]:
     """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES values (honouring it)."""
-    count = _nvml_count()
+    count = len(gpu_inventory().gpus)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return [str(i) for i in range(count)]
-    ids = [v.strip() for v in visible.split(",") if v.strip()]
-    if "-1" in ids:  # CUDA ignores everything from the first invalid id on
-        ids = ids[: ids.index("-1")]
-    return ids[:count] if count else []
+    ids = []
+    for kind, entry in parse_visible_devices(visible):
+        if kind == "invalid" or (kind == "index" and int(entry) < 0):
+            break  # CUDA ignores everything from the first invalid id on
+        ids.append(entry)
+    return ids[:count]
 
 
 def gpu_count() -> int:

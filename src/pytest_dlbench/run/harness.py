@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, Stream
-from pytest_dlbench.run.child import machine_meta
+from pytest_dlbench.results.machine import machine_meta
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
 

@@ -1,0 +1,351 @@
+"""The NVML binding (nvidia-ml-py), opened in one place: the GPUs there are, the ones
+``CUDA_VISIBLE_DEVICES`` shows, and a sampler of their load, memory, power and energy.
+
+NVML numbers GPUs by PCI bus and never creates a CUDA context, so the controller can count and
+name GPUs without initialising CUDA. The binding is imported lazily; every entry point takes
+``nvml`` (None: ``import pynvml``) so that tests can inject a fake. Nothing here raises because
+there is no driver: what cannot be opened is a reason string, what cannot be read a None field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_dlbench.results.telemetry import as_float, as_int
+
+__all__ = [
+    "GpuInfo",
+    "GpuSampler",
+    "Inventory",
+    "close_nvml",
+    "gpu_info",
+    "gpu_inventory",
+    "nvml_session",
+    "open_nvml",
+    "parse_visible_devices",
+    "visible_nvml_indices",
+]
+
+# NVML_ERROR_NOT_SUPPORTED: the field is never available on this GPU, so stop asking.
+_NVML_ERROR_NOT_SUPPORTED = 3
+_INDEX = re.compile(r"^-?\d+$")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _try(fn: Callable[..., Any] | None, *args: Any) -> Any:
+    """``fn(*args)``, or None when there is no such function or it fails."""
+    if fn is None:
+        return None
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001 - any failure is one missing field, never a crash
+        return None
+
+
+# -- opening -----------------------------------------------------------------------------------
+def open_nvml(nvml: Any = None) -> tuple[Any, str]:
+    """Initialise NVML: ``(binding, "")``, or ``(None, why not)`` without nvidia-ml-py or a
+    driver. A binding opened here is closed with :func:`close_nvml`."""
+    if nvml is None:
+        try:
+            import pynvml  # nvidia-ml-py
+        except ImportError:
+            return None, "nvidia-ml-py is not installed"
+        nvml = pynvml
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound: no driver here
+        return None, f"NVML unavailable ({type(exc).__name__}: {exc})"
+    return nvml, ""
+
+
+def close_nvml(nvml: Any) -> None:
+    with contextlib.suppress(Exception):
+        nvml.nvmlShutdown()
+
+
+@contextlib.contextmanager
+def nvml_session(nvml: Any = None) -> Iterator[tuple[Any, str]]:
+    """``with nvml_session() as (binding, reason):`` :func:`open_nvml`, closed on leaving."""
+    binding, reason = open_nvml(nvml)
+    try:
+        yield binding, reason
+    finally:
+        if binding is not None:
+            close_nvml(binding)
+
+
+# -- what there is -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as NVML names it; a field NVML could not read is None."""
+
+    index: int  # NVML's (PCI bus order)
+    name: str | None
+    uuid: str | None
+    memory: int | None  # bytes
+
+
+def gpu_info(
+    nvml: Any, index: int, handle: Any, call: Callable[[str, Any], Any] | None = None
+) -> GpuInfo:
+    """Name, UUID and total memory of the GPU of ``handle``. ``call(field, fn)`` calls
+    ``fn(handle)`` its own way (the sampler remembers what is not supported)."""
+    if call is None:
+        call = lambda _, fn: _try(fn, handle)  # noqa: E731
+    name = call("name", getattr(nvml, "nvmlDeviceGetName", None))
+    uuid = call("uuid", getattr(nvml, "nvmlDeviceGetUUID", None))
+    memory = call("memory", getattr(nvml, "nvmlDeviceGetMemoryInfo", None))
+    return GpuInfo(index, _text(name), _text(uuid), as_int(getattr(memory, "total", None)))
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Every GPU NVML sees (whatever ``CUDA_VISIBLE_DEVICES`` says) and the driver version."""
+
+    gpus: tuple[GpuInfo, ...] = ()
+    driver: str | None = None
+    reason: str = ""  # why NVML gave no answer (no nvidia-ml-py, no driver); "" when it did
+
+
+def gpu_inventory(nvml: Any = None) -> Inventory:
+    """The GPUs of this machine, NVML opened and closed around the questions."""
+    with nvml_session(nvml) as (binding, reason):
+        if binding is None:
+            return Inventory(reason=reason)
+        try:
+            count = int(binding.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001
+            return Inventory(reason=f"NVML cannot count GPUs ({type(exc).__name__}: {exc})")
+        gpus = tuple(
+            gpu_info(binding, i, _try(binding.nvmlDeviceGetHandleByIndex, i)) for i in range(count)
+        )
+        return Inventory(gpus, _text(_try(getattr(binding, "nvmlSystemGetDriverVersion", None))))
+
+
+# -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------
+def parse_visible_devices(visible: str) -> list[tuple[str, str]]:
+    """The entries of a ``CUDA_VISIBLE_DEVICES`` value, in order, as ``(kind, entry)``: kind
+    ``"index"`` (a number, negative ones included), ``"uuid"`` (``GPU-…``, or a unique prefix
+    of one), ``"mig"`` (``MIG-…``) or ``"invalid"``. Blank entries are dropped. CUDA ignores
+    everything from the first invalid entry on; which entries are valid here (an index below
+    the GPU count, a UUID that matches) is for the caller to say."""
+    out = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if not entry:
+            continue
+        if _INDEX.match(entry):
+            kind = "index"
+        elif entry.upper().startswith("MIG-"):
+            kind = "mig"
+        elif entry.upper().startswith("GPU-"):
+            kind = "uuid"
+        else:
+            kind = "invalid"
+        out.append((kind, entry))
+    return out
+
+
+def visible_nvml_indices(
+    nvml: Any, visible: str | None, count: int
+) -> tuple[list[int], list[str]]:
+    """NVML indices of the GPUs that ``CUDA_VISIBLE_DEVICES`` (``visible``) shows, and notes on
+    entries that were not mapped.
+
+    Entries are CUDA's (:func:`parse_visible_devices`): indices (``"0,2"``), GPU UUIDs or
+    unique prefixes of them (``"GPU-8932f937"``), or MIG instances (``"MIG-..."``, not sampled:
+    NVML has no utilisation for them, and the parent GPU's counters include the other
+    instances). Like CUDA, everything from the first invalid entry on is ignored. An index is
+    taken as an NVML index, which is CUDA's index only under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``
+    or on a node of identical GPUs (CUDA's default order puts the fastest first, ties in PCI
+    order).
+    """
+    if visible is None:
+        return list(range(count)), []
+    uuids: list[str | None] | None = None
+    indices: list[int] = []
+    notes: list[str] = []
+    for kind, entry in parse_visible_devices(visible):
+        if kind == "index":
+            index = int(entry)
+            if not 0 <= index < count:
+                notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} is not a GPU here")
+                break
+        elif kind == "mig":
+            notes.append(f"MIG instance {entry} is not sampled")
+            continue
+        elif kind == "uuid":
+            if uuids is None:  # an unreadable UUID (None) matches nothing
+                handles = [_try(nvml.nvmlDeviceGetHandleByIndex, i) for i in range(count)]
+                uuids = [_text(_try(nvml.nvmlDeviceGetUUID, h)) for h in handles]
+            found = [i for i, u in enumerate(uuids) if u and u.lower().startswith(entry.lower())]
+            if len(found) != 1:
+                notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches no single GPU")
+                break
+            index = found[0]
+        else:
+            notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} is not a GPU id")
+            break
+        if index in indices:  # CUDA rejects a repeated device the same way
+            notes.append(f"CUDA_VISIBLE_DEVICES repeats GPU {index}")
+            break
+        indices.append(index)
+    return indices, notes
+
+
+# -- sampling ----------------------------------------------------------------------------------
+@dataclass
+class _Gpu:
+    """One sampled GPU and its energy bookkeeping."""
+
+    index: int
+    handle: Any
+    # Energy counter (mJ) at the start; None: integrate power instead (counter not supported).
+    counter_base_mj: float | None = None
+    counter_last_mj: float | None = None
+    energy_j: float | None = None
+    last_power_w: float | None = None
+    last_t: float | None = None
+    unsupported: set[str] = field(default_factory=set)
+
+
+def _not_supported(nvml: Any, exc: BaseException) -> bool:
+    code = getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", _NVML_ERROR_NOT_SUPPORTED)
+    return getattr(exc, "value", None) == code
+
+
+class GpuSampler:
+    """The NVML side of a monitor: init, the visible GPUs, one guarded call per field.
+
+    ``gpu_indices``: NVML indices to sample; None maps ``CUDA_VISIBLE_DEVICES``, ``[]`` none.
+    """
+
+    def __init__(self, nvml: Any, gpu_indices: Sequence[int] | None) -> None:
+        self.nvml = nvml
+        self.gpus: list[_Gpu] = []
+        self.notes: list[str] = []
+        self.info: list[dict[str, Any]] = []
+        self._initialised = False
+        self._requested = gpu_indices
+
+    def open(self) -> str:
+        """Initialise NVML and pick the GPUs; returns why there is no GPU telemetry, or ``""``."""
+        if self._requested is not None and not self._requested:
+            return "no GPU assigned to this run"
+        nvml, reason = open_nvml(self.nvml)
+        if nvml is None:
+            return reason
+        self.nvml = nvml
+        self._initialised = True
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001
+            return f"NVML cannot count GPUs ({type(exc).__name__}: {exc})"
+        if self._requested is not None:
+            indices = [i for i in self._requested if 0 <= i < count]
+            self.notes += [f"GPU {i} does not exist" for i in self._requested if i not in indices]
+        else:
+            indices, self.notes = visible_nvml_indices(
+                nvml, os.environ.get("CUDA_VISIBLE_DEVICES"), count
+            )
+        for index in indices:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            except Exception as exc:  # noqa: BLE001
+                self.notes.append(f"GPU {index}: no handle ({type(exc).__name__}: {exc})")
+                continue
+            gpu = _Gpu(index, handle)
+            counter = self._call(gpu, "energy", nvml.nvmlDeviceGetTotalEnergyConsumption)
+            gpu.counter_base_mj = gpu.counter_last_mj = as_float(counter)
+            info = gpu_info(nvml, index, handle, lambda name, fn, g=gpu: self._call(g, name, fn))
+            self.info.append({
+                "index": index,
+                "name": info.name,
+                "uuid": info.uuid,
+                "mem_total": info.memory,
+                "energy": "counter" if gpu.counter_base_mj is not None else "power",
+            })
+            self.gpus.append(gpu)
+        if not self.gpus:
+            return "; ".join(self.notes) or "no GPU visible to this process"
+        return ""
+
+    def _call(self, gpu: _Gpu, name: str, fn: Callable[..., Any] | None, *args: Any) -> Any:
+        """``fn(handle, *args)``, or None when it fails; a field NVML does not support on this GPU
+        is not asked again (it would fail the same way every sample)."""
+        if fn is None or name in gpu.unsupported:
+            return None
+        try:
+            return fn(gpu.handle, *args)
+        except Exception as exc:  # noqa: BLE001 - any failure is one missing field, never a crash
+            if _not_supported(self.nvml, exc):
+                gpu.unsupported.add(name)
+            return None
+
+    def sample(self, t: float) -> list[dict[str, Any]]:
+        nvml = self.nvml
+        out = []
+        for gpu in self.gpus:
+            util = self._call(gpu, "util", nvml.nvmlDeviceGetUtilizationRates)
+            memory = self._call(gpu, "memory", nvml.nvmlDeviceGetMemoryInfo)
+            power_mw = self._call(gpu, "power", nvml.nvmlDeviceGetPowerUsage)
+            temp = self._call(
+                gpu, "temp", nvml.nvmlDeviceGetTemperature,
+                getattr(nvml, "NVML_TEMPERATURE_GPU", 0),
+            )
+            clock = self._call(
+                gpu, "sm_clock", nvml.nvmlDeviceGetClockInfo, getattr(nvml, "NVML_CLOCK_SM", 1)
+            )
+            power_w = float(power_mw) / 1000.0 if power_mw is not None else None
+            out.append({
+                "index": gpu.index,
+                "util": as_float(getattr(util, "gpu", None)),
+                "mem_used": as_int(getattr(memory, "used", None)),
+                "mem_total": as_int(getattr(memory, "total", None)),
+                "power_w": power_w,
+                "temp_c": as_float(temp),
+                "sm_clock_mhz": as_float(clock),
+                "energy_j": self._energy(gpu, t, power_w),
+            })
+        return out
+
+    def _energy(self, gpu: _Gpu, t: float, power_w: float | None) -> float | None:
+        """Joules since the start: the energy counter's difference while it works, else power
+        integrated over time (trapezoids between samples, from the first known power on)."""
+        counted = False
+        if gpu.counter_base_mj is not None:
+            counter = self._call(gpu, "energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption)
+            last = gpu.counter_last_mj if gpu.counter_last_mj is not None else gpu.counter_base_mj
+            if counter is not None and float(counter) >= last:
+                gpu.counter_last_mj = float(counter)
+                gpu.energy_j = (float(counter) - gpu.counter_base_mj) / 1000.0
+                counted = True
+            else:
+                # The counter stopped working or went back (driver reload): integrate power from
+                # the last sample on, continuing from the energy counted so far.
+                gpu.counter_base_mj = None
+        if not counted and power_w is not None:
+            if gpu.energy_j is None:
+                gpu.energy_j = 0.0
+            elif gpu.last_t is not None:
+                before = gpu.last_power_w if gpu.last_power_w is not None else power_w
+                gpu.energy_j += (before + power_w) / 2.0 * max(0.0, t - gpu.last_t)
+        # A sample without power keeps the last known one: the next trapezoid spans the gap.
+        if power_w is not None or gpu.last_t is None:
+            gpu.last_power_w, gpu.last_t = power_w, t
+        return gpu.energy_j
+
+    def close(self) -> None:
+        if self._initialised:
+            self._initialised = False
+            close_nvml(self.nvml)

@@ -1,0 +1,107 @@
+"""The benchmark's process tree, sampled with psutil: CPU, resident memory and disk bytes.
+
+psutil is passed in (imported lazily by the monitor, or a fake in tests); a process that
+exits between two samples is simply left out of the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+__all__ = ["NO_PROCESS", "ProcessTree"]
+
+# CPU percentages over a shorter period are tick noise (see ProcessTree).
+MIN_CPU_PERIOD = 0.05
+
+
+class ProcessTree:
+    """CPU %, RSS and disk bytes of a process and all its descendants (DataLoader workers...).
+
+    ``cpu_percent`` is summed over the tree (100 = one core busy). RSS is summed too, which
+    counts the pages that forked workers share with their parent more than once: an upper bound,
+    and cheap (exact PSS would read every process's smaps). Disk bytes are what the tree's
+    processes read from or wrote to storage since the start (page-cache hits are not disk reads);
+    a worker that exited keeps counting with its last known values.
+    """
+
+    def __init__(self, psutil: Any, pid: int) -> None:
+        self.psutil = psutil
+        self.root = psutil.Process(pid)
+        self._procs: dict[int, Any] = {}
+        self._io: dict[int, tuple[int, int]] = {}
+        self._io_ok = True
+        self._io_base = (0, 0)
+        # cpu_percent compares with its previous call; over a few milliseconds (the first
+        # sample, the last one right after a thread sample) CPU-time ticks of 10 ms make it
+        # noise (550 % on 2 cores was seen), so a sample that close gives None instead.
+        self._cpu_at = time.monotonic()
+        self._walk(cpu=True)
+        with contextlib.suppress(Exception):
+            psutil.cpu_percent(None)
+        self._io_base = self._io_total()
+
+    def _walk(self, cpu: bool) -> list[tuple[Any, float, int]]:
+        psutil = self.psutil
+        try:
+            children = self.root.children(recursive=True)
+        except psutil.Error:
+            children = []
+        current: dict[int, Any] = {}
+        for proc in [self.root, *children]:
+            cached = self._procs.get(proc.pid)
+            # Process.__eq__ compares the creation time too: a reused pid is a new process.
+            current[proc.pid] = cached if cached is not None and cached == proc else proc
+        self._procs = current
+        out = []
+        for pid, proc in current.items():
+            try:
+                with proc.oneshot():
+                    percent = proc.cpu_percent(None) if cpu else 0.0
+                    rss = proc.memory_info().rss
+                    if self._io_ok:
+                        try:
+                            io = proc.io_counters()
+                            self._io[pid] = (int(io.read_bytes), int(io.write_bytes))
+                        except AttributeError:  # no per-process I/O on this OS (macOS)
+                            self._io_ok = False
+                        except psutil.AccessDenied:
+                            pass
+            except psutil.Error:  # exited between children() and here, or not ours
+                continue
+            out.append((proc, float(percent), int(rss)))
+        return out
+
+    def _io_total(self) -> tuple[int, int]:
+        return (sum(r for r, _ in self._io.values()), sum(w for _, w in self._io.values()))
+
+    def sample(self) -> dict[str, Any]:
+        now = time.monotonic()  # psutil's own clock, not the monitor's (maybe fake) one
+        cpu = now - self._cpu_at >= MIN_CPU_PERIOD
+        if cpu:
+            self._cpu_at = now
+        procs = self._walk(cpu)
+        system = None
+        if cpu:
+            with contextlib.suppress(Exception):
+                system = float(self.psutil.cpu_percent(None))
+        read, write = self._io_total()
+        return {
+            "cpu_percent": round(sum(c for _, c, _ in procs), 1) if procs and cpu else None,
+            "system_cpu_percent": system,
+            "rss_bytes": sum(r for _, _, r in procs) if procs else None,
+            "procs": len(procs),
+            "disk_read_bytes": read - self._io_base[0] if self._io_ok else None,
+            "disk_write_bytes": write - self._io_base[1] if self._io_ok else None,
+        }
+
+
+NO_PROCESS = {
+    "cpu_percent": None,
+    "system_cpu_percent": None,
+    "rss_bytes": None,
+    "procs": None,
+    "disk_read_bytes": None,
+    "disk_write_bytes": None,
+}

@@ -1,0 +1,254 @@
+"""Telemetry: a thread sampling the GPUs (nvml.py) and the benchmark's process tree (process.py).
+
+A :class:`Monitor` wraps one run of a benchmark function::
+
+    with Monitor(stream, interval=parse_interval(spec.interval)) as monitor:
+        bench_fn(...)
+    monitor.summary  # a results.telemetry.MonitorSummary, also the ``monitor_summary`` record
+
+It writes, into the run's stream (docs/telemetry.md):
+
+- one ``monitor`` record when it starts: ``gpu`` true with the sampled GPUs, or ``gpu`` false
+  with the ``reason`` (no driver, no nvidia-ml-py, no visible GPU): the single info line of a
+  CPU-only run, which never fails because of it;
+- one ``telemetry`` record per sample: at start, every ``interval`` seconds, and at stop;
+- one ``monitor_summary`` record when it stops.
+
+Samples are taken by a daemon thread, never by the benchmark's (timed) thread, except the first
+(in :meth:`Monitor.start`, before the benchmark runs) and the last (in :meth:`Monitor.stop`,
+after it ended). Nothing here raises into the benchmark: a failing NVML call makes its field
+``None``, a failing sample is counted in ``errors``.
+
+No pytest and no torch here; NVML and psutil are imported lazily and may be injected (tests).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.monitor.nvml import GpuSampler
+from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
+from pytest_dlbench.measure.stream import Stream
+from pytest_dlbench.results.telemetry import MonitorSummary, Summarizer
+
+__all__ = ["DEFAULT_INTERVAL", "IntervalError", "Monitor", "parse_interval"]
+
+#: Seconds between samples when the suite gives no ``voir.options.interval``.
+DEFAULT_INTERVAL = 1.0
+# Below this the sampling thread would cost more than it tells (psutil walks /proc each time).
+MIN_INTERVAL = 0.01
+# How long stop() waits for a sample in progress (an NVML call on a wedged GPU can hang).
+JOIN_TIMEOUT_S = 5.0
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0, "min": 60.0}
+_INTERVAL = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[a-z]*)\s*$")
+
+
+class IntervalError(DlbenchError, ValueError):
+    """A ``voir.options.interval`` that is not a positive duration."""
+
+
+def parse_interval(value: Any) -> float:
+    """Seconds from a suite's ``interval``: ``"1s"``, ``"500ms"``, ``"0.5s"``, ``"2m"``, a number
+    of seconds, or ``None`` (the default, 1 s). Raises :class:`IntervalError` otherwise."""
+    if value is None:
+        return DEFAULT_INTERVAL
+    if isinstance(value, bool):  # YAML `interval: yes` is not a duration
+        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _INTERVAL.match(value.lower())
+        if not match or match["unit"] not in _UNITS:
+            raise IntervalError(
+                f"interval must be a duration like '1s' or '500ms', got {value!r}"
+            )
+        seconds = float(match["num"]) * _UNITS[match["unit"]]
+    else:
+        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
+    if not math.isfinite(seconds) or seconds < MIN_INTERVAL:
+        raise IntervalError(f"interval must be at least {MIN_INTERVAL * 1000:g} ms, got {value!r}")
+    return seconds
+
+
+class Monitor:
+    """Samples NVML and psutil every ``interval`` seconds into ``stream`` (module docstring).
+
+    ``gpu_indices``: NVML indices to sample; None (default) maps this process's
+    ``CUDA_VISIBLE_DEVICES`` (all GPUs when unset), ``[]`` samples no GPU. ``nvml`` and
+    ``psutil`` replace the modules (tests); ``clock`` (monotonic seconds) times the energy
+    integration and ``elapsed``; ``wall`` is the records' ``time`` (UNIX seconds, like ``rate``
+    records, so both can be put on one time axis).
+    """
+
+    def __init__(
+        self,
+        stream: Stream,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        gpu_indices: Sequence[int] | None = None,
+        pid: int | None = None,
+        nvml: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        psutil: Any = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if not interval > 0:
+            raise IntervalError(f"interval must be positive, got {interval!r}")
+        self.stream = stream
+        self.interval = float(interval)
+        self.pid = os.getpid() if pid is None else pid
+        self.clock = clock
+        self.wall = wall
+        self.summary: MonitorSummary | None = None
+        self._nvml = GpuSampler(nvml, None if gpu_indices is None else list(gpu_indices))
+        self._psutil = psutil
+        self._tree: ProcessTree | None = None
+        self._gpu_reason = ""
+        self._t0 = 0.0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one sample at a time (thread, start/stop, tests)
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stopped = False
+        self._samples = 0
+        self._errors = 0
+        self._last_error = ""
+        self._acc = Summarizer()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> Monitor:
+        """Open NVML and psutil, write the ``monitor`` record and a first sample, then start the
+        thread. Never raises: what cannot be opened is left out (and said in the record)."""
+        if self._started:
+            return self
+        self._started = True
+        self._t0 = self.clock()
+        try:
+            self._gpu_reason = self._nvml.open()
+        except Exception as exc:  # noqa: BLE001 - a broken binding is still "no GPU telemetry"
+            self._gpu_reason = f"NVML unavailable ({type(exc).__name__}: {exc})"
+        self._tree = self._open_tree()
+        info: dict[str, Any] = {"gpu": not self._gpu_reason, "interval": self.interval,
+                                "pid": self.pid, "time": self.wall()}
+        if self._gpu_reason:
+            info["reason"] = self._gpu_reason
+        else:
+            info["gpus"] = self._nvml.info
+        if self._nvml.notes:
+            info["notes"] = self._nvml.notes
+        self._write("monitor", info)
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="dlbench-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> MonitorSummary:
+        """Stop the thread, take a last sample, write ``monitor_summary``; idempotent."""
+        if self.summary is not None:
+            return self.summary
+        self._stopped = True
+        self._stop.set()
+        joined = True
+        if self._thread is not None:
+            self._thread.join(JOIN_TIMEOUT_S)
+            joined = not self._thread.is_alive()
+        if not self._started:
+            self.summary = Summarizer().summary(gpu=False, reason="not started", interval=None)
+            return self.summary
+        if joined:  # a thread stuck in NVML would make this one stick too
+            self.sample()
+        self.summary = self._acc.summary(
+            gpu=self.gpu, reason=self._gpu_reason, interval=self.interval,
+            errors=self._errors, last_error=self._last_error,
+        )
+        self._write("monitor_summary", {**self.summary.to_dict(), "time": self.wall()})
+        if joined:
+            self._nvml.close()
+        return self.summary
+
+    def __enter__(self) -> Monitor:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()  # whatever the benchmark raised: the monitor never hides it
+
+    # -- sampling ----------------------------------------------------------------------------
+    def sample(self) -> dict[str, Any] | None:
+        """Take one sample now and write it; None if it could not be taken (counted in
+        ``errors``). Called by the thread every interval; callable directly (tests)."""
+        with self._lock:
+            try:
+                t = self.clock()
+                record: dict[str, Any] = {"time": self.wall(), "elapsed": round(t - self._t0, 6)}
+                record.update(self._sample_tree())
+                record["gpus"] = self._nvml.sample(t) if not self._gpu_reason else []
+            except Exception as exc:  # noqa: BLE001 - the benchmark must never see it
+                self._error(exc)
+                return None
+            self._samples += 1
+            self._acc.add(record)
+            self._write("telemetry", record)
+            return record
+
+    def _sample_tree(self) -> dict[str, Any]:
+        if self._tree is None:
+            return dict(NO_PROCESS)
+        try:
+            return self._tree.sample()
+        except Exception as exc:  # noqa: BLE001 - e.g. the root process is gone
+            self._error(exc)
+            return dict(NO_PROCESS)
+
+    def _run(self) -> None:
+        # Event.wait returns True as soon as stop() sets it: stopping never waits an interval.
+        while not self._stop.wait(self.interval):
+            try:
+                self.sample()
+            except BaseException as exc:  # noqa: BLE001 - never let the thread die noisily
+                self._error(exc)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _open_tree(self) -> ProcessTree | None:
+        psutil = self._psutil
+        if psutil is None:
+            try:
+                import psutil
+            except ImportError:
+                return None
+        try:
+            return ProcessTree(psutil, self.pid)
+        except Exception as exc:  # noqa: BLE001 - no such pid, no permission: no CPU fields
+            self._error(exc)
+            return None
+
+    def _write(self, event: str, fields: dict[str, Any]) -> None:
+        try:
+            self.stream.write(event, **fields)
+        except Exception as exc:  # noqa: BLE001 - a closed stream: stop sampling, quietly
+            self._error(exc)
+            self._stop.set()
+
+    def _error(self, exc: BaseException) -> None:
+        self._errors += 1
+        self._last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    @property
+    def gpu(self) -> bool:
+        """Whether GPUs are being sampled (known after :meth:`start`)."""
+        return self._started and not self._gpu_reason
+
+    @property
+    def gpu_reason(self) -> str:
+        return self._gpu_reason
+
+    @property
+    def samples(self) -> int:
+        return self._samples

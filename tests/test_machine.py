@@ -1,0 +1,130 @@
+"""What the numbers were measured on: machine facts (with a fake NVML), versions, the git
+commit, the ``meta`` record, and what differs between a run's machine and its baseline's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dlbench.results.machine import (
+    cpu_model,
+    current_machine,
+    git_commit,
+    machine_differences,
+    machine_info,
+    machine_meta,
+)
+
+
+def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:
+    assert git_commit(tmp_path) is None
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("no git")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    commit = git_commit(tmp_path)
+    assert commit is not None and len(commit) == 40
+
+
+def test_machine_info_and_versions_never_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from pytest_dlbench.results.machine import machine_info, package_versions\n"
+        "info = machine_info(); versions = package_versions()\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert isinstance(info['cores'], int) and isinstance(info['gpus'], list)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_nvml_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    info = machine_info()
+    assert (info["gpus"], info["driver"]) == ([], None)
+
+
+def test_nvml_without_driver_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeNvml:
+        class NVMLError(Exception):
+            pass
+
+        def nvmlInit(self) -> None:
+            raise self.NVMLError("Driver Not Loaded")
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    info = machine_info()
+    assert (info["gpus"], info["driver"]) == ([], None)
+
+
+def test_nvml_gpus_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Memory:
+        total = 80 * 2**30
+
+    class FakeNvml:
+        def nvmlInit(self) -> None: ...
+        def nvmlShutdown(self) -> None: ...
+        def nvmlSystemGetDriverVersion(self) -> bytes:
+            return b"550.54"
+        def nvmlDeviceGetCount(self) -> int:
+            return 2
+        def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+            return i
+        def nvmlDeviceGetName(self, handle: int) -> str:
+            return "NVIDIA H100"
+        def nvmlDeviceGetMemoryInfo(self, handle: int) -> Memory:
+            return Memory()
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    info = machine_info()
+    gpus, driver = info["gpus"], info["driver"]
+    assert driver == "550.54"
+    assert [g["name"] for g in gpus] == ["NVIDIA H100"] * 2
+    assert gpus[1] == {"index": 1, "name": "NVIDIA H100", "memory": 80 * 2**30}
+
+
+def test_meta_record_facts() -> None:
+    meta = machine_meta()
+    assert meta["cpu"] == cpu_model() and meta["pid"] == os.getpid()
+    assert {"host", "platform", "python", "time", "slot", "cpus", "threads"} <= set(meta)
+
+
+# -- two machines ------------------------------------------------------------------------------
+def side(gpus: list[str], cpu: str = "Xeon 8480", torch: str | None = "2.11.0") -> dict[str, Any]:
+    """A summary's provenance: ``machine`` and ``versions``."""
+    return {
+        "machine": {"cpu": cpu, "gpus": [{"index": i, "name": n} for i, n in enumerate(gpus)]},
+        "versions": {"torch": torch},
+    }
+
+
+def test_the_same_machine_differs_in_nothing() -> None:
+    assert machine_differences(side(["NVIDIA H100"] * 8), side(["NVIDIA H100"] * 8)) == []
+    here = current_machine()
+    assert machine_differences(here, here) == []
+
+
+@pytest.mark.parametrize(
+    ("current", "baseline", "phrases"),
+    [
+        (side(["NVIDIA H100"]), side(["NVIDIA A100-SXM4-80GB"]), ["GPU H100 vs A100-SXM4-80GB"]),
+        (side(["NVIDIA H100"] * 4), side(["NVIDIA H100"] * 8), ["4 GPUs vs 8"]),
+        (side([]), side(["NVIDIA H100"]), ["0 GPUs vs 1"]),  # a CPU run against a GPU baseline
+        (side([], cpu="EPYC 9654"), side([]), ["CPU EPYC 9654 vs Xeon 8480"]),
+        (side([], torch="2.11.0"), side([], torch="2.14.1"), ["torch 2.11.0 vs 2.14.1"]),
+        (side(["NVIDIA H100"], torch="2.11.0"), side(["NVIDIA A100"] * 2, torch="2.14.1"),
+         ["GPU H100 vs A100", "1 GPU vs 2", "torch 2.11.0 vs 2.14.1"]),
+    ],
+)
+def test_differences_one_phrase_each(current, baseline, phrases) -> None:
+    assert machine_differences(current, baseline) == phrases
+
+
+def test_unrecorded_facts_are_not_compared() -> None:
+    assert machine_differences({}, side(["NVIDIA H100"])) == []
+    assert machine_differences(side(["NVIDIA H100"], torch=None), side(["NVIDIA H100"])) == []
