@@ -13,22 +13,21 @@ wave is *released* by sending each of its workers the item after it (or shutdown
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_dlbench.run.layout import parse_item_id
+
 __all__ = ["WaveScheduling", "wave_of"]
-
-_ITEM = re.compile(r"::(?P<name>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
-
 
 def wave_of(nodeid: str) -> tuple[tuple[str, str], int | None]:
     """(wave key, device) of a node id; items that are not benchmarks get a wave of their own."""
-    match = _ITEM.search(nodeid)
-    if match is None:
+    parsed = parse_item_id(nodeid)
+    if parsed is None or "::" not in nodeid:
         return ("", nodeid), None
-    key = (nodeid[: match.start()] + "::" + match["name"], match["repeat"] or "")
-    return key, int(match["device"])
+    path = nodeid.rsplit("::", 1)[0]
+    repeat = "" if parsed.repeat is None else str(parsed.repeat)
+    return (f"{path}::{parsed.bench}", repeat), parsed.device
 
 
 class WaveScheduling:

@@ -21,6 +21,7 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.measure.monitor.nvml import gpu_inventory
+from pytest_dlbench.run.protocol import Env
 
 __all__ = [
     "cpu_model",
@@ -99,7 +100,7 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "cpu": cpu_model(),
         "pid": os.getpid(),
         "time": time.time(),
-        "slot": os.environ.get("DLBENCH_SLOT"),
+        "slot": os.environ.get(Env.SLOT),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
     }

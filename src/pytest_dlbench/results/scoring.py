@@ -14,7 +14,12 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamError, read_stream
-from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
+from pytest_dlbench.run.layout import (
+    item_name,
+    parse_stream_name,
+    read_manifest,
+    stream_paths,
+)
 from pytest_dlbench.run.protocol import Status
 
 __all__ = [
@@ -66,8 +71,7 @@ class RunResult:
     @property
     def label(self) -> str:
         """``name[D0]`` / ``name[D0-R1]``, the pytest item id of the run."""
-        suffix = f"-R{self.repeat}" if self.repeat is not None else ""
-        return f"{self.bench}[D{self.device}{suffix}]"
+        return item_name(self.bench, self.device, self.repeat)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.monitor.nvml import gpu_inventory, parse_visible_devices
+from pytest_dlbench.run.protocol import Env
 from pytest_dlbench.suite import SystemConfig
 
 __all__ = [
@@ -46,8 +47,8 @@ class Slot:
     def env(self) -> dict[str, str]:
         """What a process running on this slot needs in its environment from its first line."""
         env = {
-            "DLBENCH_SLOT": str(self.index),
-            "DLBENCH_CPUS": ",".join(map(str, self.cpus)),
+            Env.SLOT: str(self.index),
+            Env.CPUS: ",".join(map(str, self.cpus)),
             "OMP_NUM_THREADS": str(len(self.cpus)),
         }
         if self.gpu is not None:
