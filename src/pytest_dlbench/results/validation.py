@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.measure.stream import Stream, read_stream
+from pytest_dlbench.measure.stream import Event, Stream, read_stream
 from pytest_dlbench.results.telemetry import MonitorSummary, summarize_telemetry, timed_window
 
 __all__ = [
@@ -156,7 +156,7 @@ def validate_usage(
     issues = check_usage(_records_of(stream) if source is None else source, validation)
     for issue in issues:
         if issue.level == "warn":
-            stream.write("warning", source="validation", message=issue.message)
+            stream.write(Event.WARNING, source="validation", message=issue.message)
     if any(i.level == "fail" for i in issues):
         raise ValidationError(issues)
     return issues

@@ -35,7 +35,7 @@ from typing import Any
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.monitor.nvml import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
-from pytest_dlbench.measure.stream import Stream
+from pytest_dlbench.measure.stream import Event, Stream
 from pytest_dlbench.results.telemetry import MonitorSummary, Summarizer
 
 __all__ = ["DEFAULT_INTERVAL", "IntervalError", "Monitor", "parse_interval"]
@@ -144,7 +144,7 @@ class Monitor:
             info["gpus"] = self._nvml.info
         if self._nvml.notes:
             info["notes"] = self._nvml.notes
-        self._write("monitor", info)
+        self._write(Event.MONITOR, info)
         self.sample()
         self._thread = threading.Thread(target=self._run, name="dlbench-monitor", daemon=True)
         self._thread.start()
@@ -169,7 +169,7 @@ class Monitor:
             gpu=self.gpu, reason=self._gpu_reason, interval=self.interval,
             errors=self._errors, last_error=self._last_error,
         )
-        self._write("monitor_summary", {**self.summary.to_dict(), "time": self.wall()})
+        self._write(Event.MONITOR_SUMMARY, {**self.summary.to_dict(), "time": self.wall()})
         if joined:
             self._nvml.close()
         return self.summary
@@ -195,7 +195,7 @@ class Monitor:
                 return None
             self._samples += 1
             self._acc.add(record)
-            self._write("telemetry", record)
+            self._write(Event.TELEMETRY, record)
             return record
 
     def _sample_tree(self) -> dict[str, Any]:
@@ -229,7 +229,7 @@ class Monitor:
             self._error(exc)
             return None
 
-    def _write(self, event: str, fields: dict[str, Any]) -> None:
+    def _write(self, event: Event, fields: dict[str, Any]) -> None:
         try:
             self.stream.write(event, **fields)
         except Exception as exc:  # noqa: BLE001 - a closed stream: stop sampling, quietly
