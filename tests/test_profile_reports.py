@@ -243,7 +243,8 @@ def test_write_load_render_round_trip(tmp_path: Path) -> None:
     intervals = [iv("forward", i, 0.0, 0.4) for i in range(3)]
     reports = {
         "time": build_time_report(steps, intervals),
-        "memory": build_memory_report([cpu_event("aten::mm", 50.0, 64)], device=False, steps=3),
+        "memory": build_memory_report([cpu_event(f"aten::op{i}", 50.0 + i, 64) for i in range(7)],
+                                      device=False, steps=3),
         "summary": NoteReport("summary", "summary: x never called bench.watch(model, example)"),
     }
     out = profile_dir_for(tmp_path / "resnet18.D0.data")
@@ -258,6 +259,11 @@ def test_write_load_render_round_trip(tmp_path: Path) -> None:
     assert loaded == reports
     for verbose in (False, True):
         assert render_reports(loaded, verbose) == render_reports(reports, verbose)
+    # verbose: true in the settings makes that report full without -v.
+    settings = ProfileConfig.from_mapping({"memory": {"enabled": True, "verbose": True}})
+    concise, full = render_reports(reports), render_reports(reports, config=settings.to_dict())
+    assert full != concise and reports["memory"].render(True) in full
+    assert reports["time"].render() in full
     assert load_meta(out) == {"bench": "resnet18"}
     with open(out / "time.csv", newline="") as f:
         rows = list(csv.DictReader(f))

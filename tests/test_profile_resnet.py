@@ -172,6 +172,6 @@ def test_standalone_timer_example_runs(
     monkeypatch.setattr(sys, "argv", [str(script), "--steps", "12", "--warmup", "2"])
     runpy.run_path(str(script), run_name="__main__")
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("time: 12 timed steps, steps 2-13;")
+    assert lines[0].startswith("time: 12 timed steps (steps 2-13); step ")
     assert [line.split()[0] for line in lines[2:]][-2:] == ["rest", "step"]
     assert {line.split()[0] for line in lines[2:6]} == {"forward", "backward", "optimizer", "io"}

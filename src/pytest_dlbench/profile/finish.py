@@ -249,9 +249,9 @@ def finish_profile(
 ) -> list[Path]:
     """Build and write the reports of ``bench``'s run (nothing when it was not profiled).
 
-    ``records``: the run stream's records (read from ``stream_path`` when None, or taken from
-    an in-memory stream). Writes into ``profile_dir_for(stream_path, rank=...)``; returns the
-    files written (index.json last).
+    ``records``: the run stream's records; when None, those of the bench's in-memory stream
+    (a rank that does not report) or of the file at ``stream_path``. Writes into
+    ``profile_dir_for(stream_path, rank=...)``; returns the files written (index.json last).
     """
     config: ProfileConfig | None = getattr(bench, "profile", None)
     if not config:
@@ -261,9 +261,14 @@ def finish_profile(
         capture.stop()
     rank = capture.rank if capture is not None else rank_from_env()
     if records is None:
-        path = Path(stream_path)
-        records = read_stream(path) if path.is_file() else list(
-            getattr(getattr(bench, "stream", None), "records", []) or [])
+        # A rank that does not report streams into memory (a NullStream): its own records,
+        # not those of the reporting rank's file at stream_path.
+        in_memory = getattr(getattr(bench, "stream", None), "records", None)
+        if in_memory is not None:
+            records = list(in_memory)
+        else:
+            path = Path(stream_path)
+            records = read_stream(path) if path.is_file() else []
     out = profile_dir_for(stream_path, rank=rank)
     reports = build_reports(
         config, records, bench=getattr(bench, "name", "bench"), capture=capture,

@@ -133,19 +133,22 @@ class TimeReport:
         out = []
         for r in (*self.regions, self.rest, self.step):
             row = asdict(r)
-            row["level"] = "step" if r is self.step else ("nested" if r.parent else "top")
+            row["level"] = ("step" if r is self.step else "rest" if r is self.rest
+                            else "nested" if r.parent else "top")
             out.append(row)
         return out
 
     def _headline(self) -> str:
         if self.steps == 0:
-            return "time: no profiled step"
+            return "time: no timed step"
         span = ""
         if self.first_step is not None and self.last_step is not None:
-            span = f", steps {self.first_step}-{self.last_step}"
-        where = "profiled" if self.source == "profiled window" else "timed"
-        return (f"time: {self.steps} {where} step{'s' if self.steps != 1 else ''}{span}; "
-                f"step {fmt_seconds(self.step.mean)} mean, {fmt_seconds(self.step.p95)} p95")
+            span = (f"step {self.first_step}" if self.first_step == self.last_step
+                    else f"steps {self.first_step}-{self.last_step}")
+        where = (f"{span}, after the scored ones (timer only)" if self.source == "profiled window"
+                 else f"{self.steps} timed step{'s' if self.steps != 1 else ''} ({span})")
+        return (f"time: {where}; step {fmt_seconds(self.step.mean)} mean, "
+                f"{fmt_seconds(self.step.p95)} p95")
 
     def render(self, verbose: bool = False) -> str:
         lines = [self._headline()]

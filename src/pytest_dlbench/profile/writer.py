@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.profile.base import report_from_dict
-from pytest_dlbench.profile.config import REPORTS
+from pytest_dlbench.profile.config import REPORTS, ProfileConfig
 
 __all__ = [
     "ARTIFACT_REPORTS",
@@ -144,9 +144,19 @@ def load_meta(profile_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def render_reports(
-    reports: Mapping[str, Any], verbose: bool = False, *, title: str | None = None
+    reports: Mapping[str, Any],
+    verbose: bool = False,
+    *,
+    title: str | None = None,
+    config: ProfileConfig | Mapping[str, Any] | None = None,
 ) -> str:
-    """The terminal text of one benchmark's reports: concise, or everything with ``verbose``."""
+    """The terminal text of one benchmark's reports: concise, or everything with ``verbose``
+    (``-v``); ``config`` (a :class:`ProfileConfig` or its ``to_dict()``, as in ``index.json``)
+    makes the reports with ``verbose: true`` full too."""
+    if config is not None and not isinstance(config, ProfileConfig):
+        config = ProfileConfig.from_dict(config)
     parts = [title] if title else []
-    parts += [reports[name].render(verbose) for name in _ordered(reports)]
+    for name in _ordered(reports):
+        full = verbose or (config is not None and name in REPORTS and config[name].verbose)
+        parts.append(reports[name].render(full))
     return "\n".join(parts)
