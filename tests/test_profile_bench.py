@@ -311,3 +311,32 @@ def test_no_profile_no_files(tmp_path: Path) -> None:
     bench, stream = run(DURATIONS)
     assert finish_profile(bench, tmp_path, tmp_path / "x.D0.data", stream.records) == []
     assert not (tmp_path / "x.D0.profile").exists()
+
+
+def test_regions_are_named_in_the_trace_only_from_the_window_thread() -> None:
+    import threading
+
+    opened: list[str] = []
+
+    class Range:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __enter__(self) -> None:
+            opened.append(f"+{self.name}")
+
+        def __exit__(self, *exc: object) -> None:
+            opened.append(f"-{self.name}")
+
+    capture = fake_capture(ProfileConfig.parse_cli("memory"))
+    capture._record_function = Range
+    timer = Timer(FakeCudaBackend())
+    capture.start(timer=timer, first_step=0)  # the profiler starts at once (no time report)
+    assert timer.on_region == capture._on_region
+    with timer.region("forward"):
+        worker = threading.Thread(target=lambda: timer.on_region("comm", True))
+        worker.start()
+        worker.join()
+    assert opened == ["+forward", "-forward"]  # comm came from another thread: not named
+    capture.stop()
+    assert timer.on_region is None

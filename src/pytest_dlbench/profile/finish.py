@@ -153,10 +153,8 @@ def _build_one(
     note: str,
 ) -> Any:
     settings = config[name]
-    has_profiler = prof.prof is not None
     if name == "speed":
-        chosen = (profiled_steps(records, phase="active") if has_profiler else
-                  profiled_steps(records, warmup=settings.warmup, steps=settings.steps))
+        chosen = profiled_steps(records, phase="active")
         io = profiled_intervals(records, {int(r["step"]) for r in chosen})
         io_only = [iv for iv in io if iv.key == "io"]
         cpu_s = device_s = None
