@@ -14,6 +14,12 @@ A benchmark drives its own training loop and lets :class:`Bench` time it::
 The per-step path only records a mark and appends to lists. Every ``window`` steps (and when an
 ``iterate`` call ends, and at :meth:`Bench.close`) the timer is read, which synchronises the
 device once, and the window's ``rate``, ``region`` and ``loss`` records are written.
+
+Profiling (``profile=ProfileConfig``, docs/profiling.md) never touches those observations: once
+the ``skip + stop`` observations are done, ``iterate`` goes on for a *profiled window* of
+``warmup + steps`` more steps, with torch.profiler on, whose records are ``profile_step``,
+``profile_region`` and ``loss`` records flagged ``"profiled": true`` (no ``rate`` record, so
+scoring reads exactly what it reads without profiling).
 """
 
 from __future__ import annotations
@@ -22,11 +28,15 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.stream import ClosesOnExit, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
+
+if TYPE_CHECKING:
+    from pytest_dlbench.profile.capture import Capture
+    from pytest_dlbench.profile.config import ProfileConfig
 
 __all__ = ["Bench", "NonFiniteLoss", "count_items"]
 
@@ -128,6 +138,10 @@ class Bench(ClosesOnExit):
     ``items_scale`` multiplies the items of every observation (and :meth:`log_rate` values): the
     reporting rank of an ``njobs`` job passes the world size, so its stream holds the job's
     global throughput (docs/multinode.md).
+
+    ``profile`` (a :class:`~pytest_dlbench.profile.ProfileConfig`) adds the profiled window
+    after the ``skip + stop`` observations (module docstring); ``profile_dir`` is where its
+    files go, next to the stream file by default.
     """
 
     def __init__(
@@ -145,6 +159,9 @@ class Bench(ClosesOnExit):
         units: str = "items/s",
         start_barrier: Callable[[], Mapping[str, Any]] | None = None,
         items_scale: int = 1,
+        profile: ProfileConfig | None = None,
+        profile_dir: Path | str | None = None,
+        profile_capture: Capture | None = None,
     ) -> None:
         if skip < 0:
             raise ValueError(f"skip must be >= 0, got {skip}")
@@ -175,6 +192,43 @@ class Bench(ClosesOnExit):
         # Replicas of a per_gpu benchmark on other devices wait here too, so that their timed
         # windows start together; called once, before the first timed step.
         self._start_barrier = start_barrier
+        #: the profiling settings (None: no profiling); read by ``profile.finish_profile``
+        self.profile = profile
+        #: the profiled window's torch.profiler and snapshot, when the settings need one
+        self.capture: Capture | None = None
+        #: ``(model, example)`` from :meth:`watch`, for the model summary
+        self.watched: tuple[Any, Any] | None = None
+        self._profiled = 0  # profiled steps so far
+        self._profile_total = 0  # profiled steps wanted after the scored ones
+        self._in_profile = False  # the scored window is read: steps are profiled now
+        self._profile_step = 0  # bench index of the window's first step (skip + stop)
+        self._profile_offset = 0  # bench index - timer index, in the profiled window
+        #: where the profiling files go (next to the stream); None without a stream file
+        self.profile_dir: Path | None = None
+        if profile is not None:
+            self._setup_profile(profile, profile_dir, profile_capture)
+
+    def _setup_profile(
+        self, profile: ProfileConfig, profile_dir: Path | str | None, capture: Capture | None
+    ) -> None:
+        """``capture``: the window's machinery when given (tests pass one with fakes), else
+        made from ``profile``."""
+        from pytest_dlbench.profile.capture import Capture, rank_from_env
+        from pytest_dlbench.profile.writer import SNAPSHOT_FILE, profile_dir_for
+
+        rank = rank_from_env()
+        if profile_dir is None:
+            path = getattr(self.stream, "path", None)
+            profile_dir = profile_dir_for(path, rank=rank) if path is not None else None
+        self.profile_dir = Path(profile_dir) if profile_dir is not None else None
+        if capture is None:
+            capture = Capture(
+                profile, device=self.device, rank=rank,
+                snapshot_path=self.profile_dir / SNAPSHOT_FILE if self.profile_dir else None,
+            )
+        if capture.total_steps > 0:
+            self.capture = capture
+            self._profile_total = capture.total_steps
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -184,8 +238,23 @@ class Bench(ClosesOnExit):
 
     @property
     def done(self) -> bool:
-        """True once ``skip + stop`` observations have been made."""
-        return self._n >= self.skip + self.stop
+        """True once ``skip + stop`` observations have been made (and, when profiling, the
+        profiled window's steps after them)."""
+        return self._n >= self.skip + self.stop and self._profiled >= self._profile_total
+
+    @property
+    def profiled_steps(self) -> int:
+        """Steps of the profiled window so far (never observations: they are not scored)."""
+        return self._profiled
+
+    def watch(self, model: Any, example: Any = None) -> None:
+        """Hand the model and an example input to the harness, for the ``summary`` report.
+
+        ``example`` is what ``model`` is called with: a tensor, a tuple of positional inputs or
+        a dict of keyword inputs; or a function returning it, called only if a summary is made.
+        Costs nothing when the run makes no summary.
+        """
+        self.watched = (model, example)
 
     def set_units(self, units: str) -> None:
         """Unit of the rate records written from now on (e.g. ``"TFLOP/s"``)."""
@@ -199,42 +268,97 @@ class Bench(ClosesOnExit):
     def iterate(self, iterable: Iterable[T], batch_size: int | None = None) -> Iterator[T]:
         """Yield batches from ``iterable``, timing each step from fetch to the next fetch.
 
-        Stops after ``skip + stop`` observations in total, counted across calls; an iterable
-        that runs out first just ends the call. Items per step are ``batch_size`` or
-        :func:`count_items` of the batch.
+        Stops after ``skip + stop`` observations in total (plus the profiled window's steps when
+        profiling), counted across calls; an iterable that runs out first just ends the call.
+        Items per step are ``batch_size`` or :func:`count_items` of the batch.
         """
         self._check_open()
-        limit = self.skip + self.stop
-        if self._n >= limit:
+        if self.done:
             return
-        timer = self.timer
-        step = timer.step
-        window = self.window
+        limit = self.skip + self.stop
         # Making the iterator (DataLoader workers...) is excluded from the first step (seed 000).
         it = iter(iterable)
-        if self._start_barrier is not None:
-            barrier, self._start_barrier = self._start_barrier, None
-            self.stream.write("barrier", **barrier())
+        if self._n < limit:
+            timer = self.timer
+            step = timer.step
+            window = self.window
+            if self._start_barrier is not None:
+                barrier, self._start_barrier = self._start_barrier, None
+                self.stream.write("barrier", **barrier())
+            timer.begin()
+            for batch in it:
+                items = batch_size if batch_size is not None else count_items(batch)
+                yield batch
+                step(items)
+                self._n += 1
+                self._since_read += 1
+                if self._n >= limit:
+                    break
+                if self._since_read >= window:
+                    self._read_window()
+                    # Restart the chain so the read (and its sync) is in no step.
+                    timer.begin()
+            # Outside the timed loop: write what this call measured.
+            self._read_window()
+            if self._n < limit:
+                return
+        if self.capture is not None:
+            yield from self._profiled_loop(it, batch_size)
+
+    def _profiled_loop(self, it: Iterator[T], batch_size: int | None) -> Iterator[T]:
+        """The profiled window's steps, after the scored ones: never ``rate`` observations."""
+        self._start_profile()
+        timer = self.timer
+        capture = self.capture
+        assert capture is not None
+        total = self._profile_total
         timer.begin()
         for batch in it:
             items = batch_size if batch_size is not None else count_items(batch)
             yield batch
-            step(items)
-            self._n += 1
-            self._since_read += 1
-            if self._n >= limit:
+            timer.step(items)
+            self._profiled += 1
+            capture.step()
+            if self._profiled >= total:
                 break
-            if self._since_read >= window:
-                self._read_window()
-                # Restart the chain so the read (and its sync) is in no step.
-                timer.begin()
-        # Outside the timed loop: write what this call measured.
+            timer.begin()  # the profiler's step bookkeeping is in no step
         self._read_window()
+        if self._profiled >= total:
+            self._end_profile()
+
+    def _start_profile(self) -> None:
+        """Enter the profiled window (idempotent); the scored window has been read."""
+        if self._in_profile:
+            return
+        self._in_profile = True
+        capture = self.capture
+        assert capture is not None
+        first = self.skip + self.stop
+        self._profile_step = first
+        self._profile_offset = first - self.timer.next_index
+        capture.start(timer=self.timer, first_step=first)
+        self.stream.write(
+            "profile", status="start", step=first, steps=capture.total_steps,
+            timed=capture.timed, warmup=capture.warmup, active=capture.active, profiled=True,
+            time=self.timer.wall_clock(),
+        )
+
+    def _end_profile(self) -> None:
+        capture = self.capture
+        if capture is None or not self._in_profile or capture.stopped:
+            return
+        capture.stop()
+        self.stream.write(
+            "profile", status="end", step=self._profile_step, steps=self._profiled,
+            profiled_steps=capture.profiled_steps, notes=dict(capture.notes), profiled=True,
+            time=self.timer.wall_clock(),
+        )
 
     def log_loss(self, loss: Any) -> None:
         """Keep ``loss`` (a tensor or a number) for the next window read; no sync here."""
         detach = getattr(loss, "detach", None)
-        self._losses.append((self._n, detach() if detach is not None else loss))
+        # The step in progress: profiled steps are numbered on from the scored ones.
+        self._losses.append((self._n + self._profiled, detach() if detach is not None else loss))
 
     def log_rate(self, value: float, units: str | None = None) -> None:
         """Record one observation measured by the benchmark itself (e.g. matmul TFLOP/s).
@@ -244,7 +368,9 @@ class Bench(ClosesOnExit):
         ``items_scale`` like the items :meth:`iterate` counts (a rank's rate -> the job's).
         """
         self._check_open()
-        if self.done:
+        if self._n >= self.skip + self.stop:
+            if self._profiled < self._profile_total:
+                self._log_profiled_rate(value, units)
             return
         i = self._written
         self._written += 1
@@ -257,13 +383,40 @@ class Bench(ClosesOnExit):
             warmup=i < self.skip,
             time=self.timer.wall_clock(),
         )
+        if self._n >= self.skip + self.stop and self.capture is not None:
+            # The next calls measure profiled work: the profiler starts now, between two.
+            self._start_profile()
+
+    def _log_profiled_rate(self, value: float, units: str | None) -> None:
+        capture = self.capture
+        assert capture is not None
+        self._start_profile()
+        k = self._profiled
+        self._profiled += 1
+        phase = capture.step()
+        self.stream.write(
+            "profile_step",
+            value=float(value) * self.items_scale,
+            units=units if units is not None else self.units,
+            step=self._profile_step + k,
+            k=k,
+            phase=phase,
+            time=self.timer.wall_clock(),
+            profiled=True,
+        )
+        if self._profiled >= self._profile_total:
+            self._end_profile()
 
     def close(self) -> None:
-        """Read the last partial window and write it. Idempotent; the stream stays open."""
+        """Read the last partial window and write it, and end a profiled window cut short.
+        Idempotent; the stream stays open."""
         if self._closed:
             return
         self._closed = True
-        self._read_window()
+        try:
+            self._read_window()
+        finally:
+            self._end_profile()
 
     # -- window reads ----------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -272,6 +425,10 @@ class Bench(ClosesOnExit):
 
     def _read_window(self) -> None:
         self._since_read = 0
+        records = self._profiled_records() if self._in_profile else self._scored_records()
+        self._write_window(records)
+
+    def _scored_records(self) -> list[dict[str, Any]]:
         window = self.timer.read()
         units = self.units
         scale = self.items_scale
@@ -303,12 +460,61 @@ class Bench(ClosesOnExit):
                     "step": last,
                 }
             )
+        return records
+
+    def _profiled_records(self) -> list[dict[str, Any]]:
+        """``profile_step`` and ``profile_region`` records: one per step and region interval."""
+        window = self.timer.read(intervals=True)
+        capture = self.capture
+        assert capture is not None
+        units = self.units
+        scale = self.items_scale
+        offset = self._profile_offset
+        first = self.skip + self.stop
+        records: list[dict[str, Any]] = []
+        for obs in window.steps:
+            i = obs.index + offset
+            k = i - first
+            items = obs.items * scale
+            records.append(
+                {
+                    "event": "profile_step",
+                    "value": items / obs.seconds if obs.seconds > 0 else math.inf,
+                    "units": units,
+                    "step": i,
+                    "k": k,
+                    "phase": capture.phase(k),
+                    "time": obs.time,
+                    "items": items,
+                    "seconds": obs.seconds,
+                    "profiled": True,
+                }
+            )
+        for interval in window.intervals:
+            records.append(
+                {
+                    "event": "profile_region",
+                    "key": interval.key,
+                    "step": interval.step + offset,
+                    "seconds": interval.seconds,
+                    "start": interval.start,
+                    "profiled": True,
+                }
+            )
+        return records
+
+    def _write_window(self, records: list[dict[str, Any]]) -> None:
+        profiled = self._in_profile
         bad: NonFiniteLoss | None = None
         if self._losses:
             losses, self._losses = self._losses, []
             values = _losses_to_floats([v for _, v in losses])
             for (step, _), value in zip(losses, values, strict=True):
-                records.append({"event": "loss", "value": value, "step": step})
+                if profiled:
+                    records.append({"event": "loss", "value": value, "step": step,
+                                    "profiled": True})
+                else:
+                    records.append({"event": "loss", "value": value, "step": step})
                 if bad is None and not math.isfinite(value):
                     bad = NonFiniteLoss(value, step)
         # The whole window in one write: the records before a NaN are kept, then it fails.

@@ -13,7 +13,7 @@ without a GPU. torch is imported only by :class:`CudaEventBackend`, when one is 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "CudaEventBackend",
     "FakeClock",
     "FakeCudaBackend",
+    "RegionInterval",
     "RegionTotal",
     "StepObservation",
     "Timer",
@@ -188,11 +189,27 @@ class RegionTotal(NamedTuple):
     total_seconds: float
 
 
+class RegionInterval(NamedTuple):
+    """One interval of a region, kept by ``Timer.read(intervals=True)`` (per-step statistics).
+
+    ``step`` is the index of the step during which the region ended (the step in progress when
+    :meth:`Timer.end` was called); ``start`` is the seconds from that step's start to the
+    region's start (negative for a region opened before the step began), None when that step
+    has not ended by the read.
+    """
+
+    key: str
+    step: int
+    seconds: float
+    start: float | None
+
+
 class Window(NamedTuple):
-    """What one :meth:`Timer.read` returns."""
+    """What one :meth:`Timer.read` returns; ``intervals`` only with ``read(intervals=True)``."""
 
     steps: list[StepObservation]
     regions: list[RegionTotal]
+    intervals: Sequence[RegionInterval] = ()
 
     @property
     def items(self) -> int:
@@ -237,6 +254,10 @@ class Timer:
     Regions (:meth:`start`/:meth:`end` or :meth:`region`) are independent of steps and of each
     other: they may nest or overlap, but one key cannot be open twice at once.
 
+    ``on_region``, when set, is called as ``on_region(key, True)`` just before a region's start
+    mark and ``on_region(key, False)`` just after its end mark (the profiler names the region in
+    its trace that way); None, the default, costs one attribute test per region.
+
     Wall-clock times: each chain's first mark is paired with ``wall_clock()`` when it is taken;
     a step's ``time`` is that plus the device seconds of the chain's steps up to its end. For the
     CPU backend that is the perf_counter-to-time.time offset; for CUDA it is exact after a window
@@ -254,7 +275,9 @@ class Timer:
         self._steps: list[tuple[Mark, Mark, int]] = []
         self._chains: list[tuple[int, float]] = []  # (index into _steps, wall time of its start)
         self._open: dict[str, Mark] = {}
-        self._regions: list[tuple[str, Mark, Mark]] = []
+        # (key, start, end, index into _steps of the step in progress when the region ended)
+        self._regions: list[tuple[str, Mark, Mark, int]] = []
+        self.on_region: Callable[[str, bool], None] | None = None
         self._index = 0  # global index of the next step to be read
         self._wall = 0.0  # wall time at the end of the last step read (continues a chain)
 
@@ -282,11 +305,19 @@ class Timer:
         """Steps recorded but not yet read."""
         return len(self._steps)
 
+    @property
+    def next_index(self) -> int:
+        """Index the next completed step will have (steps so far, read or not)."""
+        return self._index + len(self._steps)
+
     # -- regions ---------------------------------------------------------------------------
     def start(self, key: str) -> None:
         """Open region ``key``."""
         if key in self._open:
             raise TimerError(f"region {key!r} is already open; end it before starting it again")
+        hook = self.on_region
+        if hook is not None:
+            hook(key, True)
         self._open[key] = self._record()
 
     def end(self, key: str) -> None:
@@ -296,7 +327,10 @@ class Timer:
             start = self._open.pop(key)
         except KeyError:
             raise TimerError(f"region {key!r} is not open") from None
-        self._regions.append((key, start, mark))
+        self._regions.append((key, start, mark, len(self._steps)))
+        hook = self.on_region
+        if hook is not None:
+            hook(key, False)
 
     def region(self, key: str) -> _Region:
         """``with timer.region("forward"): ...`` times the block as region ``key``."""
@@ -307,10 +341,12 @@ class Timer:
         return tuple(self._open)
 
     # -- reading ---------------------------------------------------------------------------
-    def read(self) -> Window:
+    def read(self, *, intervals: bool = False) -> Window:
         """Synchronise once and convert every pending step and region interval to seconds.
 
-        Open regions stay open and are counted in the window in which they end.
+        Open regions stay open and are counted in the window in which they end. With
+        ``intervals``, the window also lists every region interval with its step
+        (:class:`RegionInterval`), for per-step statistics (the profiler's time report).
         """
         steps, self._steps = self._steps, []
         chains, self._chains = self._chains, []
@@ -340,9 +376,15 @@ class Timer:
         self._chains = [(0, w) for idx, w in chains[c:] if idx >= len(steps)]
 
         totals: dict[str, list[float]] = {}
-        for key, start, end in regions:
+        kept: list[RegionInterval] = []
+        base = self._index - len(steps)  # global index of steps[0]
+        for key, start, end, in_step in regions:
+            seconds = elapsed(start, end)
             acc = totals.setdefault(key, [0, 0.0])
             acc[0] += 1
-            acc[1] += elapsed(start, end)
+            acc[1] += seconds
+            if intervals:
+                offset = elapsed(steps[in_step][0], start) if in_step < len(steps) else None
+                kept.append(RegionInterval(key, base + in_step, seconds, offset))
         region_totals = [RegionTotal(k, int(n), s) for k, (n, s) in totals.items()]
-        return Window(observations, region_totals)
+        return Window(observations, region_totals, kept if intervals else ())

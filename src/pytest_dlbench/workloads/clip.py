@@ -90,6 +90,7 @@ def train(bench: Any) -> None:
     batches = _common.tensor_batches(data.tensors, args.batch_size, seed=args.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     loss_fn = open_clip.ClipLoss()
+    bench.watch(model, lambda: tuple(t[: args.batch_size].to(device) for t in data.tensors))
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         images, texts = batch

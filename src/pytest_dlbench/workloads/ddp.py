@@ -126,6 +126,7 @@ def train(bench: Any, process_group: Any) -> None:
     model = _common.build_sized(torchvision.models.get_model, "image_size", args.image_size,
                                 name=args.model, weights=None, num_classes=args.num_classes)
     model = model.to(device, memory_format=memory_format)
+    bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
 
     comm: CommTiming | None = None
     rank = 0

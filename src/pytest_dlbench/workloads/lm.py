@@ -99,6 +99,7 @@ def train(bench: Any) -> None:
     # pre-tokenised shards, so the loop measures the model.
     data = token_sequences(args.num_sequences, args.seq_len, args.vocab_size, seed=args.seed)
     on_device = tuple(t.to(device) for t in data.tensors)
+    bench.watch(model, lambda: on_device[0][: args.batch_size])
     batches = _common.tensor_batches(on_device, args.batch_size, seed=args.seed)
 
     model.train()

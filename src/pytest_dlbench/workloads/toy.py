@@ -44,6 +44,7 @@ def main(bench: Any) -> None:
     weights = torch.randn(args.features, 1)
     inputs = torch.randn(args.num_batches * args.batch_size, args.features)
     targets = inputs @ weights + 0.1 * torch.randn(len(inputs), 1)
+    bench.watch(model, inputs[: args.batch_size])
     batches = _common.tensor_batches((inputs, targets), args.batch_size, seed=args.seed)
 
     timer = bench.timer

@@ -71,6 +71,7 @@ def train_classifier(
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = build(args.model, args.num_classes, args.image_size)
     model = model.to(device, memory_format=memory_format)
+    bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
 
