@@ -61,7 +61,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 # -- report / compare -------------------------------------------------------------------------
-_RESULT_COMMANDS = ("report", "compare")
+_RESULT_COMMANDS = ("report", "compare", "profile")
 
 
 def _error(message: str) -> None:
@@ -149,6 +149,24 @@ def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
     parser.add_argument("-q", "--quiet", action="count", default=0, help="the score line only")
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from pytest_dlbench.profile import profile_sections
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        _error(f"{run_dir}: not a run directory")
+        return gate.USAGE_ERROR
+    sections = profile_sections(run_dir, verbose=args.verbose > 0, bench=args.bench)
+    if not sections:
+        which = f" of {args.bench}" if args.bench else ""
+        _error(f"{run_dir}: no profile reports{which} (run with --bench-profile)")
+        return gate.USAGE_ERROR
+    for title, text in sections:
+        print(f"== {title}")
+        print(text)
+    return gate.OK
+
+
 def _add_result_commands(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="the table and score of a run directory, recomputed from its streams",
@@ -168,6 +186,15 @@ def _add_result_commands(commands: Any) -> None:
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
     _add_report_options(cmp, "tolerance", "alpha")
     cmp.set_defaults(handler=_cmd_compare)
+
+    profile = commands.add_parser(
+        "profile", help="print the profile reports of a finished run again",
+        epilog="exit status: 0 ok, 4 not a run directory or nothing profiled",
+    )
+    profile.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
+    profile.add_argument("bench", metavar="BENCH", nargs="?", help="only this benchmark")
+    profile.add_argument("-v", "--verbose", action="count", default=0, help="every row")
+    profile.set_defaults(handler=_cmd_profile)
 
 
 def _command(argv: Sequence[str] | None) -> str | None:

@@ -64,6 +64,17 @@ SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
+        "--bench-profile",
+        dict(
+            nargs="?",
+            const="",
+            default=None,
+            metavar="REPORTS",
+            help="profile each benchmark after its scored steps: every report, or a comma list "
+            "of speed,time,memory,system,summary,snapshot,trace (docs/profiling.md)",
+        ),
+    ),
+    (
         "--bench-base",
         dict(
             metavar="DIR",

@@ -210,6 +210,7 @@ class BenchFunction(_BenchNode, pytest.Function):
             with monitor:
                 super(BenchFunction, self).runtest()
                 run.finish_bench()  # reads the last window: a NaN there fails this run
+            run.finish_profile()  # after the monitor stopped: the system report is whole
             validate_usage(run.stream, run.spec.validation)
 
         outcome, exc = execute(call, run.stream, skip_types=_SKIP_TYPES)

@@ -105,6 +105,8 @@ class Launcher:
         ]
         if config.inipath is not None:
             cmd += ["-c", str(config.inipath)]
+        if config.getoption("bench_profile") is not None:
+            cmd.append(f"--bench-profile={config.getoption('bench_profile')}")
         if config.getoption("bench_system"):
             cmd += ["--bench-system", str(Path(config.getoption("bench_system")).resolve())]
         if config.pluginmanager.hasplugin("xdist"):

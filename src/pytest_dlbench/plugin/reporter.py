@@ -100,6 +100,17 @@ class BenchReporter:
             suite=self.plugin.run_name,
         )
 
+    def _write_profiles(self, terminalreporter: Any, *, verbose: bool) -> None:
+        """Each profiled benchmark's reports: concise, or in full with ``-v``."""
+        if not self.plugin.profiles:
+            return
+        from pytest_dlbench.profile import profile_sections
+
+        for title, text in profile_sections(self._run_dir(), verbose=verbose):
+            terminalreporter.write_sep("-", title)
+            for line in text.splitlines():
+                terminalreporter.write_line(line)
+
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.summary is None:
             for note in self.notes:
@@ -122,6 +133,8 @@ class BenchReporter:
             terminalreporter.write_sep("=", "dlbench")
             for line in text.splitlines():
                 terminalreporter.write_line(line)
+        if verbosity >= 0:
+            self._write_profiles(terminalreporter, verbose=verbosity > 0)
         for note in self.notes:
             terminalreporter.write_line(note)
         terminalreporter.write_line(f"results: {self._run_dir()}")

@@ -37,6 +37,7 @@ from pytest_dlbench.suite import (
 )
 
 if TYPE_CHECKING:
+    from pytest_dlbench.profile import ProfileConfig
     from pytest_dlbench.run.harness import RunContext
 
 __all__ = ["BenchSession", "RunOptions"]
@@ -98,6 +99,7 @@ class BenchSession:
         }
         self.slots: list[Slot] = self.plan_slots()
         self._run_dir: Path | None = None
+        self.profiles = self._profile_settings(config.getoption("bench_profile"))
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> BenchSession:
@@ -118,6 +120,24 @@ class BenchSession:
                 config.issue_config_time_warning(SuiteWarning(note), stacklevel=2)
             suites.append(suite)
         return suites
+
+    def _profile_settings(self, cli_text: str | None) -> dict[str, ProfileConfig]:
+        """Each benchmark's profiling settings (``--bench-profile`` and its ``profile:`` key),
+        checked here so that a bad one is a usage error before anything runs."""
+        from pytest_dlbench.profile import ProfileConfig
+
+        cli = ProfileConfig.parse_cli(cli_text) if cli_text is not None else None
+        settings = {}
+        for suite in self.suites:
+            for spec in suite.specs:
+                mapping = spec.config.get("profile")
+                own = (ProfileConfig.from_mapping(mapping, where=f"{spec.origin}: {spec.name}: "
+                                                  "profile") if mapping is not None else None)
+                if cli is not None or own is not None:
+                    merged = ProfileConfig.merge(cli, own)
+                    if merged:
+                        settings[spec.name] = merged
+        return settings
 
     # -- what each role decides --------------------------------------------------------------
 
@@ -173,6 +193,7 @@ class BenchSession:
             data_dir=self.data_dir(),
             run_name=self.run_name,
             system=self.system,
+            profile=self.profiles.get(spec.name),
         )
 
     def _register_markers(self) -> None:

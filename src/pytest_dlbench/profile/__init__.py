@@ -28,6 +28,7 @@ from pytest_dlbench.profile.writer import (
     load_meta,
     load_reports,
     profile_dir_for,
+    profile_sections,
     render_reports,
     write_reports,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "load_meta",
     "load_reports",
     "profile_dir_for",
+    "profile_sections",
     "render_reports",
     "time_report_from_windows",
     "write_reports",

@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_dlbench.profile.base import report_from_dict
 from pytest_dlbench.profile.config import REPORTS, ProfileConfig
+from pytest_dlbench.run import layout
 
 __all__ = [
     "ARTIFACT_REPORTS",
@@ -51,12 +52,8 @@ ARTIFACT_REPORTS = ("snapshot", "trace")
 
 
 def profile_dir_for(stream_path: str | os.PathLike[str], *, rank: int = 0) -> Path:
-    """``<run_dir>/<stem>.profile`` for the stream ``<run_dir>/<stem>.data`` (``rank<r>/``
-    inside it for rank ``r > 0``)."""
-    path = Path(stream_path)
-    stem = path.name[: -len(".data")] if path.name.endswith(".data") else path.stem
-    out = path.parent / f"{stem}.profile"
-    return out / f"rank{rank}" if rank else out
+    """Where the reports of the run streamed to ``stream_path`` go (see run/layout.py)."""
+    return layout.profile_dir(stream_path, rank=rank)
 
 
 def _json(value: Any) -> Any:
@@ -160,3 +157,21 @@ def render_reports(
         full = verbose or (config is not None and name in REPORTS and config[name].verbose)
         parts.append(reports[name].render(full))
     return "\n".join(parts)
+
+
+def profile_sections(
+    run_dir: str | os.PathLike[str], *, verbose: bool = False, bench: str | None = None
+) -> list[tuple[str, str]]:
+    """(title, text) of every profiled run in a run directory (only ``bench``'s, if given), as
+    the terminal summary, the HTML report and ``dlbench profile`` show them."""
+    sections = []
+    for stream in layout.stream_paths(run_dir):
+        if bench is not None and layout.parse_stream_name(stream).bench != bench:
+            continue
+        out = layout.profile_dir(stream)
+        if not (out / "index.json").is_file():
+            continue
+        meta = load_meta(out)
+        text = render_reports(load_reports(out), verbose, config=meta.get("profile"))
+        sections.append((f"profile of {stream.name.removesuffix('.data')}", text))
+    return sections

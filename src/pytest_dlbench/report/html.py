@@ -133,6 +133,7 @@ class View:
     comparison: ComparisonView | None
     # Inline SVGs (markupsafe.Markup once drawn), filled in by render_html.
     rate_plots: list[str]
+    profiles: list[tuple[str, str]]
     device_plot: str | None = None
     distribution_plot: str | None = None
 
@@ -260,7 +261,17 @@ def _view(
         device_rows=_device_rows(benches, devices),
         comparison=_comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
+        profiles=_profiles(summary.run_dir),
     )
+
+
+def _profiles(run_dir: str | None) -> list[tuple[str, str]]:
+    """The profile reports of the run's profiled benchmarks, in full (docs/profiling.md)."""
+    if not run_dir or not Path(run_dir).is_dir():
+        return []
+    from pytest_dlbench.profile import profile_sections
+
+    return profile_sections(run_dir, verbose=True)
 
 
 @functools.lru_cache(maxsize=1)

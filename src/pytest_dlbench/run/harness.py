@@ -35,6 +35,7 @@ class RunContext:
     data_dir: Path
     run_name: str
     items_scale: int = 1  # an njobs job's world size: its reporting rank counts for all
+    profile: Any = None  # a ProfileConfig: profile after the scored steps (docs/profiling.md)
     bench: Any = None
     outcome: Outcome | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +56,7 @@ class RunContext:
             units=self.spec.units or "items/s",
             items_scale=self.items_scale,
             start_barrier=self._start_barrier(),
+            profile=self.profile,
         )
         return self.bench
 
@@ -73,6 +75,15 @@ class RunContext:
     def finish_bench(self) -> None:
         if self.bench is not None:
             self.bench.close()
+
+    def finish_profile(self) -> list[Path]:
+        """Build and write the profile reports of a profiled run (never fails the run: a
+        report that cannot be made is a one-line note in it)."""
+        if self.bench is None or not self.profile:
+            return []
+        from pytest_dlbench.profile import finish_profile
+
+        return finish_profile(self.bench, self.path.parent, self.path, data_dir=self.data_dir)
 
     def close(self) -> None:
         if self.bench is not None:
@@ -158,6 +169,7 @@ def start_run(
     data_dir: Path,
     run_name: str,
     system: Any,
+    profile: Any = None,
 ) -> RunContext:
     """Open a benchmark run's stream in this process, write its ``config`` record and fill the
     launch-time placeholders of its arguments. In an njobs rank only the reporting rank writes
@@ -182,4 +194,5 @@ def start_run(
         data_dir=data_dir,
         run_name=run_name,
         items_scale=rank.items_scale,
+        profile=profile,
     )

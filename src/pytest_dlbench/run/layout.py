@@ -34,6 +34,7 @@ __all__ = [
     "make_run_dir",
     "parse_item_id",
     "parse_stream_name",
+    "profile_dir",
     "read_manifest",
     "read_spec",
     "spec_path",
@@ -46,6 +47,7 @@ __all__ = [
 MANIFEST = "manifest.json"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
+PROFILE_SUFFIX = ".profile"
 SPECS = "specs"
 _STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 _ITEM_ID = re.compile(r"(?:^|::)(?P<bench>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
@@ -106,6 +108,15 @@ def parse_stream_name(path: str | PathLike[str] | None) -> StreamName:
 def stream_paths(run_dir: str | PathLike[str]) -> list[Path]:
     """Every stream of a run directory, sorted."""
     return sorted(p for p in Path(run_dir).glob("*" + STREAM_SUFFIX) if p.is_file())
+
+
+def profile_dir(stream: str | PathLike[str], *, rank: int = 0) -> Path:
+    """``<run_dir>/<stem>.profile`` beside the stream ``<stem>.data``: its profile reports
+    (``rank<r>/`` inside it for rank ``r > 0`` of an njobs job)."""
+    path = Path(stream)
+    stem = path.name.removesuffix(STREAM_SUFFIX) if path.name.endswith(STREAM_SUFFIX) else path.stem
+    out = path.parent / f"{stem}{PROFILE_SUFFIX}"
+    return out / f"rank{rank}" if rank else out
 
 
 # -- item ids ------------------------------------------------------------------------------------

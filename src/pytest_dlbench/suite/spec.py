@@ -24,6 +24,7 @@ KNOWN_KEYS = {
         "definition", "inherits", "tags", "group", "install_group", "plan", "argv", "env",
         "max_duration", "voir", "validation", "weight", "enabled", "matrix", "job", "name",
         "num_machines", "requires_capabilities", "capabilities", "units", "matrix_values",
+        "profile",
     ),
     "plan": ("method", "n", "slots"),
     "voir": ("options",),
