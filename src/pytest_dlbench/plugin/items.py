@@ -126,7 +126,7 @@ class BenchItem(_BenchNode, pytest.Item):
         self._init_bench(spec, device, repeat)
 
     def runtest(self) -> None:
-        launched = self.plugin.launcher.run(self.spec, self.device, self.repeat, self.nodeid)
+        launched = self.plugin.launcher.run(self.spec, self.device, self.repeat)
         outcome = launched.outcome
         self.user_properties.append(("dlbench_stream", str(launched.stream)))
         self.user_properties.append(("dlbench_status", str(outcome.status)))

@@ -52,14 +52,14 @@ class Launcher:
         self.config = session.config
         self.barrier_address = barrier_address
 
-    def run(self, spec: BenchSpec, device: int, repeat: int | None, nodeid: str) -> Launched:
+    def run(self, spec: BenchSpec, device: int, repeat: int | None) -> Launched:
         from pytest_dlbench.run.child import run_child
 
         session = self.session
         stream = session.stream_path(spec, device, repeat)
         log = layout.log_path(stream)
         spec_file = layout.write_spec(session.run_dir(), spec)
-        cmd = self.child_command(nodeid, spec, stream, spec_file)
+        cmd = self.child_command(spec, device, repeat, stream, spec_file)
         env = {**os.environ, **self.child_env(spec, device, repeat)}
         cpus = session.slots[device].cpus
         if spec.is_njobs:
@@ -84,13 +84,16 @@ class Launcher:
                 barriers.leave(*barrier)
         return Launched(outcome, stream, log)
 
-    def child_command(self, nodeid: str, spec: BenchSpec, stream: Path,
+    def child_command(self, spec: BenchSpec, device: int, repeat: int | None, stream: Path,
                       spec_file: Path) -> list[str]:
-        """``python -m pytest <nodeid>`` running this one item inline, from its resolved spec."""
+        """``python -m pytest <suite>::<item>`` running this one item inline, from its resolved
+        spec. The suite's absolute path, not the node id: a suite shipped with the package lies
+        outside the rootdir, where node ids do not name the file."""
         session, config = self.session, self.config
         suite_path = next(s.path for s in session.suites if spec in s.specs)
+        selection = f"{suite_path}::{layout.item_name(spec.name, device, repeat)}"
         cmd = [
-            sys.executable, "-m", "pytest", nodeid,
+            sys.executable, "-m", "pytest", selection,
             "-p", "no:cacheprovider",  # the parent's --lf data must not be touched
             "-q", "-s", "--no-header",
             "--rootdir", str(config.rootpath),
