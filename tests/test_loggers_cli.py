@@ -20,6 +20,13 @@ from _logger_runs import RUN_NAME, copy_db, empty_mlflow_db, write_run_dir
 from pytest_dlbench.loggers.cli import add_log_command
 
 REPO = Path(__file__).resolve().parents[1]
+ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "WANDB_MODE", "WANDB_DIR", "WANDB_PROJECT")
+
+
+@pytest.fixture(autouse=True)
+def _no_logger_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -85,12 +92,9 @@ def test_unreachable_server_exits_1_with_one_line(
 
 @pytest.mark.slow
 def test_log_to_both(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    empty_db: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], empty_db: Path
 ) -> None:
     pytest.importorskip("wandb")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
     run_dir = write_run_dir(tmp_path)
     copy_db(empty_db, tmp_path)  # where --mlflow without a URI logs: <bench-base>/mlflow.db
     assert dlbench_log(str(run_dir), "--mlflow", "--wandb", "--experiment", "x") == 0
@@ -121,8 +125,8 @@ def test_a_real_smoke_run_logged_after_the_fact(tmp_path: Path, empty_db: Path) 
     base = tmp_path / "base"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    env.pop("WANDB_MODE", None)
+    for name in ENV:
+        env.pop(name, None)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--bench-suite=smoke", "-k", "toy or matmul",
          "-p", "no:cacheprovider", f"--bench-base={base}",

@@ -30,6 +30,12 @@ from pytest_dlbench.loggers.mlflow_logger import MlflowSink, resolve_tracking_ur
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(autouse=True)
+def _no_mlflow_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return empty_mlflow_db(tmp_path_factory)
@@ -254,3 +260,6 @@ def test_tracking_uri_resolution(
     (guarded,) = log_run_dir(run_dir, MlflowSink(experiment="my-exp"))
     assert guarded.failure is None
     assert len(dump(f"sqlite:///{tmp_path}/mlflow.db", "my-exp")) == 6
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "from-env")
+    log_run_dir(run_dir, MlflowSink())
+    assert len(dump(f"sqlite:///{tmp_path}/mlflow.db", "from-env")) == 6

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(autouse=True)
 def _no_wandb_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("WANDB_MODE", "WANDB_PROJECT", "WANDB_DIR", "WANDB_API_KEY"):
+    for name in ("WANDB_MODE", "WANDB_PROJECT", "WANDB_DIR", "WANDB_API_KEY",
+                 "WANDB_ENTITY"):
         monkeypatch.delenv(name, raising=False)
 
 

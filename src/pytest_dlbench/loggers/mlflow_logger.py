@@ -187,7 +187,8 @@ class MlflowSink:
             db.parent.mkdir(parents=True, exist_ok=True)
         with _calling_mlflow():
             self.client = MlflowClient(tracking_uri=self.uri)
-            self.experiment_id = self._experiment(self.experiment or facts.suite, db)
+            name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or facts.suite
+            self.experiment_id = self._experiment(name, db)
             existing = self._search(f"tags.`{KIND}` = 'session' and tags.`{KEY}` = "
                                     f"{_quote(facts.run_name)}")
             complete = [r for r in existing if r.data.tags.get(COMPLETE) == "true"]

@@ -1,7 +1,8 @@
 """Weights & Biases: one W&B run per benchmark run, grouped by session, plus a session run.
 
 Offline by default (``mode="offline"``: no account, no network; ``wandb sync <dir>/wandb``
-uploads later), ``WANDB_MODE`` is respected, files go under ``<bench-base>/wandb``.
+uploads later), ``WANDB_MODE`` is respected, files go under ``<bench-base>/wandb`` (or
+``$WANDB_DIR/wandb``).
 
 The runs are written when the session finishes: a W&B run's summary is final once the run is
 finished, and the benchmark's ``perf``/``perf_adj`` (over all its runs) are known only then.
@@ -118,7 +119,8 @@ class WandbSink:
 
         self.wandb = require("wandb")
         self.facts = facts
-        self.dir = (self.bench_base or default_bench_base(run_dir)).resolve()
+        base = os.environ.get("WANDB_DIR") or self.bench_base or default_bench_base(run_dir)
+        self.dir = Path(base).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def log_bench_run(self, stream_path: Path) -> None:
