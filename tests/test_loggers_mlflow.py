@@ -211,6 +211,7 @@ def test_during_the_run_and_after_it_give_the_same_runs(empty_db: Path, tmp_path
             shutil.copytree(profile, live_dir / profile.name)
         sink.log_bench_run(live_dir / path.name)
         sink.log_bench_run(live_dir / path.name)  # reported twice (xdist): logged once
+    sink.log_bench_run(live_dir / "never-started.D0.data")  # an item without a stream
     sink.finish_session(session_summary(live_dir), [])
     assert sink.failure is None
 

@@ -24,6 +24,7 @@ from pytest_dlbench.loggers.source import (
     bench_metrics,
     flatten,
     is_run_dir,
+    manifest_facts,
     read_bench_run,
     session_facts,
     session_metrics,
@@ -118,6 +119,16 @@ def test_session_facts_after_the_fact_come_from_the_run_dir(tmp_path: Path) -> N
     assert (facts.commit, facts.machine, facts.versions) == (
         "abc123", {"hostname": "node7"}, {"torch": "9"})
     assert session_facts(run_dir, live=True).commit == "abc123"
+
+
+def test_manifest_facts_round_trip(tmp_path: Path) -> None:
+    run_dir = write_run_dir(tmp_path)
+    facts = manifest_facts()
+    assert set(facts) == {"commit", "machine", "versions"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, **facts}))
+    live, after = session_facts(run_dir, live=True), session_facts(run_dir)
+    assert live == after and after.machine == facts["machine"]
 
 
 def test_summary_metrics(tmp_path: Path) -> None:

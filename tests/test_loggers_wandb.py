@@ -153,6 +153,7 @@ def test_during_the_run_and_after_it_give_the_same_runs(tmp_path: Path) -> None:
             shutil.copytree(profile, live_dir / profile.name)
         sink.log_bench_run(live_dir / path.name)
         sink.log_bench_run(live_dir / path.name)  # reported twice: logged once
+    sink.log_bench_run(live_dir / "never-started.D0.data")  # an item without a stream
     sink.finish_session(session_summary(live_dir), [])
     assert sink.failure is None
     a = {n: content(r) for n, r in offline_runs(tmp_path / "a").items()}

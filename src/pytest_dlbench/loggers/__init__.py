@@ -17,7 +17,7 @@ from .sink import (
     missing_logger,
     open_sinks,
 )
-from .source import SessionFacts, session_facts, session_summary
+from .source import SessionFacts, manifest_facts, session_facts, session_summary
 
 __all__ = [
     "GuardedSink",
@@ -26,6 +26,7 @@ __all__ = [
     "LoggerUnavailable",
     "SessionFacts",
     "log_run_dir",
+    "manifest_facts",
     "missing_logger",
     "open_sinks",
     "session_facts",

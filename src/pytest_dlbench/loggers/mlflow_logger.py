@@ -215,6 +215,8 @@ class MlflowSink:
         key = stream_key(stream_path)
         if key in self.run_ids:  # each run once, however often the caller reports it
             return
+        if not Path(stream_path).is_file():  # an item that never started its benchmark
+            return
         run = read_bench_run(stream_path)
         with _calling_mlflow():
             run_id = self._log_bench(run)

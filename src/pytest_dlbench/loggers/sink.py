@@ -6,6 +6,7 @@ child or an xdist worker) calls, for each sink::
 
     sink.start_session(run_dir, facts)        # once, when the run directory exists
     sink.log_bench_run(stream_path)           # after each item finished: its stream is complete
+                                              # (a path that does not exist is ignored)
     sink.finish_session(summary, artifacts)   # once, with summary_dict(...) and report files
 
 :func:`log_run_dir` makes the same calls from a finished run directory (``dlbench log``), so

@@ -32,6 +32,7 @@ __all__ = [
     "bench_metrics",
     "flatten",
     "is_run_dir",
+    "manifest_facts",
     "profile_dir",
     "read_bench_run",
     "session_facts",
@@ -125,6 +126,13 @@ def _meta_facts(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         return ({k: v for k, v in machine.items() if v is not None},
                 {k: v for k, v in versions.items() if v is not None})
     return {}, {}
+
+
+def manifest_facts() -> dict[str, Any]:
+    """``commit``, ``machine``, ``versions`` of this process, for the controller to add to
+    ``manifest.json`` when the run starts: then logging during the run and ``dlbench log``
+    later tag the session identically (and ``dlbench log`` knows the commit)."""
+    return {"commit": git_commit(), "machine": machine_info(), "versions": package_versions()}
 
 
 def session_facts(run_dir: str | PathLike[str], *, live: bool = False) -> SessionFacts:

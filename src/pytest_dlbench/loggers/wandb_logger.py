@@ -125,7 +125,7 @@ class WandbSink:
 
     def log_bench_run(self, stream_path: Path) -> None:
         key = _stream_key(stream_path)
-        if self.wandb is not None and key not in self.seen:
+        if self.wandb is not None and key not in self.seen and Path(stream_path).is_file():
             self.seen.add(key)
             self.pending.append(Path(stream_path))
 
