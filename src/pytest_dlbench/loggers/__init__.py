@@ -1,0 +1,34 @@
+"""Loggers: benchmark runs to MLflow and Weights & Biases, fed from the run streams in the
+parent process, never from inside the timed loop (docs/logging.md).
+
+No mlflow, wandb, torch or pytest import happens here; the logger packages are imported when a
+session starts, and a missing one is a warning line (:class:`GuardedSink`) or, asked for up
+front, the usage error of :func:`missing_logger`.
+"""
+
+from __future__ import annotations
+
+from .sink import (
+    GuardedSink,
+    LoggerError,
+    LoggerSink,
+    LoggerUnavailable,
+    log_run_dir,
+    missing_logger,
+    open_sinks,
+)
+from .source import SessionFacts, manifest_facts, session_facts, session_summary
+
+__all__ = [
+    "GuardedSink",
+    "LoggerError",
+    "LoggerSink",
+    "LoggerUnavailable",
+    "SessionFacts",
+    "log_run_dir",
+    "manifest_facts",
+    "missing_logger",
+    "open_sinks",
+    "session_facts",
+    "session_summary",
+]

@@ -1,0 +1,223 @@
+"""The logger sinks: the protocol the session calls, the guard that keeps a logger from ever
+costing the run anything, and logging a finished run directory through the same calls.
+
+During a pytest run, the controller (the process that reports results, never a benchmark's
+child or an xdist worker) calls, for each sink::
+
+    sink.start_session(run_dir, facts)        # once, when the run directory exists
+    sink.log_bench_run(stream_path)           # after each item finished: its stream is complete
+                                              # (a path that does not exist is ignored)
+    sink.finish_session(summary, artifacts)   # once, with summary_dict(...) and report files
+
+:func:`log_run_dir` makes the same calls from a finished run directory (``dlbench log``), so
+both paths produce the same runs and metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .source import SessionFacts, session_facts, session_summary, streams
+
+__all__ = [
+    "EXTRAS",
+    "GuardedSink",
+    "LoggerError",
+    "LoggerSink",
+    "LoggerUnavailable",
+    "default_bench_base",
+    "describe",
+    "guard",
+    "log_run_dir",
+    "missing_logger",
+    "open_sinks",
+    "stderr_line",
+]
+
+Echo = Callable[[str], None]
+
+#: logger name -> (module to import, the extra that installs it)
+EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
+
+
+class LoggerError(Exception):
+    """A logger cannot go on; the message is the 'why' of the warning line."""
+
+
+class LoggerUnavailable(LoggerError):
+    """The logger's package is not installed."""
+
+
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def missing_logger(name: str) -> str | None:
+    """None when logger ``name`` can be used, else the one-line usage error saying what to
+    install: ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
+    module, extra = EXTRAS[name]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return None
+    return f"{name} is not installed: pip install pytest-dlbench[{extra}]"
+
+
+def require(name: str) -> Any:
+    """Import the logger's package or raise :class:`LoggerUnavailable` with the install hint."""
+    module, extra = EXTRAS[name]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise LoggerUnavailable(
+            f"{name} is not installed ({type(exc).__name__}: {exc}): "
+            f"pip install pytest-dlbench[{extra}]"
+        ) from exc
+
+
+def describe(exc: BaseException) -> str:
+    """One line: a :class:`LoggerError`'s own message, else ``Type: first line``."""
+    if isinstance(exc, LoggerError):
+        text = str(exc)
+    else:
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        text = f"{type(exc).__name__}: {first.strip()}" if first else type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+@runtime_checkable
+class LoggerSink(Protocol):
+    """Where a session's runs are sent (MLflow, W&B). ``name`` appears in the warning line."""
+
+    name: str
+
+    def start_session(self, run_dir: Path, facts: SessionFacts) -> None: ...
+
+    def log_bench_run(self, stream_path: Path) -> None: ...
+
+    def finish_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None: ...
+
+    def close(self) -> None:
+        """Release what is open (an active run) after a failure; must not raise or block."""
+        ...
+
+
+class GuardedSink:
+    """A sink whose failures never reach the caller.
+
+    The first exception of any call (the package not installed, a server that cannot be
+    reached, a bug) becomes exactly one line, ``dlbench: <name> logging disabled: <why>``,
+    passed to ``warn``; the sink is then closed and every later call does nothing.
+    ``KeyboardInterrupt`` and ``SystemExit`` are not caught.
+    """
+
+    def __init__(self, sink: LoggerSink, warn: Echo = stderr_line) -> None:
+        self.sink = sink
+        self.name = sink.name
+        self.warn = warn
+        self.failure: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.failure is None
+
+    def _call(self, method: str, *args: Any) -> None:
+        if self.failure is not None:
+            return
+        try:
+            getattr(self.sink, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - logging must never fail the run
+            self.failure = describe(exc)
+            self.warn(f"dlbench: {self.name} logging disabled: {self.failure}")
+            with contextlib.suppress(Exception):  # already disabled and warned once
+                self.sink.close()
+
+    def start_session(self, run_dir: str | PathLike[str], facts: SessionFacts) -> None:
+        self._call("start_session", Path(run_dir), facts)
+
+    def log_bench_run(self, stream_path: str | PathLike[str]) -> None:
+        self._call("log_bench_run", Path(stream_path))
+
+    def finish_session(
+        self, summary: Mapping[str, Any], artifacts: Sequence[str | PathLike[str]] = ()
+    ) -> None:
+        self._call("finish_session", summary, [Path(a) for a in artifacts])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing is best effort
+            self.sink.close()
+
+
+def guard(sink: LoggerSink | GuardedSink, warn: Echo = stderr_line) -> GuardedSink:
+    return sink if isinstance(sink, GuardedSink) else GuardedSink(sink, warn)
+
+
+def default_bench_base(run_dir: str | PathLike[str]) -> Path:
+    """The ``--bench-base`` a run directory lives in: ``<base>/runs/<run>`` -> ``<base>``."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent
+
+
+def log_run_dir(
+    run_dir: str | PathLike[str],
+    sinks: LoggerSink | GuardedSink | Sequence[LoggerSink | GuardedSink],
+    *,
+    artifacts: Sequence[str | PathLike[str]] = (),
+    warn: Echo = stderr_line,
+) -> list[GuardedSink]:
+    """Send a finished run directory to ``sinks``, with the calls a live session makes.
+
+    The summary is recomputed from the streams (as ``dlbench report`` does); ``artifacts``
+    (an HTML report, a saved summary) go to the session run. Returns the guarded sinks: a
+    sink's ``failure`` says why it stopped (None when everything was sent).
+    """
+    run_dir = Path(run_dir)
+    items = sinks if isinstance(sinks, Sequence) else [sinks]
+    guarded = [guard(s, warn) for s in items]
+    facts = session_facts(run_dir)
+    for sink in guarded:
+        sink.start_session(run_dir, facts)
+    for path in streams(run_dir):
+        for sink in guarded:
+            sink.log_bench_run(path)
+    if any(s.active for s in guarded):
+        summary = session_summary(run_dir, suite=facts.suite)
+        for sink in guarded:
+            sink.finish_session(summary, [Path(a) for a in artifacts])
+    return guarded
+
+
+def open_sinks(
+    *,
+    mlflow: str | None = None,
+    wandb: str | None = None,
+    experiment: str | None = None,
+    bench_base: str | PathLike[str] | None = None,
+    warn: Echo = stderr_line,
+    echo: Echo = stderr_line,
+) -> list[GuardedSink]:
+    """The guarded sinks asked for: ``mlflow``/``wandb`` None means not asked, ``""`` means
+    asked without a value (``--bench-mlflow`` alone: the default tracking URI; ``--bench-wandb``
+    alone: the default project). Nothing is imported or contacted until ``start_session``."""
+    sinks: list[GuardedSink] = []
+    if mlflow is not None:
+        from .mlflow_logger import MlflowSink
+
+        sinks.append(GuardedSink(MlflowSink(mlflow or None, experiment=experiment,
+                                            bench_base=bench_base, echo=echo), warn))
+    if wandb is not None:
+        from .wandb_logger import WandbSink
+
+        sinks.append(GuardedSink(WandbSink(wandb or None, bench_base=bench_base, echo=echo),
+                                 warn))
+    return sinks

@@ -1,0 +1,479 @@
+"""What the loggers send, read from a run directory: session facts, the summary, one run per stream.
+
+This is the only module of :mod:`pytest_dlbench.loggers` that imports the stream, scoring and
+baseline modules, so moving those is a change to the import block below and nothing else.
+Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by both loggers
+so that MLflow and W&B get the same names and numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+# -- the only imports of the results modules (see the module docstring) -----------------------
+from ..baseline import git_commit, machine_info, package_versions, summary_dict
+from ..scoring import load_run, read_manifest, run_from_records, stream_paths, summarize_dir
+from ..stream import StreamError, read_stream
+
+__all__ = [
+    "PROFILE_SUFFIXES",
+    "BenchRun",
+    "Observation",
+    "Point",
+    "Sample",
+    "SessionFacts",
+    "bench_metrics",
+    "flatten",
+    "is_run_dir",
+    "manifest_facts",
+    "profile_dir",
+    "read_bench_run",
+    "session_facts",
+    "session_metrics",
+    "session_summary",
+    "stream_key",
+    "streams",
+    "telemetry_values",
+]
+
+#: Files of a ``<stream-stem>.profile/`` folder that are uploaded.
+PROFILE_SUFFIXES = (".json", ".csv")
+_MIB = float(2**20)
+# ``<run-name>.<YYYYmmdd-HHMMSS>``: the run directory's name carries its start time.
+_RUN_DIR_TIME = re.compile(r"\.(\d{8}-\d{6})$")
+
+
+def _num(value: Any) -> float | None:
+    """A finite or non-finite float from a JSON number; None for anything else (and bools)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+# -- the session ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionFacts:
+    """What one pytest session (one run directory) was: the parent run's tags."""
+
+    run_dir: Path
+    run_name: str  # the run directory's name: the stable key of the session
+    suite: str
+    start_time: float  # UNIX seconds
+    commit: str | None = None
+    machine: Mapping[str, Any] = field(default_factory=dict)
+    versions: Mapping[str, Any] = field(default_factory=dict)
+
+    def tags(self) -> dict[str, str]:
+        """Flat string tags: ``suite``, ``commit``, ``machine.*``, ``versions.*``."""
+        tags = {"suite": self.suite, "run_dir": self.run_name}
+        if self.commit:
+            tags["commit"] = self.commit
+        tags.update(flatten(self.machine, prefix="machine."))
+        tags.update(flatten(self.versions, prefix="versions."))
+        return tags
+
+
+def is_run_dir(path: str | PathLike[str]) -> bool:
+    """A directory with run streams (``*.data``) or a ``manifest.json``."""
+    path = Path(path)
+    return path.is_dir() and (bool(stream_paths(path)) or (path / "manifest.json").is_file())
+
+
+def streams(run_dir: str | PathLike[str]) -> list[Path]:
+    """Every stream of a run directory, in a stable order: one stream is one benchmark run."""
+    return stream_paths(run_dir)
+
+
+def _start_time(run_dir: Path) -> float:
+    match = _RUN_DIR_TIME.search(run_dir.name)
+    if match:
+        try:
+            stamp = _dt.datetime.strptime(match[1], "%Y%m%d-%H%M%S")
+            return stamp.timestamp()  # local time, as the run directory was named
+        except ValueError:
+            pass
+    try:
+        return run_dir.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _meta_facts(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Machine and versions from the first ``meta`` record of the streams (where it ran)."""
+    for path in stream_paths(run_dir):
+        try:
+            records = read_stream(path)
+        except (OSError, StreamError):
+            continue
+        meta = next((r for r in records if r.get("event") == "meta"), None)
+        if meta is None:
+            continue
+        machine = {
+            "hostname": meta.get("host"),
+            "platform": meta.get("platform"),
+            "cpu": meta.get("cpu"),
+            "device_name": meta.get("device_name"),
+        }
+        versions = {"python": meta.get("python"), "torch": meta.get("torch"),
+                    "cuda": meta.get("cuda")}
+        return ({k: v for k, v in machine.items() if v is not None},
+                {k: v for k, v in versions.items() if v is not None})
+    return {}, {}
+
+
+def manifest_facts() -> dict[str, Any]:
+    """``commit``, ``machine``, ``versions`` of this process, for the controller to add to
+    ``manifest.json`` when the run starts: then logging during the run and ``dlbench log``
+    later tag the session identically (and ``dlbench log`` knows the commit)."""
+    return {"commit": git_commit(), "machine": machine_info(), "versions": package_versions()}
+
+
+def session_facts(run_dir: str | PathLike[str], *, live: bool = False) -> SessionFacts:
+    """The session's facts, from the run directory.
+
+    ``manifest.json`` keys ``commit``, ``machine``, ``versions`` win when the run wrote them (then
+    logging during the run and ``dlbench log`` later tag identically). Otherwise: with ``live``
+    (this process is the session's controller) the git commit of the working directory, this
+    machine and the installed package versions; after the fact, the machine and versions of the
+    streams' ``meta`` records and no commit (it is not known any more).
+    """
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir) or {}
+    suite = str(manifest.get("suite") or _RUN_DIR_TIME.sub("", run_dir.name) or run_dir.name)
+    commit = manifest.get("commit")
+    machine = manifest.get("machine")
+    versions = manifest.get("versions")
+    if live:
+        commit = commit if "commit" in manifest else git_commit()
+        machine = machine if machine is not None else machine_info()
+        versions = versions if versions is not None else package_versions()
+    elif machine is None or versions is None:
+        meta_machine, meta_versions = _meta_facts(run_dir)
+        machine = machine if machine is not None else meta_machine
+        versions = versions if versions is not None else meta_versions
+    return SessionFacts(
+        run_dir=run_dir,
+        run_name=run_dir.name,
+        suite=suite,
+        start_time=_start_time(run_dir),
+        commit=str(commit) if commit else None,
+        machine=dict(machine or {}),
+        versions=dict(versions or {}),
+    )
+
+
+def session_summary(run_dir: str | PathLike[str], *, suite: str | None = None) -> dict[str, Any]:
+    """The JSON summary (``--bench-save``'s format) of a run directory, recomputed from it."""
+    return summary_dict(summarize_dir(run_dir), suite=suite)
+
+
+def _metric_name(text: str) -> str:
+    """MLflow keys allow alphanumerics, ``_ - . / : space``; anything else becomes ``_``."""
+    return re.sub(r"[^0-9A-Za-z_\-./: ]", "_", text)
+
+
+#: The benchmark's numbers of the summary table, as metric names (summary key -> metric).
+_BENCH_KEYS = {"perf": "perf", "total": "total", "std_pct": "std_pct", "perf_adj": "perf_adj"}
+_TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "energy_j", "mean_gpu_util")
+
+
+def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per benchmark: ``perf``, ``total``, ``std_pct``, ``perf_adj`` and the benchmark's peak
+    memory and energy, from a summary dict (None values are left out)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, bench in (summary.get("benchmarks") or {}).items():
+        metrics: dict[str, float] = {}
+        for key, metric in _BENCH_KEYS.items():
+            value = _num(bench.get(key))
+            if value is not None:
+                metrics[metric] = value
+        telemetry = bench.get("telemetry") or {}
+        for key in _TELEMETRY_KEYS:
+            value = _num(telemetry.get(key))
+            if value is not None:
+                metrics[f"bench_{key}"] = value
+        out[str(name)] = metrics
+    return out
+
+
+def session_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The parent run's metrics: ``score``, ``failure_rate``, run counts, and per benchmark
+    ``perf/<name>``, ``perf_adj/<name>``, ``std_pct/<name>``."""
+    metrics: dict[str, float] = {}
+    score = _num(summary.get("score"))
+    if score is not None:
+        metrics["score"] = score
+    rate = _num(summary.get("failure_rate"))
+    if rate is not None:
+        metrics["failure_rate"] = rate
+    benches = summary.get("benchmarks") or {}
+    metrics["runs"] = float(sum(int(b.get("n") or 0) for b in benches.values()))
+    metrics["failed_runs"] = float(sum(int(b.get("fail") or 0) for b in benches.values()))
+    for name, values in bench_metrics(summary).items():
+        for key in ("perf", "perf_adj", "std_pct"):
+            if key in values:
+                metrics[f"{key}/{_metric_name(name)}"] = values[key]
+    return metrics
+
+
+# -- one benchmark run ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Observation:
+    """One ``rate`` record: the benchmark's rate over one step."""
+
+    step: int
+    value: float
+    time: float  # UNIX seconds
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class Point:
+    """A ``loss`` (key ``loss``) or a region's mean seconds per call (key ``region/<name>``)."""
+
+    key: str
+    step: int
+    value: float
+    time: float  # UNIX seconds: the record's own, else the time of the observation of its step
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One ``telemetry`` record, as ``system/...`` values (:func:`telemetry_values`)."""
+
+    index: int
+    time: float
+    elapsed: float | None
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One stream file: one run of a benchmark on a device (and repeat)."""
+
+    stream: Path
+    key: str  # "<run dir name>/<stream file name>": stable across sessions and machines
+    bench: str
+    device: int
+    repeat: int | None
+    label: str  # the pytest item id: name[D0], name[D0-R1]
+    spec: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    status: str  # the scored status: "ok" only when the run counts
+    reason: str
+    units: str
+    start_time: float | None
+    end_time: float | None
+    observations: tuple[Observation, ...]
+    losses: tuple[Point, ...]
+    regions: tuple[Point, ...]
+    telemetry: tuple[Sample, ...]
+    stats: Mapping[str, float]  # run_rate and the run's peak memory, energy, GPU load
+    profile_files: tuple[Path, ...] = ()
+    profile_root: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def params(self) -> dict[str, str]:
+        """The resolved spec flattened (``argv.--batch-size``, ``plan.method``, ``tags``,
+        ``weight``...), plus ``device`` and ``repeat``."""
+        params = flatten(self.spec)
+        params["device"] = str(self.device)
+        params["repeat"] = "" if self.repeat is None else str(self.repeat)
+        return params
+
+    def tags(self) -> dict[str, str]:
+        """Status, reason, where it ran (``meta.*``) and which stream it is."""
+        tags = {
+            "bench": self.bench,
+            "device": str(self.device),
+            "status": self.status,
+            "reason": self.reason,
+            "stream": self.stream.name,
+            "units": self.units,
+        }
+        if self.repeat is not None:
+            tags["repeat"] = str(self.repeat)
+        meta = {k: v for k, v in self.meta.items() if k not in ("event", "time", "pid")}
+        tags.update(flatten(meta, prefix="meta."))
+        return tags
+
+    def profile_name(self, path: Path) -> str:
+        """A profile file's path relative to its ``.profile`` folder (posix)."""
+        if self.profile_root is None:
+            return path.name
+        return path.relative_to(self.profile_root).as_posix()
+
+
+def stream_key(path: str | PathLike[str]) -> str:
+    """``<run dir name>/<stream file name>``: what identifies a run in a tracking server."""
+    path = Path(path)
+    return f"{path.parent.name}/{path.name}"
+
+
+def profile_dir(path: str | PathLike[str]) -> Path:
+    """``<stream-stem>.profile/`` next to the stream: ``toy.D0.data`` -> ``toy.D0.profile``."""
+    path = Path(path)
+    return path.with_name(path.stem + ".profile")
+
+
+def _profile_files(folder: Path) -> tuple[Path, ...]:
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in PROFILE_SUFFIXES
+    ))
+
+
+def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
+    """A ``telemetry`` record as ``system/...`` metrics, named like MLflow's system metrics
+    (``system/cpu_utilization_percentage``, ``system/gpu_0_utilization_percentage``...).
+    Fields the monitor could not read (None) are left out."""
+    out: dict[str, float] = {}
+
+    def put(name: str, value: Any, scale: float = 1.0) -> None:
+        number = _num(value)
+        if number is not None:
+            out[f"system/{name}"] = number / scale
+
+    put("cpu_utilization_percentage", record.get("system_cpu_percent"))
+    put("process_cpu_utilization_percentage", record.get("cpu_percent"))
+    put("process_memory_usage_megabytes", record.get("rss_bytes"), _MIB)
+    put("process_count", record.get("procs"))
+    put("disk_read_megabytes", record.get("disk_read_bytes"), _MIB)
+    put("disk_write_megabytes", record.get("disk_write_bytes"), _MIB)
+    for gpu in record.get("gpus") or []:
+        if not isinstance(gpu, Mapping):
+            continue
+        i = gpu.get("index")
+        p = f"gpu_{i}_"
+        put(p + "utilization_percentage", gpu.get("util"))
+        put(p + "memory_usage_megabytes", gpu.get("mem_used"), _MIB)
+        used, total = _num(gpu.get("mem_used")), _num(gpu.get("mem_total"))
+        if used is not None and total:
+            out[f"system/{p}memory_usage_percentage"] = 100.0 * used / total
+        put(p + "power_usage_watts", gpu.get("power_w"))
+        put(p + "temperature_celsius", gpu.get("temp_c"))
+        put(p + "sm_clock_mhz", gpu.get("sm_clock_mhz"))
+        put(p + "energy_joules", gpu.get("energy_j"))
+    return out
+
+
+def read_bench_run(path: str | PathLike[str]) -> BenchRun:
+    """Read one stream (complete, or torn by a crash) into what the loggers send."""
+    path = Path(path)
+    try:
+        records = read_stream(path)
+        result = run_from_records(records, path=path)
+    except StreamError:
+        records = []
+        result = load_run(path)  # a failed run with the corrupt-stream reason
+    config = next((r for r in records if r.get("event") == "config"), {})
+    meta = next((r for r in records if r.get("event") == "meta"), {})
+    observations: list[Observation] = []
+    losses: list[tuple[int, float]] = []
+    regions: list[tuple[str, int, float, float | None]] = []
+    samples: list[Sample] = []
+    times: list[float] = []
+    for record in records:
+        event = record.get("event")
+        t = _num(record.get("time"))
+        if t is not None:
+            times.append(t)
+        if event == "rate":
+            value = _num(record.get("value"))
+            if value is None:
+                continue
+            observations.append(Observation(
+                step=int(record.get("step") or 0), value=value, time=t or 0.0,
+                warmup=bool(record.get("warmup")),
+            ))
+        elif event == "loss":
+            value = _num(record.get("value"))
+            if value is not None:
+                losses.append((int(record.get("step") or 0), value))
+        elif event == "region":
+            count, seconds = _num(record.get("count")), _num(record.get("seconds"))
+            if count and seconds is not None:
+                regions.append((f"region/{record.get('key')}", int(record.get("step") or 0),
+                                seconds / count, t))
+        elif event == "telemetry" and t is not None:
+            samples.append(Sample(index=len(samples), time=t, elapsed=_num(record.get("elapsed")),
+                                  values=telemetry_values(record)))
+    start = min(times) if times else None
+    end = max(times) if times else None
+    step_time = {o.step: o.time for o in observations}
+
+    def when(step: int, own: float | None = None) -> float:
+        return own if own is not None else step_time.get(step, end or 0.0)
+
+    stats: dict[str, float] = {}
+    if result.rate is not None:
+        stats["run_rate"] = float(result.rate)
+    for key in _TELEMETRY_KEYS:
+        value = _num(result.telemetry.get(key))
+        if value is not None:
+            stats[key] = value
+    folder = profile_dir(path)
+    spec = dict(config.get("spec") or {})
+    return BenchRun(
+        stream=path,
+        key=stream_key(path),
+        bench=result.bench,
+        device=result.device,
+        repeat=result.repeat,
+        label=result.label,
+        spec=spec,
+        meta=dict(meta),
+        status=result.status,
+        reason=result.reason,
+        units=result.units,
+        start_time=start,
+        end_time=end,
+        observations=tuple(observations),
+        losses=tuple(Point("loss", s, v, when(s)) for s, v in losses),
+        regions=tuple(Point(k, s, v, when(s, t)) for k, s, v, t in regions),
+        telemetry=tuple(samples),
+        stats=stats,
+        profile_files=_profile_files(folder),
+        profile_root=folder if folder.is_dir() else None,
+    )
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _scalar(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def flatten(data: Mapping[str, Any], *, prefix: str = "") -> dict[str, str]:
+    """``{"argv": {"--m": 256}, "tags": ["a", "b"]}`` -> ``{"argv.--m": "256", "tags": "a,b"}``.
+
+    Nested mappings are joined with ``.``; a list of scalars is comma-joined, any other list is
+    its JSON text; None is the empty string.
+    """
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            if value:
+                out.update(flatten(value, prefix=name + "."))
+            else:
+                out[name] = ""
+        elif isinstance(value, list | tuple):
+            if all(not isinstance(v, Mapping | list | tuple) for v in value):
+                out[name] = ",".join(_scalar(v) for v in value)
+            else:
+                out[name] = json.dumps(value, default=str)
+        else:
+            out[name] = _scalar(value)
+    return out
+

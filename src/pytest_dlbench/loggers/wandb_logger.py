@@ -1,0 +1,267 @@
+"""Weights & Biases: one W&B run per benchmark run, grouped by session, plus a session run.
+
+Offline by default (``mode="offline"``: no account, no network; ``wandb sync <dir>/wandb``
+uploads later), ``WANDB_MODE`` is respected, files go under ``<bench-base>/wandb`` (or
+``$WANDB_DIR/wandb``).
+
+The runs are written when the session finishes: a W&B run's summary is final once the run is
+finished, and the benchmark's ``perf``/``perf_adj`` (over all its runs) are known only then.
+``log_bench_run`` only notes the stream.
+
+Idempotence: each run has a deterministic id (from ``<run dir>/<stream file>``; the session run
+from the run directory's name) and is started with ``resume="allow"``. Offline, a run whose
+offline folder with that id already holds a finished run is skipped (W&B would otherwise write
+a second folder that ``wandb sync`` merges into the same run). Online, an existing run is
+resumed: its history is left as it is and only its config and summary are written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .sink import Echo, require, stderr_line
+from .source import BenchRun, SessionFacts, bench_metrics, read_bench_run, session_metrics
+from .source import stream_key as _stream_key
+from .tables import read_table
+from .wandb_offline import find_offline_runs, read_offline_run
+
+__all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
+
+DEFAULT_PROJECT = "pytest-dlbench"
+_MAX_TAG = 64
+
+
+def run_id_for(key: str) -> str:
+    """A W&B run id (letters and digits) that depends only on ``key``."""
+    return "dlb" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:21]
+
+
+def history_rows(run: BenchRun) -> list[dict[str, Any]]:
+    """The W&B history of a run, one row per stream record, in time order.
+
+    ``rate`` (with ``warmup`` 0/1), ``loss`` and ``region/<name>`` rows carry ``bench_step``
+    (the benchmark's step index: their x-axis); telemetry rows carry ``system/...`` and
+    ``elapsed`` (seconds since the monitor started: theirs). Every row has ``time`` (UNIX s).
+    """
+    rows: list[tuple[float, int, dict[str, Any]]] = []
+    for o in run.observations:
+        rows.append((o.time, len(rows), {"rate": o.value, "warmup": int(o.warmup),
+                                         "bench_step": o.step, "time": o.time}))
+    for p in run.losses + run.regions:
+        rows.append((p.time, len(rows), {p.key: p.value, "bench_step": p.step, "time": p.time}))
+    for s in run.telemetry:
+        row: dict[str, Any] = dict(s.values)
+        row["time"] = s.time
+        if s.elapsed is not None:
+            row["elapsed"] = s.elapsed
+        rows.append((s.time, len(rows), row))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+class WandbSink:
+    """Logs a session to W&B (see the module docstring). Use it through
+    :class:`~pytest_dlbench.loggers.sink.GuardedSink` so that a failure is one warning line."""
+
+    name = "wandb"
+
+    def __init__(
+        self,
+        project: str | None = None,
+        *,
+        mode: str | None = None,
+        entity: str | None = None,
+        bench_base: str | os.PathLike[str] | None = None,
+        replace: bool = False,
+        echo: Echo = stderr_line,
+    ) -> None:
+        self.project_arg = project or None
+        self.mode_arg = mode
+        self.entity = entity
+        self.bench_base = Path(bench_base) if bench_base is not None else None
+        self.replace = replace
+        self.echo = echo
+        self.wandb: Any = None
+        self.facts: SessionFacts | None = None
+        self.pending: list[Path] = []
+        self.seen: set[str] = set()
+        self.active: Any = None  # the run being written, closed by close() on a failure
+        self.logged: list[str] = []  # ids written
+        self.skipped: list[str] = []  # ids already there (offline)
+
+    @property
+    def mode(self) -> str:
+        return self.mode_arg or os.environ.get("WANDB_MODE") or "offline"
+
+    @property
+    def project(self) -> str:
+        return self.project_arg or os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT
+
+    # -- the session ------------------------------------------------------------------------
+    def start_session(self, run_dir: Path, facts: SessionFacts) -> None:
+        from .sink import default_bench_base
+
+        self.wandb = require("wandb")
+        self.facts = facts
+        base = os.environ.get("WANDB_DIR") or self.bench_base or default_bench_base(run_dir)
+        self.dir = Path(base).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def log_bench_run(self, stream_path: Path) -> None:
+        key = _stream_key(stream_path)
+        if self.wandb is not None and key not in self.seen and Path(stream_path).is_file():
+            self.seen.add(key)
+            self.pending.append(Path(stream_path))
+
+    def finish_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None:
+        if self.wandb is None:
+            return
+        per_bench = bench_metrics(summary)
+        for path in self.pending:
+            run = read_bench_run(path)
+            self._log_bench(run, per_bench.get(run.bench, {}))
+        self._log_session(summary, artifacts)
+        if self.skipped:
+            self.echo(f"dlbench: wandb: {len(self.skipped)} run(s) of "
+                      f"{self.facts.run_name if self.facts else '?'} already logged "
+                      f"offline under {self.dir / 'wandb'}; skipped")
+
+    def close(self) -> None:
+        run, self.active = self.active, None
+        if run is not None:
+            run.finish(exit_code=1)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _settings(self) -> Any:
+        return self.wandb.Settings(
+            silent=True, console="off", save_code=False, disable_git=True,
+            disable_job_creation=True, x_disable_stats=True, x_disable_meta=True,
+            init_timeout=60,
+        )
+
+    def _already_logged(self, run_id: str) -> bool:
+        """Offline: a finished offline run with this id exists (with ``replace``, removed)."""
+        if self.mode != "offline":
+            return False
+        found = [p for p in find_offline_runs(self.dir, run_id) if _finished(p)]
+        if found and self.replace:
+            for path in find_offline_runs(self.dir, run_id):
+                shutil.rmtree(path.parent, ignore_errors=True)
+            return False
+        return bool(found)
+
+    def _init(self, run_id: str, **kwargs: Any) -> Any:
+        assert self.facts is not None
+        run = self.wandb.init(
+            project=self.project, entity=self.entity, dir=str(self.dir), mode=self.mode,
+            id=run_id, group=self.facts.run_name, resume="allow", reinit="create_new",
+            settings=self._settings(), **kwargs,
+        )
+        self.active = run
+        return run
+
+    def _finish(self, run: Any, exit_code: int) -> None:
+        run.finish(exit_code=exit_code)
+        self.active = None
+
+    def _log_bench(self, run: BenchRun, bench: Mapping[str, float]) -> None:
+        run_id = run_id_for(run.key)
+        if self._already_logged(run_id):
+            self.skipped.append(run_id)
+            return
+        tags = [t[:_MAX_TAG] for t in (run.bench, run.status, *(run.spec.get("tags") or []))]
+        config = {**run.spec, "device": run.device, "repeat": run.repeat,
+                  "meta": {k: v for k, v in run.meta.items() if k != "event"},
+                  "stream": run.stream.name, "dlbench_key": run.key}
+        wb = self._init(run_id, name=run.label, job_type="bench", tags=tags,
+                        config=_json_safe(config))
+        if not (wb.resumed and wb.starting_step > 0):  # online and already there: keep it
+            for axis in ("bench_step", "elapsed", "time"):
+                wb.define_metric(axis, summary="none")
+            wb.define_metric("warmup", step_metric="bench_step", summary="none")
+            for key in ("rate", "loss", "region/*"):
+                wb.define_metric(key, step_metric="bench_step")
+            wb.define_metric("system/*", step_metric="elapsed")
+            rows = history_rows(run)
+            for step, row in enumerate(rows):
+                wb.log(row, step=step)
+            tables = {}
+            for path in run.profile_files:
+                table = read_table(path)
+                name = run.profile_name(path).rsplit(".", 1)[0]
+                if table is not None and table.columns:
+                    tables[f"profile/{name}"] = self.wandb.Table(
+                        columns=list(table.columns), data=[list(r) for r in table.rows])
+                if run.profile_root is not None and self.mode != "disabled":
+                    _copy_into(wb, path, path.relative_to(run.profile_root.parent))
+            if tables:
+                wb.log(tables, step=len(rows))
+        wb.summary.update({
+            **run.stats, **bench, "status": run.status, "reason": run.reason,
+            "units": run.units,
+        })
+        self._finish(wb, 0 if run.ok else 1)
+        self.logged.append(run_id)
+
+    def _log_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None:
+        facts = self.facts
+        assert facts is not None
+        run_id = run_id_for(facts.run_name)
+        if self._already_logged(run_id):
+            self.skipped.append(run_id)
+            return
+        config = {"suite": facts.suite, "run_dir": facts.run_name, "commit": facts.commit,
+                  "machine": dict(facts.machine), "versions": dict(facts.versions)}
+        wb = self._init(run_id, name=facts.run_name, job_type="session",
+                        tags=[facts.suite[:_MAX_TAG], "session"], config=_json_safe(config))
+        benches = summary.get("benchmarks") or {}
+        columns = ["bench", "units", "weight", "n", "fail", "perf", "total", "std_pct",
+                   "perf_adj"]
+        rows = [[name, *(_json_safe(b.get(c)) for c in columns[1:])]
+                for name, b in benches.items()]
+        if not (wb.resumed and wb.starting_step > 0):
+            wb.log({"benchmarks": self.wandb.Table(columns=columns, data=rows)}, step=0)
+        wb.summary.update({**session_metrics(summary),
+                           "incomplete": list(summary.get("incomplete") or [])})
+        if self.mode != "disabled":  # a disabled run's dir is a made-up temporary path
+            text = json.dumps(_json_safe(dict(summary)), indent=2, default=str)
+            (Path(wb.dir) / "dlbench-summary.json").write_text(text, encoding="utf-8")
+            for path in artifacts:
+                path = Path(path)
+                if path.is_file():
+                    _copy_into(wb, path, Path(path.name))
+        failed = bool(summary.get("incomplete")) or any(
+            (b.get("fail") or 0) for b in benches.values())
+        self._finish(wb, 1 if failed else 0)
+        self.logged.append(run_id)
+
+
+def _copy_into(wb: Any, path: Path, name: Path) -> None:
+    """A file into the run's files folder, uploaded with the run (``wandb.save`` would
+    symlink it and print a warning on the terminal, even with ``silent``)."""
+    target = Path(wb.dir) / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
+
+
+def _finished(path: Path) -> bool:
+    try:
+        return read_offline_run(path).finished
+    except (OSError, ValueError, StopIteration):
+        return False
