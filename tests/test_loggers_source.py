@@ -10,16 +10,14 @@ from pathlib import Path
 import pytest
 from _logger_runs import RUN_NAME, stream_rates, write_run_dir, write_stream
 
-from pytest_dlbench.loggers import sink as sink_mod
-from pytest_dlbench.loggers.sink import (
-    GuardedSink,
+from pytest_dlbench.loggers import base as base_mod
+from pytest_dlbench.loggers.base import (
     LoggerUnavailable,
     default_bench_base,
-    describe,
-    log_run_dir,
     missing_logger,
     require,
 )
+from pytest_dlbench.loggers.sink import GuardedSink, describe, log_run_dir
 from pytest_dlbench.loggers.source import (
     bench_metrics,
     flatten,
@@ -249,7 +247,7 @@ def block_import(monkeypatch: pytest.MonkeyPatch, blocked: str) -> None:
             raise ModuleNotFoundError(f"No module named '{blocked}'")
         return real(name, *args)
 
-    monkeypatch.setattr(sink_mod.importlib, "import_module", fake)
+    monkeypatch.setattr(base_mod.importlib, "import_module", fake)
 
 
 @pytest.mark.parametrize("name", ["mlflow", "wandb"])

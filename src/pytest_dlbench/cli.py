@@ -61,7 +61,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 # -- report / compare -------------------------------------------------------------------------
-_RESULT_COMMANDS = ("report", "compare", "profile")
+_RESULT_COMMANDS = ("report", "compare", "profile", "log")
 
 
 def _error(message: str) -> None:
@@ -195,6 +195,10 @@ def _add_result_commands(commands: Any) -> None:
     profile.add_argument("bench", metavar="BENCH", nargs="?", help="only this benchmark")
     profile.add_argument("-v", "--verbose", action="count", default=0, help="every row")
     profile.set_defaults(handler=_cmd_profile)
+
+    from pytest_dlbench.loggers.cli import add_log_command
+
+    add_log_command(commands)
 
 
 def _command(argv: Sequence[str] | None) -> str | None:

@@ -64,6 +64,32 @@ SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
+        "--bench-mlflow",
+        dict(
+            nargs="?",
+            const="",
+            default=None,
+            metavar="TRACKING_URI",
+            help="log the run to MLflow: TRACKING_URI, else $MLFLOW_TRACKING_URI, else "
+            "sqlite:///<bench-base>/mlflow.db (docs/logging.md)",
+        ),
+    ),
+    (
+        "--bench-wandb",
+        dict(
+            nargs="?",
+            const="",
+            default=None,
+            metavar="PROJECT",
+            help="log the run to Weights & Biases (offline unless $WANDB_MODE says otherwise)",
+        ),
+    ),
+    (
+        "--bench-experiment",
+        dict(metavar="NAME", default=None,
+             help="MLflow experiment of the run (default: the suite name)"),
+    ),
+    (
         "--bench-profile",
         dict(
             nargs="?",

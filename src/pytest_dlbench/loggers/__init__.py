@@ -8,16 +8,14 @@ front, the usage error of :func:`missing_logger`.
 
 from __future__ import annotations
 
-from .sink import (
-    GuardedSink,
-    LoggerError,
-    LoggerSink,
-    LoggerUnavailable,
-    log_run_dir,
-    missing_logger,
-    open_sinks,
+from pytest_dlbench.loggers.base import LoggerError, LoggerUnavailable, missing_logger
+from pytest_dlbench.loggers.sink import GuardedSink, LoggerSink, log_run_dir, open_sinks
+from pytest_dlbench.loggers.source import (
+    SessionFacts,
+    manifest_facts,
+    session_facts,
+    session_summary,
 )
-from .source import SessionFacts, manifest_facts, session_facts, session_summary
 
 __all__ = [
     "GuardedSink",

@@ -58,8 +58,9 @@ def _error(message: str) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from .sink import log_run_dir, missing_logger
-    from .source import is_run_dir
+    from pytest_dlbench.loggers.base import missing_logger
+    from pytest_dlbench.loggers.sink import log_run_dir
+    from pytest_dlbench.loggers.source import is_run_dir
 
     run_dir = Path(args.run_dir)
     if not is_run_dir(run_dir):
@@ -76,12 +77,12 @@ def cmd_log(args: argparse.Namespace) -> int:
             return _error(f"{artifact}: no such file")
     sinks: list[Any] = []
     if args.mlflow is not None:
-        from .mlflow_logger import MlflowSink
+        from pytest_dlbench.loggers.mlflow_logger import MlflowSink
 
         sinks.append(MlflowSink(args.mlflow or None, experiment=args.experiment,
                                 bench_base=args.bench_base, replace=args.replace))
     if args.wandb is not None:
-        from .wandb_logger import WandbSink
+        from pytest_dlbench.loggers.wandb_logger import WandbSink
 
         sinks.append(WandbSink(args.wandb or None, bench_base=args.bench_base,
                                replace=args.replace))

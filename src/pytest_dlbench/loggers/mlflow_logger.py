@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .sink import Echo, LoggerError, require, stderr_line
-from .source import (
+from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
+from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
     bench_metrics,
@@ -35,7 +35,7 @@ from .source import (
     session_metrics,
     stream_key,
 )
-from .tables import read_table
+from pytest_dlbench.loggers.tables import read_table
 
 __all__ = ["MlflowSink", "TAG", "resolve_tracking_uri"]
 
@@ -176,7 +176,7 @@ class MlflowSink:
         require("mlflow")
         from mlflow import MlflowClient
 
-        from .sink import default_bench_base
+        from pytest_dlbench.loggers.base import default_bench_base
 
         self.facts = facts
         base = self.bench_base or default_bench_base(run_dir)

@@ -16,72 +16,22 @@ both paths produce the same runs and metrics.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .source import SessionFacts, session_facts, session_summary, streams
+from pytest_dlbench.loggers.base import Echo, LoggerError, stderr_line
+from pytest_dlbench.loggers.source import SessionFacts, session_facts, session_summary, streams
 
 __all__ = [
-    "EXTRAS",
     "GuardedSink",
-    "LoggerError",
     "LoggerSink",
-    "LoggerUnavailable",
-    "default_bench_base",
     "describe",
     "guard",
     "log_run_dir",
-    "missing_logger",
     "open_sinks",
-    "stderr_line",
 ]
-
-Echo = Callable[[str], None]
-
-#: logger name -> (module to import, the extra that installs it)
-EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
-
-
-class LoggerError(Exception):
-    """A logger cannot go on; the message is the 'why' of the warning line."""
-
-
-class LoggerUnavailable(LoggerError):
-    """The logger's package is not installed."""
-
-
-def stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def missing_logger(name: str) -> str | None:
-    """None when logger ``name`` can be used, else the one-line usage error saying what to
-    install: ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
-    module, extra = EXTRAS[name]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
-        return None
-    return f"{name} is not installed: pip install pytest-dlbench[{extra}]"
-
-
-def require(name: str) -> Any:
-    """Import the logger's package or raise :class:`LoggerUnavailable` with the install hint."""
-    module, extra = EXTRAS[name]
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise LoggerUnavailable(
-            f"{name} is not installed ({type(exc).__name__}: {exc}): "
-            f"pip install pytest-dlbench[{extra}]"
-        ) from exc
 
 
 def describe(exc: BaseException) -> str:
@@ -162,12 +112,6 @@ def guard(sink: LoggerSink | GuardedSink, warn: Echo = stderr_line) -> GuardedSi
     return sink if isinstance(sink, GuardedSink) else GuardedSink(sink, warn)
 
 
-def default_bench_base(run_dir: str | PathLike[str]) -> Path:
-    """The ``--bench-base`` a run directory lives in: ``<base>/runs/<run>`` -> ``<base>``."""
-    run_dir = Path(run_dir).resolve()
-    return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent
-
-
 def log_run_dir(
     run_dir: str | PathLike[str],
     sinks: LoggerSink | GuardedSink | Sequence[LoggerSink | GuardedSink],
@@ -211,12 +155,12 @@ def open_sinks(
     alone: the default project). Nothing is imported or contacted until ``start_session``."""
     sinks: list[GuardedSink] = []
     if mlflow is not None:
-        from .mlflow_logger import MlflowSink
+        from pytest_dlbench.loggers.mlflow_logger import MlflowSink
 
         sinks.append(GuardedSink(MlflowSink(mlflow or None, experiment=experiment,
                                             bench_base=bench_base, echo=echo), warn))
     if wandb is not None:
-        from .wandb_logger import WandbSink
+        from pytest_dlbench.loggers.wandb_logger import WandbSink
 
         sinks.append(GuardedSink(WandbSink(wandb or None, bench_base=bench_base, echo=echo),
                                  warn))

@@ -1,7 +1,6 @@
 """What the loggers send, read from a run directory: session facts, the summary, one run per stream.
 
-This is the only module of :mod:`pytest_dlbench.loggers` that imports the stream, scoring and
-baseline modules, so moving those is a change to the import block below and nothing else.
+The loggers read runs through this module only.
 Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by both loggers
 so that MLflow and W&B get the same names and numbers.
 """
@@ -17,10 +16,11 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-# -- the only imports of the results modules (see the module docstring) -----------------------
-from ..baseline import git_commit, machine_info, package_versions, summary_dict
-from ..scoring import load_run, read_manifest, run_from_records, stream_paths, summarize_dir
-from ..stream import StreamError, read_stream
+from pytest_dlbench.measure.stream import StreamError, read_stream
+from pytest_dlbench.results.baseline import summary_dict
+from pytest_dlbench.results.machine import git_commit, machine_info, package_versions
+from pytest_dlbench.results.scoring import load_run, run_from_records, summarize_dir
+from pytest_dlbench.run.layout import read_manifest, stream_paths
 
 __all__ = [
     "PROFILE_SUFFIXES",

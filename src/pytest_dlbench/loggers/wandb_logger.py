@@ -26,11 +26,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .sink import Echo, require, stderr_line
-from .source import BenchRun, SessionFacts, bench_metrics, read_bench_run, session_metrics
-from .source import stream_key as _stream_key
-from .tables import read_table
-from .wandb_offline import find_offline_runs, read_offline_run
+from pytest_dlbench.loggers.base import Echo, require, stderr_line
+from pytest_dlbench.loggers.source import (
+    BenchRun,
+    SessionFacts,
+    bench_metrics,
+    read_bench_run,
+    session_metrics,
+)
+from pytest_dlbench.loggers.source import stream_key as _stream_key
+from pytest_dlbench.loggers.tables import read_table
+from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
 
@@ -115,7 +121,7 @@ class WandbSink:
 
     # -- the session ------------------------------------------------------------------------
     def start_session(self, run_dir: Path, facts: SessionFacts) -> None:
-        from .sink import default_bench_base
+        from pytest_dlbench.loggers.base import default_bench_base
 
         self.wandb = require("wandb")
         self.facts = facts

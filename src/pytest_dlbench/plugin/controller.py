@@ -33,6 +33,12 @@ class ControllerSession(BenchSession):
         from pytest_dlbench.plugin.reporter import BenchReporter
 
         config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
+        loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
+        if any(name is not None for name in loggers):
+            from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers
+
+            check_loggers(config)
+            config.pluginmanager.register(TrackingPlugin(session), TrackingPlugin.PLUGIN_NAME)
         return session
 
     def plan_slots(self) -> list[Slot]:
@@ -83,7 +89,12 @@ class ControllerSession(BenchSession):
         )
 
     def _write_manifest(self, specs: object) -> None:
-        layout.write_manifest(self.run_dir(), self.run_name, specs)  # type: ignore[arg-type]
+        from pytest_dlbench.loggers import manifest_facts
+
+        # The commit, machine and versions too: `dlbench log` of this run later tags it as
+        # logging during the run does.
+        layout.write_manifest(self.run_dir(), self.run_name, specs,  # type: ignore[arg-type]
+                              facts=manifest_facts())
         self._manifest_written = True
 
     # -- xdist ----------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ class BenchFunction(_BenchNode, pytest.Function):
 
     def setup(self) -> None:
         self.run = self.plugin.start_run(self.spec, self.device, self.repeat)
+        self.user_properties.append(("dlbench_stream", str(self.run.path)))
         outcome, exc = execute(
             super().setup, self.run.stream, final=False, skip_types=_SKIP_TYPES
         )

@@ -139,8 +139,10 @@ def parse_item_id(nodeid: str) -> StreamName | None:
 # -- the manifest --------------------------------------------------------------------------------
 
 
-def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec]) -> Path:
-    """``manifest.json``: the benchmarks selected to run, with what the score needs of them."""
+def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec],
+                   facts: dict[str, Any] | None = None) -> Path:
+    """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
+    and ``facts`` about the run (commit, machine, versions) at its top level."""
     benchmarks = {
         spec.name: {
             "weight": spec.weight,
@@ -152,8 +154,8 @@ def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[Ben
         for spec in specs
     }
     path = Path(run_dir) / MANIFEST
-    path.write_text(json.dumps({"version": 1, "suite": suite, "benchmarks": benchmarks},
-                               indent=2) + "\n")
+    manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
+    path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     return path
 
 

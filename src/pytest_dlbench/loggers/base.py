@@ -1,0 +1,70 @@
+"""What every logger shares: the echo type, the errors, and importing an optional package."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EXTRAS",
+    "Echo",
+    "LoggerError",
+    "LoggerUnavailable",
+    "default_bench_base",
+    "missing_logger",
+    "require",
+    "stderr_line",
+]
+
+Echo = Callable[[str], None]
+
+#: logger name -> (module to import, the extra that installs it)
+EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
+
+
+class LoggerError(Exception):
+    """A logger cannot go on; the message is the 'why' of the warning line."""
+
+
+class LoggerUnavailable(LoggerError):
+    """The logger's package is not installed."""
+
+
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def missing_logger(name: str) -> str | None:
+    """None when logger ``name`` can be used, else the one-line usage error saying what to
+    install: ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
+    module, extra = EXTRAS[name]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return None
+    return f"{name} is not installed: pip install pytest-dlbench[{extra}]"
+
+
+def require(name: str) -> Any:
+    """Import the logger's package or raise :class:`LoggerUnavailable` with the install hint."""
+    module, extra = EXTRAS[name]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise LoggerUnavailable(
+            f"{name} is not installed ({type(exc).__name__}: {exc}): "
+            f"pip install pytest-dlbench[{extra}]"
+        ) from exc
+
+
+def default_bench_base(run_dir: str | PathLike[str]) -> Path:
+    """The ``--bench-base`` a run directory lives in: ``<base>/runs/<run>`` -> ``<base>``."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent

@@ -1,0 +1,95 @@
+"""Logging a suite run to MLflow and Weights & Biases while it runs (docs/logging.md).
+
+Registered by the controller when ``--bench-mlflow`` or ``--bench-wandb`` is given. Everything is
+sent from the controller, from the streams the children wrote: each benchmark run once it has
+ended, the session's score at the end. Nothing runs inside a benchmark's timed loop, and a
+logger that fails says so in one line and stops; the run, its score and its exit status are
+what they would have been without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_dlbench.plugin.controller import ControllerSession
+
+__all__ = ["TrackingPlugin", "check_loggers"]
+
+
+def check_loggers(config: pytest.Config) -> None:
+    """A logger asked for but not installed is a usage error that says what to install."""
+    from pytest_dlbench.loggers import missing_logger
+
+    for name in ("mlflow", "wandb"):
+        if config.getoption(f"bench_{name}") is not None:
+            message = missing_logger(name)  # type: ignore[arg-type]
+            if message:
+                raise pytest.UsageError(f"--bench-{name}: {message}")
+
+
+class TrackingPlugin:
+    PLUGIN_NAME = "dlbench-tracking"
+
+    def __init__(self, session: ControllerSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.sinks: list[Any] = []
+        self.started = False
+
+    def _warn(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from pytest_dlbench.loggers import open_sinks
+
+        config = self.config
+        self.sinks = open_sinks(
+            mlflow=config.getoption("bench_mlflow"),
+            wandb=config.getoption("bench_wandb"),
+            experiment=config.getoption("bench_experiment"),
+            bench_base=self.session.options.base,
+            warn=self._warn,
+            echo=lambda line: None,  # progress of the loggers: quiet in a pytest run
+        )
+
+    def _start(self) -> Path | None:
+        run_dir = self.session._run_dir
+        if run_dir is None:
+            return None  # nothing ran yet
+        if not self.started:
+            from pytest_dlbench.loggers import session_facts
+
+            self.started = True
+            facts = session_facts(run_dir, live=True)
+            for sink in self.sinks:
+                sink.start_session(run_dir, facts)
+        return run_dir
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # One benchmark run has ended (its stream has its end record): log it now.
+        if report.when != "teardown":
+            return
+        stream = dict(report.user_properties).get("dlbench_stream")
+        if stream and self._start() is not None:
+            for sink in self.sinks:
+                sink.log_bench_run(stream)
+
+    @pytest.hookimpl(trylast=True)  # after the reporter scored the run and wrote its files
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        reporter = self.config.pluginmanager.get_plugin("dlbench-reporter")
+        summary = getattr(reporter, "summary", None)
+        if summary is None or self._start() is None:
+            return
+        from pytest_dlbench.results.baseline import summary_dict
+
+        artifacts = [Path(p) for p in (self.config.getoption("bench_html"),
+                                       self.config.getoption("bench_save")) if p]
+        data = summary_dict(summary, suite=self.session.run_name)
+        for sink in self.sinks:
+            sink.finish_session(data, [p for p in artifacts if p.is_file()])
