@@ -580,3 +580,27 @@ def test_combine_stats_of_a_benchmark_runs():
     assert combine_stats([]) == dict.fromkeys(
         ("peak_gpu_mem_bytes", "peak_rss_bytes", "energy_j", "mean_gpu_util")
     )
+
+
+def test_a_threads_first_system_cpu_reading_is_dropped():
+    # psutil keeps cpu_percent(None)'s reference per thread: the sampler thread's first call
+    # says 0.0 whatever the load. That reading must not reach the stream (issue 15).
+    import threading
+
+    import psutil
+
+    from pytest_dlbench.measure.monitor.process import MIN_CPU_PERIOD, ProcessTree
+
+    tree = ProcessTree(psutil, os.getpid())
+    readings: list[object] = []
+
+    def sample_twice() -> None:
+        for _ in range(2):
+            time.sleep(MIN_CPU_PERIOD * 2)
+            readings.append(tree.sample()["system_cpu_percent"])
+
+    thread = threading.Thread(target=sample_twice)
+    thread.start()
+    thread.join()
+    assert readings[0] is None
+    assert isinstance(readings[1], float)

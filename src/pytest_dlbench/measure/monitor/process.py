@@ -7,6 +7,7 @@ exits between two samples is simply left out of the next one.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from typing import Any
 
@@ -38,8 +39,7 @@ class ProcessTree:
         # noise (550 % on 2 cores was seen), so a sample that close gives None instead.
         self._cpu_at = time.monotonic()
         self._walk(cpu=True)
-        with contextlib.suppress(Exception):
-            psutil.cpu_percent(None)
+        self._system_primed: set[int] = set()
         self._io_base = self._io_total()
 
     def _walk(self, cpu: bool) -> list[tuple[Any, float, int]]:
@@ -86,6 +86,12 @@ class ProcessTree:
         if cpu:
             with contextlib.suppress(Exception):
                 system = float(self.psutil.cpu_percent(None))
+            # psutil keeps cpu_percent(None)'s reference per thread: a thread's first call
+            # compares with nothing and says 0.0 (issue 15), so that one is not a reading.
+            thread = threading.get_ident()
+            if thread not in self._system_primed:
+                self._system_primed.add(thread)
+                system = None
         read, write = self._io_total()
         return {
             "cpu_percent": round(sum(c for _, c, _ in procs), 1) if procs and cpu else None,
