@@ -11,6 +11,8 @@ import pytest
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench.results.scoring import (
+    MAX_STD_PENALTY,
+    UNRELIABLE_STD,
     block_rates,
     load_run,
     run_from_records,
@@ -202,13 +204,32 @@ def test_single_run_std_comes_from_its_block_rates(tmp_path: Path) -> None:
     assert bench.samples == (8.0, 9.0, 10.0, 11.0, 12.0)
 
 
-def test_std_pct_is_clipped_to_one(tmp_path: Path) -> None:
+def test_std_pct_is_clipped_to_one_and_noise_never_zeroes_a_passing_run(tmp_path: Path) -> None:
     write_run(tmp_path, "b", steady_at(1.0), repeat=0)
     write_run(tmp_path, "b", steady_at(1000.0), repeat=1)
     write_run(tmp_path, "b", steady_at(1.0), repeat=2)
-    bench = summarize_dir(tmp_path).benchmarks[0]
+    summary = summarize_dir(tmp_path)
+    bench = summary.benchmarks[0]
     assert bench.std_pct == 1.0
-    assert bench.perf_adj == 0.0
+    # Issue 15: the variance penalty is capped, the run is flagged instead of scored 0.
+    assert bench.perf_adj == pytest.approx(bench.perf * (1 - MAX_STD_PENALTY))
+    assert bench.unreliable is not None and "burst of load" in bench.unreliable
+    assert summary.incomplete == () and summary.score == pytest.approx(bench.perf_adj)
+
+
+def test_a_short_noisy_run_is_flagged_for_too_few_observations(tmp_path: Path) -> None:
+    # 10 steady observations (blocks of 2) with a std% above the threshold.
+    steady = [(r, 1.0) for r in (4, 4, 9, 9, 10, 10, 11, 11, 15, 15)]
+    write_run(tmp_path, "b", steady)
+    bench = summarize_dir(tmp_path).benchmarks[0]
+    assert bench.std_pct > UNRELIABLE_STD
+    assert bench.unreliable == (f"std% {bench.std_pct:.0%}: too few observations (10 steady), "
+                                "a burst of load (one block at 40% of the median)")
+
+
+def test_a_quiet_benchmark_is_not_flagged(tmp_path: Path) -> None:
+    write_run(tmp_path, "b", [(r, 1.0) for r in (10, 10, 10.1, 10, 9.9) * 4])
+    assert summarize_dir(tmp_path).benchmarks[0].unreliable is None
 
 
 def test_per_gpu_total_sums_device_means(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ def own_summary(run_dir: Path) -> dict:
         std_pct = min(std / rate, 1.0)
         assert records[-1]["status"] == "ok"
         benches[spec["name"]] = {
-            "perf": rate, "std_pct": std_pct, "perf_adj": rate * (1 - std_pct),
+            # docs/reports.md: the variance discount is capped at 50 % (issue 15).
+            "perf": rate, "std_pct": std_pct, "perf_adj": rate * (1 - min(std_pct, 0.5)),
             "weight": spec["weight"],
         }
     weighted = [(b["perf_adj"], b["weight"]) for b in benches.values() if b["weight"] > 0]

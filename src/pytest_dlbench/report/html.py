@@ -51,6 +51,7 @@ class BenchRow:
     incomplete: bool
     unscored: bool
     never_ran: bool
+    unreliable: str | None
 
     @property
     def has_fail(self) -> bool:
@@ -164,6 +165,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         incomplete=b.name in incomplete,
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
+        unreliable=b.unreliable,
     )
 
 

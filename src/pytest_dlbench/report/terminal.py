@@ -243,6 +243,7 @@ def render_summary(
     incomplete = _incomplete_line(summary)
     if incomplete:
         out.append(incomplete)
+    out += [f"unreliable: {b.name} ({b.unreliable})" for b in summary.benchmarks if b.unreliable]
     out += _failure_lines(summary)
     if comparison is not None:
         out += _comparison_lines(comparison)
@@ -268,7 +269,9 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
         }
         for r in scaling_rows(summary.benchmarks)
     ]
-    return ["", _table(rows, width, left=["scaling"])] if rows else []
+    flags = [f"unreliable: {r.unreliable}" for r in scaling_rows(summary.benchmarks)
+             if r.unreliable]
+    return ["", _table(rows, width, left=["scaling"]), *flags] if rows else []
 
 
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:

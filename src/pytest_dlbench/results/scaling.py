@@ -17,6 +17,10 @@ __all__ = ["ScalingRow", "scaling_rows"]
 _NAME = re.compile(r"^(?P<base>.+)\.scaling\.(?P<k>\d+)$")
 
 
+#: Efficiency above 100 % by more than this is flagged (a few % is measurement noise).
+EFFICIENCY_SLACK = 0.05
+
+
 @dataclass(frozen=True)
 class ScalingRow:
     base: str
@@ -24,6 +28,15 @@ class ScalingRow:
     perf: float | None
     speedup: float | None  # perf_k / perf_1
     efficiency: float | None  # speedup / k
+
+    @property
+    def unreliable(self) -> str | None:
+        """More than linear scaling is not a result but a sign that a step was disturbed
+        (most often the 1-slot run, slowed by other load)."""
+        if self.efficiency is not None and self.efficiency > 1.0 + EFFICIENCY_SLACK:
+            return (f"{self.base} at {self.slots} slots: efficiency {self.efficiency:.0%} is "
+                    "above 100 %, a step was disturbed")
+        return None
 
 
 def scaling_rows(benchmarks: Iterable[Any]) -> list[ScalingRow]:

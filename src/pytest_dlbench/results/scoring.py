@@ -36,6 +36,15 @@ __all__ = [
 
 #: Blocks of the steady-state window whose rates estimate a single run's noise (batch means).
 BLOCKS = 5
+#: A std% above this makes a benchmark's figure unreliable: flagged, with its likely cause.
+UNRELIABLE_STD = 0.25
+#: perf_adj never discounts more than this for variance: a run that passed never scores 0
+#: because of its noise alone (issue 15); the noise is flagged instead.
+MAX_STD_PENALTY = 0.5
+#: Fewer steady observations than this in a single run: blocks of fewer than 4 steps.
+MIN_STEADY = 4 * BLOCKS
+#: A block (or run) this far from the median of the others is a burst of load.
+BURST = 0.5
 
 
 Point = tuple[float, float]  # (time, value) of one observation
@@ -105,6 +114,8 @@ class BenchSummary:
     runs: tuple[RunResult, ...]
     method: str
     enabled: bool = True
+    #: why the figure cannot be trusted (std% above UNRELIABLE_STD), else None
+    unreliable: str | None = None
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -145,6 +156,7 @@ class BenchSummary:
             "std": self.std,
             "std_pct": self.std_pct,
             "perf_adj": self.perf_adj,
+            "unreliable": self.unreliable,
             # JSON keys are strings; load_summary leaves them so (compare does not use them).
             "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
             "rates": list(self.rates),
@@ -336,9 +348,28 @@ def summarize_bench(
     total = sum(device_means.values()) if method == "per_gpu" else perf
     std = _pstdev(rates) if len(ok) >= 2 else _pstdev(ok[0].block_rates)  # type: ignore[arg-type]
     std_pct = min(max(std / perf, 0.0), 1.0) if perf > 0 else 1.0
-    perf_adj = perf * (1 - std_pct) * (1 - fail / n)
+    perf_adj = perf * (1 - min(std_pct, MAX_STD_PENALTY)) * (1 - fail / n)
     return BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
-                        device_means, runs, method, enabled)
+                        device_means, runs, method, enabled, _unreliable(std_pct, ok))
+
+
+def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:
+    """Why a benchmark's noise makes its figure untrustworthy, or None when it does not."""
+    if std_pct <= UNRELIABLE_STD:
+        return None
+    causes = []
+    single = len(ok) == 1
+    steady = len(ok[0].steady) if single else None
+    if steady is not None and steady < MIN_STEADY:
+        causes.append(f"too few observations ({steady} steady)")
+    samples = list(ok[0].block_rates) if single else [r.rate for r in ok if r.rate]
+    if len(samples) >= 3:
+        middle = statistics.median(samples)
+        worst = max(samples, key=lambda x: abs(x - middle))
+        if middle > 0 and abs(worst - middle) / middle > BURST:
+            what = "block" if single else "run"
+            causes.append(f"a burst of load (one {what} at {worst / middle:.0%} of the median)")
+    return f"std% {std_pct:.0%}: " + (", ".join(causes) or "noisy steps")
 
 
 # -- the suite --------------------------------------------------------------------------------
