@@ -34,6 +34,12 @@ class ControllerSession(BenchSession):
 
         config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
         loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
+        if not config.option.collectonly and session.options.isolation == "process":
+            # The benchmarks run in children: this process only waits, and can show progress.
+            from pytest_dlbench.plugin.progress import ProgressReporter
+
+            progress = ProgressReporter(lambda: session._run_dir)
+            config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
         if any(name is not None for name in loggers):
             from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers
 
