@@ -141,6 +141,44 @@ def test_warning_is_the_page(capsys: pytest.CaptureFixture[str]) -> None:
 def test_page_lists_every_placeholder_name() -> None:
     for name in (
         "cpu_count", "gpu_count", "cpu_per_gpu", "n_worker", "device_name", "arch", "ccl",
-        "data", "run_name", "bench_name",
+        "data", "milabench_data", "run_name", "bench_name",
     ):  # fmt: skip
         assert f"| `{name}` |" in PAGE
+
+
+# The port of milabench's resnet50 ("Porting a milabench suite"): milabench's files are
+# included unchanged, the port changes the definition and fits the argv to the workload.
+PORT = EXAMPLES / "suite-milabench-port.yaml"
+PORT_LAUNCH = [
+    "--precision", "tf32-fp16", "--lr", "0.01", "--num-workers", "8", "--model", "resnet50",
+    "--batch-size", "256", "--channels-last",
+]  # fmt: skip
+
+
+def test_milabench_port() -> None:
+    milabench = resolve_suite(EXAMPLES / "milabench" / "all.yaml")
+    assert milabench["resnet50"].definition == str(EXAMPLES / "benchmarks" / "torchvision")
+    spec = resolve_suite(PORT)["resnet50"]
+    assert spec.definition == "pytest_dlbench.workloads.vision:train"
+    assert (spec.weight, spec.enabled, spec.stop, spec.max_duration) == (1, True, 60, 600)
+    assert spec.tags == ("classification", "convnet", "monogpu", "resnet", "vision")
+    assert fill_all(spec.args, {"n_worker": 4, "data": "/d", "milabench_data": "/d"}) == \
+        PORT_LAUNCH  # auto(X, D) is D without the system option cpu.enabled
+
+
+def test_milabench_port_args_fit_the_workload() -> None:
+    from pytest_dlbench.workloads.vision import make_parser
+
+    args = make_parser().parse_args(PORT_LAUNCH)
+    assert (args.model, args.batch_size, args.num_workers, args.channels_last) == (
+        "resnet50", 256, 8, True,
+    )  # fmt: skip
+    assert args.data is None
+
+
+def test_milabench_port_output_is_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["resolve", str(PORT), "--launch"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    out = captured.out.replace(str(EXAMPLES), "/path/to/docs/examples")
+    assert f"$ dlbench resolve docs/examples/suite-milabench-port.yaml --launch\n{out}```" in PAGE

@@ -234,9 +234,16 @@ def test_bad_values_name_file_and_benchmark(tmp_path: Path, lines: str, needle: 
     assert needle in message, message
 
 
-def test_no_definition(tmp_path: Path) -> None:
-    message = error_of(tmp_path, "bench:\n  weight: 1\n")
-    assert message == "FILE: bench: no 'definition': nothing to run"
+def test_no_definition_is_a_note_not_an_error(tmp_path: Path) -> None:
+    # milabench keeps an entry without definition and never selects it: deselected, one note.
+    path = tmp_path / "suite.yaml"
+    path.write_text("bench:\n  weight: 1\n")
+    suite = resolve_suite(path)
+    assert suite["bench"].definition is None
+    assert suite.warnings == [
+        f"{path}: bench: no 'definition', nothing to run: deselected (milabench never selects "
+        "such an entry either)"
+    ]
 
 
 # --- overrides ----------------------------------------------------------------------------------
@@ -273,9 +280,18 @@ def test_override_value_with_yaml_problems(value: str) -> None:
     assert "value is not valid YAML" in str(info.value)
 
 
+def test_note_mentions_a_misspelled_key_that_may_cause_it(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"_t:\n  definition: {TOY}\nb:\n  inherit: _t\n")
+    assert resolve_suite(path).warnings == [
+        f"{path}: b: unknown key 'inherit', did you mean 'inherits'?",
+        f"{path}: b: no 'definition', nothing to run: deselected "
+        "(unknown key 'inherit', did you mean 'inherits'?)",
+    ]
+
+
 def test_error_mentions_a_misspelled_key_that_may_cause_it(tmp_path: Path) -> None:
-    message = error_of(tmp_path, f"_t:\n  definition: {TOY}\nb:\n  inherit: _t\n")
+    message = error_of(tmp_path, f"b:\n  definition: {TOY}\n  weigth: 1\n  max_duration: -1\n")
     assert message == (
-        "FILE: b: no 'definition': nothing to run "
-        "(unknown key 'inherit', did you mean 'inherits'?)"
+        "FILE: b: 'max_duration' must be positive (unknown key 'weigth', did you mean 'weight'?)"
     )

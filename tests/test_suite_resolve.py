@@ -314,12 +314,17 @@ def test_definition_in_a_matrix_job_of_an_included_file(tmp_path: Path) -> None:
     assert [s.definition for s in suite.specs] == [expected, expected]
 
 
-def test_enabled_benchmark_needs_a_definition(tmp_path: Path) -> None:
+def test_an_entry_without_definition_is_kept_and_noted(tmp_path: Path) -> None:
+    # milabench keeps it and never selects it: the plugin deselects it, the resolver notes it.
     path = write(tmp_path, "a: {weight: 1}\nb: {enabled: false}\n")
-    with pytest.raises(SuiteError, match=r"a: no 'definition'"):
-        resolve_suite(path)
-    path = write(tmp_path, "b: {enabled: false}\n")
-    assert resolve_suite(path)["b"].definition is None
+    suite = resolve_suite(path)
+    assert [(s.name, s.definition, s.enabled) for s in suite.specs] == [
+        ("a", None, True), ("b", None, False),
+    ]  # fmt: skip
+    assert [w.split(": ", 2)[1:] for w in suite.warnings] == [
+        ["a", "no 'definition', nothing to run: deselected (milabench never selects such an "
+              "entry either)"],
+    ]  # a disabled one is not run anyway: no note
 
 
 # --- '*' -----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import Any
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.options import REPORT_OPTIONS, SUITE_OPTIONS
 from pytest_dlbench.results import gate
+from pytest_dlbench.run.protocol import Env
 
 __all__ = ["main"]
 
@@ -38,14 +40,27 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         print(f"warning: {note}", file=sys.stderr)
     specs = select_specs(suite.specs, args.bench_select, args.bench_exclude)
     system = load_system(args.bench_system) if args.bench_system else None  # checked either way
+    # The data folder of a run started here without --bench-base ({data}, {milabench_data}).
+    data_dir = Path(os.environ.get(Env.BASE) or ".dlbench").resolve() / "data"
+
+    def launch_args(spec: Any) -> list[str]:
+        context = placeholder_context(system=system, bench_name=spec.name, data_dir=data_dir)
+        return fill_all(spec.args, context)
+
     if args.json:
         # default=str: unknown keys are shown as written, YAML dates included.
-        print(json.dumps({s.name: s.to_dict() for s in specs}, indent=2, default=str))
+        shown = {s.name: s.to_dict() for s in specs}
+        if args.launch:
+            for spec in specs:
+                shown[spec.name]["launch_args"] = launch_args(spec)
+        print(json.dumps(shown, indent=2, default=str))
         return 0
     plural = "" if len(specs) == 1 else "s"
     print(f"suite {suite.name} ({suite.path}): {len(specs)} benchmark{plural}")
     for spec in specs:
         state = "" if spec.enabled else "  [disabled]"
+        if spec.enabled and spec.definition is None:
+            state = "  [no definition: deselected]"
         print(f"\n{spec.name}{state}")
         print(f"  definition  {spec.definition}")
         print(f"  tags        {', '.join(spec.tags) or '-'}")
@@ -53,10 +68,13 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         print(f"  skip/stop   {spec.skip}/{spec.stop}    max_duration {spec.max_duration:g} s")
         if spec.env:
             print(f"  env         {spec.env}")
+        needs = spec.config.get("requires_capabilities")
+        if needs or spec.config.get("num_machines"):
+            print(f"  requires    {needs or '-'}    num_machines "
+                  f"{spec.config.get('num_machines') or '-'}")
         print(f"  args        {' '.join(spec.args)}")
         if args.launch:
-            context = placeholder_context(system=system, bench_name=spec.name)
-            print(f"  at launch   {' '.join(fill_all(spec.args, context))}")
+            print(f"  at launch   {' '.join(launch_args(spec))}")
     return 0
 
 
@@ -233,10 +251,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return gate.USAGE_ERROR
         raise
     try:
-        return args.handler(args)
+        status = args.handler(args)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below, not at exit
+        return status
     except DlbenchError as exc:
         print(f"dlbench: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `dlbench resolve ... | head`: the reader has gone. Stop quietly, as a tool killed by
+        # SIGPIPE does (128 + 13), and leave nothing for the interpreter to flush at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pytest_dlbench.run.harness import execute
 from pytest_dlbench.run.layout import item_name
 from pytest_dlbench.run.protocol import Outcome, Status
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
+from pytest_dlbench.suite.spec import porting_error
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
@@ -54,17 +55,23 @@ class SuiteFile(pytest.File):
             [None] if options.repeat == 1 else list(range(options.repeat))
         )
         for spec in self.suite.specs:
+            runs_here = inline and spec.enabled and spec.definition and only in (None, spec.name)
             for device in session.device_slots(spec):
                 for repeat in repeats:
                     name = item_name(spec.name, device, repeat)
-                    if inline and spec.enabled and only in (None, spec.name):
+                    # A milabench benchmark folder fails here, with how to port it, no child.
+                    error = porting_error(spec)
+                    if error is None and runs_here:
                         try:
                             yield BenchFunction.create(self, name, spec, device, repeat)
+                            continue
                         except DlbenchError as exc:  # e.g. a definition that cannot be imported
-                            yield BrokenBench.from_parent(
-                                self, name=name, spec=spec, device=device, repeat=repeat,
-                                error=str(exc),
-                            )
+                            error = str(exc)
+                    if error is not None:
+                        yield BrokenBench.from_parent(
+                            self, name=name, spec=spec, device=device, repeat=repeat,
+                            error=error,
+                        )
                     else:
                         yield BenchItem.from_parent(
                             self, name=name, spec=spec, device=device, repeat=repeat
@@ -94,6 +101,9 @@ class _BenchNode:
         self.repeat = repeat
         for tag in spec.tags:
             self.add_marker(tag)  # type: ignore[attr-defined]
+        reason = self.plugin.skip_reason(spec)  # requires_capabilities, num_machines
+        if reason:
+            self.add_marker(pytest.mark.skip(reason=reason))  # type: ignore[attr-defined]
         if spec.group:
             self.extra_keyword_matches.add(spec.group)  # type: ignore[attr-defined]
 

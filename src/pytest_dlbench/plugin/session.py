@@ -177,6 +177,15 @@ class BenchSession:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def skip_reason(self, spec: BenchSpec) -> str | None:
+        """Why this run cannot run ``spec`` (milabench's ``requires_capabilities`` and
+        ``num_machines`` against the slots and the system file), or None."""
+        from pytest_dlbench.suite.capability import RunFacts, skip_reason
+
+        gpus = any(slot.gpu is not None for slot in self.slots)
+        facts = RunFacts.of(self.system, slots=len(self.slots), gpus=gpus)
+        return skip_reason(spec, facts)
+
     def device_slots(self, spec: BenchSpec) -> list[int]:
         """One item per slot for per_gpu; one item (the whole job) for njobs."""
         return [0] if spec.is_njobs else [slot.index for slot in self.slots]
@@ -241,7 +250,10 @@ class BenchSession:
         kept, dropped = [], []
         for item in items:
             spec: BenchSpec | None = getattr(item, "spec", None)
-            if spec is not None and (not spec.enabled or spec.name not in self.selected_names):
+            if spec is not None and (
+                not spec.enabled or spec.definition is None  # no definition: resolver's note
+                or spec.name not in self.selected_names
+            ):
                 dropped.append(item)
             else:
                 kept.append(item)

@@ -167,15 +167,20 @@ def placeholder_context(
     per_slot = cpus_per_slot or max(1, cpus // max(1, gpus or slots))
     device_name = "cuda" if gpus else "cpu"
     context: dict[str, Any] = dict(system.placeholders()) if system else {}
+    # milabench's system options cpu.min/max (the clamp) and cpu.n_workers (a fixed count).
+    options = context.get("options")
+    cpu_options = (options.get("cpu") if isinstance(options, dict) else None) or {}
+    low, high = cpu_options.get("min") or 2, cpu_options.get("max") or 16
     context.update(
         cpu_count=cpus,
         gpu_count=gpus,
         cpu_per_gpu=per_slot,
-        n_worker=min(16, max(2, per_slot)),
+        n_worker=cpu_options.get("n_workers") or min(high, max(low, per_slot)),
         device_name=device_name,
         arch=(system.arch if system and system.arch else device_name),
         ccl="nccl" if gpus else "gloo",
         data=str(data_dir),
+        milabench_data=str(data_dir),  # milabench's name for its data folder
         run_name=run_name,
         bench_name=bench_name,
         machine=platform.machine(),

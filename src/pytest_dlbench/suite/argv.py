@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.auto import fill_auto
 
 __all__ = ["render_argv", "fill_placeholders", "fill_all"]
 
@@ -18,7 +19,8 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 def fill_placeholders(text: str, context: Mapping[str, Any]) -> str:
     """Replace the ``{name}`` whose name is in ``context``; leave every other brace untouched.
 
-    This is plain text substitution: nothing is evaluated (milabench ``eval``s ``auto``/``expr``).
+    This is plain text substitution: nothing is evaluated (see :func:`fill_all` for milabench's
+    ``auto(X, D)`` and ``auto_batch(D)``).
     """
     if "{" not in text:
         return text
@@ -31,7 +33,11 @@ def fill_placeholders(text: str, context: Mapping[str, Any]) -> str:
 
 
 def fill_all(args: Sequence[str], context: Mapping[str, Any]) -> list[str]:
-    return [fill_placeholders(a, context) for a in args]
+    """The launch-time arguments: placeholders filled, then milabench's ``auto(X, D)`` and
+    ``auto_batch(D)`` calls replaced by their values (suite/auto.py; the system file's
+    ``options``, in ``context``, decide them). Nothing is ``eval``-ed."""
+    options = context.get("options")
+    return [fill_auto(fill_placeholders(a, context), options) for a in args]
 
 
 def _scalar(value: Any) -> str:

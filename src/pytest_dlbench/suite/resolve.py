@@ -13,7 +13,13 @@ from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.loader import iter_layers
 from pytest_dlbench.suite.matrix import expand_matrices
 from pytest_dlbench.suite.merge import DELETE, finalize, merge
-from pytest_dlbench.suite.spec import BenchSpec, build_spec, misspelled_keys
+from pytest_dlbench.suite.spec import (
+    IGNORED_KEYS,
+    BenchSpec,
+    build_spec,
+    ignored_keys,
+    misspelled_keys,
+)
 
 __all__ = ["ResolvedSuite", "resolve_suite", "parse_override", "select_specs", "SuiteWarning"]
 
@@ -215,6 +221,7 @@ def resolve_suite(
             public[name] = _apply_override(public[name], keys, value, text, name, path)
 
     specs = []
+    ignored: dict[str, int] = {}
     for name, merged in public.items():
         origin = origins.get(name, str(path))
         # A fresh copy per benchmark (merges share untouched sub-trees), appends left over as lists.
@@ -224,15 +231,25 @@ def resolve_suite(
             for key, close in misspelled_keys(config)
         ]
         notes.extend(f"{origin}: {name}: {typo}" for typo in typos)
+        for key in ignored_keys(config):
+            ignored[key] = ignored.get(key, 0) + 1
         try:
-            specs.append(build_spec(name, config, origin))
+            spec = build_spec(name, config, origin)
         except SuiteError as exc:
             if not typos:
                 raise
-            # The error may well come from the typo (`inherit:` leaves no definition): say so.
+            # The error may well come from the typo: say so.
             raise SuiteError(
                 f"{exc.message} ({'; '.join(typos)})", file=exc.file, bench=exc.bench
             ) from None
+        if spec.definition is None and spec.enabled:
+            # milabench keeps such an entry and never selects it; the plugin deselects it.
+            why = "; ".join(typos) or "milabench never selects such an entry either"
+            notes.append(f"{origin}: {name}: no 'definition', nothing to run: deselected ({why})")
+        specs.append(spec)
+    for key, count in ignored.items():
+        where = f"in {count} benchmark{'' if count == 1 else 's'}"
+        notes.append(f"{path}: '{key}' ({where}) has no effect here: {IGNORED_KEYS[key]}")
     if emit_warnings:
         for note in notes:
             _warnings.warn(note, SuiteWarning, stacklevel=2)

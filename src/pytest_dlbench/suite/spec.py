@@ -11,7 +11,10 @@ from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.loader import Located
 
-__all__ = ["BenchSpec", "build_spec", "misspelled_keys", "DEFAULT_STOP", "DEFAULT_SKIP"]
+__all__ = [
+    "BenchSpec", "build_spec", "misspelled_keys", "ignored_keys", "porting_error",
+    "DEFAULT_STOP", "DEFAULT_SKIP", "IGNORED_KEYS",
+]
 
 DEFAULT_STOP = 60
 DEFAULT_SKIP = 5
@@ -24,13 +27,24 @@ KNOWN_KEYS = {
         "definition", "inherits", "tags", "group", "install_group", "plan", "argv", "env",
         "max_duration", "voir", "validation", "weight", "enabled", "matrix", "job", "name",
         "num_machines", "requires_capabilities", "capabilities", "units", "matrix_values",
-        "profile",
+        "profile", "url", "server", "client", "use_deepspeed",
     ),
     "plan": ("method", "n", "slots"),
     "voir": ("options",),
-    "voir.options": ("stop", "skip", "interval"),
+    "voir.options": ("stop", "skip", "interval", "gpu_poll"),
     "validation": ("usage",),
     "validation.usage": ("gpu_load_threshold", "gpu_mem_threshold"),
+}
+
+# milabench keys that are accepted, kept (dlbench resolve shows them) and have no effect here:
+# what milabench does with each, and why it does nothing here. One warning per key and suite.
+IGNORED_KEYS = {
+    "install_group": "milabench's shared virtual environment; benchmarks run in pytest's own",
+    "url": "where milabench's gated-model helper sends you; nothing is downloaded here",
+    "server": "argv of milabench's vLLM server; only 'argv' reaches a benchmark here",
+    "client": "argv of milabench's vLLM client; only 'argv' reaches a benchmark here",
+    "use_deepspeed": "a flag of milabench's accelerate launcher; njobs runs under torchrun here",
+    "voir.options.gpu_poll": "voir's GPU polling period; telemetry uses voir.options.interval",
 }
 
 
@@ -126,6 +140,41 @@ def misspelled_keys(config: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+def ignored_keys(config: dict[str, Any]) -> list[str]:
+    """The keys of :data:`IGNORED_KEYS` that a benchmark's merged mapping has."""
+    found = []
+    for path in IGNORED_KEYS:
+        node: Any = config
+        for part in path.split("."):
+            node = node.get(part, None) if isinstance(node, dict) else None
+            if node is None:
+                break
+        else:
+            found.append(path)
+    return found
+
+
+def porting_error(spec: BenchSpec) -> str | None:
+    """The one-line error for a definition that names a milabench benchmark folder, else None.
+
+    milabench's ``definition`` is a folder (``../benchmarks/torchvision``: benchfile.py,
+    prepare.py, main.py) that it installs and prepares; here a definition is a Python function.
+    """
+    if spec.definition is None or ":" in spec.definition:
+        return None  # ``module:function`` or ``file.py:function``
+    path = Path(spec.definition)  # a path is absolute by now; a module name is not
+    folder = path.is_dir() or (not path.exists() and not path.suffix)
+    if not path.is_absolute() or path.suffix == ".py" or not folder:
+        return None  # a module, a file.py, or another file that load_definition reports
+    written = spec.config.get("definition", spec.definition)
+    return (
+        f"{spec.name}: definition '{written}' is a milabench benchmark folder; pytest-dlbench "
+        "runs a Python function: set 'definition' to module:function or file.py:function (a "
+        "function taking the bench fixture and reading the same argv from bench.args), see "
+        "'Porting a milabench suite' in docs/suites.md"
+    )
+
+
 def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
     """``module:function`` stays; a path is made absolute against the file it was written in."""
     if value is None:
@@ -162,6 +211,23 @@ def _count(options: dict, key: str, default: int, *, origin: str, name: str) -> 
             bench=name,
         )
     return value
+
+
+def _check_requirements(config: dict[str, Any], *, origin: str, name: str) -> None:
+    """The shapes of milabench's ``requires_capabilities`` and ``num_machines`` (suite/capability.py
+    checks them against the run)."""
+    conditions = config.get("requires_capabilities")
+    if conditions is not None and not isinstance(conditions, str) and (
+        not isinstance(conditions, list) or not all(isinstance(c, str) for c in conditions)
+    ):
+        raise SuiteError("'requires_capabilities' must be a list of strings", file=origin,
+                         bench=name)
+    machines = config.get("num_machines")
+    if machines is not None and (
+        isinstance(machines, bool) or not isinstance(machines, int) or machines < 1
+    ):
+        raise SuiteError(f"'num_machines' must be a positive integer, got {machines!r}",
+                         file=origin, bench=name)
 
 
 def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
@@ -201,8 +267,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     except IntervalError as exc:
         raise SuiteError(f"voir.options.interval: {exc}", file=origin, bench=name) from None
     definition = _resolve_definition(config.get("definition"), origin=origin, name=name)
-    if definition is None and enabled:
-        raise SuiteError("no 'definition': nothing to run", file=origin, bench=name)
+    _check_requirements(config, origin=origin, name=name)
     group = config.get("group")
     units = config.get("units")
     return BenchSpec(

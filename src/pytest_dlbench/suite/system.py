@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.suite.auto import check_options
 from pytest_dlbench.suite.loader import load_yaml
 
 __all__ = ["Node", "SystemConfig", "load_system", "local_system"]
@@ -70,6 +71,7 @@ def load_system(path: str | Path) -> SystemConfig:
         )
     if sum(n.main for n in nodes) > 1:
         raise SuiteError("more than one node has 'main: true'", file=path)
+    check_options(system.get("options"), file=path)  # milabench's cpu/sizer options (auto.py)
     arch = system.get("arch")
     return SystemConfig(
         arch=str(arch) if arch is not None else None,
