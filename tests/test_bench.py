@@ -321,6 +321,7 @@ def test_constructor_defaults_and_validation(tmp_path: Path):
             Bench(**bad)
 
 
+@pytest.mark.slow
 def test_real_torch_training_loop_on_cpu():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)

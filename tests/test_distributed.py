@@ -367,6 +367,7 @@ def run_ddp(process_group: Any) -> list[dict[str, Any]]:
     return stream.records
 
 
+@pytest.mark.slow
 def test_ddp_workload_without_a_group_trains_one_process():
     records = run_ddp(None)
     assert [r["items"] for r in records if r["event"] == "rate"] == [4] * 4
@@ -374,6 +375,7 @@ def test_ddp_workload_without_a_group_trains_one_process():
     assert {"forward", "backward", "optimizer"} <= keys and "comm" not in keys
 
 
+@pytest.mark.slow
 def test_ddp_workload_times_the_allreduce_in_a_one_process_group():
     import torch.distributed as dist
 

@@ -66,6 +66,7 @@ def test_ctrl_c_stops_the_suite_and_keeps_streams(tmp_path: Path):
     assert not (run_dir / "never.D0.data").exists()
 
 
+@pytest.mark.slow
 def test_fixtures_in_an_ordinary_test_function(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_model=textwrap.dedent(
@@ -100,6 +101,7 @@ def test_fixtures_in_an_ordinary_test_function(pytester: pytest.Pytester):
     assert records[-1]["event"] == "end" and records[-1]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_plain_test_run_does_not_import_torch(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_plain=textwrap.dedent(

@@ -90,6 +90,7 @@ def test_keyword_selects_by_name(pytester, suite):
     ]
 
 
+@pytest.mark.slow
 def test_keyword_matches_group(pytester, suite):
     result = pytester.runpytest("--bench-suite", str(suite), "--collect-only", "-q", "-k", "nlp")
     assert collected(result) == ["mysuite.yaml::bert[D0]"]

@@ -63,6 +63,7 @@ def test_quiet_prints_the_score_line_only(suite):
     result.stdout.fnmatch_lines(["score: *"])
 
 
+@pytest.mark.slow
 def test_save_then_compare_same_machine_passes_and_slower_candidate_regresses(suite, monkeypatch):
     first = run(suite, "--bench-save=base.json")
     assert first.ret == 0
@@ -80,6 +81,7 @@ def test_save_then_compare_same_machine_passes_and_slower_candidate_regresses(su
     slower.stdout.fnmatch_lines(["*fast*regressed*", "performance regressed: *(exit status 6)"])
 
 
+@pytest.mark.slow
 def test_slower_by_suite_override_is_flagged(suite):
     run(suite, "--bench-save=base.json")
     # A heavier candidate made by an override: every step sleeps 3x longer.
@@ -91,6 +93,7 @@ def test_slower_by_suite_override_is_flagged(suite):
     assert result.ret == 6
 
 
+@pytest.mark.slow
 def test_failed_benchmark_wins_over_regression(suite):
     run(suite, "--bench-save=base.json")
     result = run(suite, "--bench-compare=base.json", "--bench-override", "broken.enabled=true")
@@ -103,6 +106,7 @@ def test_missing_baseline_warns_and_passes(suite):
     result.stdout.fnmatch_lines(["*baseline not found: nope.json*"])
 
 
+@pytest.mark.slow
 def test_missing_baseline_with_require_is_status_7(suite):
     result = run(suite, "--bench-compare=nope.json", "--bench-require-baseline")
     assert result.ret == 7
@@ -118,6 +122,7 @@ def test_corrupt_or_foreign_baseline_is_a_one_line_usage_error(suite, content):
     assert not (suite.path / "out").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_html_and_export_files(suite):
     result = run(suite, "--bench-html=r/report.html", "--bench-export=r/bench.json")
     assert result.ret == 0

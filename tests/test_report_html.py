@@ -125,6 +125,7 @@ def suite(tmp_path: Path) -> SuiteSummary:
 # -- content --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_score_table_and_plots(suite: SuiteSummary) -> None:
     page = render_html(suite)
     assert page.startswith("<!DOCTYPE html>")
@@ -138,6 +139,7 @@ def test_score_table_and_plots(suite: SuiteSummary) -> None:
     assert "warm-up" in page  # the shaded warm-up's legend entry
 
 
+@pytest.mark.slow
 def test_failed_runs_and_incomplete_listed(suite: SuiteSummary) -> None:
     page = render_html(suite)
     failures = page[page.index('id="failures"') :]
@@ -150,6 +152,7 @@ def test_failed_runs_and_incomplete_listed(suite: SuiteSummary) -> None:
     assert "the score shown is over the other 2." in banner  # resnet18 and bert-base
 
 
+@pytest.mark.slow
 def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
     assert 'id="comparison"' not in render_html(suite)
     page = render_html(suite, comparison=comparison(suite))
@@ -160,6 +163,7 @@ def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
     assert "<code>clip-vit</code>" in section  # only in the baseline: reported, not dropped
 
 
+@pytest.mark.slow
 def test_comparison_values_and_verdicts_without_a_test(suite: SuiteSummary) -> None:
     resnet = suite.get("resnet18")
     assert resnet is not None
@@ -173,6 +177,7 @@ def test_comparison_values_and_verdicts_without_a_test(suite: SuiteSummary) -> N
     assert '<span class="badge other" style="margin-left:0">incomparable</span>' in section
 
 
+@pytest.mark.slow
 def test_a_baseline_from_another_machine_is_a_warning(
     suite: SuiteSummary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +195,7 @@ def test_a_baseline_from_another_machine_is_a_warning(
     assert "Warning:" not in render_html(suite, comparison=compare(suite, baseline(suite)))
 
 
+@pytest.mark.slow
 def test_price_title_and_write(suite: SuiteSummary, tmp_path: Path) -> None:
     assert suite.score is not None
     page = render_html(suite, price=1000.0, title="nightly & co")
@@ -210,6 +216,7 @@ def test_empty_summary_renders() -> None:
 # -- safety -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_self_contained(suite: SuiteSummary) -> None:
     page = render_html(suite, comparison=comparison(suite))
     # Nothing fetched when viewed: no external src/href, no CSS url() or @import, no fonts.
@@ -224,6 +231,7 @@ def test_self_contained(suite: SuiteSummary) -> None:
     assert refs and refs <= set(ids)
 
 
+@pytest.mark.slow
 def test_names_and_reasons_are_escaped(tmp_path: Path) -> None:
     page = render_html(make_suite(tmp_path, evil=True), title=EVIL)
     assert "<script" not in page  # neither in the HTML nor in the SVG text

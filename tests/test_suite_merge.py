@@ -296,12 +296,14 @@ def _check_key_order(a: Any, b: Any, result: Any) -> None:
                 _check_key_order(a[key], b[key], result[key])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_LAYERS)
 def test_merging_a_layer_onto_itself_changes_nothing(a: dict) -> None:
     assert merge(a, a) == a
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_LAYERS)
 def test_empty_layers_are_neutral(a: dict) -> None:
@@ -309,6 +311,7 @@ def test_empty_layers_are_neutral(a: dict) -> None:
     assert merge({}, a) == a
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(_LAYERS, _LAYERS)
 def test_later_wins_and_key_order(a: dict, b: dict) -> None:
@@ -326,6 +329,7 @@ def test_later_wins_and_key_order(a: dict, b: dict) -> None:
     _check_key_order(a, b, result)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_LAYERS, _LAYERS)
 def test_merge_never_mutates_its_inputs(a: dict, b: dict) -> None:
@@ -341,6 +345,7 @@ def test_merge_never_mutates_its_inputs(a: dict, b: dict) -> None:
         assert (a, b) == before
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_values(), max_size=4), st.lists(_values(), max_size=4))
 def test_append_is_concatenation(a: list, b: list) -> None:

@@ -81,6 +81,7 @@ def test_toy(data_dir: Path) -> None:
     assert {"forward", "backward", "optimizer"} <= regions
 
 
+@pytest.mark.slow
 def test_vision_synthetic(data_dir: Path) -> None:
     stream = run("pytest_dlbench.workloads.vision:train",
                  "--model resnet18 --batch-size 4 --image-size 32 --num-classes 10 "
@@ -89,6 +90,7 @@ def test_vision_synthetic(data_dir: Path) -> None:
     assert {r["items"] for r in of(stream, "rate")} == {4}
 
 
+@pytest.mark.slow
 def test_vision_fixed_batch_bf16_channels_last(data_dir: Path) -> None:
     stream = run("pytest_dlbench.workloads.vision:train",
                  "--model resnet18 --batch-size 4 --image-size 32 --num-classes 10 "
@@ -98,6 +100,7 @@ def test_vision_fixed_batch_bf16_channels_last(data_dir: Path) -> None:
     assert losses[-1] < losses[0]  # one batch, memorised: training does train
 
 
+@pytest.mark.slow
 def test_vision_jpeg_folder_in_process(data_dir: Path) -> None:
     stream = run("pytest_dlbench.workloads.vision:train",
                  "--model resnet18 --batch-size 4 --image-size 32 --num-classes 10 "
@@ -106,6 +109,7 @@ def test_vision_jpeg_folder_in_process(data_dir: Path) -> None:
     assert list(data_dir.glob("jpeg-*"))  # generated under bench.data_dir
 
 
+@pytest.mark.slow
 def test_vision_is_deterministic(data_dir: Path) -> None:
     args = "--model resnet18 --batch-size 2 --image-size 32 --num-classes 10 --synthetic-data " \
            "--num-images 8 --lr 0.01"
@@ -127,6 +131,7 @@ def test_vision_jpeg_folder_with_workers(data_dir: Path) -> None:
     assert_ran(stream, "items/s")
 
 
+@pytest.mark.slow
 def test_timm_vit_at_another_image_size(data_dir: Path) -> None:
     pytest.importorskip("timm")
     # A ViT's position embeddings fix its input size: built for --image-size, not 224.
