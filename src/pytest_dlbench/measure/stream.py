@@ -34,6 +34,7 @@ class Event(str, enum.Enum):
     TELEMETRY = "telemetry"  # one sample of the GPUs and the process tree
     MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
     WARNING = "warning"  # message: a usage check that warned
+    FLOPS = "flops"  # flops, items (of one forward+backward), reason: counted after the run
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

@@ -52,6 +52,9 @@ class BenchRow:
     unscored: bool
     never_ran: bool
     unreliable: str | None
+    tflops: str
+    mfu: str
+    peak_source: str
 
     @property
     def has_fail(self) -> bool:
@@ -135,6 +138,7 @@ class View:
     # Inline SVGs (markupsafe.Markup once drawn), filled in by render_html.
     rate_plots: list[str]
     profiles: list[tuple[str, str]]
+    has_flops: bool
     device_plot: str | None = None
     distribution_plot: str | None = None
 
@@ -166,6 +170,9 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
         unreliable=b.unreliable,
+        tflops=significant(b.tflops) if b.tflops is not None else DASH,
+        mfu=percent(b.mfu, space=True, missing=DASH),
+        peak_source=b.peak_source or b.flops_reason,
     )
 
 
@@ -264,6 +271,7 @@ def _view(
         comparison=_comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
         profiles=_profiles(summary.run_dir),
+        has_flops=any(b.tflops is not None and b.units != "TFLOP/s" for b in benches),
     )
 
 

@@ -64,6 +64,8 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
     has_memory = any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes") for t in stats)
     gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
     energy = any(t.get("energy_j") is not None for t in stats)
+    # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted (results/peaks.py).
+    flops = any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks)
     for b in summary.benchmarks:
         row = {
             "bench": b.name,
@@ -76,6 +78,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             "weight": f"{b.weight:g}",
             "units": b.units,
         }
+        if flops:
+            row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else MISSING
+            row["MFU"] = percent(b.mfu) if b.mfu is not None else MISSING
         if has_memory:
             row.update(_telemetry_columns(b, gpu, energy))
         if comparison is not None:
@@ -244,6 +249,9 @@ def render_summary(
     if incomplete:
         out.append(incomplete)
     out += [f"unreliable: {b.name} ({b.unreliable})" for b in summary.benchmarks if b.unreliable]
+    if any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks):
+        out += [f"FLOPs not counted: {b.name} ({b.flops_reason})"
+                for b in summary.benchmarks if b.tflops is None and b.flops_reason]
     out += _failure_lines(summary)
     if comparison is not None:
         out += _comparison_lines(comparison)

@@ -14,6 +14,7 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamError, read_stream
+from pytest_dlbench.results.peaks import dtype_of
 from pytest_dlbench.run.layout import (
     item_name,
     parse_stream_name,
@@ -72,6 +73,11 @@ class RunResult:
     enabled: bool = True
     # Peak GPU memory and process RSS, energy, mean GPU load (telemetry.telemetry_stats).
     telemetry: Mapping[str, Any] = field(default_factory=dict)
+    # FLOPs of one item's forward and backward (the ``flops`` record), or why they are unknown.
+    flops_per_item: float | None = None
+    flops_reason: str = ""
+    device_name: str | None = None  # from the meta record: which peak applies
+    dtype: str = "fp32"  # the compute type the benchmark's arguments ask for
 
     @property
     def ok(self) -> bool:
@@ -116,6 +122,11 @@ class BenchSummary:
     enabled: bool = True
     #: why the figure cannot be trusted (std% above UNRELIABLE_STD), else None
     unreliable: str | None = None
+    #: achieved TFLOP/s per device (perf x FLOPs per item), and its share of the peak
+    tflops: float | None = None
+    mfu: float | None = None
+    peak_source: str | None = None  # where the peak came from (a datasheet, a matmul run)
+    flops_reason: str = ""  # why FLOPs are unknown, when they are
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -157,6 +168,9 @@ class BenchSummary:
             "std_pct": self.std_pct,
             "perf_adj": self.perf_adj,
             "unreliable": self.unreliable,
+            "tflops": self.tflops,
+            "mfu": self.mfu,
+            "peak_source": self.peak_source,
             # JSON keys are strings; load_summary leaves them so (compare does not use them).
             "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
             "rates": list(self.rates),
@@ -260,8 +274,14 @@ def run_from_records(
     steady: list[Mapping[str, Any]] = []
     warmup: list[Mapping[str, Any]] = []
     bad_loss: Mapping[str, Any] | None = None
+    flops: Mapping[str, Any] = {}
+    device_name: str | None = None
     for record in records:
         event = record.get("event")
+        if event == Event.FLOPS:
+            flops = record
+        elif event == Event.META:
+            device_name = record.get("device_name") or device_name
         if event == Event.RATE:
             (warmup if record.get("warmup") else steady).append(record)
         elif event == Event.CONFIG:
@@ -303,7 +323,18 @@ def run_from_records(
         method=str(plan.get("method") or "per_gpu"),
         enabled=bool(spec.get("enabled", True)),
         telemetry=telemetry_stats(records),
+        flops_per_item=_per_item(flops),
+        flops_reason=str(flops.get("reason") or ""),
+        device_name=str(device_name) if device_name else None,
+        dtype=dtype_of(spec),
     )
+
+
+def _per_item(flops: Mapping[str, Any]) -> float | None:
+    total, items = flops.get("flops"), flops.get("items")
+    if isinstance(total, (int, float)) and isinstance(items, (int, float)) and items > 0:
+        return float(total) / float(items)
+    return None
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:
@@ -349,8 +380,13 @@ def summarize_bench(
     std = _pstdev(rates) if len(ok) >= 2 else _pstdev(ok[0].block_rates)  # type: ignore[arg-type]
     std_pct = min(max(std / perf, 0.0), 1.0) if perf > 0 else 1.0
     perf_adj = perf * (1 - min(std_pct, MAX_STD_PENALTY)) * (1 - fail / n)
+    per_item = next((r.flops_per_item for r in ok if r.flops_per_item), None)
     return BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
-                        device_means, runs, method, enabled, _unreliable(std_pct, ok))
+                        device_means, runs, method, enabled, _unreliable(std_pct, ok),
+                        # A matmul benchmark measures TFLOP/s itself.
+                        tflops=(perf if units == "TFLOP/s" else
+                                perf * per_item / 1e12 if per_item else None),
+                        flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""))
 
 
 def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:
@@ -382,6 +418,35 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
     return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
+def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
+    """MFU = achieved TFLOP/s over the peak: a known accelerator's datasheet peak for the
+    benchmark's compute type, else the fastest matmul benchmark (units TFLOP/s) of the same type
+    measured in this run (results/peaks.py)."""
+    from pytest_dlbench.results.peaks import table_peak
+
+    measured: dict[str, tuple[float, str]] = {}
+    for b in benches:
+        ok = [r for r in b.runs if r.ok]
+        if b.units == "TFLOP/s" and b.perf and ok:
+            best = measured.get(ok[0].dtype)
+            if best is None or b.perf > best[0]:
+                measured[ok[0].dtype] = (b.perf, b.name)
+    out = []
+    for b in benches:
+        ok = [r for r in b.runs if r.ok]
+        if b.tflops is None or not ok:
+            out.append(b)
+            continue
+        run = ok[0]
+        peak = table_peak(run.device_name, run.dtype)
+        source = f"{run.device_name} datasheet, {run.dtype}" if peak else None
+        if peak is None and run.dtype in measured and measured[run.dtype][1] != b.name:
+            peak, name = measured[run.dtype]
+            source = f"{name} in this run"
+        out.append(replace(b, mfu=b.tflops / peak if peak else None, peak_source=source))
+    return tuple(out)
+
+
 def summarize_runs(
     runs: Iterable[RunResult],
     manifest: Mapping[str, Any] | None = None,
@@ -399,7 +464,8 @@ def summarize_runs(
     for run in runs:
         by_bench.setdefault(run.bench, []).append(run)
     names = list(entries) + sorted(n for n in by_bench if n not in entries)
-    benches = tuple(summarize_bench(n, by_bench.get(n, ()), entries.get(n)) for n in names)
+    benches = _with_mfu(tuple(summarize_bench(n, by_bench.get(n, ()), entries.get(n))
+                            for n in names))
     score = weighted_geomean((b.perf_adj, b.weight) for b in benches if b.scored)
     # Weighted and enabled but not in the score: never ran, every run failed, or perf_adj 0.
     incomplete = tuple(b.name for b in benches if b.enabled and b.weight > 0 and not b.scored)

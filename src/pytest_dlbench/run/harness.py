@@ -73,8 +73,17 @@ class RunContext:
         return lambda: barrier.wait(address, key, parties, timeout=timeout)
 
     def finish_bench(self) -> None:
-        if self.bench is not None:
-            self.bench.close()
+        """Read the last window (a NaN there fails the run), then count the FLOPs of one step
+        of the watched model: after the scored steps, never inside them."""
+        if self.bench is None:
+            return
+        self.bench.close()
+        if self.bench.watched is not None:
+            from pytest_dlbench.measure.flops import count_step_flops
+
+            count = count_step_flops(*self.bench.watched)
+            self.stream.write(Event.FLOPS, flops=count.flops, items=count.items,
+                              reason=count.reason)
 
     def finish_profile(self) -> list[Path]:
         """Build and write the profile reports of a profiled run (never fails the run: a

@@ -1,0 +1,86 @@
+"""FLOPs of one training step, counted once after the run (outside every timed window).
+
+The model a benchmark handed to ``bench.watch(model, example)`` is run forward and backward on
+its example batch under ``torch.utils.flop_counter.FlopCounterMode``; FLOPs per item = that count
+over the items in the example. The optimizer's update is left out (a few FLOPs per parameter,
+next to thousands per parameter for forward and backward). Every rank of an njobs job counts at
+the same point, so a DDP model's collectives stay matched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FlopCount", "count_step_flops"]
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs of a forward and backward pass over ``items`` items, or why they are unknown."""
+
+    flops: int | None
+    items: int | None
+    reason: str = ""
+
+    @property
+    def per_item(self) -> float | None:
+        if not self.flops or not self.items:
+            return None
+        return self.flops / self.items
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _tensors(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return [t for t in _tensors(getattr(value, "logits", None))] if hasattr(value, "logits") \
+        else []
+
+
+def _call(model: Any, example: Any) -> Any:
+    if isinstance(example, Mapping):
+        return model(**example)
+    if isinstance(example, tuple):
+        return model(*example)
+    return model(example)
+
+
+def count_step_flops(model: Any, example: Any) -> FlopCount:
+    """Count forward + backward FLOPs of ``model`` on ``example`` (see the module docstring)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_dlbench.measure.bench import count_items
+
+    if callable(example) and not isinstance(example, torch.Tensor) and not isinstance(
+        example, torch.nn.Module
+    ):
+        example = example()
+    if example is None:
+        return FlopCount(None, None, "no example batch was handed to bench.watch")
+    items = count_items(example)
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            outputs = [t for t in _tensors(_call(model, example)) if t.requires_grad]
+            if not outputs:
+                return FlopCount(None, items, "the model's output has no gradient to count")
+            sum(t.float().sum() for t in outputs).backward()  # type: ignore[union-attr]
+    except Exception as exc:  # noqa: BLE001 - an uncountable model says why, never fails a run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return FlopCount(None, items, f"{type(exc).__name__}: {first}"[:200])
+    finally:
+        zero = getattr(model, "zero_grad", None)
+        if zero is not None:
+            zero(set_to_none=True)
+    total = int(counter.get_total_flops())
+    if total <= 0:
+        return FlopCount(None, items, "FlopCounterMode counted no FLOPs")
+    return FlopCount(total, items)

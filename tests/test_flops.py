@@ -1,0 +1,88 @@
+"""FLOPs per step counted outside the timed window, achieved TFLOP/s and MFU against a peak."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _runs import write_run
+
+from pytest_dlbench.measure.flops import count_step_flops
+from pytest_dlbench.measure.stream import Event, StreamWriter
+from pytest_dlbench.report.terminal import render_summary
+from pytest_dlbench.results.peaks import dtype_of, table_peak
+from pytest_dlbench.results.scoring import summarize_dir
+
+
+@pytest.mark.slow
+def test_resnet18_flops_agree_with_torchvisions_documented_count():
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    count = count_step_flops(torchvision.models.resnet18(), torch.randn(2, 3, 224, 224))
+    # torchvision documents 1.814 GFLOPS for resnet18 at 224: multiply-adds of the forward pass.
+    # Forward + backward = 3 forward passes, 2 FLOPs per multiply-add.
+    expected = 1.814e9 * 2 * 3
+    assert count.items == 2
+    assert count.per_item == pytest.approx(expected, rel=0.10)
+
+
+def test_a_model_that_cannot_be_counted_says_why():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(4, 2)
+    assert count_step_flops(model, None).reason == "no example batch was handed to bench.watch"
+    broken = count_step_flops(model, torch.randn(3, 5))  # wrong shape
+    assert broken.flops is None and broken.items == 3 and broken.reason.startswith("RuntimeError")
+    assert all(p.grad is None for p in model.parameters())  # the count leaves no gradients
+
+
+def test_peaks_by_device_name_and_precision():
+    assert table_peak("NVIDIA H100 80GB HBM3", "bf16") == 989.4
+    assert table_peak("NVIDIA H100 PCIe", "bf16") == 756.0
+    assert table_peak("NVIDIA A100-SXM4-80GB", "tf32") == 156.0
+    assert table_peak("AMD Instinct MI300X", "fp16") == 1307.4
+    assert table_peak("Intel Xeon", "fp32") is None and table_peak(None, "fp32") is None
+    assert dtype_of({"argv": {"--precision": "tf32-fp16"}}) == "fp16"
+    assert dtype_of({"argv": {"--dtype": "bf16"}}) == "bf16"
+    assert dtype_of({"argv": ["--whatever"]}) == "fp32"
+
+
+def flops_run(tmp_path: Path, name: str, *, device_name: str, rate: float,
+              per_item: float | None, argv: dict | None = None, units: str = "items/s") -> None:
+    path = write_run(tmp_path, name, [(rate, 1.0)] * 10, units=units)
+    with StreamWriter(path) as stream:  # appended after end: readers take every record
+        stream.write(Event.META, device_name=device_name)
+        stream.write(Event.FLOPS, flops=per_item * 4 if per_item else None, items=4,
+                     reason="" if per_item else "no example batch was handed to bench.watch")
+    if argv is not None:
+        text = path.read_text().replace('"spec": {', f'"spec": {{"argv": {_json(argv)}, ', 1)
+        path.write_text(text)
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def test_mfu_against_a_datasheet_peak(tmp_path: Path):
+    flops_run(tmp_path, "resnet", device_name="NVIDIA H100 80GB HBM3", rate=2000.0,
+              per_item=30e9, argv={"--precision": "bf16"})
+    bench = summarize_dir(tmp_path).get("resnet")
+    assert bench.tflops == pytest.approx(60.0)
+    assert bench.mfu == pytest.approx(60.0 / 989.4)
+    assert bench.peak_source == "NVIDIA H100 80GB HBM3 datasheet, bf16"
+
+
+def test_on_a_cpu_the_peak_is_this_runs_matmul(tmp_path: Path):
+    flops_run(tmp_path, "mlp", device_name="x86_64", rate=100.0, per_item=1e9)
+    flops_run(tmp_path, "matmul", device_name="x86_64", rate=0.4, per_item=None,
+              units="TFLOP/s")
+    flops_run(tmp_path, "loader", device_name="x86_64", rate=50.0, per_item=None)
+    summary = summarize_dir(tmp_path)
+    mlp = summary.get("mlp")
+    assert mlp.tflops == pytest.approx(0.1) and mlp.mfu == pytest.approx(0.25)
+    assert mlp.peak_source == "matmul in this run"
+    assert summary.get("matmul").mfu is None  # its own reference
+    text = render_summary(summary, width=200)
+    assert "TFLOP/s" in text.splitlines()[0] and "MFU" in text.splitlines()[0]
+    assert "FLOPs not counted: loader (no example batch was handed to bench.watch)" in text
