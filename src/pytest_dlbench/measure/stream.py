@@ -34,6 +34,10 @@ class Event(str, enum.Enum):
     TELEMETRY = "telemetry"  # one sample of the GPUs and the process tree
     MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
     WARNING = "warning"  # message: a usage check that warned
+    # phase "warmup": mode, backend, seconds, start, end, steps, graphs, graph_breaks,
+    # break_reasons, frames, cache_hits, cache_misses (torch.compile before the timed loop);
+    # phase "loop": graphs and graph_breaks compiled during the timed loop (a recompile)
+    COMPILE = "compile"
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ this module cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from os import PathLike
@@ -51,6 +52,7 @@ class BenchRow:
     incomplete: bool
     unscored: bool
     never_ran: bool
+    precision: str = ""  # the precision preset, "" when none was recorded
 
     @property
     def has_fail(self) -> bool:
@@ -71,6 +73,22 @@ class RunRow:
     warmup: int
     path: str
     ok: bool
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class CompileView:
+    """One compiled benchmark against its eager sibling (results/compiled.py)."""
+
+    bench: str
+    eager: str
+    mode: str
+    backend: str
+    seconds: str
+    graphs: str
+    graph_breaks: str
+    speedup: str
+    note: str  # cached, recompiled in the loop, failed
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,8 @@ class View:
     # Inline SVGs (markupsafe.Markup once drawn), filled in by render_html.
     rate_plots: list[str]
     profiles: list[tuple[str, str]]
+    show_precision: bool = False
+    compiled: list[CompileView] = dataclasses.field(default_factory=list)
     device_plot: str | None = None
     distribution_plot: str | None = None
 
@@ -164,6 +184,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         incomplete=b.name in incomplete,
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
+        precision=b.precision or "",
     )
 
 
@@ -180,7 +201,34 @@ def _run_row(run: RunResult) -> RunRow:
         warmup=len(run.warmup),
         path=run.path or "",
         ok=run.ok,
+        skipped=run.skipped,
     )
+
+
+def _compile_views(summary: SuiteSummary) -> list[CompileView]:
+    from pytest_dlbench.results.compiled import compile_rows
+
+    views = []
+    for row in compile_rows(summary):
+        notes = []
+        if row.cached:
+            notes.append("compiled from the cache")
+        if row.loop_graphs:
+            notes.append(f"{row.loop_graphs} graph(s) compiled inside the timed loop")
+        if row.failed:
+            notes.append(row.failed)
+        views.append(CompileView(
+            bench=row.bench,
+            eager=row.eager or DASH,
+            mode=row.mode or DASH,
+            backend=row.backend or DASH,
+            seconds=f"{significant(row.seconds, 3)} s" if row.seconds is not None else DASH,
+            graphs=str(row.graphs) if row.graphs is not None else DASH,
+            graph_breaks=str(row.graph_breaks) if row.graph_breaks is not None else DASH,
+            speedup=f"× {significant(row.speedup, 3)}" if row.speedup is not None else DASH,
+            note="; ".join(notes),
+        ))
+    return views
 
 
 def _device_rows(benches: tuple[BenchSummary, ...], devices: list[int]) -> list[DeviceRow]:
@@ -255,13 +303,15 @@ def _view(
         price=significant(price) if price is not None else None,
         price_per_score=significant(price / score) if price is not None and score else None,
         benchmarks=[_bench_row(b, incomplete) for b in benches],
-        failed_runs=[r for r in runs if not r.ok],
+        failed_runs=[r for r in runs if not r.ok and not r.skipped],
         runs=runs,
         devices=devices,
         device_rows=_device_rows(benches, devices),
         comparison=_comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
         profiles=_profiles(summary.run_dir),
+        show_precision=any(b.precision for b in benches),
+        compiled=_compile_views(summary),
     )
 
 
