@@ -140,10 +140,11 @@ def test_a_backend_that_fails_fails_in_one_line() -> None:
         raise RuntimeError("no kernel for this operator\nsecond line")
 
     stream = NullStream()
-    with pytest.raises(_common.CompileError) as info:
-        with Bench(name="toy", args=["--compile", "--compile-backend", "dlbench_test_broken"],
-                   device="cpu", stream=stream, skip=1, stop=2) as bench:
-            toy.main(bench)
+    args = ["--compile", "--compile-backend", "dlbench_test_broken"]
+    with pytest.raises(_common.CompileError) as info, Bench(
+        name="toy", args=args, device="cpu", stream=stream, skip=1, stop=2
+    ) as bench:
+        toy.main(bench)
     assert str(info.value) == ("torch.compile failed (mode default, backend "
                                "dlbench_test_broken): RuntimeError: no kernel for this operator")
     assert not of(stream.records, "rate")  # it failed before the timed loop

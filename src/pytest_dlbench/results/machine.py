@@ -11,8 +11,10 @@ governor and turbo, ASLR, load, and per GPU the clocks (locked or not), persiste
 limit, ECC and other processes, with the driver and CUDA versions. :func:`readiness_problems`
 names what is off; a run warns once at its start (``--bench-require-ready``: an error), and
 ``dlbench machine`` prints it all (:func:`render_state`). Every fact is read from /proc, /sys or
-NVML with a fallback: a file that is not there is ``None`` ("unknown"), never an error. GPUs come from NVML (``measure/monitor/nvml.py``), never from torch: no CUDA
-context, no import cost. torch is only read when the process has already imported it.
+NVML with a fallback: a file that is not there is ``None`` ("unknown"), never an error.
+
+GPUs come from NVML (``measure/monitor/nvml.py``), never from torch: no CUDA context, no import
+cost. torch is only read when the process has already imported it.
 """
 
 from __future__ import annotations
