@@ -2,7 +2,8 @@
 
 ``resolve`` shows what a suite resolves to; ``report`` recomputes the table and score of a run
 directory from its streams (and compares, saves, writes HTML); ``compare`` sets two saved
-summaries side by side. ``report``/``compare`` exit with the statuses of
+summaries side by side; ``machine`` prints the machine's state and whether it is ready to
+benchmark (docs/machine.md). ``report``/``compare`` exit with the statuses of
 :mod:`pytest_dlbench.results.gate`.
 """
 
@@ -185,6 +186,30 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return gate.OK
 
 
+def _cmd_machine(args: argparse.Namespace) -> int:
+    from pytest_dlbench.results.machine import machine_state, readiness_problems, render_state
+
+    state = machine_state()
+    if args.json:
+        print(json.dumps({**state, "problems": readiness_problems(state)}, indent=2))
+    else:
+        print(render_state(state))
+    if args.require_ready and readiness_problems(state):
+        return gate.USAGE_ERROR
+    return gate.OK
+
+
+def _add_machine_command(commands: Any) -> None:
+    machine = commands.add_parser(
+        "machine", help="the machine's state that changes benchmark numbers, and what is off",
+        epilog="exit status: 0, or 4 with --require-ready on a machine that is not ready",
+    )
+    machine.add_argument("--json", action="store_true", help="machine-readable")
+    machine.add_argument("--require-ready", action="store_true",
+                         help="exit with status 4 when the machine is not ready (for CI)")
+    machine.set_defaults(handler=_cmd_machine)
+
+
 def _add_result_commands(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="the table and score of a run directory, recomputed from its streams",
@@ -238,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite_options(resolve)
     resolve.set_defaults(handler=_cmd_resolve)
     _add_result_commands(commands)
+    _add_machine_command(commands)
     return parser
 
 

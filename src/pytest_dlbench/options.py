@@ -128,6 +128,16 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
     (
+        "--bench-require-ready",
+        dict(
+            action="store_true",
+            default=False,
+            help="a machine that is not ready to benchmark (CPU governor, turbo, ASLR, load, "
+            "GPU clocks, persistence, power limit, other GPU processes: dlbench machine) is a "
+            "usage error instead of a warning (for CI)",
+        ),
+    ),
+    (
         "--bench-isolation",
         dict(
             choices=("process", "inline"),

@@ -35,6 +35,10 @@ class Event(str, enum.Enum):
     MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
     WARNING = "warning"  # message: a usage check that warned
     FLOPS = "flops"  # flops, items (of one forward+backward), reason: counted after the run
+    # phase "warmup": mode, backend, seconds, start, end, steps, graphs, graph_breaks,
+    # break_reasons, frames, cache_hits, cache_misses (torch.compile before the timed loop);
+    # phase "loop": graphs and graph_breaks compiled during the timed loop (a recompile)
+    COMPILE = "compile"
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

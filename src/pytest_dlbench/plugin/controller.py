@@ -24,10 +24,14 @@ __all__ = ["ControllerSession"]
 class ControllerSession(BenchSession):
     role = "controller"
 
+    #: What makes this machine not ready to benchmark (results/machine.readiness_problems).
+    not_ready: list[str]
+
     @classmethod
     def from_config(cls, config: pytest.Config) -> ControllerSession:
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
+        session._check_machine()
         barrier = session._map_workers_to_slots()
         session.launcher = Launcher(session, barrier)
         from pytest_dlbench.plugin.reporter import BenchReporter
@@ -46,6 +50,36 @@ class ControllerSession(BenchSession):
             check_loggers(config)
             config.pluginmanager.register(TrackingPlugin(session), TrackingPlugin.PLUGIN_NAME)
         return session
+
+    # -- machine readiness: one warning line at the start, or a usage error -------------------
+
+    def _check_machine(self) -> None:
+        from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.results import machine
+
+        self.not_ready = machine.readiness_problems(machine.machine_state())
+        if self.not_ready and self.config.getoption("bench_require_ready"):
+            raise DlbenchError(machine.readiness_error(self.not_ready))
+
+    def readiness_line(self) -> str | None:
+        from pytest_dlbench.results.machine import readiness_warning
+
+        return readiness_warning(self.not_ready) if self.not_ready else None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = super().pytest_report_header(config)
+        line = self.readiness_line()
+        return [*lines, line] if line else lines
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # -q and --no-header hide the header: the warning is written on its own instead.
+        line = self.readiness_line()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if line is None or reporter is None:
+            return
+        if getattr(reporter, "showheader", True) and not getattr(reporter, "no_header", False):
+            return
+        reporter.write_line(line, yellow=True)
 
     def plan_slots(self) -> list[Slot]:
         return plan_slots(workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot)

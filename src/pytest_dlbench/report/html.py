@@ -13,6 +13,7 @@ this module cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from os import PathLike
@@ -55,6 +56,7 @@ class BenchRow:
     tflops: str
     mfu: str
     peak_source: str
+    precision: str = ""  # the precision preset, "" when none was recorded
 
     @property
     def has_fail(self) -> bool:
@@ -75,6 +77,22 @@ class RunRow:
     warmup: int
     path: str
     ok: bool
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class CompileView:
+    """One compiled benchmark against its eager sibling (results/compiled.py)."""
+
+    bench: str
+    eager: str
+    mode: str
+    backend: str
+    seconds: str
+    graphs: str
+    graph_breaks: str
+    speedup: str
+    note: str  # cached, recompiled in the loop, failed
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,8 @@ class View:
     rate_plots: list[str]
     profiles: list[tuple[str, str]]
     has_flops: bool
+    show_precision: bool = False
+    compiled: list[CompileView] = dataclasses.field(default_factory=list)
     device_plot: str | None = None
     distribution_plot: str | None = None
 
@@ -173,6 +193,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         tflops=significant(b.tflops) if b.tflops is not None else DASH,
         mfu=percent(b.mfu, space=True, missing=DASH),
         peak_source=b.peak_source or b.flops_reason,
+        precision=b.precision or "",
     )
 
 
@@ -189,7 +210,34 @@ def _run_row(run: RunResult) -> RunRow:
         warmup=len(run.warmup),
         path=run.path or "",
         ok=run.ok,
+        skipped=run.skipped,
     )
+
+
+def _compile_views(summary: SuiteSummary) -> list[CompileView]:
+    from pytest_dlbench.results.compiled import compile_rows
+
+    views = []
+    for row in compile_rows(summary):
+        notes = []
+        if row.cached:
+            notes.append("compiled from the cache")
+        if row.loop_graphs:
+            notes.append(f"{row.loop_graphs} graph(s) compiled inside the timed loop")
+        if row.failed:
+            notes.append(row.failed)
+        views.append(CompileView(
+            bench=row.bench,
+            eager=row.eager or DASH,
+            mode=row.mode or DASH,
+            backend=row.backend or DASH,
+            seconds=f"{significant(row.seconds, 3)} s" if row.seconds is not None else DASH,
+            graphs=str(row.graphs) if row.graphs is not None else DASH,
+            graph_breaks=str(row.graph_breaks) if row.graph_breaks is not None else DASH,
+            speedup=f"× {significant(row.speedup, 3)}" if row.speedup is not None else DASH,
+            note="; ".join(notes),
+        ))
+    return views
 
 
 def _device_rows(benches: tuple[BenchSummary, ...], devices: list[int]) -> list[DeviceRow]:
@@ -264,7 +312,7 @@ def _view(
         price=significant(price) if price is not None else None,
         price_per_score=significant(price / score) if price is not None and score else None,
         benchmarks=[_bench_row(b, incomplete) for b in benches],
-        failed_runs=[r for r in runs if not r.ok],
+        failed_runs=[r for r in runs if not r.ok and not r.skipped],
         runs=runs,
         devices=devices,
         device_rows=_device_rows(benches, devices),
@@ -272,6 +320,8 @@ def _view(
         rate_plots=[],
         profiles=_profiles(summary.run_dir),
         has_flops=any(b.tflops is not None and b.units != "TFLOP/s" for b in benches),
+        show_precision=any(b.precision for b in benches),
+        compiled=_compile_views(summary),
     )
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_value, percent
 from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
 
 __all__ = ["SLOW_DEVICE", "render_comparison", "render_summary", "score_line"]
@@ -57,9 +58,31 @@ def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
     return columns
 
 
+def _compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
+    """Compile time (``cached``: every graph came from the compile caches), graphs, graph
+    breaks and the speed-up over the eager sibling; ``-`` for an eager benchmark."""
+    if row is None:
+        return {"compile": MISSING, "graphs": MISSING, "breaks": MISSING, "speedup": MISSING}
+    seconds = MISSING if row.seconds is None else f"{fixed(row.seconds, 1)} s"
+    if row.seconds is not None and row.cached:
+        seconds += " cached"
+    return {
+        "compile": seconds,
+        "graphs": MISSING if row.graphs is None else str(row.graphs),
+        "breaks": MISSING if row.graph_breaks is None else str(row.graph_breaks),
+        "speedup": MISSING if row.speedup is None else f"{fixed(row.speedup, 2)}x",
+    }
+
+
 def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
+    from pytest_dlbench.results.compiled import compile_rows
+
     rows = []
     stats = [b.telemetry for b in summary.benchmarks]
+    # Precision and compile columns only when some run recorded them (built-in training
+    # workloads do; older streams and other definitions do not).
+    precision = any(b.precision for b in summary.benchmarks)
+    compiled = {r.bench: r for r in compile_rows(summary)}
     # Telemetry columns only when some run recorded it (streams from older runs have none).
     has_memory = any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes") for t in stats)
     gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
@@ -81,6 +104,10 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
         if flops:
             row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else MISSING
             row["MFU"] = percent(b.mfu) if b.mfu is not None else MISSING
+        if precision:
+            row["precision"] = b.precision or MISSING
+        if compiled:
+            row.update(_compile_columns(b, compiled.get(b.name)))
         if has_memory:
             row.update(_telemetry_columns(b, gpu, energy))
         if comparison is not None:
@@ -112,6 +139,8 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
     for name in summary.incomplete:
         bench = summary.get(name)
         why = "not run" if bench is None or bench.n == 0 else "every run failed"
+        if bench is not None and bench.skipped:
+            why = "skipped"
         if bench is not None and bench.n and bench.fail < bench.n:
             why = "perf_adj is 0"
         parts.append(f"{name} ({why})")
@@ -121,12 +150,28 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
 
 def _failure_lines(summary: SuiteSummary) -> list[str]:
     runs = summary.failed_runs
-    total = len(summary.runs)
+    skipped = summary.skipped_runs
+    total = len(summary.runs) - len(skipped)
     lines = [f"failure rate: {percent(summary.failure_rate)} ({len(runs)} of {total} runs)"]
     for r in runs:
         # Reasons usually start with their status already ("crash: killed by SIGSEGV").
         why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
         lines.append(f"  failed {r.label}: {why}")
+    for r in skipped:
+        lines.append(f"  skipped {r.label}: {r.reason or '-'}")
+    return lines
+
+
+def _compile_lines(summary: SuiteSummary) -> list[str]:
+    """Compiled benchmarks that compiled again inside their timed loop (a changed shape or
+    guard), or that have no eager sibling to compare with."""
+    from pytest_dlbench.results.compiled import compile_rows
+
+    lines = []
+    for row in compile_rows(summary):
+        if row.loop_graphs:
+            lines.append(f"warning: {row.bench} compiled {row.loop_graphs} graph(s) inside its "
+                         "timed loop: the recompiles are in its observations")
     return lines
 
 
@@ -253,6 +298,7 @@ def render_summary(
         out += [f"FLOPs not counted: {b.name} ({b.flops_reason})"
                 for b in summary.benchmarks if b.tflops is None and b.flops_reason]
     out += _failure_lines(summary)
+    out += _compile_lines(summary)
     if comparison is not None:
         out += _comparison_lines(comparison)
     out += _scaling_lines(summary, width)

@@ -1,14 +1,26 @@
-"""What the numbers were measured on: host, CPU, GPUs, package versions, git commit.
+"""What the numbers were measured on: host, CPU, GPUs, package versions, git commit, and the
+machine's state (docs/machine.md).
 
 Gathered for a run's stream (:func:`machine_meta`, the ``meta`` record of each run) and for a
 saved summary (:func:`current_machine` and :func:`git_commit`, its provenance), and compared
 between a run and its baseline (:func:`machine_differences`): a comparison across machines is
-worth a warning. GPUs come from NVML (``measure/monitor/nvml.py``), never from torch: no CUDA
-context, no import cost. torch is only read when the process has already imported it.
+worth a warning.
+
+The state (:func:`machine_state`) is what changes numbers on the same hardware: CPU frequency
+governor and turbo, ASLR, load, and per GPU the clocks (locked or not), persistence mode, power
+limit, ECC and other processes, with the driver and CUDA versions. :func:`readiness_problems`
+names what is off; a run warns once at its start (``--bench-require-ready``: an error), and
+``dlbench machine`` prints it all (:func:`render_state`). Every fact is read from /proc, /sys or
+NVML with a fallback: a file that is not there is ``None`` ("unknown"), never an error.
+
+GPUs come from NVML (``measure/monitor/nvml.py``), never from torch: no CUDA context, no import
+cost. torch is only read when the process has already imported it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import platform
 import socket
@@ -20,7 +32,7 @@ from importlib import metadata
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.measure.monitor.nvml import gpu_inventory
+from pytest_dlbench.measure.monitor.nvml import gpu_inventory, gpu_state
 from pytest_dlbench.run.protocol import Env
 
 __all__ = [
@@ -30,7 +42,13 @@ __all__ = [
     "machine_differences",
     "machine_info",
     "machine_meta",
+    "machine_state",
     "package_versions",
+    "readiness_error",
+    "readiness_problems",
+    "readiness_warning",
+    "render_state",
+    "state_differences",
 ]
 
 #: The packages whose versions a summary records.
@@ -50,7 +68,8 @@ def cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """Host name, CPU model and cores, GPUs and driver. Never imports torch."""
+    """Host name, CPU model and cores, GPUs and driver, and the machine's ``state``
+    (:func:`machine_state`). Never imports torch."""
     inventory = gpu_inventory()
     return {
         "hostname": socket.gethostname(),
@@ -59,7 +78,183 @@ def machine_info() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "gpus": [{"index": g.index, "name": g.name, "memory": g.memory} for g in inventory.gpus],
         "driver": inventory.driver,
+        "state": machine_state(),
     }
+
+
+# -- the machine's state -----------------------------------------------------------------------
+#: /sys and /proc, as module attributes so that tests can point them at a fake tree.
+SYS_CPU = "/sys/devices/system/cpu"
+PROC = "/proc"
+
+
+def _read(path: str) -> str | None:
+    """A small /proc or /sys file's stripped text; None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def cpu_governor() -> str | None:
+    """The CPU frequency governor of every CPU (``"performance"``), ``"mixed: a, b"`` when they
+    differ, None without cpufreq (many VMs and containers)."""
+    found = sorted({g for path in glob.glob(f"{SYS_CPU}/cpu[0-9]*/cpufreq/scaling_governor")
+                    if (g := _read(path))})
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else f"mixed: {', '.join(found)}"
+
+
+def cpu_turbo() -> bool | None:
+    """Turbo boost on (True) or off, from intel_pstate's ``no_turbo`` or cpufreq's ``boost``;
+    None when neither is there."""
+    no_turbo = _read(f"{SYS_CPU}/intel_pstate/no_turbo")
+    if no_turbo in ("0", "1"):
+        return no_turbo == "0"
+    boost = _read(f"{SYS_CPU}/cpufreq/boost")
+    if boost in ("0", "1"):
+        return boost == "1"
+    return None
+
+
+def aslr() -> int | None:
+    """``/proc/sys/kernel/randomize_va_space``: 0 off, 1 partial, 2 full; None if unknown."""
+    value = _read(f"{PROC}/sys/kernel/randomize_va_space")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def load_average() -> list[float] | None:
+    with contextlib.suppress(OSError, AttributeError):
+        return [round(x, 2) for x in os.getloadavg()]
+    return None
+
+
+def _related_pids() -> list[int]:
+    """This process, its parents and its children: their use of a GPU is not "other"."""
+    pids = [os.getpid()]
+    with contextlib.suppress(Exception):
+        import psutil
+
+        me = psutil.Process()
+        pids += [p.pid for p in me.parents()] + [p.pid for p in me.children(recursive=True)]
+    return pids
+
+
+def machine_state() -> dict[str, Any]:
+    """The state that changes benchmark numbers on the same hardware (see the module
+    docstring); every fact None when it cannot be read. Never imports torch."""
+    return {
+        "governor": cpu_governor(),
+        "turbo": cpu_turbo(),
+        "aslr": aslr(),
+        "load": load_average(),
+        "cores": os.cpu_count(),
+        **gpu_state(ignore_pids=_related_pids()),
+    }
+
+
+#: A 1-minute load average above ``max(LOAD_FLOOR, LOAD_PER_CORE x cores)`` is a busy machine.
+LOAD_FLOOR = 1.0
+LOAD_PER_CORE = 0.1
+
+
+def readiness_problems(state: Mapping[str, Any]) -> list[str]:
+    """What is off in ``state`` (a :func:`machine_state`), one short phrase each; ``[]`` for a
+    machine ready to benchmark. An unknown fact is not a problem: it is shown, not judged.
+
+    Off: a CPU governor other than ``performance``, turbo on, ASLR not fully on (as pyperf: each
+    benchmark runs in its own process, and repeats in new processes average over memory
+    layouts instead of measuring one), a 1-minute load above ``max(1, cores / 10)``, other
+    processes on a GPU, GPU clocks not locked, persistence mode off. The power limit, ECC and
+    versions are facts to compare (:func:`state_differences`), not judged: a lowered power cap
+    is a common way to steady a GPU."""
+    out = []
+    governor = state.get("governor")
+    if governor and governor != "performance":
+        out.append(f"CPU governor {governor}")
+    if state.get("turbo") is True:
+        out.append("turbo on")
+    level = state.get("aslr")
+    if isinstance(level, int) and level != 2:
+        out.append(f"ASLR {_ASLR.get(level, level)}")
+    load, cores = state.get("load"), state.get("cores") or 1
+    if load and load[0] > max(LOAD_FLOOR, LOAD_PER_CORE * cores):
+        out.append(f"load {load[0]:.1f} on {cores} cores")
+    for gpu in state.get("gpus") or []:
+        name = f"GPU {gpu.get('index')}"
+        processes = gpu.get("processes")
+        if processes:
+            n = len(processes)
+            out.append(f"{name}: {n} other process{'es' if n > 1 else ''}")
+        if gpu.get("clocks_locked") is False:
+            out.append(f"{name} clocks not locked")
+        if gpu.get("persistence") is False:
+            out.append(f"{name} persistence mode off")
+    return out
+
+
+def readiness_warning(problems: list[str]) -> str:
+    """The one line a run on a machine that is not ready starts with."""
+    return (f"dlbench: warning: machine not ready: {', '.join(problems)} "
+            "(numbers may be noisy; see dlbench machine)")
+
+
+def readiness_error(problems: list[str]) -> str:
+    """``--bench-require-ready``'s usage error."""
+    return f"machine not ready: {', '.join(problems)} (--bench-require-ready; see dlbench machine)"
+
+
+def _on_off(value: Any, on: str = "on", off: str = "off") -> str:
+    return "unknown" if value is None else (on if value else off)
+
+
+_ASLR = {0: "off (0)", 1: "partial (1)", 2: "full (2)"}
+
+
+def render_state(state: Mapping[str, Any]) -> str:
+    """``dlbench machine``: one fact a line, then ``ready`` or ``not ready: ...``."""
+    load, cores = state.get("load"), state.get("cores")
+    lines = [
+        ("CPU governor", state.get("governor") or "unknown (no cpufreq)"),
+        ("turbo", _on_off(state.get("turbo"))),
+        ("ASLR", _ASLR.get(state.get("aslr"), "unknown")),  # type: ignore[arg-type]
+        ("load average", (", ".join(f"{x:.2f}" for x in load) if load else "unknown")
+         + (f" on {cores} cores" if cores else "")),
+        ("driver", state.get("driver") or "-"),
+        ("CUDA", state.get("cuda") or "-"),
+    ]
+    gpus = state.get("gpus") or []
+    if not gpus:
+        why = state.get("reason")
+        lines.append(("GPUs", "no GPU" + (f": {why}" if why else "")))
+    for gpu in gpus:
+        i = gpu.get("index")
+        clocks = _on_off(gpu.get("clocks_locked"), "locked", "not locked")
+        sm, top = gpu.get("sm_clock_mhz"), gpu.get("max_sm_clock_mhz")
+        if sm is not None:
+            clocks += f" (SM {sm} MHz" + (f" of {top}" if top is not None else "") + ")"
+        limit, default = gpu.get("power_limit_w"), gpu.get("default_power_limit_w")
+        power = "unknown" if limit is None else f"{limit:g} W"
+        if limit is not None and default is not None:
+            power += f" (default {default:g} W)"
+        processes = gpu.get("processes")
+        others = ("unknown" if processes is None
+                  else ", ".join(str(p) for p in processes) if processes else "none")
+        lines += [
+            (f"GPU {i}", str(gpu.get("name") or "unknown")),
+            (f"GPU {i} clocks", clocks),
+            (f"GPU {i} persistence", _on_off(gpu.get("persistence"))),
+            (f"GPU {i} power limit", power),
+            (f"GPU {i} ECC", _on_off(gpu.get("ecc"))),
+            (f"GPU {i} other processes", others),
+        ]
+    width = max(len(k) for k, _ in lines)
+    out = [f"{k.ljust(width)}  {v}" for k, v in lines]
+    problems = readiness_problems(state)
+    out += ["", f"not ready: {', '.join(problems)}" if problems else "ready"]
+    return "\n".join(out)
 
 
 def package_versions() -> dict[str, str | None]:
@@ -103,6 +298,7 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "slot": os.environ.get(Env.SLOT),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+        "state": machine_state(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -133,7 +329,8 @@ def _count(n: int) -> str:
 def machine_differences(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """What differs between the machines of two summaries, one short phrase each, this run's
     side first: GPU model (``"GPU H100 vs A100"``), GPU count (``"4 GPUs vs 8"``), CPU model,
-    torch version (``"torch 2.11.0 vs 2.14.1"``).
+    torch version (``"torch 2.11.0 vs 2.14.1"``), then the machine states
+    (:func:`state_differences`: governor, turbo, ASLR, driver, CUDA, GPU clocks...).
 
     Each side holds ``machine`` and ``versions`` as a saved summary does (a loaded summary, or
     :func:`current_machine`); a fact that one side does not record is not compared.
@@ -154,4 +351,40 @@ def machine_differences(current: Mapping[str, Any], baseline: Mapping[str, Any])
     torch_then = (baseline.get("versions") or {}).get("torch")
     if torch_now and torch_then and torch_now != torch_then:
         out.append(f"torch {torch_now} vs {torch_then}")
+    out += state_differences(now.get("state") or {}, then.get("state") or {})
+    return out
+
+
+def _state_phrase(label: str, now: Any, then: Any, show: Any = str) -> list[str]:
+    if now is None or then is None or now == then:
+        return []
+    return [f"{label} {show(now)} vs {show(then)}"]
+
+
+def state_differences(now: Mapping[str, Any], then: Mapping[str, Any]) -> list[str]:
+    """What differs between two :func:`machine_state` records, one phrase each, this side first
+    (``"CPU governor powersave vs performance"``, ``"GPU 0 clocks not locked vs locked"``).
+    A fact one side does not know is not compared; the load average, a moment, never is."""
+    if not isinstance(now, Mapping) or not isinstance(then, Mapping):
+        return []
+    on = lambda v: "on" if v else "off"  # noqa: E731
+    out = _state_phrase("CPU governor", now.get("governor"), then.get("governor"))
+    out += _state_phrase("turbo", now.get("turbo"), then.get("turbo"), on)
+    out += _state_phrase("ASLR", now.get("aslr"), then.get("aslr"),
+                         lambda v: _ASLR.get(v, str(v)).split(" ")[0])
+    out += _state_phrase("driver", now.get("driver"), then.get("driver"))
+    out += _state_phrase("CUDA", now.get("cuda"), then.get("cuda"))
+    gpus_then = {g.get("index"): g for g in then.get("gpus") or [] if isinstance(g, Mapping)}
+    for gpu in now.get("gpus") or []:
+        if not isinstance(gpu, Mapping) or gpu.get("index") not in gpus_then:
+            continue
+        old, name = gpus_then[gpu.get("index")], f"GPU {gpu.get('index')}"
+        locked = lambda v: "locked" if v else "not locked"  # noqa: E731
+        out += _state_phrase(f"{name} clocks", gpu.get("clocks_locked"),
+                             old.get("clocks_locked"), locked)
+        out += _state_phrase(f"{name} persistence", gpu.get("persistence"),
+                             old.get("persistence"), on)
+        out += _state_phrase(f"{name} power limit", gpu.get("power_limit_w"),
+                             old.get("power_limit_w"), lambda w: f"{w:g} W")
+        out += _state_phrase(f"{name} ECC", gpu.get("ecc"), old.get("ecc"), on)
     return out

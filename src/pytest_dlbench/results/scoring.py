@@ -14,6 +14,7 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamError, read_stream
+from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import dtype_of
 from pytest_dlbench.run.layout import (
     item_name,
@@ -22,6 +23,7 @@ from pytest_dlbench.run.layout import (
     stream_paths,
 )
 from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.workloads.presets import eager_key
 
 __all__ = [
     "BLOCKS",
@@ -78,10 +80,22 @@ class RunResult:
     flops_reason: str = ""
     device_name: str | None = None  # from the meta record: which peak applies
     dtype: str = "fp32"  # the compute type the benchmark's arguments ask for
+    # The config record's precision preset (None: not a built-in training workload) and
+    # compile settings ({"mode", "backend"}; None: eager), the eager sibling's pairing key
+    # (workloads/presets.eager_key) and the ``compile`` records (results/compiled.py).
+    precision: str | None = None
+    compile: Mapping[str, Any] | None = None
+    variant: str | None = None
+    compiled: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def skipped(self) -> bool:
+        """The benchmark skipped itself (it cannot run here): neither a success nor a failure."""
+        return self.status is Status.SKIPPED
 
     @property
     def label(self) -> str:
@@ -98,6 +112,7 @@ class RunResult:
             "block_rates": list(self.block_rates),
             "path": self.path,
             "telemetry": dict(self.telemetry),
+            **({"compiled": dict(self.compiled)} if self.compiled else {}),
         }
 
 
@@ -147,6 +162,26 @@ class BenchSummary:
         return self.enabled and self.weight > 0 and self.perf_adj > 0
 
     @property
+    def skipped(self) -> bool:
+        """Every run of it skipped itself (e.g. a precision this hardware cannot do)."""
+        return bool(self.runs) and all(r.skipped for r in self.runs)
+
+    @property
+    def precision(self) -> str | None:
+        """The precision preset its runs recorded (None: none recorded)."""
+        return next((r.precision for r in self.runs if r.precision), None)
+
+    @property
+    def compile(self) -> Mapping[str, Any] | None:
+        """``{"mode", "backend"}`` when its runs were compiled, else None (eager)."""
+        return next((r.compile for r in self.runs if r.compile), None)
+
+    @property
+    def variant(self) -> str | None:
+        """The key it shares with its eager (or compiled) sibling."""
+        return next((r.variant for r in self.runs if r.variant), None)
+
+    @property
     def telemetry(self) -> dict[str, Any]:
         """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
         from pytest_dlbench.results.telemetry import combine_stats
@@ -176,6 +211,8 @@ class BenchSummary:
             "rates": list(self.rates),
             "samples": list(self.samples),
             "telemetry": self.telemetry,
+            **({"precision": self.precision} if self.precision else {}),
+            **({"compile": dict(self.compile)} if self.compile else {}),
             "runs": [r.to_dict() for r in self.runs],
         }
 
@@ -197,12 +234,20 @@ class SuiteSummary:
 
     @property
     def failed_runs(self) -> tuple[RunResult, ...]:
-        return tuple(r for r in self.runs if not r.ok)
+        return tuple(r for r in self.runs if not r.ok and not r.skipped)
+
+    @property
+    def skipped_runs(self) -> tuple[RunResult, ...]:
+        """Runs that skipped themselves: in no count, no failure rate, no score."""
+        return tuple(r for r in self.runs if r.skipped)
 
     @property
     def failed(self) -> bool:
-        """A run failed or a weighted benchmark is missing: the "a benchmark failed" status."""
-        return bool(self.failed_runs or self.incomplete)
+        """A run failed or a weighted benchmark is missing: the "a benchmark failed" status.
+        A benchmark that skipped itself everywhere (it cannot run on this machine) is missing
+        from the score, said so, but is not a failure (pytest reports it as skipped)."""
+        skipped = {b.name for b in self.benchmarks if b.skipped}
+        return bool(self.failed_runs or [n for n in self.incomplete if n not in skipped])
 
     def get(self, name: str) -> BenchSummary | None:
         return next((b for b in self.benchmarks if b.name == name), None)
@@ -276,6 +321,8 @@ def run_from_records(
     bad_loss: Mapping[str, Any] | None = None
     flops: Mapping[str, Any] = {}
     device_name: str | None = None
+    config: Mapping[str, Any] = {}
+    compiles: list[Mapping[str, Any]] = []
     for record in records:
         event = record.get("event")
         if event == Event.FLOPS:
@@ -284,7 +331,10 @@ def run_from_records(
             device_name = record.get("device_name") or device_name
         if event == Event.RATE:
             (warmup if record.get("warmup") else steady).append(record)
+        elif event == Event.COMPILE:
+            compiles.append(record)
         elif event == Event.CONFIG:
+            config = record
             spec = record.get("spec") or {}
             device = int(record.get("device", device) or 0)
             repeat = record.get("repeat", repeat)
@@ -307,6 +357,7 @@ def run_from_records(
         status, reason = Status.FAIL, "no steady-state observation"
     units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)
     plan = spec.get("plan") or {}
+    compiled = config.get("compile")
     return RunResult(
         bench=bench,
         device=device,
@@ -327,6 +378,10 @@ def run_from_records(
         flops_reason=str(flops.get("reason") or ""),
         device_name=str(device_name) if device_name else None,
         dtype=dtype_of(spec),
+        precision=str(config["precision"]) if config.get("precision") else None,
+        compile=dict(compiled) if isinstance(compiled, Mapping) else None,
+        variant=eager_key(spec) if "precision" in config else None,
+        compiled=compile_summary(compiles),
     )
 
 
@@ -365,7 +420,9 @@ def summarize_bench(
     method = str(plan.get("method") or (first.method if first else "per_gpu"))
     units = str(entry.get("units") or (first.units if first else None) or "items/s")
     ok = [r for r in runs if r.ok and r.rate is not None]
-    n, fail = len(runs), len(runs) - len(ok)
+    # A run that skipped itself (it cannot run here) is neither measured nor failed.
+    counted = [r for r in runs if not r.skipped]
+    n, fail = len(counted), len(counted) - len(ok)
     per_device: dict[int, list[float]] = {}
     for r in ok:
         per_device.setdefault(r.device, []).append(r.rate)  # type: ignore[arg-type]

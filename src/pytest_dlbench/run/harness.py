@@ -192,7 +192,10 @@ def start_run(
     )
     rank = RankInfo.from_env()
     stream = open_rank_stream(path, rank)
-    stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat, **rank.describe())
+    from pytest_dlbench.workloads.presets import run_dimensions  # precision, compile
+
+    stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
+                 **run_dimensions(spec.definition, spec.args), **rank.describe())
     return RunContext(
         spec=spec,
         device_index=device,

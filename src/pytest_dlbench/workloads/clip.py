@@ -37,7 +37,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="ViT-B-32",
                         help=f"open_clip architecture, or {TINY_NAME} (default ViT-B-32)")
     parser.add_argument("--batch-size", type=_common.positive_int, default=64)
-    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    _common.add_training_args(parser)
     parser.add_argument("--image-size", type=_common.positive_int, default=None,
                         help="override the architecture's image size")
     parser.add_argument("--lr", type=float, default=5e-4)
@@ -66,7 +66,7 @@ def train(bench: Any) -> None:
 
     args = _common.parse(make_parser(), bench)
     device = _common.device_of(bench)
-    precision = _common.resolve_precision(args.precision, device)
+    precision = _common.setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("items/s")
 
@@ -102,5 +102,6 @@ def train(bench: Any) -> None:
         _common.train_steps(
             bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device, items_per_step=args.batch_size,
+            compile=_common.CompileOptions.from_args(args),
         )
 

@@ -43,7 +43,7 @@ def make_parser() -> argparse.ArgumentParser:
                         help="images per rank and step")
     parser.add_argument("--image-size", type=_common.positive_int, default=224)
     parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
-    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    _common.add_training_args(parser)
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--fixed-batch", action="store_true",
                         help="reuse one batch already on the device (pure compute)")
@@ -117,7 +117,7 @@ def train(bench: Any, process_group: Any) -> None:
 
     args = _common.parse(make_parser(), bench)
     device = _common.device_of(bench)
-    precision = _common.resolve_precision(args.precision, device)
+    precision = _common.setup_precision(args, device)
     bench.set_units("items/s")
     # The same initial weights everywhere; DDP broadcasts rank 0's anyway.
     torch.manual_seed(args.seed)
@@ -166,4 +166,5 @@ def train(bench: Any, process_group: Any) -> None:
             items_per_step=args.batch_size,
             channels_last=args.channels_last,
             after_backward=comm.close if comm is not None else None,
+            compile=_common.CompileOptions.from_args(args),
         )

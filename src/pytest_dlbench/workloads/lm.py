@@ -26,7 +26,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-layers", type=_common.positive_int, default=6)
     parser.add_argument("--n-heads", type=_common.positive_int, default=8)
     parser.add_argument("--batch-size", type=_common.positive_int, default=16)
-    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    _common.add_training_args(parser)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--num-sequences", type=_common.positive_int, default=256,
                         help="random sequences cycled through (default 256)")
@@ -81,7 +81,7 @@ def train(bench: Any) -> None:
 
     args = _common.parse(make_parser(), bench)
     device = _common.device_of(bench)
-    precision = _common.resolve_precision(args.precision, device)
+    precision = _common.setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("tokens/s")
 
@@ -108,4 +108,5 @@ def train(bench: Any) -> None:
             bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device,
             items_per_step=args.batch_size * args.seq_len,
+            compile=_common.CompileOptions.from_args(args),
         )

@@ -1,6 +1,8 @@
 """A tiny MLP on random data: the sanity check that runs first (seed 001's "toy examples").
 
 If this fails, the set-up is broken (device, timer, stream), not a model. Units: items/s.
+Takes the shared training arguments (``--precision``, ``--compile``): the smallest model to
+compile, the smoke suite's eager/compiled pair.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def make_parser() -> argparse.ArgumentParser:
                         help="distinct random batches cycled through (default 8)")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
+    _common.add_training_args(parser)
     return parser
 
 
@@ -31,6 +34,7 @@ def main(bench: Any) -> None:
 
     args = _common.parse(make_parser(), bench)
     device = _common.device_of(bench)
+    precision = _common.setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("items/s")
 
@@ -47,15 +51,11 @@ def main(bench: Any) -> None:
     bench.watch(model, inputs[: args.batch_size])
     batches = _common.tensor_batches((inputs, targets), args.batch_size, seed=args.seed)
 
-    timer = bench.timer
-    for batch in bench.iterate(batches, batch_size=args.batch_size):
-        with timer.region("io"):
-            x, y = _common.to_device(batch, device)
-        with timer.region("forward"):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-        with timer.region("backward"):
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        with timer.region("optimizer"):
-            optimizer.step()
-        bench.log_loss(loss.detach())
+    model.train()
+    with _common.backend_flags(tf32=precision.tf32):
+        _common.train_steps(
+            bench, batches,
+            compute_loss=lambda batch: torch.nn.functional.mse_loss(model(batch[0]), batch[1]),
+            optimizer=optimizer, precision=precision, device=device,
+            items_per_step=args.batch_size, compile=_common.CompileOptions.from_args(args),
+        )

@@ -23,7 +23,7 @@ def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argpar
     parser.add_argument("--model", default=default_model,
                         help=f"classifier name (default {default_model})")
     parser.add_argument("--batch-size", type=_common.positive_int, default=64)
-    parser.add_argument("--precision", choices=_common.PRECISIONS, default="fp32")
+    _common.add_training_args(parser)
     parser.add_argument("--channels-last", action="store_true",
                         help="NHWC memory layout for the model and its inputs")
     parser.add_argument("--synthetic-data", action="store_true",
@@ -64,7 +64,7 @@ def train_classifier(
     from pytest_dlbench.data import synthetic_images
 
     device = _common.device_of(bench)
-    precision = _common.resolve_precision(args.precision, device)
+    precision = _common.setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("items/s")
 
@@ -103,5 +103,5 @@ def train_classifier(
         _common.train_steps(
             bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device, items_per_step=args.batch_size,
-            channels_last=args.channels_last,
+            channels_last=args.channels_last, compile=_common.CompileOptions.from_args(args),
         )

@@ -21,10 +21,12 @@ from pytest_dlbench.results.telemetry import as_float, as_int
 __all__ = [
     "GpuInfo",
     "GpuSampler",
+    "GpuState",
     "Inventory",
     "close_nvml",
     "gpu_info",
     "gpu_inventory",
+    "gpu_state",
     "nvml_session",
     "open_nvml",
     "parse_visible_devices",
@@ -131,6 +133,143 @@ def gpu_inventory(nvml: Any = None) -> Inventory:
             gpu_info(binding, i, _try(binding.nvmlDeviceGetHandleByIndex, i)) for i in range(count)
         )
         return Inventory(gpus, _text(_try(getattr(binding, "nvmlSystemGetDriverVersion", None))))
+
+
+# -- the state that changes benchmark numbers --------------------------------------------------
+# nvmlClocksEventReasonApplicationsClocksSetting: clocks held by an application-clocks or
+# locked-clocks setting (``nvidia-smi -ac`` / ``-lgc``).
+_REASON_CLOCKS_SETTING = 0x2
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU's settings that change a benchmark's numbers; None where NVML could not say."""
+
+    index: int
+    name: str | None
+    sm_clock_mhz: int | None  # now
+    max_sm_clock_mhz: int | None
+    app_clock_mhz: int | None  # applications clock (graphics)
+    default_app_clock_mhz: int | None
+    clocks_locked: bool | None  # applications or locked clocks set (nvidia-smi -ac / -lgc)
+    persistence: bool | None
+    power_limit_w: float | None
+    default_power_limit_w: float | None
+    ecc: bool | None  # current ECC mode
+    processes: tuple[int, ...] | None  # pids of other processes using the GPU
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "name": self.name, "sm_clock_mhz": self.sm_clock_mhz,
+            "max_sm_clock_mhz": self.max_sm_clock_mhz, "app_clock_mhz": self.app_clock_mhz,
+            "default_app_clock_mhz": self.default_app_clock_mhz,
+            "clocks_locked": self.clocks_locked, "persistence": self.persistence,
+            "power_limit_w": self.power_limit_w,
+            "default_power_limit_w": self.default_power_limit_w, "ecc": self.ecc,
+            "processes": list(self.processes) if self.processes is not None else None,
+        }
+
+
+def _cuda_version(value: Any) -> str | None:
+    """NVML's CUDA driver version (12040) as ``"12.4"``."""
+    number = as_int(value)
+    if number is None or number <= 0:
+        return None
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _watts(milliwatts: Any) -> float | None:
+    value = as_float(milliwatts)
+    return value / 1000.0 if value is not None else None
+
+
+def _processes(nvml: Any, handle: Any, ignore: set[int]) -> tuple[int, ...] | None:
+    """Pids of the compute and graphics processes on a GPU, less ``ignore``; None when NVML
+    cannot list them (in a container it often sees no pid: then the list is empty)."""
+    found: set[int] = set()
+    answered = False
+    for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        procs = _try(getattr(nvml, name, None), handle)
+        if procs is None:
+            continue
+        answered = True
+        for proc in procs:
+            pid = as_int(getattr(proc, "pid", None))
+            if pid is not None and pid not in ignore:
+                found.add(pid)
+    return tuple(sorted(found)) if answered else None
+
+
+def _clocks_locked(nvml: Any, handle: Any, app: int | None, default: int | None) -> bool | None:
+    """Applications clocks moved from their default, or NVML says a clocks setting holds them."""
+    if app is not None and default is not None and app != default:
+        return True
+    reasons = _try(getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None), handle)
+    if reasons is None:
+        reasons = _try(getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None), handle)
+    if reasons is not None:
+        return bool(int(reasons) & _REASON_CLOCKS_SETTING)
+    if app is not None and default is not None:
+        return False
+    return None
+
+
+def _ecc(value: Any) -> bool | None:
+    # nvmlDeviceGetEccMode returns [current, pending]
+    if isinstance(value, list | tuple) and value:
+        value = value[0]
+    number = as_int(value)
+    return None if number is None else bool(number)
+
+
+def _one_gpu_state(nvml: Any, index: int, handle: Any, ignore: set[int]) -> GpuState:
+    graphics = getattr(nvml, "NVML_CLOCK_GRAPHICS", 0)
+    sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+    app = as_int(_try(getattr(nvml, "nvmlDeviceGetApplicationsClock", None), handle, graphics))
+    default = as_int(_try(getattr(nvml, "nvmlDeviceGetDefaultApplicationsClock", None), handle,
+                          graphics))
+    persistence = as_int(_try(getattr(nvml, "nvmlDeviceGetPersistenceMode", None), handle))
+    return GpuState(
+        index=index,
+        name=_text(_try(getattr(nvml, "nvmlDeviceGetName", None), handle)),
+        sm_clock_mhz=as_int(_try(getattr(nvml, "nvmlDeviceGetClockInfo", None), handle, sm)),
+        max_sm_clock_mhz=as_int(_try(getattr(nvml, "nvmlDeviceGetMaxClockInfo", None), handle,
+                                     sm)),
+        app_clock_mhz=app,
+        default_app_clock_mhz=default,
+        clocks_locked=_clocks_locked(nvml, handle, app, default),
+        persistence=None if persistence is None else bool(persistence),
+        power_limit_w=_watts(_try(getattr(nvml, "nvmlDeviceGetPowerManagementLimit", None),
+                                  handle)),
+        default_power_limit_w=_watts(
+            _try(getattr(nvml, "nvmlDeviceGetPowerManagementDefaultLimit", None), handle)),
+        ecc=_ecc(_try(getattr(nvml, "nvmlDeviceGetEccMode", None), handle)),
+        processes=_processes(nvml, handle, ignore),
+    )
+
+
+def gpu_state(nvml: Any = None, ignore_pids: Sequence[int] = ()) -> dict[str, Any]:
+    """Every GPU's clocks, persistence mode, power limit, ECC and other processes, and the
+    driver and CUDA versions: ``{"gpus": [...], "driver", "cuda", "reason"}`` (``reason``: why
+    there is no answer, e.g. no NVML; ``""`` otherwise). Processes in ``ignore_pids`` (this
+    process and its own) are not "other" processes."""
+    with nvml_session(nvml) as (binding, reason):
+        if binding is None:
+            return {"gpus": [], "driver": None, "cuda": None, "reason": reason}
+        driver = _text(_try(getattr(binding, "nvmlSystemGetDriverVersion", None)))
+        cuda = _cuda_version(_try(getattr(binding, "nvmlSystemGetCudaDriverVersion", None)))
+        try:
+            count = int(binding.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001
+            return {"gpus": [], "driver": driver, "cuda": cuda,
+                    "reason": f"NVML cannot count GPUs ({type(exc).__name__}: {exc})"}
+        ignore = set(ignore_pids)
+        states = []
+        for i in range(count):
+            handle = _try(binding.nvmlDeviceGetHandleByIndex, i)
+            if handle is not None:
+                states.append(_one_gpu_state(binding, i, handle, ignore).to_dict())
+        return {"gpus": states, "driver": driver, "cuda": cuda, "reason": ""}
 
 
 # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------

@@ -1,0 +1,283 @@
+"""The machine's state (governor, turbo, ASLR, load, GPU clocks...) from a fake /sys and a fake
+NVML: what is read, what counts as not ready, what differs between two machines, the
+``dlbench machine`` command and the run's start warning."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dlbench.cli import main
+from pytest_dlbench.measure.monitor.nvml import gpu_state
+from pytest_dlbench.results import machine
+from pytest_dlbench.results.machine import (
+    machine_differences,
+    machine_info,
+    machine_meta,
+    machine_state,
+    readiness_problems,
+    render_state,
+    state_differences,
+)
+
+
+def fake_tree(tmp_path: Path, *, governors: list[str] | None = None, no_turbo: str | None = None,
+              boost: str | None = None, aslr: str | None = "2") -> None:
+    cpu, proc = tmp_path / "cpu", tmp_path / "proc"
+    for i, governor in enumerate(governors or []):
+        path = cpu / f"cpu{i}" / "cpufreq" / "scaling_governor"
+        path.parent.mkdir(parents=True)
+        path.write_text(governor + "\n")
+    if no_turbo is not None:
+        (cpu / "intel_pstate").mkdir(parents=True)
+        (cpu / "intel_pstate" / "no_turbo").write_text(no_turbo + "\n")
+    if boost is not None:
+        (cpu / "cpufreq").mkdir(parents=True, exist_ok=True)
+        (cpu / "cpufreq" / "boost").write_text(boost + "\n")
+    if aslr is not None:
+        (proc / "sys" / "kernel").mkdir(parents=True)
+        (proc / "sys" / "kernel" / "randomize_va_space").write_text(aslr + "\n")
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(machine, "SYS_CPU", str(tmp_path / "cpu"))
+    monkeypatch.setattr(machine, "PROC", str(tmp_path / "proc"))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML: "no GPU"
+    return tmp_path
+
+
+def test_a_tuned_machine(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tree(tree, governors=["performance"] * 4, no_turbo="1", aslr="2")
+    monkeypatch.setattr(machine, "load_average", lambda: [0.05, 0.1, 0.2])
+    state = machine_state()
+    assert (state["governor"], state["turbo"], state["aslr"]) == ("performance", False, 2)
+    assert state["gpus"] == [] and "nvidia-ml-py" in state["reason"]
+    assert readiness_problems(state) == []
+    assert render_state(state).endswith("\nready")
+
+
+def test_an_untuned_machine(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tree(tree, governors=["powersave", "performance"], boost="1", aslr="0")
+    monkeypatch.setattr(machine, "load_average", lambda: [3.5, 2.0, 1.0])
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 4)
+    state = machine_state()
+    assert state["governor"] == "mixed: performance, powersave" and state["turbo"] is True
+    assert readiness_problems(state) == [
+        "CPU governor mixed: performance, powersave", "turbo on", "ASLR off (0)",
+        "load 3.5 on 4 cores"]
+
+
+def test_missing_files_are_unknown_not_errors(tree: Path) -> None:
+    fake_tree(tree, aslr=None)  # a container: no cpufreq, no intel_pstate, no /proc/sys
+    state = machine_state()
+    assert (state["governor"], state["turbo"], state["aslr"]) == (None, None, None)
+    text = render_state(state)
+    assert "CPU governor  unknown (no cpufreq)" in text and "ASLR          unknown" in text
+    assert "GPUs          no GPU: nvidia-ml-py is not installed" in text
+
+
+def test_this_machine_never_fails() -> None:
+    state = machine_state()  # the real /proc and /sys, whatever they hold
+    assert isinstance(readiness_problems(state), list)
+    assert render_state(state).splitlines()[0].startswith("CPU governor")
+
+
+# -- GPUs, from a fake NVML --------------------------------------------------------------------
+class Proc:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+class FakeNvml:
+    NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM = 0, 1
+
+    def __init__(self, *, app: int = 1410, default: int = 1410, reasons: int = 0,
+                 persistence: int = 1, limit: int = 400_000, pids: tuple[int, ...] = ()):
+        self.app, self.default, self.reasons = app, default, reasons
+        self.persistence, self.limit, self.pids = persistence, limit, pids
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54.15"
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 12040
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return "NVIDIA A100-SXM4-80GB"
+    def nvmlDeviceGetClockInfo(self, h: int, kind: int) -> int:
+        return 1275
+    def nvmlDeviceGetMaxClockInfo(self, h: int, kind: int) -> int:
+        return 1410
+    def nvmlDeviceGetApplicationsClock(self, h: int, kind: int) -> int:
+        return self.app
+    def nvmlDeviceGetDefaultApplicationsClock(self, h: int, kind: int) -> int:
+        return self.default
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return self.reasons
+    def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
+        return self.persistence
+    def nvmlDeviceGetPowerManagementLimit(self, h: int) -> int:
+        return self.limit
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h: int) -> int:
+        return 400_000
+    def nvmlDeviceGetEccMode(self, h: int) -> list[int]:
+        return [1, 1]
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Proc]:
+        return [Proc(p) for p in self.pids]
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list[Proc]:
+        return []
+
+
+def test_gpu_state_of_a_ready_gpu() -> None:
+    state = gpu_state(FakeNvml(reasons=0x2))  # a clocks setting holds the clocks
+    assert (state["driver"], state["cuda"], state["reason"]) == ("550.54.15", "12.4", "")
+    (gpu,) = state["gpus"]
+    assert gpu == {
+        "index": 0, "name": "NVIDIA A100-SXM4-80GB", "sm_clock_mhz": 1275,
+        "max_sm_clock_mhz": 1410, "app_clock_mhz": 1410, "default_app_clock_mhz": 1410,
+        "clocks_locked": True, "persistence": True, "power_limit_w": 400.0,
+        "default_power_limit_w": 400.0, "ecc": True, "processes": [],
+    }
+    assert readiness_problems({"gpus": state["gpus"]}) == []
+
+
+def test_gpu_state_of_a_busy_untuned_gpu() -> None:
+    state = gpu_state(FakeNvml(persistence=0, limit=300_000, pids=(4242, 77)), ignore_pids=[77])
+    (gpu,) = state["gpus"]
+    assert gpu["processes"] == [4242] and gpu["clocks_locked"] is False
+    assert readiness_problems({"gpus": state["gpus"]}) == [
+        "GPU 0: 1 other process", "GPU 0 clocks not locked", "GPU 0 persistence mode off"]
+    # a lowered power cap is shown and compared, not judged
+    text = render_state({**state, "load": [0.0, 0.0, 0.0], "cores": 8})
+    assert "GPU 0 clocks           not locked (SM 1275 MHz of 1410)" in text
+    assert "GPU 0 other processes  4242" in text
+    assert text.splitlines()[-1].startswith("not ready: GPU 0: 1 other process")
+
+
+def test_applications_clocks_moved_from_their_default_are_locked() -> None:
+    (gpu,) = gpu_state(FakeNvml(app=1095, default=1410))["gpus"]
+    assert gpu["clocks_locked"] is True
+
+
+def test_an_nvml_that_answers_nothing_gives_unknowns() -> None:
+    class Mute:
+        def nvmlInit(self) -> None: ...
+        def nvmlShutdown(self) -> None: ...
+        def nvmlDeviceGetCount(self) -> int:
+            return 1
+        def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+            return i
+
+    state = gpu_state(Mute())
+    (gpu,) = state["gpus"]
+    assert gpu["index"] == 0
+    assert all(v is None for k, v in gpu.items() if k != "index")
+    assert readiness_problems(state) == []  # unknown is shown, not judged
+
+
+# -- two machines ------------------------------------------------------------------------------
+def test_state_differences() -> None:
+    now = {"governor": "powersave", "turbo": True, "aslr": 1, "load": [5.0], "driver": "550",
+           "cuda": "12.4", "gpus": [{"index": 0, "clocks_locked": False, "persistence": True,
+                                     "power_limit_w": 300.0, "ecc": True}]}
+    then = {"governor": "performance", "turbo": False, "aslr": 2, "load": [0.0],
+            "driver": "535", "cuda": "12.2", "gpus": [{"index": 0, "clocks_locked": True,
+                                                       "persistence": True,
+                                                       "power_limit_w": 400.0, "ecc": False}]}
+    assert state_differences(now, then) == [
+        "CPU governor powersave vs performance", "turbo on vs off", "ASLR partial vs full",
+        "driver 550 vs 535", "CUDA 12.4 vs 12.2", "GPU 0 clocks not locked vs locked",
+        "GPU 0 power limit 300 W vs 400 W", "GPU 0 ECC on vs off"]
+    assert state_differences(now, now) == []
+    assert state_differences(now, {"governor": None, "aslr": 1}) == []  # unknown / the same
+
+
+def test_compare_warns_when_the_states_differ() -> None:
+    def side(governor: str) -> dict[str, Any]:
+        return {"machine": {"cpu": "x", "gpus": [], "state": {"governor": governor}},
+                "versions": {}}
+
+    assert machine_differences(side("powersave"), side("performance")) == [
+        "CPU governor powersave vs performance"]
+    from pytest_dlbench.results.compare import _machine_warnings
+
+    assert _machine_warnings(None, side("powersave"), side("performance")) == (
+        "baseline machine differs: CPU governor powersave vs performance",)
+
+
+def test_the_state_is_in_the_meta_record_and_the_machine_section() -> None:
+    assert set(machine_meta()["state"]) >= {"governor", "turbo", "aslr", "load", "gpus",
+                                            "driver", "cuda"}
+    assert set(machine_info()["state"]) >= {"governor", "turbo", "aslr", "load", "gpus"}
+
+
+# -- dlbench machine ---------------------------------------------------------------------------
+def test_dlbench_machine(tree: Path, monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    fake_tree(tree, governors=["performance"], no_turbo="1", aslr="1")
+    monkeypatch.setattr(machine, "load_average", lambda: [0.0, 0.0, 0.0])
+    assert main(["machine"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:3] == ["CPU governor  performance", "turbo         off",
+                                    "ASLR          partial (1)"]
+    assert out.endswith("\nnot ready: ASLR partial (1)\n")
+    assert main(["machine", "--require-ready"]) == 4
+    capsys.readouterr()
+    assert main(["machine", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["aslr"] == 1 and data["problems"] == ["ASLR partial (1)"]
+    fake_tree(tree / "ready", governors=["performance"], no_turbo="1", aslr="2")
+    monkeypatch.setattr(machine, "SYS_CPU", str(tree / "ready" / "cpu"))
+    monkeypatch.setattr(machine, "PROC", str(tree / "ready" / "proc"))
+    assert main(["machine", "--require-ready"]) == 0
+    assert capsys.readouterr().out.endswith("\nready\n")
+
+
+# -- the run's start ---------------------------------------------------------------------------
+SUITE = "toy:\n  definition: pytest_dlbench.workloads.toy:main\n"
+
+
+@pytest.fixture
+def not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "readiness_problems", lambda state: ["turbo on", "ASLR on"])
+
+
+def test_a_machine_that_is_not_ready_warns_once(pytester: pytest.Pytester, not_ready: None):
+    pytester.makefile(".yaml", suite=SUITE)
+    result = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only",
+                                          "--bench-base=out")
+    line = ("dlbench: warning: machine not ready: turbo on, ASLR on (numbers may be noisy; "
+            "see dlbench machine)")
+    assert result.stdout.lines.count(line) == 1
+    assert result.ret == 0
+    quiet = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only", "-q",
+                                         "--bench-base=out")
+    assert quiet.stdout.lines.count(line) == 1  # no header: the line stands alone
+
+
+def test_require_ready_is_a_usage_error(pytester: pytest.Pytester, not_ready: None) -> None:
+    pytester.makefile(".yaml", suite=SUITE)
+    result = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--bench-require-ready",
+                                          "--bench-base=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: machine not ready: turbo on, ASLR on "
+                                 "(--bench-require-ready; see dlbench machine)"])
+
+
+def test_a_ready_machine_says_nothing(pytester: pytest.Pytester,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "readiness_problems", lambda state: [])
+    pytester.makefile(".yaml", suite=SUITE)
+    result = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only",
+                                          "--bench-require-ready", "--bench-base=out")
+    assert result.ret == 0
+    assert "machine not ready" not in result.stdout.str()
