@@ -82,6 +82,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             c = comparison.get(b.name)
             row["ratio"] = fixed(c.ratio, 3) if c else MISSING
             row["verdict"] = c.verdict if c else ("new" if b.n else "-")
+            row["adj ratio"] = fixed(c.adj_ratio, 3) if c else MISSING
         rows.append(row)
     return rows
 
@@ -94,10 +95,28 @@ def score_line(
     else:
         line = f"score: {fixed(summary.score, 2)}"
     if comparison is not None:
-        line += f" (ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})"
+        line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
         line += f"  price/score: {fixed(price / summary.score, 2)}"
     return line
+
+
+def ci_text(ci: tuple[float, float] | None, digits: int = 3) -> str:
+    """``[0.881, 0.912]``, or ``-`` without an interval."""
+    if ci is None:
+        return MISSING
+    return f"[{fixed(ci[0], digits)}, {fixed(ci[1], digits)}]"
+
+
+def _score_comparison(comparison: Comparison) -> str:
+    """``ratio 1.346, regressed; rate ratio 0.909``: the perf_adj score ratio (seed 001), the
+    verdict, and the rate ratio the verdict judged (with its interval when paired)."""
+    text = f"ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict}"
+    if comparison.score_rate_ratio is not None:
+        text += f"; rate ratio {fixed(comparison.score_rate_ratio, 3)}"
+        if comparison.score_ci is not None:
+            text += f" {ci_text(comparison.score_ci)}"
+    return text
 
 
 def _incomplete_line(summary: SuiteSummary) -> str | None:
@@ -131,12 +150,24 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
         lines.append(f"only in this run: {', '.join(comparison.only_current)}")
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
-    lines.append(
-        f"verdict: perf_adj ratio beyond ±{100 * comparison.tolerance:g}% and significant "
-        f"(one-sided Welch test, alpha {comparison.alpha:g})"
-    )
+    lines.append(verdict_rule(comparison))
     lines += [f"warning: {warning}" for warning in comparison.warnings]
     return lines
+
+
+#: How each test is named in the verdict line.
+_TESTS = {
+    "welch": "one-sided Welch test",
+    "t": "one-sided paired t-test on the log ratios of the rounds",
+    "wilcoxon": "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
+}
+
+
+def verdict_rule(comparison: Comparison) -> str:
+    """The rule the verdicts follow, one line."""
+    test = _TESTS.get(comparison.test, comparison.test)
+    return (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
+            f"({test}, alpha {comparison.alpha:g}); adj ratio: perf_adj, not judged")
 
 
 def _run_std_pct(runs: Sequence[RunResult]) -> float | None:
@@ -272,10 +303,10 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
 
 
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
-    """Two summaries side by side (``dlbench compare``): perf_adj, ratio and verdict."""
+    """Two summaries side by side (``dlbench compare``): perf, ratio and verdict, and the
+    perf_adj ratio beside them."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = (f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} "
-            f"(ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})")
+    line = f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} ({_score_comparison(comparison)})"
     if verbosity < 0:
         return line
     rows = []
@@ -286,6 +317,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
             "current": number(c.current),
             "ratio": fixed(c.ratio, 3),
             "verdict": c.verdict,
+            "adj ratio": fixed(c.adj_ratio, 3),
             "weight": f"{c.weight:g}",
             "units": c.units,
         }
