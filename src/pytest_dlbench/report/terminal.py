@@ -17,7 +17,15 @@ from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_va
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
 
-__all__ = ["SLOW_DEVICE", "render_comparison", "render_summary", "score_line"]
+__all__ = [
+    "SLOW_DEVICE",
+    "ci_text",
+    "render_comparison",
+    "render_paired",
+    "render_summary",
+    "score_line",
+    "verdict_rule",
+]
 
 #: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
 SLOW_DEVICE = 0.05
@@ -330,4 +338,64 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
         out += [_table(rows, width, left=["bench", "verdict", "units"]), ""]
     out.append(line)
     out += _comparison_lines(comparison)
+    return "\n".join(out)
+
+
+def paired_title(comparison: Comparison) -> str:
+    """``against main (1a2b3c4d5e): 6 rounds, base and candidate in ABBA order``."""
+    against = comparison.against or {}
+    sha = str(against.get("sha") or "")[:10]
+    rounds = against.get("rounds")
+    return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
+            f"alternating in {against.get('order') or 'ABBA'} order")
+
+
+def render_paired(
+    comparison: Comparison,
+    base: SuiteSummary | None = None,
+    *,
+    verbosity: int = 0,
+    width: int = 100,
+) -> str:
+    """A ``--bench-against`` run: per benchmark the base and candidate rates, the ratio of the
+    pairs, its interval and the verdict (the perf_adj ratio beside), then the score and the
+    base side's failed runs. ``verbosity < 0``: the score line only."""
+    level = f"{100 * (1 - 2 * comparison.alpha):g}% CI"
+    cs, bs = comparison.current_score, comparison.baseline_score
+    score = (f"score: {fixed(cs, 2)} vs base {fixed(bs, 2)} "
+             f"({_score_comparison(comparison)})")
+    if verbosity < 0:
+        return score
+    rows = []
+    for c in comparison.benchmarks:
+        row = {
+            "bench": c.name,
+            "base": number(c.baseline or None),
+            "candidate": number(c.current or None),
+            "ratio": fixed(c.ratio, 3),
+            level: ci_text(c.ci),
+            "verdict": c.verdict,
+            "p": p_value(c.p_value),
+            "pairs": str(c.samples[0]),
+            "adj ratio": fixed(c.adj_ratio, 3),
+            "units": c.units,
+        }
+        rows.append(row)
+    out = [paired_title(comparison)]
+    if rows:
+        out.append(_table(rows, width, left=["bench", "verdict", "units"]))
+    out += ["", score]
+    for c in comparison.benchmarks:
+        if c.note:
+            out.append(f"  {c.name}: {c.note}")
+    if comparison.only_current:
+        out.append(f"only on the candidate side: {', '.join(comparison.only_current)}")
+    if comparison.only_baseline:
+        out.append(f"only on the base side: {', '.join(comparison.only_baseline)}")
+    if base is not None:
+        for r in base.failed_runs:
+            why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
+            out.append(f"  base side failed {r.label}: {why}")
+    out.append(verdict_rule(comparison))
+    out += [f"warning: {warning}" for warning in comparison.warnings]
     return "\n".join(out)
