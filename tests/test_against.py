@@ -28,6 +28,18 @@ SUITE = textwrap.dedent(
 )
 
 
+STEP = textwrap.dedent(
+    """
+    import time
+
+
+    def run(bench):
+        for _ in bench.iterate(range(1000), batch_size=1):
+            time.sleep(0.02)
+    """
+)
+
+
 def git(repo: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
@@ -46,8 +58,8 @@ def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     (repo / "src" / "toypkg").mkdir(parents=True)
     (repo / "src" / "toypkg" / "__init__.py").write_text("")
-    (repo / "src" / "toypkg" / "bench.py").write_text("def run(bench):\n    pass\n")
-    (repo / "defs.py").write_text("def run(bench):\n    pass\n")
+    (repo / "src" / "toypkg" / "bench.py").write_text(STEP)
+    (repo / "defs.py").write_text(STEP)
     (repo / "s.yaml").write_text(SUITE)
     (repo / "pytest.ini").write_text("[pytest]\n")
     git(repo, "init", "-q", "-b", "main")
@@ -98,7 +110,7 @@ def test_worktree_removed_even_when_already_deleted(repo: Path) -> None:
 
 def test_missing_suite_and_dirty_tree_notes(repo: Path) -> None:
     (repo / "other.yaml").write_text("solo: {definition: defs.py:run}\n")  # untracked
-    (repo / "defs.py").write_text("def run(bench):\n    return 1\n")  # a tracked change
+    (repo / "defs.py").write_text(STEP + "\n# changed\n")  # a tracked change
     side = BaseSide.create("HEAD", repo)
     try:
         side.resolve([resolve_suite(repo / "other.yaml")], (), {"solo"})
@@ -165,4 +177,28 @@ def test_collect_only_checks_the_revision_without_a_worktree(repo: Path) -> None
     assert result.returncode == 0, result.stdout + result.stderr
     # Each round is an item: round r runs both sides.
     assert "s.yaml::fresh[D0-R1]" in result.stdout and "s.yaml::kept[D0-R0]" in result.stdout
+    assert len(worktrees(repo)) == 1
+
+
+@pytest.mark.slow
+def test_a_benchmark_the_base_lacks_runs_on_the_candidate_side_only(repo: Path) -> None:
+    result = subprocess.run(
+        [os.sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
+         "--bench-against=HEAD~1", "--bench-rounds=2", "-W", "default"],
+        cwd=repo, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "COLUMNS": "160",
+             "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])},
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode in (0, 6), out
+    sha = git(repo, "rev-parse", "--short=7", "HEAD~1")
+    note = f"s.yaml at HEAD~1 ({sha}) has no benchmark fresh: candidate side only, no verdict"
+    assert f"warning: {note}" in result.stdout  # in the dlbench section
+    assert note in out.split("warnings summary")[-1]  # and as a pytest warning
+    assert "only on the candidate side: fresh" in result.stdout
+    (run,) = (repo / ".dlbench" / "runs").iterdir()
+    assert sorted(p.name for p in run.glob("*.data")) == [
+        "fresh.D0.R0.data", "fresh.D0.R1.data", "kept.D0.R0.data", "kept.D0.R1.data"]
+    assert sorted(p.name for p in (run / "base").glob("*.data")) == [
+        "kept.D0.R0.data", "kept.D0.R1.data"]
     assert len(worktrees(repo)) == 1

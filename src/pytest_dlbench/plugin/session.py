@@ -67,6 +67,10 @@ class RunOptions:
             raise pytest.UsageError("--bench-repeat must be at least 1")
         against = config.getoption("bench_against")
         rounds = config.getoption("bench_rounds")
+        if config.getoption("bench_child_stream"):
+            # A child runs one side of one round, as told by its command line; a paired run's
+            # options reach it too through PYTEST_ADDOPTS or the ini file's addopts.
+            against = rounds = None
         if against is not None:
             from pytest_dlbench.results.gate import ROUNDS
 
