@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="%% more work per step to test (default 0,3,5,10)")
     parser.add_argument("--modes", default="paired,saved", help="paired, saved or both")
     parser.add_argument("--skip", type=int, default=5)
-    parser.add_argument("--stop", type=int, default=30)
+    parser.add_argument("--stop", type=int, default=50)
     parser.add_argument("--step-ms", type=float, default=10.0, help="a step's duration, about")
     parser.add_argument("--tolerances", type=parse_list, default=[0.02, 0.03, 0.05],
                         help="tolerances of the offline re-judging")

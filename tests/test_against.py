@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -155,7 +156,7 @@ def test_bad_revisions(repo: Path, tmp_path: Path) -> None:
 )
 def test_refused_in_one_line(repo: Path, args: list[str], message: str) -> None:
     result = subprocess.run(
-        [os.sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
          *args],
         cwd=repo, capture_output=True, text=True, timeout=300,
     )
@@ -170,7 +171,7 @@ def test_refused_in_one_line(repo: Path, args: list[str], message: str) -> None:
 
 def test_collect_only_checks_the_revision_without_a_worktree(repo: Path) -> None:
     result = subprocess.run(
-        [os.sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
          "--bench-against=HEAD~1", "--bench-rounds=2", "--collect-only", "-q"],
         cwd=repo, capture_output=True, text=True, timeout=300,
     )
@@ -183,7 +184,7 @@ def test_collect_only_checks_the_revision_without_a_worktree(repo: Path) -> None
 @pytest.mark.slow
 def test_a_benchmark_the_base_lacks_runs_on_the_candidate_side_only(repo: Path) -> None:
     result = subprocess.run(
-        [os.sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-p", "no:cacheprovider",
          "--bench-against=HEAD~1", "--bench-rounds=2", "-W", "default"],
         cwd=repo, capture_output=True, text=True, timeout=900,
         env={**os.environ, "COLUMNS": "160",
