@@ -153,7 +153,9 @@ def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_removes_the_worktree_and_keeps_the_streams(project: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_removes_the_worktree_and_keeps_the_streams(project: Path, signum: int) -> None:
+    """Ctrl-C (a real SIGINT), and SIGTERM (a cancelled CI job) the same way."""
     (project / "bench_suites" / "ci.yaml").write_text(
         SUITE.replace("stop: 10", "stop: 100000"))  # runs until interrupted
     git(project, "commit", "-qam", "endless")
@@ -173,7 +175,7 @@ def test_ctrl_c_removes_the_worktree_and_keeps_the_streams(project: Path) -> Non
     assert stream is not None, "the base side never started"
     against = json.loads((stream.parent.parent / "against.json").read_text())
     assert Path(against["worktree"]).is_dir()  # the base side runs from it now
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signum)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
     assert not Path(against["worktree"]).exists()

@@ -133,6 +133,8 @@ class Launcher:
         base_spec = against.specs.get(spec.name)
         if base_spec is not None:
             base_root = against.map_path(rootdir)
+            if not base_root.is_dir():  # the rootdir's folder is new since the base revision
+                base_root = against.path
             ini = against.map_path(config.inipath) if config.inipath is not None else None
             sides["base"] = Side(
                 "base", base_spec, against.suite_paths[spec.name],
