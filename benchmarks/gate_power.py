@@ -161,7 +161,12 @@ class Scratch:
         new = sorted(set(self.runs()) - before)
         if done.returncode not in (0, gate.REGRESSED) or not new:
             sys.stderr.write(done.stdout[-3000:] + done.stderr[-2000:])
-            raise SystemExit(f"gate_power: pytest exited {done.returncode}: {' '.join(cmd)}")
+            if not new:  # nothing ran: the set-up is broken, stop here
+                raise SystemExit(f"gate_power: pytest exited {done.returncode}: "
+                                 f"{' '.join(cmd)}")
+            # A failed run (exit 1): kept as a trial that detected nothing, counted apart.
+            print(f"gate_power: pytest exited {done.returncode} (counted as an error)",
+                  file=sys.stderr)
         return done.returncode, minutes, new[-1]
 
     def runs(self) -> list[Path]:
@@ -195,7 +200,8 @@ class Scratch:
         trial = Trial("saved", rep, slowdown, status, minutes + base_minutes, str(run),
                       baseline=str(baseline))
         c = judge_saved(run, baseline, tolerance=gate.TOLERANCE)
-        trial.verdict, trial.ratio, trial.p_value = c.verdict, c.ratio, c.p_value
+        if c is not None:
+            trial.verdict, trial.ratio, trial.p_value = c.verdict, c.ratio, c.p_value
         return trial
 
 
@@ -225,9 +231,7 @@ def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float):
     from pytest_dlbench.results.baseline import load_summary
 
     comparison = compare(_summary(Path(run)), load_summary(baseline), tolerance=tolerance)
-    b = comparison.get("gp")
-    assert b is not None
-    return b
+    return comparison.get("gp")
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -291,10 +295,11 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
     for tol in args.tolerances:
         if tol == gate.TOLERANCE:
             continue
-        judged = [argparse.Namespace(rep=t.rep, slowdown=t.slowdown,
-                                     verdict=judge_saved(t.run_dir, t.baseline,
-                                                         tolerance=tol).verdict)
-                  for t in saved]
+        judged = []
+        for t in saved:
+            b = judge_saved(t.run_dir, t.baseline, tolerance=tol)
+            judged.append(argparse.Namespace(rep=t.rep, slowdown=t.slowdown,
+                                             verdict=b.verdict if b is not None else ""))
         if judged:
             offline.append((f"  saved, tolerance {tol:.0%}", args.repeats, judged))
     if offline:
@@ -311,7 +316,12 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
         table(rows),
     ]
     lines += noise_lines(paired, saved)
-    mismatch = sum(1 for t in trials if t.verdict and (t.verdict == REGRESSED) != t.detected)
+    errors = [t for t in trials if t.status not in (0, gate.REGRESSED)]
+    if errors:
+        lines.append(f"errors: {len(errors)} trials exited with neither 0 nor 6 (a failed run): "
+                     + ", ".join(f"{t.mode} rep {t.rep} {t.slowdown:g} %" for t in errors[:5]))
+    mismatch = sum(1 for t in trials if t.verdict and t.status in (0, gate.REGRESSED)
+                   and (t.verdict == REGRESSED) != t.detected)
     if mismatch:
         lines.append(f"warning: {mismatch} trials whose exit status and recomputed verdict "
                      "disagree")

@@ -245,3 +245,14 @@ def test_layout_of_the_sides(tmp_path: Path) -> None:
     # The base side's streams are not the candidate's: a plain glob of the run directory.
     write_run(layout.base_dir(tmp_path), "x", repeat=0)
     assert layout.stream_paths(tmp_path) == []
+
+
+def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
+    from pytest_dlbench.report.html import render_html
+
+    cand, _, comparison = judge(paired_run(tmp_path, {"x": (100.0, 90.0)}))
+    page = render_html(cand, comparison=comparison)
+    section = page[page.index('id="comparison"'):]
+    assert "Paired against <code>main (aaaaaaaaaa), 6 rounds</code>" in section
+    assert "<th>90 % CI</th>" in section and "<th>perf_adj ratio</th>" in section
+    assert "regressed" in section
