@@ -215,3 +215,29 @@ def test_the_same_machine_or_an_unknown_one_is_not_warned_about(tmp_path: Path) 
     assert compare(cur, saved).warnings == ()
     assert compare(cur, base).warnings == ()  # a live baseline records no machine
     assert compare(cur.to_dict(), saved).warnings == ()  # nor does a summary's dict
+
+
+# -- the verdict judges the rate, perf_adj is shown beside it (issue 14) ------------------------
+def test_a_baseline_taken_during_a_burst_does_not_hide_a_slowdown(tmp_path: Path) -> None:
+    # Nine quiet baseline runs and one during a burst of load (std% 14 %, perf_adj 82), then a
+    # candidate 10 % slower without noise. On perf_adj the candidate looked 5 % *faster*.
+    base = suite(tmp_path / "b", {"x": (100.0, (0.0,) * 9 + (-0.45,))})
+    cur = suite(tmp_path / "c", {"x": (86.0, QUIET * 2)})
+    result = compare(cur, base).get("x")
+    assert result is not None
+    assert result.adj_ratio is not None and result.adj_ratio > 1.03  # the old verdict's ratio
+    assert result.ratio == pytest.approx(86.0 / 95.5, rel=1e-3)  # the rates themselves
+    assert (result.current, result.baseline) == (pytest.approx(86.0, rel=1e-3),
+                                                 pytest.approx(95.5))
+    assert result.verdict == REGRESSED and result.p_value is not None and result.p_value < ALPHA
+    assert result.to_dict()["adj_ratio"] == pytest.approx(result.adj_ratio)
+
+
+def test_the_score_verdict_judges_the_rate_ratio(tmp_path: Path) -> None:
+    base = suite(tmp_path / "b", {"x": (100.0, (0.0,) * 9 + (-0.45,))})
+    cur = suite(tmp_path / "c", {"x": (86.0, QUIET * 2)})
+    comparison = compare(cur, base)
+    assert comparison.score_ratio is not None and comparison.score_ratio > 1  # perf_adj scores
+    assert comparison.score_rate_ratio == pytest.approx(86.0 / 95.5, rel=1e-3)
+    assert comparison.score_verdict == REGRESSED
+    assert comparison.regressed

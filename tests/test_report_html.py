@@ -110,7 +110,9 @@ def comparison(suite: SuiteSummary) -> Comparison:
     assert bert is not None
     slower = 0.93**1.5  # bert-base weighs 2 of the score's 3: 0.93 ** 3 == 1 * slower ** 2
     before = bert.to_dict()
-    before.update(perf_adj=bert.perf_adj / slower, samples=[x / slower for x in bert.samples])
+    # The verdict judges the rate (perf) since issue 14: the baseline's rate moves with it.
+    before.update(perf=bert.perf / slower, perf_adj=bert.perf_adj / slower,
+                  samples=[x / slower for x in bert.samples])
     base = baseline(suite, **{"bert-base": before,
                               "clip-vit": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0}})
     del base["benchmarks"]["vit-b16"]
@@ -167,12 +169,15 @@ def test_comparison_section_only_when_given(suite: SuiteSummary) -> None:
 def test_comparison_values_and_verdicts_without_a_test(suite: SuiteSummary) -> None:
     resnet = suite.get("resnet18")
     assert resnet is not None
-    twice = {**resnet.to_dict(), "perf_adj": 2 * resnet.perf_adj, "samples": []}  # no p-value
-    never = {**resnet.to_dict(), "perf_adj": 0.0}  # the baseline never succeeded
+    assert resnet.perf is not None
+    # The verdict and the baseline column are on the rate (perf) since issue 14.
+    twice = {**resnet.to_dict(), "perf": 2 * resnet.perf, "perf_adj": 2 * resnet.perf_adj,
+             "samples": []}  # no p-value
+    never = {**resnet.to_dict(), "perf": None, "perf_adj": 0.0}  # the baseline never succeeded
     cmp = compare(suite, baseline(suite, resnet18=twice, **{"bert-base": never}))
     page = render_html(suite, comparison=cmp)
     section = page[page.index('id="comparison"') :]
-    assert "<th>baseline</th>" in section and f"{2 * resnet.perf_adj:,.0f}" in section
+    assert "<th>baseline</th>" in section and f"{2 * resnet.perf:,.0f}" in section
     assert "-50.0 %" in section and "nan" not in section
     assert '<span class="badge other" style="margin-left:0">incomparable</span>' in section
 

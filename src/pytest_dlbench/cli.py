@@ -119,14 +119,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
         _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
         return gate.USAGE_ERROR
     summary = summarize_dir(run_dir)
-    comparison, status = None, gate.OK
+    comparison, status, base = None, gate.OK, None
     if args.compare:
         baseline, status = _load_baseline(args.compare)
         if baseline is not None:
             comparison = compare(summary, baseline, tolerance=args.tolerance, alpha=args.alpha)
             comparison = dataclasses.replace(comparison, baseline_path=str(args.compare))
-    print(render_summary(summary, comparison, verbosity=_verbosity(args), width=_width(),
-                         price=args.price))
+    else:
+        # A --bench-against run: its base side is in the run directory, and so is the verdict.
+        from pytest_dlbench.results.paired import summarize_paired_dir
+
+        paired = summarize_paired_dir(run_dir, tolerance=args.tolerance, alpha=args.alpha,
+                                      test=args.paired_test)
+        if paired is not None:
+            _, base, comparison = paired
+    verbosity = _verbosity(args)
+    if base is not None and verbosity >= 0:
+        from pytest_dlbench.report.terminal import render_paired
+
+        print(render_summary(summary, None, verbosity=verbosity, width=_width(),
+                             price=args.price))
+        print()
+        print(render_paired(comparison, base, verbosity=verbosity, width=_width()))
+    else:
+        print(render_summary(summary, comparison, verbosity=verbosity, width=_width(),
+                             price=args.price))
     from pytest_dlbench.report.outputs import write_outputs
 
     write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
@@ -214,7 +231,8 @@ def _add_result_commands(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="the table and score of a run directory, recomputed from its streams",
         epilog="exit status: 0 ok, 1 a benchmark failed, 4 bad input, 6 regressed against "
-               "the baseline, 7 the baseline file does not exist",
+               "the baseline (or, for a --bench-against run, against its base side), 7 the "
+               "baseline file does not exist",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
     _add_report_options(report)
@@ -227,7 +245,7 @@ def _add_result_commands(commands: Any) -> None:
     )
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
-    _add_report_options(cmp, "tolerance", "alpha")
+    _add_report_options(cmp, "tolerance", "alpha")  # not paired-test: two files, no pairs
     cmp.set_defaults(handler=_cmd_compare)
 
     profile = commands.add_parser(

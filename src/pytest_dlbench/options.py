@@ -118,6 +118,27 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
         dict(type=int, default=1, metavar="N", help="run each benchmark N times"),
     ),
     (
+        "--bench-against",
+        dict(
+            metavar="REV",
+            default=None,
+            help="paired regression gate: check the git revision REV out in a temporary "
+            "worktree and run every selected benchmark on it and on this working tree, "
+            "alternating over the rounds; exit status 6 when this tree is slower "
+            "(docs/reports.md)",
+        ),
+    ),
+    (
+        "--bench-rounds",
+        dict(
+            type=gate.parse_rounds,
+            default=None,
+            metavar="K",
+            help=f"with --bench-against: rounds of (base, candidate) runs per benchmark "
+            f"(default {gate.ROUNDS})",
+        ),
+    ),
+    (
         "--bench-cpus-per-slot",
         dict(
             type=int,
@@ -184,6 +205,10 @@ REPORT_OPTIONS: list[ReportOption] = [
     ReportOption("alpha", dict(
         metavar="P", type=gate.parse_alpha, default=gate.ALPHA,
         help=f"significance level of the one-sided test (default {gate.ALPHA:g})")),
+    ReportOption("paired-test", dict(
+        metavar="TEST", type=gate.parse_paired_test, default=None,
+        help="the test of a --bench-against run's pairs: t (paired t-test on log ratios) or "
+        f"wilcoxon (signed-rank) (default {gate.PAIRED_TEST})")),
     ReportOption("require-baseline", dict(
         action="store_true", default=False,
         help="a missing --bench-compare file is an error (exit status 7), not a warning"),

@@ -32,6 +32,8 @@ class ControllerSession(BenchSession):
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
         session._check_machine()
+        if session.options.against is not None:
+            session._check_out_base(session.options.against)
         barrier = session._map_workers_to_slots()
         session.launcher = Launcher(session, barrier)
         from pytest_dlbench.plugin.reporter import BenchReporter
@@ -84,6 +86,49 @@ class ControllerSession(BenchSession):
     def plan_slots(self) -> list[Slot]:
         return plan_slots(workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot)
 
+    # -- a paired run (--bench-against): the base revision's worktree ------------------------
+
+    def _check_out_base(self, rev: str) -> None:
+        """Check ``rev`` out in a temporary worktree (removed when the session ends, whatever
+        ends it) and resolve its suites; one line and exit status 4 when that cannot be done."""
+        from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.run.against import AgainstError, BaseSide, find_repo, resolve_rev
+
+        config = self.config
+        if config.getoption("bench_compare"):
+            raise pytest.UsageError("--bench-against and --bench-compare: use one (the first "
+                                    "measures the base revision now, the second reads a file)")
+        if config.option.collectonly:  # nothing runs: check the revision, make no worktree
+            try:
+                resolve_rev(find_repo(config.rootpath), rev)
+            except AgainstError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            return
+        try:
+            side = BaseSide.create(rev, Path(config.rootpath))
+        except AgainstError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.against = side
+        config.add_cleanup(self._remove_base)
+        self._restore_sigterm = _removal_on_exit(side)
+        try:
+            side.resolve(self.suites, self.options.overrides, self.selected_names)
+        except DlbenchError as exc:
+            self._remove_base()
+            raise pytest.UsageError(str(exc)) from None
+        dirty = side.dirty_note()
+        for note in [*side.notes, *([dirty] if dirty else [])]:
+            config.issue_config_time_warning(pytest.PytestWarning(f"dlbench: {note}"),
+                                             stacklevel=2)
+
+    def _remove_base(self) -> None:
+        if self.against is not None:
+            self.against.remove()
+        restore = getattr(self, "_restore_sigterm", None)
+        if restore is not None:
+            self._restore_sigterm = None
+            restore()
+
     def make_run_dir(self) -> Path:
         return layout.make_run_dir(self.options.base, self.run_name)
 
@@ -131,11 +176,37 @@ class ControllerSession(BenchSession):
     def _write_manifest(self, specs: object) -> None:
         from pytest_dlbench.loggers import manifest_facts
 
+        specs = list(specs)  # type: ignore[call-overload]
+        facts = manifest_facts()
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
         # logging during the run does.
-        layout.write_manifest(self.run_dir(), self.run_name, specs,  # type: ignore[arg-type]
-                              facts=manifest_facts())
+        layout.write_manifest(self.run_dir(), self.run_name, specs, facts=facts)
+        if self.against is not None:
+            self._write_base_manifest(specs, facts)
         self._manifest_written = True
+
+    def _write_base_manifest(self, specs: list, facts: dict) -> None:
+        """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and
+        ``against.json`` (what the base is, the rounds and their order, the notes)."""
+        from pytest_dlbench.results.gate import PAIRED_TEST
+        from pytest_dlbench.run.against import round_order
+
+        side = self.against
+        assert side is not None
+        base_specs = [side.specs[s.name] for s in specs if s.name in side.specs]
+        base_dir = layout.side_dir(self.run_dir(), "base")
+        base_dir.mkdir(parents=True, exist_ok=True)
+        layout.write_manifest(base_dir, self.run_name, base_specs,
+                              facts={**facts, "commit": side.sha})
+        dirty = side.dirty_note()
+        layout.write_against(self.run_dir(), {
+            **side.to_dict(),
+            "rounds": self.options.repeat,
+            "order": "ABBA",
+            "first": [round_order(r)[0] for r in range(self.options.repeat)],
+            "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
+            "warnings": [*side.notes, *([dirty] if dirty else [])],
+        })
 
     # -- xdist ----------------------------------------------------------------------------------
 
@@ -146,6 +217,8 @@ class ControllerSession(BenchSession):
         worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
         if self.launcher.barrier_address:
             worker_input["dlbench_barrier"] = self.launcher.barrier_address
+        if self.against is not None:
+            worker_input["dlbench_against"] = json.dumps(self.against.to_dict())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
@@ -157,4 +230,34 @@ class ControllerSession(BenchSession):
         server = getattr(self, "_barrier_server", None)
         if server is not None:
             server.close()
+        self._remove_base()
+
+
+def _removal_on_exit(side: object):  # -> Callable[[], None] | None
+    """The worktree goes also when the process ends without unconfiguring: at exit, and on
+    SIGTERM (a CI job cancelled), turned into the KeyboardInterrupt pytest handles as Ctrl-C
+    (Ctrl-C itself already is one). Only a SIGTERM handler nobody else set is replaced; the
+    returned function puts the previous one back."""
+    import atexit
+    import signal
+    import threading
+
+    atexit.register(side.remove)  # type: ignore[attr-defined]
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):
+        return None
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
 

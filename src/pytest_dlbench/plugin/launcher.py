@@ -20,6 +20,7 @@ from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
+    from pytest_dlbench.run.against import BaseSide
 
 __all__ = ["Launched", "Launcher"]
 
@@ -37,11 +38,27 @@ def _plugin_args(args: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Launched:
-    """What running one item gave: how it ended, and where its stream and output are."""
+    """What running one item gave: how it ended, and where its stream and output are. In a
+    paired run (``--bench-against``) this is the candidate's run, and ``base`` the base side's
+    run of the same round (None when the base revision does not have the benchmark)."""
 
     outcome: Outcome
     stream: Path
     log: Path
+    base: Launched | None = None
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where and from what one side of a paired run runs a benchmark."""
+
+    name: str  # "base" or "candidate"
+    spec: BenchSpec
+    suite: Path  # the suite file the child selects its item from
+    run_dir: Path  # the side's folder (layout.side_dir)
+    rootdir: Path
+    inifile: Path | None
+    python_path: tuple[str, ...]  # first on the child's PYTHONPATH (the side's src layout)
 
 
 class Launcher:
@@ -53,29 +70,44 @@ class Launcher:
         self.barrier_address = barrier_address
 
     def run(self, spec: BenchSpec, device: int, repeat: int | None) -> Launched:
+        against = self.session.against
+        if against is None:
+            return self._run(spec, device, repeat)
+        return self._run_pair(against, spec, device, repeat)
+
+    def _run(self, spec: BenchSpec, device: int, repeat: int | None,
+             side: Side | None = None) -> Launched:
         from pytest_dlbench.run.child import run_child
 
         session = self.session
-        stream = session.stream_path(spec, device, repeat)
+        run_dir = side.run_dir if side is not None else session.run_dir()
+        spec = side.spec if side is not None else spec
+        stream = (layout.stream_path(run_dir, spec.name, device, repeat) if side is not None
+                  else session.stream_path(spec, device, repeat))
         log = layout.log_path(stream)
-        spec_file = layout.write_spec(session.run_dir(), spec)
-        cmd = self.child_command(spec, device, repeat, stream, spec_file)
-        env = {**os.environ, **self.child_env(spec, device, repeat)}
+        spec_file = layout.write_spec(run_dir, spec)
+        cmd = self.child_command(spec, device, repeat, stream, spec_file, side=side)
+        env = {**os.environ, **self.child_env(spec, device, repeat, side=side)}
+        if side is not None:
+            from pytest_dlbench.run.against import with_python_path
+
+            env = with_python_path(env, side.python_path)
+        cwd = side.rootdir if side is not None else self.config.rootpath
         cpus = session.slots[device].cpus
         if spec.is_njobs:
             wanted, have = self.njobs_slots(spec), len(session.slots)
             if wanted > have:
                 reason = f"needs {wanted} device slots, this run has {have}"
                 return Launched(Outcome(Status.SKIPPED, reason), stream, log)
-            launch = self.njobs_launch(spec, cmd)
+            launch = self.njobs_launch(spec, cmd, cwd=cwd)
             cmd, env = launch.argv, {**env, **launch.env}
             # Every slot's cores (an xdist worker is pinned to its own); ranks split them.
             cpus = tuple(sorted({c for slot in session.slots for c in slot.cpus}))
-        barrier = self.barrier_for(spec, repeat)
+        barrier = self.barrier_for(spec, repeat, side=side)
         try:
             outcome = run_child(
                 cmd, stream=stream, log=log, timeout=spec.max_duration,
-                cwd=self.config.rootpath, env=env, cpus=cpus,
+                cwd=cwd, env=env, cpus=cpus,
             )
         finally:
             if barrier is not None:  # this replica no longer holds the others back
@@ -84,30 +116,81 @@ class Launcher:
                 barriers.leave(*barrier)
         return Launched(outcome, stream, log)
 
+    # -- paired runs (--bench-against) ----------------------------------------------------------
+
+    def sides(self, against: BaseSide, spec: BenchSpec) -> dict[str, Side]:
+        """The candidate (this working tree) and, when the base revision has the benchmark,
+        the base side (its worktree)."""
+        from pytest_dlbench.run.against import source_paths
+
+        config, session = self.config, self.session
+        suite = next(s.path for s in session.suites if spec in s.specs)
+        rootdir = Path(config.rootpath)
+        sides = {"candidate": Side(
+            "candidate", spec, suite, layout.side_dir(session.run_dir(), "candidate"),
+            rootdir, config.inipath, tuple(source_paths(against.repo, rootdir)),
+        )}
+        base_spec = against.specs.get(spec.name)
+        if base_spec is not None:
+            base_root = against.map_path(rootdir)
+            if not base_root.is_dir():  # the rootdir's folder is new since the base revision
+                base_root = against.path
+            ini = against.map_path(config.inipath) if config.inipath is not None else None
+            sides["base"] = Side(
+                "base", base_spec, against.suite_paths[spec.name],
+                layout.side_dir(session.run_dir(), "base"), base_root,
+                ini if ini is not None and ini.is_file() else None,
+                tuple(source_paths(against.path, base_root)),
+            )
+        return sides
+
+    def _run_pair(self, against: BaseSide, spec: BenchSpec, device: int,
+                  repeat: int | None) -> Launched:
+        """Round ``repeat`` of a paired run: both sides, in ABBA order, on the same slot."""
+        from pytest_dlbench.run.against import round_order
+
+        sides = self.sides(against, spec)
+        done: dict[str, Launched] = {}
+        for name in round_order(repeat or 0):
+            if name not in sides:
+                continue  # the base revision does not have this benchmark
+            done[name] = self._run(spec, device, repeat, side=sides[name])
+            if done[name].outcome.status is Status.SKIPPED:
+                break  # the same on the other side (not enough device slots)
+        candidate = done.get("candidate") or self._run(spec, device, repeat,
+                                                       side=sides["candidate"])
+        return Launched(candidate.outcome, candidate.stream, candidate.log, done.get("base"))
+
     def child_command(self, spec: BenchSpec, device: int, repeat: int | None, stream: Path,
-                      spec_file: Path) -> list[str]:
+                      spec_file: Path, *, side: Side | None = None) -> list[str]:
         """``python -m pytest <suite>::<item>`` running this one item inline, from its resolved
         spec. The suite's absolute path, not the node id: a suite shipped with the package lies
-        outside the rootdir, where node ids do not name the file."""
+        outside the rootdir, where node ids do not name the file. A side of a paired run names
+        its own suite, rootdir and ini file (the base side's are in its worktree)."""
         session, config = self.session, self.config
-        suite_path = next(s.path for s in session.suites if spec in s.specs)
+        if side is not None:
+            suite_path, rootdir, inipath = side.suite, side.rootdir, side.inifile
+            run_dir = side.run_dir
+        else:
+            suite_path = next(s.path for s in session.suites if spec in s.specs)
+            rootdir, inipath, run_dir = config.rootpath, config.inipath, session.run_dir()
         selection = f"{suite_path}::{layout.item_name(spec.name, device, repeat)}"
         cmd = [
             sys.executable, "-m", "pytest", selection,
             "-p", "no:cacheprovider",  # the parent's --lf data must not be touched
             "-q", "-s", "--no-header",
-            "--rootdir", str(config.rootpath),
+            "--rootdir", str(rootdir),
             "--bench-suite", str(suite_path),
             "--bench-isolation", "inline",
             "--bench-child-stream", str(stream),
             "--bench-child-spec", str(spec_file),
-            "--bench-child-run-dir", str(session.run_dir()),
+            "--bench-child-run-dir", str(run_dir),
             "--bench-base", str(session.options.base),
             "--bench-repeat", str(session.options.repeat),
             "--bench-run-name", session.run_name,
         ]
-        if config.inipath is not None:
-            cmd += ["-c", str(config.inipath)]
+        if inipath is not None:
+            cmd += ["-c", str(inipath)]
         if config.getoption("bench_profile") is not None:
             cmd.append(f"--bench-profile={config.getoption('bench_profile')}")
         if config.getoption("bench_system"):
@@ -118,7 +201,8 @@ class Launcher:
         cmd += ["-p", "no:hypothesispytest", *_plugin_args(config.invocation_params.args)]
         return cmd
 
-    def child_env(self, spec: BenchSpec, device: int, repeat: int | None) -> dict[str, str]:
+    def child_env(self, spec: BenchSpec, device: int, repeat: int | None, *,
+                  side: Side | None = None) -> dict[str, str]:
         slots = self.session.slots
         env = {
             "PYTHONUNBUFFERED": "1",
@@ -127,24 +211,28 @@ class Launcher:
         if not spec.is_njobs:
             # An njobs job spans every slot: each rank picks its GPU and cores itself.
             env.update(slots[device].env())
-        barrier = self.barrier_for(spec, repeat)
+        barrier = self.barrier_for(spec, repeat, side=side)
         if barrier:
             env[Env.BARRIER], env[Env.BARRIER_KEY], parties = barrier
             env[Env.BARRIER_PARTIES] = str(parties)
         return {**env, **spec.env}
 
-    def barrier_for(self, spec: BenchSpec, repeat: int | None) -> tuple[str, str, int] | None:
-        """(address, key, parties) when this item's replicas run at once on several workers."""
+    def barrier_for(self, spec: BenchSpec, repeat: int | None, *,
+                    side: Side | None = None) -> tuple[str, str, int] | None:
+        """(address, key, parties) when this item's replicas run at once on several workers
+        (each side of a paired round has its own start)."""
         slots = self.session.slots
         if not self.barrier_address or spec.is_njobs or len(slots) < 2:
             return None
-        return self.barrier_address, f"{spec.name}.R{repeat or 0}", len(slots)
+        key = f"{spec.name}.R{repeat or 0}" + (f".{side.name}" if side is not None else "")
+        return self.barrier_address, key, len(slots)
 
     def njobs_slots(self, spec: BenchSpec) -> int:
         """Ranks per node of an njobs job: ``plan.slots`` (a scaling step) or every slot."""
         return int(spec.plan.get("slots") or len(self.session.slots))
 
-    def njobs_launch(self, spec: BenchSpec, child_cmd: list[str]):  # -> torchrun.Launch
+    def njobs_launch(self, spec: BenchSpec, child_cmd: list[str],
+                     cwd: Path | None = None):  # -> torchrun.Launch
         """The torchrun job (one node, or every node of the system) running ``child_cmd``."""
         from pytest_dlbench.run.launch.torchrun import njobs_launch
 
@@ -159,6 +247,6 @@ class Launcher:
             system=self.session.system,
             nproc=self.njobs_slots(spec),  # one rank per device slot of a node
             run_id=run_id,
-            cwd=self.config.rootpath,
+            cwd=cwd or self.config.rootpath,
             env=env,
         )

@@ -35,7 +35,9 @@ class BenchReporter:
         self.price = config.getoption("bench_price")
         self.tolerance = config.getoption("bench_tolerance")
         self.alpha = config.getoption("bench_alpha")
+        self.paired_test = config.getoption("bench_paired_test")
         self.summary: Any = None
+        self.base_summary: Any = None  # the base side of a --bench-against run
         self.comparison: Any = None
         self.baseline: Any = None
         self.notes: list[str] = []
@@ -76,6 +78,8 @@ class BenchReporter:
         from pytest_dlbench.results.scoring import summarize_dir
 
         self.summary = summarize_dir(run_dir)
+        if self.plugin.against is not None:
+            self._compare_paired(run_dir)
         if self.baseline is not None:
             from pytest_dlbench.results.compare import compare
 
@@ -86,6 +90,15 @@ class BenchReporter:
         self._write_files()
         if session.exitstatus == pytest.ExitCode.OK:  # pytest's own failures come first
             session.exitstatus = gate.final_status(failed=False, comparison=self.comparison)
+
+    def _compare_paired(self, run_dir: Path) -> None:
+        """A --bench-against run: the paired verdicts from both sides' streams."""
+        from pytest_dlbench.results.paired import summarize_paired_dir
+
+        result = summarize_paired_dir(run_dir, tolerance=self.tolerance, alpha=self.alpha,
+                                      test=self.paired_test)
+        if result is not None:
+            _, self.base_summary, self.comparison = result
 
     def _write_files(self) -> None:
         from pytest_dlbench.report.outputs import write_outputs
@@ -120,13 +133,19 @@ class BenchReporter:
 
         verbosity = self.config.get_verbosity()
         width = terminalreporter._tw.fullwidth
+        paired = self.comparison is not None and self.comparison.against is not None
         text = render_summary(
             self.summary,
-            self.comparison,
+            None if paired and verbosity >= 0 else self.comparison,
             verbosity=-1 if verbosity < 0 else verbosity,
             width=width,
             price=self.price,
         )
+        if paired and verbosity >= 0:
+            from pytest_dlbench.report.terminal import render_paired
+
+            text += "\n\n" + render_paired(self.comparison, self.base_summary,
+                                           verbosity=verbosity, width=width)
         if verbosity < 0:
             terminalreporter.write_line(text)
         else:

@@ -38,6 +38,7 @@ from pytest_dlbench.suite import (
 
 if TYPE_CHECKING:
     from pytest_dlbench.profile import ProfileConfig
+    from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.harness import RunContext
 
 __all__ = ["BenchSession", "RunOptions"]
@@ -55,12 +56,36 @@ class RunOptions:
     exclude: tuple[str, ...]
     overrides: tuple[str, ...]
     cpus_per_slot: int | None
+    #: ``--bench-against``: the base revision of a paired run (None: not paired). Its rounds
+    #: are the items' repeats (``name[D0-R3]`` is round 3 of both sides).
+    against: str | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> RunOptions:
         repeat = config.getoption("bench_repeat")
         if repeat < 1:
             raise pytest.UsageError("--bench-repeat must be at least 1")
+        against = config.getoption("bench_against")
+        rounds = config.getoption("bench_rounds")
+        if config.getoption("bench_child_stream"):
+            # A child runs one side of one round, as told by its command line; a paired run's
+            # options reach it too through PYTEST_ADDOPTS or the ini file's addopts.
+            against = rounds = None
+        if against is not None:
+            from pytest_dlbench.results.gate import ROUNDS
+
+            if repeat != 1:
+                raise pytest.UsageError(
+                    "--bench-against runs --bench-rounds rounds of pairs: use --bench-rounds, "
+                    "not --bench-repeat")
+            if config.getoption("bench_isolation") == "inline":
+                raise pytest.UsageError(
+                    "--bench-against needs --bench-isolation=process (each side runs its own "
+                    "code in its own process)")
+            repeat = rounds or ROUNDS
+        elif rounds is not None:
+            raise pytest.UsageError("--bench-rounds goes with --bench-against "
+                                    "(use --bench-repeat to run a benchmark several times)")
         return cls(
             base=results_base(config),
             run_name=config.getoption("bench_run_name"),
@@ -70,6 +95,7 @@ class RunOptions:
             exclude=tuple(config.getoption("bench_exclude")),
             overrides=tuple(config.getoption("bench_override")),
             cpus_per_slot=config.getoption("bench_cpus_per_slot"),
+            against=against,
         )
 
 
@@ -100,6 +126,9 @@ class BenchSession:
         self.slots: list[Slot] = self.plan_slots()
         self._run_dir: Path | None = None
         self.profiles = self._profile_settings(config.getoption("bench_profile"))
+        #: The base side of a paired run (``--bench-against``), set by the controller (which
+        #: makes its worktree) and by xdist workers (from the controller's description).
+        self.against: BaseSide | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> BenchSession:

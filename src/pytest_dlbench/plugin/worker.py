@@ -30,6 +30,13 @@ class WorkerSession(BenchSession):
         assert isinstance(session, WorkerSession)
         worker_input = config.workerinput  # type: ignore[attr-defined]
         session.launcher = Launcher(session, worker_input.get("dlbench_barrier"))
+        if worker_input.get("dlbench_against"):
+            from pytest_dlbench.run.against import BaseSide
+
+            # The controller's worktree, which it removes: the worker only resolves its suites.
+            session.against = BaseSide.from_dict(json.loads(worker_input["dlbench_against"]))
+            session.against.resolve(session.suites, session.options.overrides,
+                                    session.selected_names)
         own = os.environ.get(Env.SLOT)
         if own is not None:
             pin_to_slot(session.slots[int(own)])

@@ -119,6 +119,8 @@ class ComparisonRow:
     verdict: str
     verdict_class: str
     p_value: str
+    adj_ratio: str = "—"
+    ci: str = ""  # the ratio's interval (paired comparisons)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ class ComparisonView:
     tolerance: str
     baseline: str | None  # the baseline file
     warnings: list[str]
+    score_rate_ratio: str = "—"
+    paired: str | None = None  # "main (1a2b3c4), 6 rounds": a --bench-against comparison
+    ci_level: str = ""  # "90 %": the level of the intervals shown (paired only)
 
 
 @dataclass
@@ -273,6 +278,9 @@ def _comparison_row(c: BenchComparison) -> ComparisonRow:
         verdict=c.verdict,
         verdict_class=_VERDICT_CLASS.get(c.verdict, "other"),
         p_value=significant(c.p_value, 3, zeros=False),
+        adj_ratio=significant(c.adj_ratio, 3),
+        ci=(f"{significant(c.ci[0], 3)} – {significant(c.ci[1], 3)}" if c.ci is not None
+            else ""),
     )
 
 
@@ -287,7 +295,19 @@ def _comparison_view(comparison: Comparison) -> ComparisonView:
         tolerance=percent(comparison.tolerance, space=True, missing=DASH),
         baseline=comparison.baseline_path,
         warnings=list(comparison.warnings),
+        score_rate_ratio=significant(comparison.score_rate_ratio, 3),
+        paired=_paired_label(comparison),
+        ci_level=(f"{100 * (1 - 2 * comparison.alpha):g} %" if comparison.against is not None
+                  else ""),
     )
+
+
+def _paired_label(comparison: Comparison) -> str | None:
+    against = comparison.against
+    if against is None:
+        return None
+    sha = str(against.get("sha") or "")[:10]
+    return f"{against.get('rev')} ({sha}), {against.get('rounds')} rounds"
 
 
 def _view(

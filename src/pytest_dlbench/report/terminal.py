@@ -18,7 +18,15 @@ from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
 
-__all__ = ["SLOW_DEVICE", "render_comparison", "render_summary", "score_line"]
+__all__ = [
+    "SLOW_DEVICE",
+    "ci_text",
+    "render_comparison",
+    "render_paired",
+    "render_summary",
+    "score_line",
+    "verdict_rule",
+]
 
 #: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
 SLOW_DEVICE = 0.05
@@ -114,6 +122,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             c = comparison.get(b.name)
             row["ratio"] = fixed(c.ratio, 3) if c else MISSING
             row["verdict"] = c.verdict if c else ("new" if b.n else "-")
+            row["adj ratio"] = fixed(c.adj_ratio, 3) if c else MISSING
         rows.append(row)
     return rows
 
@@ -126,10 +135,28 @@ def score_line(
     else:
         line = f"score: {fixed(summary.score, 2)}"
     if comparison is not None:
-        line += f" (ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})"
+        line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
         line += f"  price/score: {fixed(price / summary.score, 2)}"
     return line
+
+
+def ci_text(ci: tuple[float, float] | None, digits: int = 3) -> str:
+    """``[0.881, 0.912]``, or ``-`` without an interval."""
+    if ci is None:
+        return MISSING
+    return f"[{fixed(ci[0], digits)}, {fixed(ci[1], digits)}]"
+
+
+def _score_comparison(comparison: Comparison) -> str:
+    """``ratio 1.346, regressed; rate ratio 0.909``: the perf_adj score ratio (seed 001), the
+    verdict, and the rate ratio the verdict judged (with its interval when paired)."""
+    text = f"ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict}"
+    if comparison.score_rate_ratio is not None:
+        text += f"; rate ratio {fixed(comparison.score_rate_ratio, 3)}"
+        if comparison.score_ci is not None:
+            text += f" {ci_text(comparison.score_ci)}"
+    return text
 
 
 def _incomplete_line(summary: SuiteSummary) -> str | None:
@@ -181,12 +208,24 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
         lines.append(f"only in this run: {', '.join(comparison.only_current)}")
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
-    lines.append(
-        f"verdict: perf_adj ratio beyond ±{100 * comparison.tolerance:g}% and significant "
-        f"(one-sided Welch test, alpha {comparison.alpha:g})"
-    )
+    lines.append(verdict_rule(comparison))
     lines += [f"warning: {warning}" for warning in comparison.warnings]
     return lines
+
+
+#: How each test is named in the verdict line.
+_TESTS = {
+    "welch": "one-sided Welch test",
+    "t": "one-sided paired t-test on the log ratios of the rounds",
+    "wilcoxon": "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
+}
+
+
+def verdict_rule(comparison: Comparison) -> str:
+    """The rule the verdicts follow, one line."""
+    test = _TESTS.get(comparison.test, comparison.test)
+    return (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
+            f"({test}, alpha {comparison.alpha:g}); adj ratio: perf_adj, not judged")
 
 
 def _run_std_pct(runs: Sequence[RunResult]) -> float | None:
@@ -329,10 +368,10 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
 
 
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
-    """Two summaries side by side (``dlbench compare``): perf_adj, ratio and verdict."""
+    """Two summaries side by side (``dlbench compare``): perf, ratio and verdict, and the
+    perf_adj ratio beside them."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = (f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} "
-            f"(ratio {fixed(comparison.score_ratio, 3)}, {comparison.score_verdict})")
+    line = f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} ({_score_comparison(comparison)})"
     if verbosity < 0:
         return line
     rows = []
@@ -343,6 +382,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
             "current": number(c.current),
             "ratio": fixed(c.ratio, 3),
             "verdict": c.verdict,
+            "adj ratio": fixed(c.adj_ratio, 3),
             "weight": f"{c.weight:g}",
             "units": c.units,
         }
@@ -355,4 +395,64 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
         out += [_table(rows, width, left=["bench", "verdict", "units"]), ""]
     out.append(line)
     out += _comparison_lines(comparison)
+    return "\n".join(out)
+
+
+def paired_title(comparison: Comparison) -> str:
+    """``against main (1a2b3c4d5e): 6 rounds, base and candidate in ABBA order``."""
+    against = comparison.against or {}
+    sha = str(against.get("sha") or "")[:10]
+    rounds = against.get("rounds")
+    return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
+            f"alternating in {against.get('order') or 'ABBA'} order")
+
+
+def render_paired(
+    comparison: Comparison,
+    base: SuiteSummary | None = None,
+    *,
+    verbosity: int = 0,
+    width: int = 100,
+) -> str:
+    """A ``--bench-against`` run: per benchmark the base and candidate rates, the ratio of the
+    pairs, its interval and the verdict (the perf_adj ratio beside), then the score and the
+    base side's failed runs. ``verbosity < 0``: the score line only."""
+    level = f"{100 * (1 - 2 * comparison.alpha):g}% CI"
+    cs, bs = comparison.current_score, comparison.baseline_score
+    score = (f"score: {fixed(cs, 2)} vs base {fixed(bs, 2)} "
+             f"({_score_comparison(comparison)})")
+    if verbosity < 0:
+        return score
+    rows = []
+    for c in comparison.benchmarks:
+        row = {
+            "bench": c.name,
+            "base": number(c.baseline or None),
+            "candidate": number(c.current or None),
+            "ratio": fixed(c.ratio, 3),
+            level: ci_text(c.ci),
+            "verdict": c.verdict,
+            "p": p_value(c.p_value),
+            "pairs": str(c.samples[0]),
+            "adj ratio": fixed(c.adj_ratio, 3),
+            "units": c.units,
+        }
+        rows.append(row)
+    out = [paired_title(comparison)]
+    if rows:
+        out.append(_table(rows, width, left=["bench", "verdict", "units"]))
+    out += ["", score]
+    for c in comparison.benchmarks:
+        if c.note:
+            out.append(f"  {c.name}: {c.note}")
+    if comparison.only_current:
+        out.append(f"only on the candidate side: {', '.join(comparison.only_current)}")
+    if comparison.only_baseline:
+        out.append(f"only on the base side: {', '.join(comparison.only_baseline)}")
+    if base is not None:
+        for r in base.failed_runs:
+            why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
+            out.append(f"  base side failed {r.label}: {why}")
+    out.append(verdict_rule(comparison))
+    out += [f"warning: {warning}" for warning in comparison.warnings]
     return "\n".join(out)

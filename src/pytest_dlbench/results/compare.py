@@ -1,10 +1,19 @@
 """A run against a baseline: per benchmark ratio and verdict, the score's ratio and verdict.
 
 A verdict needs size *and* evidence (reference/scoring.md, "Comparing with a baseline"): a
-benchmark **regressed** when ``ratio = perf_adj / baseline perf_adj`` is below
+benchmark **regressed** when ``ratio = perf / baseline perf`` (the rate itself) is below
 ``1 - tolerance`` and a one-sided test on both sides' samples says the drop is unlikely to be
 noise (p < ``alpha``); **improved** symmetrically. Size alone flags noise (a fixed threshold under
 2-3 % noise raises false alarms); significance alone flags differences too small to matter.
+
+Why the rate and not ``perf_adj``: ``perf_adj = perf x (1 - std%) x (1 - fail/n)`` folds each
+side's own spread into its figure, so a baseline measured during a burst of load (a large std%,
+a small perf_adj) made a real slowdown look like an improvement (issue 14: a 10 % slower step
+compared as "ratio 1.346, improved"). The spread belongs to the test, which already sees it.
+``perf_adj`` and its ratio are kept beside the verdict (``current_adj``, ``baseline_adj``,
+``adj_ratio``), and the score keeps seed 001's definition: ``score_ratio`` is the ratio of
+``perf_adj`` scores, while the score's verdict judges ``score_rate_ratio``, the weighted
+geometric mean of the benchmarks' rate ratios.
 
 The test is Welch's t-test, one-sided, on the samples of each side: the successful runs' rates
 when a side has two or more runs, else its single run's 5 block rates (batch means). Why Welch:
@@ -22,17 +31,18 @@ when a side has two or more runs, else its single run's 5 block rates (batch mea
 Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
 README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
 (5 % more work per step) is a ratio of 1/1.05 = 0.952: a 5 % threshold would catch it half the
-time at best.
+time at best. Runs made minutes apart on a shared machine are noisier than the test assumes
+(load changes between the two sides, not within one): ``--bench-against`` (results/paired.py)
+measures both sides interleaved and pairs them.
 
-The score ratio is the weighted geometric mean of the ratios of the benchmarks scored on both
-sides: the ratio of the two scores when both ran the same benchmarks, and still meaningful when a
-benchmark was added or dropped (a raw ratio of scores over different sets mixes units). The
-score (a weighted geometric mean) **regressed** when its ratio is below ``1 - tolerance`` and
-either a weighted benchmark regressed, or the combined evidence of all the weighted benchmarks in
-common is significant: the log score ratio is a weighted sum of log ratios, whose variance is the
-weighted sum of each side's variance of the log mean (delta method), tested with a t
-distribution whose degrees of freedom come from Welch-Satterthwaite. The second path catches a
-drop spread thinly over many benchmarks, none significant alone.
+The score (a weighted geometric mean) **regressed** when its rate ratio is below
+``1 - tolerance`` and either a weighted benchmark regressed, or the combined evidence of all the
+weighted benchmarks in common is significant: the log score ratio is a weighted sum of log
+ratios, whose variance is the weighted sum of each side's variance of the log mean (delta
+method), tested with a t distribution whose degrees of freedom come from Welch-Satterthwaite.
+The second path catches a drop spread thinly over many benchmarks, none significant alone. Both
+score ratios are over the benchmarks scored on both sides, so a benchmark added or dropped
+(whose units are arbitrary) cannot move them.
 """
 
 from __future__ import annotations
@@ -56,7 +66,10 @@ __all__ = [
     "UNCHANGED",
     "BenchComparison",
     "Comparison",
+    "check_levels",
+    "combined_p",
     "compare",
+    "score_verdict",
     "welch_p",
 ]
 
@@ -73,12 +86,20 @@ class BenchComparison:
     name: str
     units: str
     weight: float
-    current: float  # perf_adj
-    baseline: float  # perf_adj
-    ratio: float | None
+    current: float  # perf: the rate the verdict judges (0 when no run succeeded)
+    baseline: float  # the baseline's perf
+    ratio: float | None  # current / baseline: the verdict's size
     verdict: str
     p_value: float | None  # one-sided, in the direction of the ratio; None when not testable
-    samples: tuple[int, int]  # (current, baseline) sample sizes
+    samples: tuple[int, int]  # (current, baseline) sample sizes; paired: (pairs, pairs)
+    # perf_adj (seed 001: the rate less its spread and failures) and its ratio, shown beside.
+    current_adj: float | None = None
+    baseline_adj: float | None = None
+    adj_ratio: float | None = None
+    # A confidence interval of ``ratio`` (paired comparisons), at the level ``1 - 2 alpha`` so
+    # that its upper end is below 1 exactly when the one-sided test is significant.
+    ci: tuple[float, float] | None = None
+    note: str = ""  # why there is no verdict, one line (paired: "not in the suite at main")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +112,11 @@ class BenchComparison:
             "verdict": self.verdict,
             "p_value": self.p_value,
             "samples": list(self.samples),
+            "current_adj": self.current_adj,
+            "baseline_adj": self.baseline_adj,
+            "adj_ratio": self.adj_ratio,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "note": self.note,
         }
 
 
@@ -109,6 +135,14 @@ class Comparison:
     baseline_path: str | None = None  # where the baseline came from, for the reports
     # What makes the comparison less meaningful, one line each (the baseline's machine differs).
     warnings: tuple[str, ...] = ()
+    # The weighted geometric mean of the benchmarks' rate ratios: what the score verdict judges
+    # (``score_ratio`` is the ratio of the perf_adj scores, seed 001's figure).
+    score_rate_ratio: float | None = None
+    score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
+    #: The test behind the verdicts: "welch" (two samples), "t" or "wilcoxon" (paired rounds).
+    test: str = "welch"
+    #: Paired comparisons: the base revision and how it ran ({"rev", "sha", "rounds", ...}).
+    against: Mapping[str, Any] | None = None
 
     @property
     def regressions(self) -> tuple[str, ...]:
@@ -136,6 +170,10 @@ class Comparison:
             "alpha": self.alpha,
             "baseline_path": self.baseline_path,
             "warnings": list(self.warnings),
+            "score_rate_ratio": self.score_rate_ratio,
+            "score_ci": list(self.score_ci) if self.score_ci is not None else None,
+            "test": self.test,
+            "against": dict(self.against) if self.against is not None else None,
             "regressed": self.regressed,
         }
 
@@ -254,32 +292,81 @@ def _machine_warnings(
     return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()
 
 
+def _positive(value: Any) -> float:
+    try:
+        number = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
+
+
+def _rate(bench: Mapping[str, Any]) -> float:
+    """A benchmark's perf (0 when no run succeeded): the rate the verdict judges."""
+    return _positive(bench.get("perf"))
+
+
 def _compare_bench(
     name: str, cur: Mapping[str, Any], base: Mapping[str, Any], tolerance: float, alpha: float
 ) -> BenchComparison:
+    cur_rate, base_rate = _rate(cur), _rate(base)
     cur_adj = float(cur.get("perf_adj") or 0.0)
     base_adj = float(base.get("perf_adj") or 0.0)
     cur_s, base_s = _samples(cur), _samples(base)
     p = welch_p(cur_s, base_s)
-    if base_adj <= 0:
+    if base_rate <= 0:
         ratio, verdict, p_dir = None, INCOMPARABLE, None
-    elif cur_adj <= 0:
+    elif cur_rate <= 0:
         ratio, verdict, p_dir = 0.0, FAILED, None
     else:
-        ratio = cur_adj / base_adj
+        ratio = cur_rate / base_rate
         verdict = _verdict(ratio, p, tolerance, alpha)
         p_dir = None if p is None else (p[0] if ratio < 1 else p[1])
     return BenchComparison(
         name=name,
         units=str(cur.get("units") or base.get("units") or ""),
         weight=float(cur.get("weight") or 0.0),
-        current=cur_adj,
-        baseline=base_adj,
+        current=cur_rate,
+        baseline=base_rate,
         ratio=ratio,
         verdict=verdict,
         p_value=p_dir,
         samples=(len(cur_s), len(base_s)),
+        current_adj=cur_adj,
+        baseline_adj=base_adj,
+        adj_ratio=cur_adj / base_adj if cur_adj > 0 and base_adj > 0 else None,
     )
+
+
+def score_verdict(
+    rate_ratio: float | None,
+    benches: Sequence[BenchComparison],
+    p_lower: float | None,
+    tolerance: float,
+    alpha: float,
+) -> str:
+    """The score's verdict from its rate ratio, the weighted benchmarks' verdicts and the
+    combined one-sided p (that the score is lower). Shared by both kinds of comparison."""
+    if rate_ratio is None:
+        return INCOMPARABLE
+    weighted = [b for b in benches if b.weight > 0]
+    lower = any(b.verdict == REGRESSED for b in weighted) or (
+        p_lower is not None and p_lower < alpha
+    )
+    higher = any(b.verdict == IMPROVED for b in weighted) or (
+        p_lower is not None and 1 - p_lower < alpha
+    )
+    if rate_ratio < 1 - tolerance and lower:
+        return REGRESSED
+    if rate_ratio > 1 + tolerance and higher:
+        return IMPROVED
+    return UNCHANGED
+
+
+def check_levels(tolerance: float, alpha: float) -> None:
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
 def compare(
@@ -290,39 +377,23 @@ def compare(
     When the baseline records its machine and the current side does too (a saved summary) or
     is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
     version is one of the comparison's ``warnings``."""
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    check_levels(tolerance, alpha)
     cur, base = _as_dict(current), _as_dict(baseline)
     cur_b, base_b = cur["benchmarks"], base["benchmarks"]
     common = [n for n in cur_b if n in base_b]
     benches = tuple(_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common)
     cs, bs = cur.get("score"), base.get("score")
-    # Over the benchmarks scored on both sides: with the same set this is exactly cs / bs, and
-    # a benchmark added or dropped (whose units are arbitrary) cannot move it.
-    both = [b for b in benches if b.ratio and b.weight > 0 and _scored(base_b[b.name])]
-    score_ratio = weighted_geomean((b.ratio, b.weight) for b in both)  # type: ignore[misc]
+    # Over the benchmarks scored on both sides: with the same set the perf_adj ratio is exactly
+    # cs / bs, and a benchmark added or dropped (whose units are arbitrary) cannot move it.
+    both = [b for b in benches if b.ratio and b.weight > 0 and _scored(base_b[b.name])
+            and _scored(cur_b[b.name])]
+    score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
+    rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
     score_p = combined_p(
         [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in both]
     )
-    if score_ratio is None:
-        score_verdict = INCOMPARABLE
-    else:
-        weighted = [b for b in benches if b.weight > 0]
-        lower = any(b.verdict == REGRESSED for b in weighted) or (
-            score_p is not None and score_p < alpha
-        )
-        higher = any(b.verdict == IMPROVED for b in weighted) or (
-            score_p is not None and 1 - score_p < alpha
-        )
-        if score_ratio < 1 - tolerance and lower:
-            score_verdict = REGRESSED
-        elif score_ratio > 1 + tolerance and higher:
-            score_verdict = IMPROVED
-        else:
-            score_verdict = UNCHANGED
-    if score_p is not None and score_ratio is not None and score_ratio > 1:
+    verdict = score_verdict(rate_ratio, benches, score_p, tolerance, alpha)
+    if score_p is not None and rate_ratio is not None and rate_ratio > 1:
         score_p = 1 - score_p  # reported in the direction of the change, like the benchmarks'
     return Comparison(
         benchmarks=benches,
@@ -331,9 +402,10 @@ def compare(
         current_score=cs,
         baseline_score=bs,
         score_ratio=score_ratio,
-        score_verdict=score_verdict,
+        score_verdict=verdict,
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,
         warnings=_machine_warnings(current, cur, base),
+        score_rate_ratio=rate_ratio,
     )

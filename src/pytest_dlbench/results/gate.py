@@ -23,13 +23,18 @@ __all__ = [
     "REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
+    "PAIRED_TEST",
+    "PAIRED_TESTS",
+    "ROUNDS",
     "TOLERANCE",
     "BaselineLoad",
     "OptionValueError",
     "final_status",
     "load_baseline",
     "parse_alpha",
+    "parse_paired_test",
     "parse_price",
+    "parse_rounds",
     "parse_tolerance",
 ]
 
@@ -51,6 +56,13 @@ BASELINE_MISSING = 7
 #: ``benchmarks/detection.py``: see docs/reports.md.
 TOLERANCE = 0.03
 ALPHA = 0.05
+
+#: ``--bench-against``: rounds of (base, candidate) pairs per benchmark, and the paired test
+#: (results/paired.py). Even, so that ABBA order puts each side first equally often.
+#: Provisional until ``benchmarks/gate_power.py`` is run on a quiet machine (docs/reports.md).
+ROUNDS = 6
+PAIRED_TESTS = ("t", "wilcoxon")
+PAIRED_TEST = "t"
 
 
 # -- option values (argparse ``type=`` callables, for pytest's parser and the CLI's) -------------
@@ -84,6 +96,26 @@ def parse_alpha(text: str) -> float:
         value = -1.0
     if not 0 < value < 1:
         raise OptionValueError(f"alpha must be a number in (0, 1), got {text!r}")
+    return value
+
+
+def parse_paired_test(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in PAIRED_TESTS:
+        raise OptionValueError(
+            f"paired test must be one of {', '.join(PAIRED_TESTS)}, got {text!r}"
+        )
+    return value
+
+
+def parse_rounds(text: str) -> int:
+    """Rounds of a paired run: two at least (one pair has no variance to test against)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise OptionValueError(f"rounds must be a whole number, 2 or more, got {text!r}")
     return value
 
 

@@ -7,9 +7,21 @@
     specs/<bench>.json          the resolved spec a child process (or torchrun rank) runs
     <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark
     <bench>.D<k>[.R<r>].log     that run's child output
+    against.json                a --bench-against run: the base revision (rev, sha, worktree),
+                                the rounds, their order and the paired test
+    base/                       its base side, laid out as a run directory of its own
+        manifest.json           (what the base revision's suite selected)
+        specs/<bench>.json      (resolved from the base revision's suite)
+        <bench>.D<k>.R<r>.data  round r of the base side: pairs with ../<bench>.D<k>.R<r>.data
 ```
 
-Item ids follow the same names: ``<bench>[D<k>]``, or ``<bench>[D<k>-R<r>]`` with repeats.
+Item ids follow the same names: ``<bench>[D<k>]``, or ``<bench>[D<k>-R<r>]`` with repeats (and
+the rounds of a paired run).
+
+A paired run keeps the candidate (the working tree) where every run is, so everything that reads
+a run directory (``dlbench report``, the loggers, the HTML report) sees the candidate as a plain
+run, and ``base/`` is a run directory too (``dlbench report RUN_DIR/base`` reports the base side
+alone). Both sides' streams have the same names: a pair is two files of the same name.
 """
 
 from __future__ import annotations
@@ -27,19 +39,26 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.suite import BenchSpec
 
 __all__ = [
+    "AGAINST",
+    "BASE",
     "MANIFEST",
+    "SIDES",
     "StreamName",
+    "base_dir",
     "item_name",
     "log_path",
     "make_run_dir",
     "parse_item_id",
     "parse_stream_name",
     "profile_dir",
+    "read_against",
     "read_manifest",
     "read_spec",
     "spec_path",
     "stream_path",
+    "side_dir",
     "stream_paths",
+    "write_against",
     "write_manifest",
     "write_spec",
 ]
@@ -49,6 +68,10 @@ STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
 PROFILE_SUFFIX = ".profile"
 SPECS = "specs"
+AGAINST = "against.json"
+BASE = "base"
+#: The two sides of a paired run: the base revision, and the candidate (the working tree).
+SIDES = ("base", "candidate")
 _STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 _ITEM_ID = re.compile(r"(?:^|::)(?P<bench>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
 
@@ -79,6 +102,38 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
         except FileExistsError:
             suffix += 1
             candidate = runs / f"{run_name}.{stamp}-{suffix}"
+
+
+def base_dir(run_dir: str | PathLike[str]) -> Path:
+    """``<run_dir>/base``: the base side of a ``--bench-against`` run."""
+    return Path(run_dir) / BASE
+
+
+def side_dir(run_dir: str | PathLike[str], side: str) -> Path:
+    """Where one side of a paired run keeps its streams, specs and manifest: the candidate in
+    the run directory itself, the base in ``base/``."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    return base_dir(run_dir) if side == "base" else Path(run_dir)
+
+
+def write_against(run_dir: str | PathLike[str], info: dict[str, Any]) -> Path:
+    """``against.json``: what the base side of a paired run is, and how the rounds ran."""
+    path = Path(run_dir) / AGAINST
+    path.write_text(json.dumps({"version": 1, **info}, indent=2, default=str) + "\n")
+    return path
+
+
+def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
+    """``<run_dir>/against.json``, or None: not a paired run."""
+    path = Path(run_dir) / AGAINST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise DlbenchError(f"{path}: unreadable: {exc}") from exc
+    return data if isinstance(data, dict) else None
 
 
 # -- streams -------------------------------------------------------------------------------------

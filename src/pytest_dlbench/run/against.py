@@ -1,0 +1,268 @@
+"""The base side of a paired run (``--bench-against=REV``): a git worktree of REV, the base
+revision's suites resolved from it, and the order the two sides run in.
+
+No pytest here. The controller makes the worktree (:meth:`BaseSide.create`) and removes it when
+the session ends, however it ends (:meth:`BaseSide.remove`); xdist workers rebuild the same
+object from the controller's description (:meth:`BaseSide.from_dict`) without touching git.
+
+**The order: ABBA.** Round ``r`` of a benchmark runs base then candidate when r is even, and
+candidate then base when it is odd, so the runs go B C C B B C C B ... Each pair's two runs are
+adjacent (what the machine's load does to one mostly does to the other), a steady drift is
+cancelled over every two rounds (each side runs first equally often with an even number of
+rounds), and so is any first-run or second-run effect (a cold page cache, a CPU boosting after
+idling). A randomised order balances these only on average and, with 6 rounds, often lets one
+side go first 4 times or more; it protects against load that is periodic at exactly the period
+of two runs, which a shared runner does not have.
+
+**What the base side imports.** Its children run with the worktree as working directory
+(the rootdir mapped into it) and ``<worktree>/src`` first on ``PYTHONPATH`` when there is one;
+the candidate's children get the working tree's own ``src`` the same way, so both sides import
+their own tree's code:
+
+- a ``src`` layout (``src/<package>``) installed in development mode (``pip install -e``,
+  setuptools, hatchling, flit, pdm, uv) or not installed at all: ``PYTHONPATH`` comes before the
+  editable install's path entry or import hook;
+- a flat layout (``<package>/`` at the rootdir): ``python -m pytest`` puts the working
+  directory first on ``sys.path``;
+- benchmark definitions given as files (``defs.py:step``) are resolved against the base
+  revision's suite file, inside the worktree.
+
+Not covered: code that must be built (C/C++/CUDA extensions: the worktree is not built), a
+package installed non-editable into site-packages under another directory name, and git
+submodules (not checked out in the worktree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
+
+__all__ = [
+    "AgainstError",
+    "BaseSide",
+    "WORKTREE_PREFIX",
+    "round_order",
+    "source_paths",
+]
+
+#: Temporary worktrees are made under the system's temporary directory with this prefix.
+WORKTREE_PREFIX = "dlbench-against-"
+
+
+class AgainstError(DlbenchError):
+    """``--bench-against`` cannot be used here: one line for the user."""
+
+
+def round_order(round_index: int) -> tuple[str, str]:
+    """The sides of round ``r`` in the order they run: ABBA (see the module's docstring)."""
+    return ("base", "candidate") if round_index % 2 == 0 else ("candidate", "base")
+
+
+def _git(repo: Path | None, *args: str, check: bool = True, strip: bool = True) -> str:
+    cmd = ["git", *(["-C", str(repo)] if repo is not None else []), *args]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise AgainstError("--bench-against needs git, and git is not installed") from None
+    if check and done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise AgainstError(f"git {args[0]} failed: {lines[-1] if lines else done.returncode}")
+    if done.returncode != 0:
+        return ""
+    return done.stdout.strip() if strip else done.stdout
+
+
+def find_repo(start: Path) -> Path:
+    start = Path(start)
+    top = _git(start if start.is_dir() else start.parent, "rev-parse", "--show-toplevel",
+               check=False)
+    if not top:
+        raise AgainstError(f"--bench-against: {start} is not inside a git repository")
+    return Path(top).resolve()
+
+
+def resolve_rev(repo: Path, rev: str) -> str:
+    """The commit ``rev`` names; one line when there is none."""
+    if not rev or rev.startswith("-"):
+        raise AgainstError(f"--bench-against={rev!r}: not a revision")
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+               check=False)
+    if not sha:
+        raise AgainstError(f"--bench-against={rev}: no such revision in {repo} "
+                           "(fetch it first: git fetch origin main)")
+    return sha
+
+
+def dirty_files(repo: Path) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not); untracked files do not count."""
+    out = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", check=False,
+               strip=False)
+    files, entries = [], iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) > 3:
+            files.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy: its source path follows
+                next(entries, None)
+    return files
+
+
+def source_paths(tree: Path, rootdir: Path) -> list[str]:
+    """What goes first on a side's ``PYTHONPATH``: ``<rootdir>/src`` and ``<tree>/src``, those
+    that exist (a src layout)."""
+    found: list[str] = []
+    for candidate in (rootdir / "src", tree / "src"):
+        if candidate.is_dir() and str(candidate) not in found:
+            found.append(str(candidate))
+    return found
+
+
+def with_python_path(env: dict[str, str], paths: Sequence[str]) -> dict[str, str]:
+    if not paths:
+        return env
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": os.pathsep.join([*paths, *([rest] if rest else [])])}
+
+
+@dataclass
+class BaseSide:
+    """The base revision checked out in a temporary worktree, and its suites."""
+
+    rev: str  # as the user wrote it
+    sha: str
+    repo: Path  # the user's working tree (its top level)
+    path: Path  # the worktree
+    head: str = ""  # the candidate's HEAD commit
+    dirty: tuple[str, ...] = ()
+    owner: bool = False  # this process made the worktree and removes it
+    # Benchmark name -> its spec at the base revision; suites that could not be used -> why.
+    specs: dict[str, BenchSpec] = field(default_factory=dict)
+    suite_paths: dict[str, Path] = field(default_factory=dict)  # bench -> base suite file
+    notes: list[str] = field(default_factory=list)
+
+    # -- making and removing the worktree ---------------------------------------------------
+    @classmethod
+    def create(cls, rev: str, start: Path) -> BaseSide:
+        """Check ``rev`` out in a temporary worktree of the repository around ``start``."""
+        repo = find_repo(start)
+        sha = resolve_rev(repo, rev)
+        head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False)
+        dirty = tuple(dirty_files(repo))
+        path = Path(tempfile.mkdtemp(prefix=WORKTREE_PREFIX)).resolve()
+        path.rmdir()  # git makes it
+        side = cls(rev=rev, sha=sha, repo=repo, path=path, head=head, dirty=dirty, owner=True)
+        try:
+            _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+        except BaseException:
+            side.remove()
+            raise
+        return side
+
+    def remove(self) -> None:
+        """Remove the worktree and git's record of it; safe to call twice, never raises."""
+        if not self.owner:
+            return
+        with contextlib.suppress(AgainstError):
+            _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
+        if self.path.exists():  # git refused (a locked or broken worktree): remove it ourselves
+            shutil.rmtree(self.path, ignore_errors=True)
+            with contextlib.suppress(AgainstError):
+                _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
+        self.owner = False
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+    @property
+    def label(self) -> str:
+        return f"{self.rev} ({self.sha[:7]})"
+
+    # -- paths in the worktree --------------------------------------------------------------
+    def map_path(self, path: Path) -> Path:
+        """``path`` of the working tree, at the same place in the worktree; a path outside the
+        repository (a suite shipped with an installed package) is the same on both sides."""
+        path = Path(path).resolve()
+        try:
+            return self.path / path.relative_to(self.repo)
+        except ValueError:
+            return path
+
+    # -- the base revision's suites ---------------------------------------------------------
+    def resolve(self, suites: Iterable[ResolvedSuite], overrides: Sequence[str],
+                wanted: Iterable[str]) -> None:
+        """Resolve each candidate suite as it is at the base revision; note every wanted
+        benchmark the base side cannot run (no such suite, or no such benchmark there)."""
+        wanted = set(wanted)
+        for suite in suites:
+            names = [s.name for s in suite.specs if s.name in wanted and s.enabled]
+            if not names:
+                continue
+            base_path = self.map_path(suite.path)
+            shown = _shown(suite.path, self.repo)
+            if not base_path.is_file():
+                self.notes.append(f"{shown} does not exist at {self.label}: "
+                                  f"{_listing(names)} run on the candidate side only")
+                continue
+            try:
+                resolved = resolve_suite(base_path, overrides)
+            except DlbenchError as exc:
+                self.notes.append(f"{shown} at {self.label} cannot be resolved ({exc}): "
+                                  f"{_listing(names)} run on the candidate side only")
+                continue
+            by_name = {s.name: s for s in resolved.specs if s.enabled}
+            missing = [n for n in names if n not in by_name]
+            if missing:
+                self.notes.append(f"{shown} at {self.label} has no benchmark "
+                                  f"{_listing(missing)}: candidate side only, no verdict")
+            for name in names:
+                if name in by_name:
+                    self.specs[name] = by_name[name]
+                    self.suite_paths[name] = base_path
+
+    def dirty_note(self) -> str | None:
+        """One line when the candidate has uncommitted changes (they are measured with it)."""
+        if not self.dirty:
+            return None
+        shown = ", ".join(self.dirty[:3]) + (", ..." if len(self.dirty) > 3 else "")
+        return (f"uncommitted changes in {len(self.dirty)} tracked "
+                f"file{'s' if len(self.dirty) != 1 else ''} ({shown}) are part of the "
+                f"candidate side, measured against {self.label}")
+
+    # -- handing it to xdist workers, and to the run directory -------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rev": self.rev,
+            "sha": self.sha,
+            "repo": str(self.repo),
+            "worktree": str(self.path),
+            "head": self.head,
+            "dirty": list(self.dirty),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BaseSide:
+        return cls(rev=str(data["rev"]), sha=str(data["sha"]), repo=Path(data["repo"]),
+                   path=Path(data["worktree"]), head=str(data.get("head") or ""),
+                   dirty=tuple(data.get("dirty") or ()), owner=False)
+
+
+def _shown(path: Path, repo: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(repo))
+    except ValueError:
+        return str(path)
+
+
+def _listing(names: Sequence[str]) -> str:
+    return ", ".join(names)

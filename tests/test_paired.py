@@ -1,0 +1,258 @@
+"""Paired verdicts of a --bench-against run (results/paired.py), from written streams."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from _runs import steady_at, write_manifest, write_run
+
+from pytest_dlbench.cli import main
+from pytest_dlbench.report.terminal import render_paired
+from pytest_dlbench.results import gate
+from pytest_dlbench.results.compare import (
+    FAILED,
+    IMPROVED,
+    INCOMPARABLE,
+    REGRESSED,
+    UNCHANGED,
+)
+from pytest_dlbench.results.paired import (
+    _hodges_lehmann,
+    _signed_rank_counts,
+    paired_stats,
+    pairs_of,
+    summarize_paired_dir,
+)
+from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.run import layout
+from pytest_dlbench.run.against import round_order
+
+# Per round, a load factor both runs of the round share (a drift and two bursts): large
+# between rounds, small within a pair.
+LOAD = (1.0, 0.80, 0.95, 0.60, 1.0, 0.90)
+WOBBLE = (0.004, -0.003, 0.002, -0.004, 0.003, -0.002)
+
+
+def paired_run(tmp: Path, benches: dict[str, tuple[float, float]], *, rounds: int = 6,
+               base_only: tuple[str, ...] = (), weight: float = 1.0) -> Path:
+    """A run directory with its base side: ``{name: (base rate, candidate rate)}``, each round
+    scaled by ``LOAD`` on both sides, the candidate with a small wobble of its own."""
+    run = tmp / "run"
+    base = layout.base_dir(run)
+    base.mkdir(parents=True, exist_ok=True)
+    for name, (b, c) in benches.items():
+        for r in range(rounds):
+            load = LOAD[r % len(LOAD)]
+            write_run(base, name, steady_at(b * load), repeat=r, weight=weight)
+            write_run(run, name, steady_at(c * load * (1 + WOBBLE[r % 6])), repeat=r,
+                      weight=weight)
+    for name in base_only:
+        for r in range(rounds):
+            write_run(base, name, steady_at(10.0), repeat=r, weight=weight)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": rounds,
+                               "order": "ABBA", "test": "t", "warnings": []})
+    return run
+
+
+def judge(run: Path, **kw):
+    result = summarize_paired_dir(run, **kw)
+    assert result is not None
+    return result
+
+
+def test_abba_order() -> None:
+    assert [round_order(r) for r in range(4)] == [
+        ("base", "candidate"), ("candidate", "base"), ("base", "candidate"), ("candidate", "base")
+    ]
+
+
+def test_pairs_cancel_the_load_that_welch_sees(tmp_path: Path) -> None:
+    # 5 % slower under load swings of 40 %: the paired test sees it, two-sample Welch cannot.
+    run = paired_run(tmp_path, {"x": (100.0, 95.0)})
+    cand, base, comparison = judge(run)
+    x = comparison.get("x")
+    assert x is not None and x.verdict == REGRESSED
+    assert x.ratio == pytest.approx(0.95, abs=0.005)
+    assert x.ci is not None and x.ci[0] < x.ratio < x.ci[1] < 1
+    assert x.p_value is not None and x.p_value < 0.001
+    assert x.samples == (6, 6)
+    assert comparison.regressed and comparison.score_verdict == REGRESSED
+    assert comparison.test == "t" and comparison.against["rev"] == "main"  # type: ignore[index]
+    from pytest_dlbench.results.compare import compare
+
+    assert compare(cand, base).get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+
+
+def test_same_code_is_unchanged_and_faster_is_improved(tmp_path: Path) -> None:
+    _, _, same = judge(paired_run(tmp_path / "a", {"x": (100.0, 100.0)}))
+    assert same.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    assert not same.regressed
+    ci = same.get("x").ci  # type: ignore[union-attr]
+    assert ci is not None and ci[0] < 1 < ci[1]
+    _, _, faster = judge(paired_run(tmp_path / "b", {"x": (100.0, 110.0)}))
+    assert faster.get("x").verdict == IMPROVED  # type: ignore[union-attr]
+    assert faster.score_verdict == IMPROVED
+
+
+def test_within_tolerance_is_unchanged(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, {"x": (100.0, 98.5)})
+    _, _, comparison = judge(run)
+    x = comparison.get("x")
+    assert x is not None and x.p_value is not None and x.p_value < gate.ALPHA
+    assert x.verdict == UNCHANGED  # significant, but 1.5 % is inside the 3 % tolerance
+    _, _, strict = judge(run, tolerance=0.01)
+    assert strict.get("x").verdict == REGRESSED  # type: ignore[union-attr]
+
+
+def test_wilcoxon_test(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, {"x": (100.0, 95.0)})
+    _, _, comparison = judge(run, test="wilcoxon")
+    x = comparison.get("x")
+    assert comparison.test == "wilcoxon"
+    assert x is not None and x.verdict == REGRESSED
+    assert x.p_value == pytest.approx(1 / 64)  # every one of 6 pairs lower: the exact minimum
+    assert x.ci is not None and x.ci[1] < 1
+    # Four rounds cannot reach 0.05 with ranks (2**-4 = 0.0625): no verdict, by design.
+    few = paired_run(tmp_path / "few", {"x": (100.0, 90.0)}, rounds=4)
+    _, _, four = judge(few, test="wilcoxon")
+    assert four.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    assert judge(few, test="t")[2].get("x").verdict == REGRESSED  # type: ignore[union-attr]
+
+
+def test_paired_stats_edge_cases() -> None:
+    assert paired_stats([]) is None
+    one = paired_stats([math.log(0.9)])
+    assert one is not None and one.p_lower is None and one.ci is None
+    assert one.ratio == pytest.approx(0.9)
+    flat = paired_stats([math.log(0.9)] * 3)  # no noise at all: a deterministic difference
+    assert flat is not None and flat.p_lower == 0.0 and flat.ci == (
+        pytest.approx(0.9), pytest.approx(0.9))
+    with pytest.raises(ValueError, match="unknown paired test"):
+        paired_stats([0.1, 0.2], test="sign")
+
+
+def test_signed_rank_distribution_and_hodges_lehmann() -> None:
+    counts = _signed_rank_counts(3)  # sums of subsets of {1, 2, 3}
+    assert counts == [1, 1, 1, 2, 1, 1, 1] and sum(counts) == 8
+    estimate, ci = _hodges_lehmann([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 0.05)
+    assert estimate == pytest.approx(0.35)
+    # W+ <= 2 has probability 3/64 <= 0.05: the 3rd smallest and 3rd largest of 21 averages.
+    assert ci == (pytest.approx(0.2), pytest.approx(0.5))
+    assert _hodges_lehmann([0.1, 0.2, 0.3], 0.05)[1] is None  # 2**-3 > 0.05: no interval
+
+
+def test_failed_rounds_are_left_out_and_failures_named(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, {"x": (100.0, 95.0), "dead": (10.0, 10.0)})
+    write_run(layout.base_dir(run), "x", repeat=2, status="crash", reason="crash: boom")
+    for r in range(6):
+        write_run(run, "dead", repeat=r, status="oom", reason="oom: CUDA out of memory")
+    cand, base, comparison = judge(run)
+    x = comparison.get("x")
+    assert x is not None and x.samples == (5, 5)  # round 2's base run crashed
+    assert len(pairs_of(base.get("x"), cand.get("x"))) == 5
+    assert comparison.get("dead").verdict == FAILED  # type: ignore[union-attr]
+    text = render_paired(comparison, base, width=120)
+    assert "base side failed x[D0-R2]: crash: boom" in text
+    assert "failed runs" not in text
+
+
+def test_base_without_the_benchmark_lists_it(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, {"x": (100.0, 100.0)}, base_only=("gone",))
+    for r in range(6):
+        write_run(run, "new", steady_at(5.0), repeat=r)
+    _, _, comparison = judge(run)
+    assert comparison.only_current == ("new",)
+    assert comparison.only_baseline == ("gone",)
+    assert [b.name for b in comparison.benchmarks] == ["x"]
+    # Every base run failed: no pair, no verdict, and a note says why.
+    run2 = paired_run(tmp_path / "b", {"y": (100.0, 100.0)})
+    for r in range(6):
+        write_run(layout.base_dir(run2), "y", repeat=r, status="crash", reason="crash: x")
+    y = judge(run2)[2].get("y")
+    assert y is not None and y.verdict == INCOMPARABLE and y.note == "no base run succeeded"
+
+
+def test_score_combines_the_benchmarks(tmp_path: Path) -> None:
+    # Four benchmarks 4 % slower, each with noisy pairs: the score's test pools them.
+    run = tmp_path / "run"
+    base = layout.base_dir(run)
+    base.mkdir(parents=True)
+    noise = (0.10, -0.08, 0.06, -0.10, 0.08, -0.06)
+    for k, name in enumerate("abcd"):
+        for r in range(6):
+            j = noise[(r + k) % 6]
+            write_run(base, name, steady_at(100.0 * LOAD[r]), repeat=r)
+            write_run(run, name, steady_at(96.0 * LOAD[r] * (1 + j)), repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "b" * 40, "rounds": 6})
+    _, _, comparison = judge(run)
+    assert all(b.verdict == UNCHANGED for b in comparison.benchmarks)
+    assert comparison.score_rate_ratio == pytest.approx(0.96, abs=0.005)
+    assert comparison.score_ci is not None and comparison.score_ci[1] < 1
+    assert comparison.score_p_value is not None and comparison.score_p_value < gate.ALPHA
+    assert comparison.score_verdict == REGRESSED and comparison.regressed
+
+
+def test_render_paired_table(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, {"resnet": (100.0, 90.0), "bert": (500.0, 500.0)})
+    _, base, comparison = judge(run)
+    text = render_paired(comparison, base, width=120)
+    lines = text.splitlines()
+    assert lines[0] == ("against main (aaaaaaaaaa): 6 rounds, base and candidate alternating "
+                        "in ABBA order")
+    assert lines[1].split() == ["bench", "base", "candidate", "ratio", "90%", "CI", "verdict",
+                                "p", "pairs", "adj", "ratio", "units"]
+    resnet = next(line for line in lines if line.startswith("resnet"))
+    assert "0.900" in resnet and "regressed" in resnet and "[0.89" in resnet
+    assert any(line.startswith("score: ") and "regressed; rate ratio 0.9" in line
+               for line in lines)
+    assert "paired t-test on the log ratios of the rounds" in text
+    assert render_paired(comparison, verbosity=-1).startswith("score: ")
+
+
+def test_dlbench_report_recomputes_the_paired_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    run = paired_run(tmp_path, {"x": (100.0, 90.0)})
+    write_manifest(run, {"x": {}})
+    assert main(["report", str(run)]) == gate.REGRESSED
+    out = capsys.readouterr().out
+    assert "against main" in out and "regressed" in out
+    assert main(["report", str(run), "--paired-test", "wilcoxon"]) == gate.REGRESSED
+    assert "Wilcoxon signed-rank" in capsys.readouterr().out
+    assert main(["report", str(layout.base_dir(run))]) == gate.OK  # the base side alone
+    assert "against" not in capsys.readouterr().out
+    same = paired_run(tmp_path / "same", {"x": (100.0, 100.0)})
+    assert main(["report", str(same), "-q"]) == gate.OK
+    assert capsys.readouterr().out.startswith("score: ")
+
+
+def test_summarize_paired_dir_is_none_for_a_plain_run(tmp_path: Path) -> None:
+    write_run(tmp_path, "x", steady_at(10.0))
+    assert summarize_paired_dir(tmp_path) is None
+    assert summarize_dir(tmp_path).get("x") is not None
+
+
+def test_layout_of_the_sides(tmp_path: Path) -> None:
+    assert layout.side_dir(tmp_path, "candidate") == tmp_path
+    assert layout.side_dir(tmp_path, "base") == tmp_path / "base"
+    with pytest.raises(ValueError):
+        layout.side_dir(tmp_path, "other")
+    layout.write_against(tmp_path, {"rev": "HEAD~1"})
+    assert layout.read_against(tmp_path) == {"version": 1, "rev": "HEAD~1"}
+    # The base side's streams are not the candidate's: a plain glob of the run directory.
+    write_run(layout.base_dir(tmp_path), "x", repeat=0)
+    assert layout.stream_paths(tmp_path) == []
+
+
+def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
+    from pytest_dlbench.report.html import render_html
+
+    cand, _, comparison = judge(paired_run(tmp_path, {"x": (100.0, 90.0)}))
+    page = render_html(cand, comparison=comparison)
+    section = page[page.index('id="comparison"'):]
+    assert "Paired against <code>main (aaaaaaaaaa), 6 rounds</code>" in section
+    assert "<th>90 % CI</th>" in section and "<th>perf_adj ratio</th>" in section
+    assert "regressed" in section
