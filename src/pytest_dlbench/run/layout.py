@@ -25,10 +25,13 @@ from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.suite import BenchSpec
+from pytest_dlbench.suite.spec import name_problem
 
 __all__ = [
     "MANIFEST",
     "StreamName",
+    "UnsafeName",
+    "check_run_name",
     "item_name",
     "log_path",
     "make_run_dir",
@@ -60,6 +63,36 @@ class StreamName:
     repeat: int | None = None
 
 
+class UnsafeName(DlbenchError, ValueError):
+    """A name that would leave its folder (or be no file name at all) if used as a file name."""
+
+
+def _component(name: str, what: str) -> str:
+    """``name`` when it is one plain file-name component; the last guard before the file system
+    (benchmark names are checked when the suite is resolved: suite.spec.name_problem)."""
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise UnsafeName(f"{what} {name!r} is not a safe file name")
+    return name
+
+
+def _bench_component(bench: str) -> str:
+    problem = name_problem(bench)
+    if problem is not None:
+        raise UnsafeName(f"benchmark name {bench!r} {problem}")
+    return bench
+
+
+def check_run_name(name: str) -> str:
+    """A run name (``--bench-run-name``) that can name the run directory, or UnsafeName."""
+    return _component(name, "run name")
+
+
 # -- the run directory ---------------------------------------------------------------------------
 
 
@@ -68,7 +101,7 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
     runs = Path(base) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    candidate = runs / f"{run_name}.{stamp}"
+    candidate = runs / _component(f"{run_name}.{stamp}", "run directory name")
     suffix = 1
     while True:
         try:
@@ -76,7 +109,7 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
             return candidate
         except FileExistsError:
             suffix += 1
-            candidate = runs / f"{run_name}.{stamp}-{suffix}"
+            candidate = runs / _component(f"{run_name}.{stamp}-{suffix}", "run directory name")
 
 
 # -- streams -------------------------------------------------------------------------------------
@@ -84,8 +117,9 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
 
 def stream_path(run_dir: str | PathLike[str], bench: str, device: int,
                 repeat: int | None = None) -> Path:
-    name = f"{bench}.D{device}" + (f".R{repeat}" if repeat is not None else "") + STREAM_SUFFIX
-    return Path(run_dir) / name
+    _bench_component(bench)
+    name = f"{bench}.D{int(device)}" + (f".R{int(repeat)}" if repeat is not None else "")
+    return Path(run_dir) / _component(name + STREAM_SUFFIX, "stream name")
 
 
 def log_path(stream: str | PathLike[str]) -> Path:
@@ -162,7 +196,7 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
 
 
 def spec_path(run_dir: str | PathLike[str], bench: str) -> Path:
-    return Path(run_dir) / SPECS / f"{bench}.json"
+    return Path(run_dir) / SPECS / _component(f"{_bench_component(bench)}.json", "spec name")
 
 
 def write_spec(run_dir: str | PathLike[str], spec: BenchSpec) -> Path:

@@ -11,7 +11,14 @@ from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.loader import Located
 
-__all__ = ["BenchSpec", "build_spec", "misspelled_keys", "DEFAULT_STOP", "DEFAULT_SKIP"]
+__all__ = [
+    "BenchSpec",
+    "build_spec",
+    "misspelled_keys",
+    "name_problem",
+    "DEFAULT_STOP",
+    "DEFAULT_SKIP",
+]
 
 DEFAULT_STOP = 60
 DEFAULT_SKIP = 5
@@ -125,6 +132,50 @@ def misspelled_keys(config: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+#: A benchmark name becomes a file name (``<name>.D0.data``, ``specs/<name>.json``) and an item id
+#: (``<name>[D0]``): at most this many bytes, so that the longest file name stays under 255.
+MAX_NAME_BYTES = 200
+_ID_CHARACTERS = "[]:"  # pytest item ids: name[D0], path::name[D0]
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a benchmark's name, or None when it can.
+
+    A name is one safe file-name component: milabench's letters, digits, ``-``, ``_`` and ``.``
+    (``ddp.scaling.2``) and most other characters are fine; path separators, a leading dot
+    (``..``, hidden files), control characters and the characters of pytest item ids are not.
+    """
+    if not isinstance(name, str):
+        return f"must be a string, got {type(name).__name__}"
+    if not name:
+        return "is empty"
+    if "/" in name or "\\" in name:
+        return "contains a path separator"
+    if name.startswith("."):
+        return "starts with '.'"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        return "contains a control character"
+    if any(0xD800 <= ord(c) < 0xE000 for c in name):
+        return "is not valid Unicode (a lone surrogate)"
+    if any(c in _ID_CHARACTERS for c in name):
+        return "contains '[', ']' or ':' (they separate pytest item ids)"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+def _check_name(name: str, config: dict[str, Any], origin: str) -> None:
+    problem = name_problem(name)
+    if problem is not None:
+        what = "matrix job name" if "matrix_values" in config else "benchmark name"
+        # repr: a name with a newline or an escape sequence must not break the line.
+        raise SuiteError(
+            f"{what} {name!r} {problem}: a name is used as a file name "
+            "(use letters, digits, '-', '_' and '.')",
+            file=origin,
+        )
+
+
 def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
     """``module:function`` stays; a path is made absolute against the file it was written in."""
     if value is None:
@@ -165,6 +216,7 @@ def _count(options: dict, key: str, default: int, *, origin: str, name: str) -> 
 
 def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     """Validate the merged mapping of one benchmark and normalise it into a ``BenchSpec``."""
+    _check_name(name, config, origin)
     tags = config.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise SuiteError("'tags' must be a list of strings", file=origin, bench=name)
