@@ -7,7 +7,10 @@ every row there is a case here, with the same message.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -68,6 +71,64 @@ SUITE_CASES: list[tuple[str, str, tuple[str, ...], str]] = [
 ]
 
 
+LAUGHS = "[lol, lol, lol, lol, lol, lol, lol, lol, lol]"
+# A billion laughs: nine aliases of nine aliases ... of nine strings.
+BOMB = "".join(
+    f"  - &l{i} " + (LAUGHS if i == 0 else "[" + ", ".join([f"*l{i - 1}"] * 9) + "]") + "\n"
+    for i in range(9)
+)
+BOMB_SUITE = f"_lols:\n  argv:\n{BOMB}t: {{definition: {TOY}, argv: {{--a: *l8}}}}"
+FLOW_BOMB = "[" + ", ".join(
+    f"&l{i} " + (LAUGHS if i == 0 else "[" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    for i in range(9)
+) + "]"
+
+SUITE_CASES += [
+    (
+        "an alias bomb (billion laughs)",
+        BOMB_SUITE,
+        (),
+        "FILE:8:15: the document expands to more than 100000 values through its aliases "
+        "(an alias bomb?)",
+    ),
+    (
+        "a self-referencing alias `t: &t {argv: [*t]}`",
+        f"t: &t {{definition: {TOY}, argv: [*t]}}",
+        (),
+        "FILE:1:62: the alias *t refers to a value that contains it (a self-referencing alias)",
+    ),
+    (
+        "a value nested 100,000 levels deep",
+        f"t: {{definition: {TOY}, x: {'[' * 100_000}{']' * 100_000}}}",
+        (),
+        "FILE:1:117: nested deeper than 64 levels",
+    ),
+    (
+        "`--bench-override 't.argv=&a [*a]'`",
+        f"t: {{definition: {TOY}}}",
+        ("t.argv=&a [*a]",),
+        "--bench-override 't.argv=&a [*a]': value is not valid YAML (the alias *a refers to a "
+        "value that contains it (a self-referencing alias))",
+    ),
+    (
+        "`--bench-override` with an alias bomb as its value",
+        f"t: {{definition: {TOY}}}",
+        (f"t.argv={FLOW_BOMB}",),
+        "--bench-override 't.argv=[&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol], &l1 [*l0, "
+        "*l0, *l0...': value is not valid YAML (the document expands to more than 100000 "
+        "values through its aliases (an alias bomb?))",
+    ),
+    (
+        "a matrix of 6 keys with 10 values each",
+        "m:\n  matrix: {"
+        + ", ".join(f"k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" for i in range(6))
+        + f"}}\n  job: {{name: 'j{{k0}}', definition: {TOY}}}",
+        (),
+        "FILE: m: 'matrix' makes 1000000 combinations, more than 10000",
+    ),
+]
+
+
 def _suite(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "suite.yaml"
     path.write_text(textwrap.dedent(text) + "\n")
@@ -87,6 +148,7 @@ def test_bad_suite_input_is_one_line(tmp_path: Path, text: str, overrides: tuple
     got = str(info.value)
     assert "\n" not in got
     assert got.replace(str(path), "FILE") == message
+    assert str(path) in got or got.startswith("--bench-override")
 
 
 def _docs_rows() -> dict[str, str]:
@@ -149,3 +211,52 @@ def test_an_unsafe_run_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--bench-suite=s.yaml", "--bench-run-name=../up")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --bench-run-name: run name '../up' is not a safe file*"])
+
+
+# -- hostile YAML through pytest: exit 4, one line, no hang -------------------------------------
+
+
+def _limited() -> None:
+    """The pytest run under test may not take more than 4 GiB (old code grew without bound)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def child_env() -> dict[str, str]:
+    """This environment, with the pytest_dlbench under test first on the path of a subprocess."""
+    import pytest_dlbench
+
+    source = str(Path(pytest_dlbench.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def run_pytest(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=_limited,
+        env=child_env(),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("suite", "overrides", "needle"),
+    [
+        (BOMB_SUITE, (), "an alias bomb?"),
+        (f"t: {{definition: {TOY}}}", ("t.argv=&a [*a]",), "a self-referencing alias"),
+        (f"t: {{definition: {TOY}}}", (f"t.argv={FLOW_BOMB}",), "an alias bomb?"),
+    ],
+    ids=["bomb", "override-self-reference", "override-bomb"],
+)
+def test_hostile_yaml_is_a_usage_error(tmp_path: Path, suite: str, overrides: tuple[str, ...],
+                                       needle: str) -> None:
+    _suite(tmp_path, suite)
+    result = run_pytest(tmp_path, "--bench-suite=suite.yaml", "--bench-base=out",
+                        *(f"--bench-override={o}" for o in overrides))
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: "), errors[:5]
+    assert needle in errors[0]
+    assert not (tmp_path / "out").exists()
