@@ -129,6 +129,36 @@ SUITE_CASES += [
 ]
 
 
+SUITE_CASES += [
+    (
+        f"`max_duration: {raw}`",
+        f"t: {{definition: {TOY}, max_duration: {raw}}}",
+        (),
+        f"FILE: t: 'max_duration' must be positive and finite (seconds), got {shown}",
+    )
+    for raw, shown in ((".nan", "nan"), (".inf", "inf"), ("0", "0.0"), ("-5", "-5.0"))
+] + [
+    (
+        "`--bench-override 't.max_duration=.nan'`",
+        f"t: {{definition: {TOY}}}",
+        ("t.max_duration=.nan",),
+        "FILE: t: 'max_duration' must be positive and finite (seconds), got nan",
+    ),
+    (
+        "`weight: .inf`",
+        f"t: {{definition: {TOY}, weight: .inf}}",
+        (),
+        "FILE: t: 'weight' must be a finite number >= 0, got inf",
+    ),
+    (
+        "`weight: -1`",
+        f"t: {{definition: {TOY}, weight: -1}}",
+        (),
+        "FILE: t: 'weight' must be a finite number >= 0, got -1.0",
+    ),
+]
+
+
 def _suite(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "suite.yaml"
     path.write_text(textwrap.dedent(text) + "\n")

@@ -1,15 +1,17 @@
 """The JSON-lines run stream: one record per line, ``{"event": ..., **fields}``.
 
 A benchmark's child process may be killed at any moment (timeout, out of memory, segfault), so
-the writer flushes after every record and the reader forgives a torn last line. Only the last
+the writer writes every record at once and the reader forgives a torn last line. Only the last
 line: a bad line in the middle means the file was damaged some other way, and is an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import json
+import os
 import threading
 from os import PathLike
 from pathlib import Path, PurePath
@@ -18,7 +20,15 @@ from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 
-__all__ = ["Event", "NullStream", "Stream", "StreamError", "StreamWriter", "read_stream"]
+__all__ = [
+    "Event",
+    "NullStream",
+    "Stream",
+    "StreamError",
+    "StreamWriteError",
+    "StreamWriter",
+    "read_stream",
+]
 
 
 class Event(str, enum.Enum):
@@ -103,54 +113,113 @@ class ClosesOnExit:
         self.close()  # type: ignore[attr-defined]
 
 
+class StreamWriteError(DlbenchError, OSError):
+    """A stream file that cannot be written (a full disk, a read-only or vanished folder): one
+    line naming the file and the cause. What was written before stays a readable stream."""
+
+    def __init__(self, path: str | PathLike[str], exc: OSError) -> None:
+        self.path = str(path)
+        self.cause = exc
+        super().__init__(self.describe(path, exc))
+
+    @staticmethod
+    def describe(path: str | PathLike[str], exc: BaseException) -> str:
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"cannot write {path}: {cause}"
+
+
+def _last_line(fd: int) -> bytes:
+    """The last non-blank line of an open file (its tail is enough: records are short)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return b""
+    tail = os.pread(fd, min(size, 1 << 16), max(0, size - (1 << 16)))
+    lines = [line for line in tail.split(b"\n") if line.strip()]
+    return lines[-1] if lines else b""
+
+
 class StreamWriter(ClosesOnExit):
-    """Appends records to ``path`` (parents created), flushing after each one.
+    """Appends records to ``path`` (parents created), each in one ``write`` to the file.
 
     Thread-safe: a monitor thread and the benchmark may write to the same stream.
     Non-finite floats are written as ``NaN``/``Infinity`` (Python's json dialect, which
     :func:`read_stream` reads back), so a NaN loss is recorded as what it was.
+
+    The ``end`` record is the last one: once it is written (here, or found at the end of the
+    file when it is opened), later records are dropped and counted in :attr:`dropped`. A record
+    that cannot be written raises :class:`StreamWriteError` and leaves no torn line behind.
     """
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                               0o644)
+        except OSError as exc:
+            raise StreamWriteError(self.path, exc) from None
         self._lock = threading.Lock()
+        self._closed = False
+        #: Records refused because the stream had already ended.
+        self.dropped = 0
+        try:
+            last = json.loads(_last_line(self._fd))
+        except (OSError, ValueError):
+            last = None
+        #: Whether the ``end`` record was written.
+        self.ended = isinstance(last, dict) and last.get("event") == Event.END
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Write ``{"event": event, **fields}`` as one line and flush it; return the record."""
+        """Write ``{"event": event, **fields}`` as one line; return the record."""
         record = {"event": event, **fields}
         # One write() call for the whole line keeps a torn record to the last line only.
-        line = json.dumps(record, default=_to_json) + "\n"
-        with self._lock:
-            if self._file.closed:
-                raise ValueError(f"stream {self.path} is closed")
-            self._file.write(line)
-            self._file.flush()
+        self._append([record])
         return record
 
     def write_many(self, records: list[dict[str, Any]]) -> None:
-        """Write several records (each with its ``event``) in one write and one flush.
+        """Write several records (each with its ``event``) in one write.
 
         Used for a timer window: its records exist only once the window is read, so writing
         them together loses nothing and keeps the per-step cost of streaming low.
         """
-        if not records:
-            return
-        text = "".join(json.dumps(r, default=_to_json) + "\n" for r in records)
+        if records:
+            self._append(records)
+
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        ends = next((i for i, r in enumerate(records) if r.get("event") == Event.END), None)
+        kept = records if ends is None else records[: ends + 1]
+        data = "".join(json.dumps(r, default=_to_json) + "\n" for r in kept).encode("utf-8")
         with self._lock:
-            if self._file.closed:
+            if self._closed:
                 raise ValueError(f"stream {self.path} is closed")
-            self._file.write(text)
-            self._file.flush()
+            if self.ended:
+                self.dropped += len(records)
+                return
+            self._write_all(data)
+            self.dropped += len(records) - len(kept)
+            self.ended = ends is not None
+
+    def _write_all(self, data: bytes) -> None:
+        size = os.fstat(self._fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            # A part of a record may be on disk: cut it, so the file stays a readable stream.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise StreamWriteError(self.path, exc) from None
 
     @property
     def closed(self) -> bool:
-        return self._file.closed
+        return self._closed
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if not self._closed:
+                self._closed = True
+                os.close(self._fd)
 
     def __repr__(self) -> str:
         return f"StreamWriter({str(self.path)!r})"

@@ -175,9 +175,18 @@ def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[Ben
         for spec in specs
     }
     path = Path(run_dir) / MANIFEST
-    path.write_text(json.dumps({"version": 1, "suite": suite, "benchmarks": benchmarks},
-                               indent=2) + "\n")
+    _write_text(path, json.dumps({"version": 1, "suite": suite, "benchmarks": benchmarks},
+                                 indent=2) + "\n")
     return path
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write a file of the run directory; a full disk is one line naming the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DlbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
@@ -202,8 +211,7 @@ def spec_path(run_dir: str | PathLike[str], bench: str) -> Path:
 def write_spec(run_dir: str | PathLike[str], spec: BenchSpec) -> Path:
     """The resolved spec a child runs: it never re-reads the suite (edited mid-run or not)."""
     path = spec_path(run_dir, spec.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(spec.to_json(), default=str) + "\n")
+    _write_text(path, json.dumps(spec.to_json(), default=str) + "\n")
     return path
 
 

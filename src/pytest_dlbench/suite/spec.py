@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -243,8 +244,18 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         raise SuiteError("'validation' must be a mapping", file=origin, bench=name)
     max_duration = _number(config, "max_duration", DEFAULT_MAX_DURATION, origin=origin,
                            name=name)
-    if max_duration <= 0:
-        raise SuiteError("'max_duration' must be positive", file=origin, bench=name)
+    # NaN compares false with everything: `<= 0` alone would let .nan through and turn the
+    # timeout off; .inf would turn it off too.
+    if not (math.isfinite(max_duration) and max_duration > 0):
+        raise SuiteError(
+            f"'max_duration' must be positive and finite (seconds), got {max_duration!r}",
+            file=origin, bench=name,
+        )
+    weight = _number(config, "weight", 0.0, origin=origin, name=name)
+    if not (math.isfinite(weight) and weight >= 0):
+        raise SuiteError(
+            f"'weight' must be a finite number >= 0, got {weight!r}", file=origin, bench=name
+        )
     from pytest_dlbench.measure.monitor import IntervalError, parse_interval
 
     try:
@@ -262,7 +273,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         origin=origin,
         tags=tuple(sorted(set(tags))),
         group=str(group) if group is not None else None,
-        weight=_number(config, "weight", 0.0, origin=origin, name=name),
+        weight=weight,
         enabled=enabled,
         plan=plan,
         argv=config.get("argv"),
