@@ -181,6 +181,46 @@ def test_bad_suite_input_is_one_line(tmp_path: Path, text: str, overrides: tuple
     assert str(path) in got or got.startswith("--bench-override")
 
 
+# (what the docs call the input, pytest arguments, the one-line error with FILE for a file in the
+# test's folder): pytest exits with status 4 before anything runs.
+OPTION_CASES: list[tuple[str, tuple[str, ...], str]] = [
+    (
+        "`--bench-base=/proc/dlbench`",
+        ("--bench-base=/proc/dlbench",),
+        "results directory /proc/dlbench: cannot make /proc/dlbench: No such file or directory",
+    ),
+    (
+        "`--bench-base=FILE`, a file",
+        ("--bench-base=FILE",),
+        "results directory FILE: FILE is not a directory",
+    ),
+    (
+        "`--bench-run-name=../up`",
+        ("--bench-run-name=../up",),
+        "--bench-run-name: run name '../up' is not a safe file name",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [case[1:] for case in OPTION_CASES],
+    ids=[case[0] for case in OPTION_CASES],
+)
+def test_bad_options_are_one_line_before_anything_runs(pytester: pytest.Pytester,
+                                                       args: tuple[str, ...],
+                                                       message: str) -> None:
+    pytester.makefile(".yaml", s=f"a: {{definition: {TOY}}}")
+    afile = pytester.path / "afile"
+    afile.write_text("")
+    args = tuple(a.replace("FILE", str(afile)) for a in args)
+    result = pytester.runpytest("--bench-suite=s.yaml", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert errors == [f"ERROR: {message.replace('FILE', str(afile))}"]
+    assert not list(pytester.path.glob("**/*.data"))
+
+
 def _docs_rows() -> dict[str, str]:
     """``| input | message |`` rows of the "Bad input" table of docs/running.md."""
     text = DOCS.read_text()
@@ -195,9 +235,11 @@ def _docs_rows() -> dict[str, str]:
 
 def test_docs_table_is_these_cases() -> None:
     rows = _docs_rows()
-    for label, _text, _overrides, message in SUITE_CASES:
+    cases = [(c[0], c[-1]) for c in SUITE_CASES] + [(c[0], c[-1]) for c in OPTION_CASES]
+    for label, message in cases:
         assert label in rows, label
         assert rows[label] == message, label
+    assert len(rows) == len(cases), sorted(set(rows) - {label for label, _ in cases})
 
 
 # -- names reaching the file system ----------------------------------------------------------
@@ -234,13 +276,6 @@ def test_a_traversing_name_stops_pytest_before_anything_is_written(
     result.stderr.fnmatch_lines(["ERROR: */s.yaml: benchmark name '../../escape' contains a path*"])
     assert sorted(p.name for p in pytester.path.iterdir()) == before
     assert not (pytester.path / "work" / "out").exists()
-
-
-def test_an_unsafe_run_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".yaml", s=f"a: {{definition: {TOY}}}")
-    result = pytester.runpytest("--bench-suite=s.yaml", "--bench-run-name=../up")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --bench-run-name: run name '../up' is not a safe file*"])
 
 
 # -- hostile YAML through pytest: exit 4, one line, no hang -------------------------------------

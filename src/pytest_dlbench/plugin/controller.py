@@ -28,11 +28,15 @@ class ControllerSession(BenchSession):
     def from_config(cls, config: pytest.Config) -> ControllerSession:
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
-        barrier = session._map_workers_to_slots()
-        session.launcher = Launcher(session, barrier)
         from pytest_dlbench.plugin.reporter import BenchReporter
 
         config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
+        if not config.option.collectonly:
+            # A results directory that cannot be written stops the run before it starts (after
+            # the baseline's check: a bad baseline leaves nothing behind).
+            layout.prepare_base(session.options.base)
+        barrier = session._map_workers_to_slots()
+        session.launcher = Launcher(session, barrier)
         return session
 
     def plan_slots(self) -> list[Slot]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from os import PathLike
@@ -37,6 +39,7 @@ __all__ = [
     "make_run_dir",
     "parse_item_id",
     "parse_stream_name",
+    "prepare_base",
     "read_manifest",
     "read_spec",
     "spec_path",
@@ -47,6 +50,7 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+RUNS = "runs"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
 SPECS = "specs"
@@ -96,10 +100,31 @@ def check_run_name(name: str) -> str:
 # -- the run directory ---------------------------------------------------------------------------
 
 
+def prepare_base(base: str | PathLike[str]) -> Path:
+    """Make ``<base>/runs`` and check that a run directory can be made in it, before anything
+    runs: a results directory that is a file, under ``/proc`` or read-only is one line."""
+    base = Path(base)
+    runs = base / RUNS
+    for part in (base, *base.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise DlbenchError(f"results directory {base}: {part} is not a directory")
+            break
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".dlbench-probe-", dir=runs))
+    except OSError as exc:
+        where = exc.filename or runs
+        raise DlbenchError(
+            f"results directory {base}: cannot make {where}: {exc.strerror or exc}"
+        ) from None
+    return runs
+
+
 def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> Path:
     """``<base>/runs/<run-name>.<YYYYmmdd-HHMMSS>``, made unique if that second is taken."""
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    runs = Path(base) / "runs"
+    runs = Path(base) / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     candidate = runs / _component(f"{run_name}.{stamp}", "run directory name")
     suffix = 1
