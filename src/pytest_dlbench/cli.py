@@ -112,7 +112,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
                   export=args.export, price=args.price)
-    return gate.final_status(failed=summary.failed, comparison=comparison,
+    return gate.final_status(failed=gate.run_failed(summary), comparison=comparison,
                              baseline_status=status)
 
 
