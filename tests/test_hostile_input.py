@@ -1,12 +1,13 @@
 """Hostile and broken inputs: each costs one line naming what is wrong, never a traceback, a
 hang or a file written outside the run directory (issue 16).
 
-``SUITE_CASES`` is the table of docs/running.md ("Bad input"): the docs test below checks that
-every row there is a case here, with the same message.
+``TABLE`` (the suite, option, baseline, stream and manifest cases) is the table of
+docs/running.md ("Bad input"): the docs test checks that the two are the same, row by row.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,8 +16,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _runs import write_run
 
+from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.results.baseline import BaselineError, load_summary
+from pytest_dlbench.results.gate import USAGE_ERROR
+from pytest_dlbench.results.scoring import load_run
 from pytest_dlbench.run import layout
 from pytest_dlbench.suite import SuiteError, resolve_suite
 
@@ -221,25 +227,179 @@ def test_bad_options_are_one_line_before_anything_runs(pytester: pytest.Pytester
     assert not list(pytester.path.glob("**/*.data"))
 
 
-def _docs_rows() -> dict[str, str]:
-    """``| input | message |`` rows of the "Bad input" table of docs/running.md."""
+# -- saved summaries (baselines): typed at load --------------------------------------------------
+
+BASELINE = {
+    "schema": "pytest-dlbench/summary", "version": 1, "score": 10.0, "incomplete": [],
+    "failure_rate": 0.0,
+    "benchmarks": {"a": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0, "perf": 10.0,
+                         "rates": [10.0], "samples": [9.0, 10.0, 11.0, 10.0, 10.0],
+                         "units": "items/s", "runs": []}},
+}
+
+# (what the docs call the input, what changes in benchmark 'a' of a good baseline, the one line
+# with FILE for the baseline's path): refused at load, pytest --bench-compare exits 4 before
+# running anything, and so do dlbench report --compare and dlbench compare.
+BASELINE_CASES: list[tuple[str, dict, str]] = [
+    ('a baseline with `"perf_adj": "fast"`', {"perf_adj": "fast"},
+     "FILE: invalid summary: benchmarks.a.perf_adj: must be a number, got 'fast'"),
+    ('a baseline with `"rates": "abc"`', {"rates": "abc"},
+     "FILE: invalid summary: benchmarks.a.rates: must be a list, got 'abc'"),
+    ('a baseline with `"n": 1.5`', {"n": 1.5},
+     "FILE: invalid summary: benchmarks.a.n: must be an integer, got 1.5"),
+    ('a baseline with `"runs": [{"block_rates": ["x"]}]`', {"runs": [{"block_rates": ["x"]}]},
+     "FILE: invalid summary: benchmarks.a.runs.0.block_rates.0: must be a number, got 'x'"),
+]
+
+
+def _baseline(path: Path, change: dict) -> Path:
+    data = json.loads(json.dumps(BASELINE))
+    data["benchmarks"]["a"].update(change)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [case[1:] for case in BASELINE_CASES],
+    ids=[case[0] for case in BASELINE_CASES],
+)
+def test_a_baseline_of_the_wrong_type_is_refused_at_load(tmp_path: Path, change: dict,
+                                                         message: str, capsys) -> None:
+    path = _baseline(tmp_path / "base.json", change)
+    with pytest.raises(BaselineError) as info:
+        load_summary(path)
+    assert str(info.value) == message.replace("FILE", str(path))
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    write_run(run_dir, "a")
+    for argv in (["report", str(run_dir), "--compare", str(path)],
+                 ["compare", str(path), str(_baseline(tmp_path / "ok.json", {}))]):
+        assert dlbench(argv) == USAGE_ERROR
+        err = capsys.readouterr().err
+        assert err == f"dlbench: error: {message.replace('FILE', str(path))}\n"
+
+
+def test_a_baseline_of_the_wrong_type_stops_pytest_before_it_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", s=f"a: {{definition: {TOY}}}")
+    path = _baseline(pytester.path / "base.json", {"perf_adj": "fast"})
+    result = pytester.runpytest("--bench-suite=s.yaml", "--bench-base=out",
+                                f"--bench-compare={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.strip()] == [
+        f"ERROR: {path}: invalid summary: benchmarks.a.perf_adj: must be a number, got 'fast'"
+    ]
+    assert not (pytester.path / "out").exists()
+
+
+# -- streams and manifests read by the reports ---------------------------------------------------
+
+# The lines of write_run's stream: 1 config, 2 meta, 3-4 warm-up rates, 5-14 steady rates, 15 end.
+# (what the docs call the input, line number, what replaces that record (or a function of it),
+# what happens, the note the report prints, FILE for the stream's path)
+STREAM_CASES: list[tuple[str, int, object, str, str]] = [
+    ("a rate record with `time: null`", 5, lambda r: {**r, "time": None},
+     "left out, with a note",
+     "FILE:5: rate record left out: time: must be a number, got None"),
+    ("a rate record without `value`", 6, lambda r: {k: v for k, v in r.items() if k != "value"},
+     "left out, with a note",
+     "FILE:6: rate record left out: value: missing"),
+    ('a config record with `spec: "oops"`', 1, lambda r: {**r, "spec": "oops"},
+     "left out, with a note",
+     "FILE:1: config record left out: spec: must be a mapping, got 'oops'"),
+    ('a config record with `device: "x"`', 1, lambda r: {**r, "device": "x"},
+     "left out, with a note",
+     "FILE:1: config record left out: device: must be an integer, got 'x'"),
+    ("a corrupt line in the middle of a stream", 7, "{not json",
+     "the run fails (corrupt stream), its other records are kept",
+     "FILE:7: corrupt record: Expecting property name enclosed in double quotes: line 1 column 2 "
+     "(char 1)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "change", "message"),
+    [(c[1], c[2], c[4]) for c in STREAM_CASES],
+    ids=[c[0] for c in STREAM_CASES],
+)
+def test_a_bad_stream_record_costs_that_line(tmp_path: Path, line: int, change: object,
+                                              message: str, capsys) -> None:
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    path = write_run(run_dir, "a", device=1)
+    lines = path.read_text().splitlines()
+    lines[line - 1] = change if isinstance(change, str) else json.dumps(
+        change(json.loads(lines[line - 1]))  # type: ignore[operator]
+    )
+    path.write_text("\n".join(lines) + "\n")
+    note = message.replace("FILE", str(path))
+    run = load_run(path)
+    assert run.notes == (note,)
+    assert run.rate == pytest.approx(10.0)  # the other observations are all kept
+    assert (run.bench, run.device) == ("a", 1)
+    corrupt = "corrupt record" in message
+    assert run.ok is not corrupt
+    if corrupt:
+        assert run.reason == f"corrupt stream: {note}"
+    status = dlbench(["report", str(run_dir), "-v"])
+    out, err = capsys.readouterr()
+    assert status == (1 if corrupt else 0), out + err
+    assert f"note: {note}" in out.splitlines()[-10:] or f"  note: {note}" in out
+    assert "Traceback" not in out + err
+
+
+MANIFEST_CASES: list[tuple[str, str, str]] = [
+    ("a corrupt `manifest.json`", "{not json",
+     "FILE: unreadable manifest: Expecting property name enclosed in double quotes: line 1 "
+     "column 2 (char 1)"),
+    ('a `manifest.json` with `"weight": "heavy"`',
+     json.dumps({"version": 1, "suite": "s", "benchmarks": {"a": {"weight": "heavy"}}}),
+     "FILE: invalid manifest: benchmarks.a.weight: must be a number, got 'heavy'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [case[1:] for case in MANIFEST_CASES],
+    ids=[case[0] for case in MANIFEST_CASES],
+)
+def test_a_bad_manifest_is_bad_input(tmp_path: Path, content: str, message: str,
+                                     capsys) -> None:
+    write_run(tmp_path, "a")
+    (tmp_path / "manifest.json").write_text(content)
+    assert dlbench(["report", str(tmp_path)]) == USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err == f"dlbench: error: {message.replace('FILE', str(tmp_path / 'manifest.json'))}\n"
+
+
+# -- the table of docs/running.md ----------------------------------------------------------------
+
+EXIT_4 = "refused, exit status 4"
+TABLE = (
+    [(c[0], EXIT_4, c[-1]) for c in SUITE_CASES]
+    + [(c[0], EXIT_4, c[-1]) for c in OPTION_CASES]
+    + [(c[0], EXIT_4, c[-1]) for c in BASELINE_CASES]
+    + [(c[0], c[3], c[4]) for c in STREAM_CASES]
+    + [(c[0], "`dlbench report` exits 4", c[-1]) for c in MANIFEST_CASES]
+)
+
+
+def _docs_rows() -> list[tuple[str, str, str]]:
+    """``| input | what happens | message |`` rows of the "Bad input" table of docs/running.md."""
     text = DOCS.read_text()
     section = text.split("## Bad input", 1)[1].split("\n## ", 1)[0]
-    rows = {}
+    rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        if len(cells) == 2 and not set(cells[0]) <= {"-", " "} and cells[0] != "input":
-            rows[cells[0]] = cells[1].strip("`").replace("\\|", "|")
+        if len(cells) == 3 and not set(cells[0]) <= {"-", " "} and cells[0] != "input":
+            rows.append((cells[0], cells[1], cells[2].strip("`").replace("\\|", "|")))
     return rows
 
 
 def test_docs_table_is_these_cases() -> None:
-    rows = _docs_rows()
-    cases = [(c[0], c[-1]) for c in SUITE_CASES] + [(c[0], c[-1]) for c in OPTION_CASES]
-    for label, message in cases:
-        assert label in rows, label
-        assert rows[label] == message, label
-    assert len(rows) == len(cases), sorted(set(rows) - {label for label, _ in cases})
+    assert _docs_rows() == TABLE
 
 
 # -- names reaching the file system ----------------------------------------------------------

@@ -205,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except DlbenchError as exc:
         print(f"dlbench: error: {exc}", file=sys.stderr)
-        return 2
+        # report/compare: a corrupt file of the run (its manifest) is bad input, as documented.
+        return gate.USAGE_ERROR if args.command in _RESULT_COMMANDS else 2
 
 
 if __name__ == "__main__":

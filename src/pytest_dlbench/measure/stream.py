@@ -13,6 +13,8 @@ import enum
 import json
 import os
 import threading
+from dataclasses import dataclass
+from functools import cache
 from os import PathLike
 from pathlib import Path, PurePath
 from types import TracebackType
@@ -25,8 +27,11 @@ __all__ = [
     "NullStream",
     "Stream",
     "StreamError",
+    "StreamRead",
     "StreamWriteError",
     "StreamWriter",
+    "check_record",
+    "read_records",
     "read_stream",
 ]
 
@@ -274,3 +279,120 @@ def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
             raise StreamError(f"corrupt record: {exc}", path=path, line=i + 1) from exc
         records.append(record)
     return records
+
+
+# -- the forgiving, typed reader of the reports ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """A stream as the reports read it: every valid record, and what was left out."""
+
+    records: list[dict[str, Any]]
+    #: ``file:line: ...`` for each line left out (a corrupt line, a record of the wrong type).
+    notes: tuple[str, ...] = ()
+    #: The first corrupt line before the last one (``file:line: corrupt record: ...``): the file
+    #: was damaged, not just cut short by a killed writer.
+    damaged: str | None = None
+
+
+@cache
+def _schemas() -> dict[str, Any]:
+    """The fields the reports read, per record kind (pydantic, imported only to read)."""
+    from pytest_dlbench.schema import Bool, Int, Loose, Map, Num, Str
+
+    class Plan(Loose):
+        method: Str | None = None
+
+    class Spec(Loose):
+        name: Str | None = None
+        weight: Num | None = None
+        enabled: Bool | None = None
+        units: Str | None = None
+        plan: Plan | None = None
+
+    class Config(Loose):
+        spec: Spec | None = None
+        device: Int | None = None
+        repeat: Int | None = None
+
+    class Rate(Loose):
+        value: Num
+        time: Num = 0.0
+        items: Num | None = None
+        seconds: Num | None = None
+        step: Int | None = None
+        units: Str | None = None
+
+    class Loss(Loose):
+        value: Num
+        step: Int | None = None
+
+    class Region(Loose):
+        key: Str
+        seconds: Num
+        count: Int | None = None
+        step: Int | None = None
+
+    class Telemetry(Loose):
+        time: Num | None = None
+        gpus: list[Map] | None = None
+
+    class MonitorSummary(Loose):
+        errors: Int | None = None
+
+    class End(Loose):
+        status: Str
+        reason: Str | None = None
+
+    return {
+        Event.CONFIG: Config, Event.RATE: Rate, Event.LOSS: Loss, Event.REGION: Region,
+        Event.TELEMETRY: Telemetry, Event.MONITOR_SUMMARY: MonitorSummary, Event.END: End,
+    }
+
+
+def check_record(record: dict[str, Any]) -> str | None:
+    """Why a record cannot be read as its kind says (one line), or None. Kinds this version does
+    not know are fine: new measurements add kinds, and readers ignore what they do not know."""
+    from pytest_dlbench.schema import problem
+
+    event = record.get("event")
+    if not isinstance(event, str):
+        return f"event: must be a string, got {event!r}"[:100]
+    model = _schemas().get(event)
+    return problem(model, record) if model is not None else None
+
+
+def read_records(path: str | PathLike[str]) -> StreamRead:
+    """Read a stream for a report: a bad line costs that line, never the run's measurements.
+
+    As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
+    and noted, and the stream is marked :attr:`~StreamRead.damaged`; a record whose fields have
+    the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable.
+    """
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    records: list[dict[str, Any]] = []
+    notes: list[str] = []
+    damaged: str | None = None
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            if not isinstance(record, dict):
+                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+        except ValueError as exc:
+            if i == last:
+                break
+            note = f"{path}:{i + 1}: corrupt record: {' '.join(str(exc).split())}"
+            notes.append(note)
+            damaged = damaged or note
+            continue
+        problem = check_record(record)
+        if problem is not None:
+            notes.append(f"{path}:{i + 1}: {record.get('event')} record left out: {problem}")
+            continue
+        records.append(record)
+    return StreamRead(records, tuple(notes), damaged)

@@ -122,6 +122,11 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
         # Reasons usually start with their status already ("crash: killed by SIGSEGV").
         why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
         lines.append(f"  failed {r.label}: {why}")
+    # Lines of the streams left out (corrupt, or of the wrong type): a few, then a count.
+    notes = summary.notes
+    lines += [f"  note: {note}" for note in notes[:5]]
+    if len(notes) > 5:
+        lines.append(f"  ... and {len(notes) - 5} more lines left out")
     return lines
 
 

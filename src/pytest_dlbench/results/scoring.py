@@ -13,7 +13,7 @@ from dataclasses import astuple, dataclass, field, replace
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.measure.stream import Event, StreamError, read_stream
+from pytest_dlbench.measure.stream import Event, read_records
 from pytest_dlbench.run.layout import (
     item_name,
     parse_stream_name,
@@ -63,6 +63,8 @@ class RunResult:
     enabled: bool = True
     # Peak GPU memory and process RSS, energy, mean GPU load (telemetry.telemetry_stats).
     telemetry: Mapping[str, Any] = field(default_factory=dict)
+    # ``file:line: ...`` for each line of the stream left out (corrupt, or of the wrong type).
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -83,6 +85,7 @@ class RunResult:
             "block_rates": list(self.block_rates),
             "path": self.path,
             "telemetry": dict(self.telemetry),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -172,6 +175,11 @@ class SuiteSummary:
     @property
     def failed_runs(self) -> tuple[RunResult, ...]:
         return tuple(r for r in self.runs if not r.ok)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines of the streams left out (``file:line: ...``), every run's."""
+        return tuple(note for r in self.runs for note in r.notes)
 
     @property
     def failed(self) -> bool:
@@ -295,13 +303,20 @@ def run_from_records(
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:
-    """Read and score one stream file. A stream damaged before its last line is a failed run."""
+    """Read and score one stream file, typed (measure/stream.read_records): a record of the wrong
+    type is left out with a note; a stream damaged before its last line keeps its valid records
+    (its measurements are shown) but is a failed run, whose reason names the first bad line."""
     try:
-        records = read_stream(path)
-    except StreamError as exc:
+        read = read_records(path)
+    except OSError as exc:
         run = run_from_records([], path=path)
-        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {exc}")
-    return run_from_records(records, path=path)
+        return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
+    run = replace(run_from_records(read.records, path=path), notes=read.notes)
+    if read.damaged is None:
+        return run
+    if run.ok:
+        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {read.damaged}")
+    return replace(run, reason=f"{run.reason} (corrupt stream: {read.damaged})")
 
 
 # -- one benchmark ----------------------------------------------------------------------------

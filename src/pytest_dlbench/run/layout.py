@@ -222,8 +222,28 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable manifest: {exc}") from exc
-    return data if isinstance(data, dict) else None
+        raise DlbenchError(f"{path}: unreadable manifest: {' '.join(str(exc).split())}") from None
+    problem = _manifest_problem(data)
+    if problem is not None:
+        raise DlbenchError(f"{path}: invalid manifest: {problem}")
+    return data
+
+
+def _manifest_problem(data: Any) -> str | None:
+    """What the score reads of a manifest, typed (pydantic: imported by readers only)."""
+    from pytest_dlbench.schema import Bool, Loose, Map, Num, Str, problem
+
+    class Entry(Loose):
+        weight: Num | None = None
+        enabled: Bool | None = None
+        units: Str | None = None
+        plan: Map | None = None
+
+    class Manifest(Loose):
+        suite: Str | None = None
+        benchmarks: dict[str, Entry] | None = None
+
+    return problem(Manifest, data)
 
 
 # -- resolved specs handed to children -----------------------------------------------------------
