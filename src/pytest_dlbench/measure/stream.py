@@ -13,6 +13,7 @@ import enum
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from os import PathLike
@@ -143,6 +144,29 @@ def _last_line(fd: int) -> bytes:
     return lines[-1] if lines else b""
 
 
+def _is_end(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("event") == Event.END
+
+
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive lock on an open file, between processes (where ``fcntl`` exists)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 class StreamWriter(ClosesOnExit):
     """Appends records to ``path`` (parents created), each in one ``write`` to the file.
 
@@ -159,7 +183,7 @@ class StreamWriter(ClosesOnExit):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
                                0o644)
         except OSError as exc:
             raise StreamWriteError(self.path, exc) from None
@@ -167,12 +191,8 @@ class StreamWriter(ClosesOnExit):
         self._closed = False
         #: Records refused because the stream had already ended.
         self.dropped = 0
-        try:
-            last = json.loads(_last_line(self._fd))
-        except (OSError, ValueError):
-            last = None
         #: Whether the ``end`` record was written.
-        self.ended = isinstance(last, dict) and last.get("event") == Event.END
+        self.ended = _is_end(_last_line(self._fd))
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         """Write ``{"event": event, **fields}`` as one line; return the record."""
@@ -197,12 +217,25 @@ class StreamWriter(ClosesOnExit):
         with self._lock:
             if self._closed:
                 raise ValueError(f"stream {self.path} is closed")
-            if self.ended:
-                self.dropped += len(records)
+            if ends is None:
+                self._append_unless_ended(records, data)
                 return
-            self._write_all(data)
-            self.dropped += len(records) - len(kept)
-            self.ended = ends is not None
+            # Processes that may end the same stream (the child, its parent, its guard, the
+            # controller of a worker that died): one at a time, and the first one wins.
+            with _locked(self._fd):
+                self.ended = self.ended or _is_end(_last_line(self._fd))
+                if self.ended:
+                    self.dropped += len(records)
+                    return
+                self._write_all(data)
+                self.dropped += len(records) - len(kept)
+                self.ended = True
+
+    def _append_unless_ended(self, records: list[dict[str, Any]], data: bytes) -> None:
+        if self.ended:
+            self.dropped += len(records)
+            return
+        self._write_all(data)
 
     def _write_all(self, data: bytes) -> None:
         size = os.fstat(self._fd).st_size
