@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _procs import processes_of
 
 from pytest_dlbench.cli import main as dlbench
 
@@ -64,6 +65,7 @@ def test_a_definition_that_fails_to_import_fails_alone_with_its_error(
     assert [r["event"] for r in records].count("end") == 1
     assert records[-1]["event"] == "end" and records[-1]["reason"] == reason
     assert _records(run_dir / "good.D0.data")[-1]["status"] == "ok"
+    assert not processes_of(pytester.path)
 
 
 @pytest.mark.parametrize(
