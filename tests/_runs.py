@@ -43,6 +43,7 @@ def write_run(
     if units is not None:
         spec["units"] = units
     unit = units or "items/s"
+    path.unlink(missing_ok=True)  # one stream is one run: written afresh
     with StreamWriter(path) as stream:
         stream.write("config", spec=spec, device=device, repeat=repeat)
         stream.write("meta", host="test", torch="0", device_name="cpu")

@@ -8,7 +8,7 @@ import pytest
 from _runs import write_run
 
 from pytest_dlbench.measure.flops import count_step_flops
-from pytest_dlbench.measure.stream import Event, StreamWriter
+from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results.peaks import dtype_of, table_peak
 from pytest_dlbench.results.scoring import summarize_dir
@@ -49,10 +49,14 @@ def test_peaks_by_device_name_and_precision():
 def flops_run(tmp_path: Path, name: str, *, device_name: str, rate: float,
               per_item: float | None, argv: dict | None = None, units: str = "items/s") -> None:
     path = write_run(tmp_path, name, [(rate, 1.0)] * 10, units=units)
-    with StreamWriter(path) as stream:  # appended after end: readers take every record
-        stream.write(Event.META, device_name=device_name)
-        stream.write(Event.FLOPS, flops=per_item * 4 if per_item else None, items=4,
-                     reason="" if per_item else "no example batch was handed to bench.watch")
+    *records, end = path.read_text().splitlines(keepends=True)
+    extra = [
+        {"event": Event.META.value, "device_name": device_name},
+        {"event": Event.FLOPS.value, "flops": per_item * 4 if per_item else None, "items": 4,
+         "reason": "" if per_item else "no example batch was handed to bench.watch"},
+    ]
+    # Before the end record, as the harness writes them.
+    path.write_text("".join(records) + "".join(_json(r) + "\n" for r in extra) + end)
     if argv is not None:
         text = path.read_text().replace('"spec": {', f'"spec": {{"argv": {_json(argv)}, ', 1)
         path.write_text(text)

@@ -293,5 +293,6 @@ def test_note_mentions_a_misspelled_key_that_may_cause_it(tmp_path: Path) -> Non
 def test_error_mentions_a_misspelled_key_that_may_cause_it(tmp_path: Path) -> None:
     message = error_of(tmp_path, f"b:\n  definition: {TOY}\n  weigth: 1\n  max_duration: -1\n")
     assert message == (
-        "FILE: b: 'max_duration' must be positive (unknown key 'weigth', did you mean 'weight'?)"
+        "FILE: b: 'max_duration' must be positive and finite (seconds), got -1.0 "
+        "(unknown key 'weigth', did you mean 'weight'?)"
     )

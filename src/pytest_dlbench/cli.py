@@ -148,7 +148,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
                   export=args.export, price=args.price)
-    return gate.final_status(failed=summary.failed, comparison=comparison,
+    return gate.final_status(failed=gate.run_failed(summary), comparison=comparison,
                              baseline_status=status)
 
 
@@ -300,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except DlbenchError as exc:
         print(f"dlbench: error: {exc}", file=sys.stderr)
-        return 2
+        # report/compare: a corrupt file of the run (its manifest) is bad input, as documented.
+        return gate.USAGE_ERROR if args.command in _RESULT_COMMANDS else 2
     except BrokenPipeError:
         # `dlbench resolve ... | head`: the reader has gone. Stop quietly, as a tool killed by
         # SIGPIPE does (128 + 13), and leave nothing for the interpreter to flush at exit.

@@ -1,16 +1,21 @@
 """The JSON-lines run stream: one record per line, ``{"event": ..., **fields}``.
 
 A benchmark's child process may be killed at any moment (timeout, out of memory, segfault), so
-the writer flushes after every record and the reader forgives a torn last line. Only the last
+the writer writes every record at once and the reader forgives a torn last line. Only the last
 line: a bad line in the middle means the file was damaged some other way, and is an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import json
+import os
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
 from os import PathLike
 from pathlib import Path, PurePath
 from types import TracebackType
@@ -18,7 +23,18 @@ from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 
-__all__ = ["Event", "NullStream", "Stream", "StreamError", "StreamWriter", "read_stream"]
+__all__ = [
+    "Event",
+    "NullStream",
+    "Stream",
+    "StreamError",
+    "StreamRead",
+    "StreamWriteError",
+    "StreamWriter",
+    "check_record",
+    "read_records",
+    "read_stream",
+]
 
 
 class Event(str, enum.Enum):
@@ -108,54 +124,145 @@ class ClosesOnExit:
         self.close()  # type: ignore[attr-defined]
 
 
+class StreamWriteError(DlbenchError, OSError):
+    """A stream file that cannot be written (a full disk, a read-only or vanished folder): one
+    line naming the file and the cause. What was written before stays a readable stream."""
+
+    def __init__(self, path: str | PathLike[str], exc: OSError) -> None:
+        self.path = str(path)
+        self.cause = exc
+        super().__init__(self.describe(path, exc))
+
+    @staticmethod
+    def describe(path: str | PathLike[str], exc: BaseException) -> str:
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"cannot write {path}: {cause}"
+
+
+def _last_line(fd: int) -> bytes:
+    """The last non-blank line of an open file (its tail is enough: records are short)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return b""
+    tail = os.pread(fd, min(size, 1 << 16), max(0, size - (1 << 16)))
+    lines = [line for line in tail.split(b"\n") if line.strip()]
+    return lines[-1] if lines else b""
+
+
+def _is_end(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("event") == Event.END
+
+
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive lock on an open file, between processes (where ``fcntl`` exists)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 class StreamWriter(ClosesOnExit):
-    """Appends records to ``path`` (parents created), flushing after each one.
+    """Appends records to ``path`` (parents created), each in one ``write`` to the file.
 
     Thread-safe: a monitor thread and the benchmark may write to the same stream.
     Non-finite floats are written as ``NaN``/``Infinity`` (Python's json dialect, which
     :func:`read_stream` reads back), so a NaN loss is recorded as what it was.
+
+    The ``end`` record is the last one: once it is written (here, or found at the end of the
+    file when it is opened), later records are dropped and counted in :attr:`dropped`. A record
+    that cannot be written raises :class:`StreamWriteError` and leaves no torn line behind.
     """
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                               0o644)
+        except OSError as exc:
+            raise StreamWriteError(self.path, exc) from None
         self._lock = threading.Lock()
+        self._closed = False
+        #: Records refused because the stream had already ended.
+        self.dropped = 0
+        #: Whether the ``end`` record was written.
+        self.ended = _is_end(_last_line(self._fd))
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Write ``{"event": event, **fields}`` as one line and flush it; return the record."""
+        """Write ``{"event": event, **fields}`` as one line; return the record."""
         record = {"event": event, **fields}
         # One write() call for the whole line keeps a torn record to the last line only.
-        line = json.dumps(record, default=_to_json) + "\n"
-        with self._lock:
-            if self._file.closed:
-                raise ValueError(f"stream {self.path} is closed")
-            self._file.write(line)
-            self._file.flush()
+        self._append([record])
         return record
 
     def write_many(self, records: list[dict[str, Any]]) -> None:
-        """Write several records (each with its ``event``) in one write and one flush.
+        """Write several records (each with its ``event``) in one write.
 
         Used for a timer window: its records exist only once the window is read, so writing
         them together loses nothing and keeps the per-step cost of streaming low.
         """
-        if not records:
-            return
-        text = "".join(json.dumps(r, default=_to_json) + "\n" for r in records)
+        if records:
+            self._append(records)
+
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        ends = next((i for i, r in enumerate(records) if r.get("event") == Event.END), None)
+        kept = records if ends is None else records[: ends + 1]
+        data = "".join(json.dumps(r, default=_to_json) + "\n" for r in kept).encode("utf-8")
         with self._lock:
-            if self._file.closed:
+            if self._closed:
                 raise ValueError(f"stream {self.path} is closed")
-            self._file.write(text)
-            self._file.flush()
+            if ends is None:
+                self._append_unless_ended(records, data)
+                return
+            # Processes that may end the same stream (the child, its parent, its guard, the
+            # controller of a worker that died): one at a time, and the first one wins.
+            with _locked(self._fd):
+                self.ended = self.ended or _is_end(_last_line(self._fd))
+                if self.ended:
+                    self.dropped += len(records)
+                    return
+                self._write_all(data)
+                self.dropped += len(records) - len(kept)
+                self.ended = True
+
+    def _append_unless_ended(self, records: list[dict[str, Any]], data: bytes) -> None:
+        if self.ended:
+            self.dropped += len(records)
+            return
+        self._write_all(data)
+
+    def _write_all(self, data: bytes) -> None:
+        size = os.fstat(self._fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            # A part of a record may be on disk: cut it, so the file stays a readable stream.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise StreamWriteError(self.path, exc) from None
 
     @property
     def closed(self) -> bool:
-        return self._file.closed
+        return self._closed
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if not self._closed:
+                self._closed = True
+                os.close(self._fd)
 
     def __repr__(self) -> str:
         return f"StreamWriter({str(self.path)!r})"
@@ -210,3 +317,120 @@ def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
             raise StreamError(f"corrupt record: {exc}", path=path, line=i + 1) from exc
         records.append(record)
     return records
+
+
+# -- the forgiving, typed reader of the reports ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """A stream as the reports read it: every valid record, and what was left out."""
+
+    records: list[dict[str, Any]]
+    #: ``file:line: ...`` for each line left out (a corrupt line, a record of the wrong type).
+    notes: tuple[str, ...] = ()
+    #: The first corrupt line before the last one (``file:line: corrupt record: ...``): the file
+    #: was damaged, not just cut short by a killed writer.
+    damaged: str | None = None
+
+
+@cache
+def _schemas() -> dict[str, Any]:
+    """The fields the reports read, per record kind (pydantic, imported only to read)."""
+    from pytest_dlbench.schema import Bool, Int, Loose, Map, Num, Str
+
+    class Plan(Loose):
+        method: Str | None = None
+
+    class Spec(Loose):
+        name: Str | None = None
+        weight: Num | None = None
+        enabled: Bool | None = None
+        units: Str | None = None
+        plan: Plan | None = None
+
+    class Config(Loose):
+        spec: Spec | None = None
+        device: Int | None = None
+        repeat: Int | None = None
+
+    class Rate(Loose):
+        value: Num
+        time: Num = 0.0
+        items: Num | None = None
+        seconds: Num | None = None
+        step: Int | None = None
+        units: Str | None = None
+
+    class Loss(Loose):
+        value: Num
+        step: Int | None = None
+
+    class Region(Loose):
+        key: Str
+        seconds: Num
+        count: Int | None = None
+        step: Int | None = None
+
+    class Telemetry(Loose):
+        time: Num | None = None
+        gpus: list[Map] | None = None
+
+    class MonitorSummary(Loose):
+        errors: Int | None = None
+
+    class End(Loose):
+        status: Str
+        reason: Str | None = None
+
+    return {
+        Event.CONFIG: Config, Event.RATE: Rate, Event.LOSS: Loss, Event.REGION: Region,
+        Event.TELEMETRY: Telemetry, Event.MONITOR_SUMMARY: MonitorSummary, Event.END: End,
+    }
+
+
+def check_record(record: dict[str, Any]) -> str | None:
+    """Why a record cannot be read as its kind says (one line), or None. Kinds this version does
+    not know are fine: new measurements add kinds, and readers ignore what they do not know."""
+    from pytest_dlbench.schema import problem
+
+    event = record.get("event")
+    if not isinstance(event, str):
+        return f"event: must be a string, got {event!r}"[:100]
+    model = _schemas().get(event)
+    return problem(model, record) if model is not None else None
+
+
+def read_records(path: str | PathLike[str]) -> StreamRead:
+    """Read a stream for a report: a bad line costs that line, never the run's measurements.
+
+    As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
+    and noted, and the stream is marked :attr:`~StreamRead.damaged`; a record whose fields have
+    the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable.
+    """
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    records: list[dict[str, Any]] = []
+    notes: list[str] = []
+    damaged: str | None = None
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            if not isinstance(record, dict):
+                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+        except ValueError as exc:
+            if i == last:
+                break
+            note = f"{path}:{i + 1}: corrupt record: {' '.join(str(exc).split())}"
+            notes.append(note)
+            damaged = damaged or note
+            continue
+        problem = check_record(record)
+        if problem is not None:
+            notes.append(f"{path}:{i + 1}: {record.get('event')} record left out: {problem}")
+            continue
+        records.append(record)
+    return StreamRead(records, tuple(notes), damaged)

@@ -7,7 +7,9 @@ and registers the reporter that scores the run at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, plan_slots
+from pytest_dlbench.run.protocol import Status
 
 __all__ = ["ControllerSession"]
 
@@ -32,13 +35,17 @@ class ControllerSession(BenchSession):
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
         session._check_machine()
-        if session.options.against is not None:
-            session._check_out_base(session.options.against)
-        barrier = session._map_workers_to_slots()
-        session.launcher = Launcher(session, barrier)
         from pytest_dlbench.plugin.reporter import BenchReporter
 
         config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
+        if session.options.against is not None:
+            session._check_out_base(session.options.against)  # a bad revision leaves nothing
+        if not config.option.collectonly:
+            # A results directory that cannot be written stops the run before it starts (after
+            # the baseline's check: a bad baseline leaves nothing behind).
+            layout.prepare_base(session.options.base)
+        barrier = session._map_workers_to_slots()
+        session.launcher = Launcher(session, barrier)
         loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
         if not config.option.collectonly and session.options.isolation == "process":
             # The benchmarks run in children: this process only waits, and can show progress.
@@ -224,7 +231,67 @@ class ControllerSession(BenchSession):
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
         from pytest_dlbench.plugin.xdist import WaveScheduling
 
-        return WaveScheduling(config, log)
+        self._scheduler = WaveScheduling(config, log, on_lost=self._report_lost)
+        return self._scheduler
+
+    # -- a worker that died --------------------------------------------------------------------
+    #
+    # Its child died with it (PR_SET_PDEATHSIG) and the child's guard ended the child's stream.
+    # Here: the replicas of its item on other workers stop waiting for it at the start barrier,
+    # and every item it will not run is reported, in pytest and in the streams alike. Its other
+    # items run on the worker xdist starts in its place (plugin/xdist.WaveScheduling).
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        scheduler = getattr(self, "_scheduler", None)
+        if scheduler is not None:
+            scheduler.node_down(node, error)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: object, sched: object) -> None:
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?")
+        self._end_lost_run(crashitem, f"crash: the xdist worker {worker} running it died")
+
+    @pytest.hookimpl(tryfirst=True)  # before the reporter scores the streams
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        scheduler = getattr(self, "_scheduler", None)
+        if scheduler is None or not scheduler.crashed:
+            return
+        # xdist stops a run when its workers died too often: what never ran is reported.
+        left = scheduler.unfinished()
+        workers = ", ".join(scheduler.crashed)
+        self._report_lost(left, f"not run: the run stopped after xdist workers died ({workers})")
+
+    def _report_lost(self, nodeids: list[str], reason: str) -> None:
+        for nodeid in nodeids:
+            self._end_lost_run(nodeid, reason)
+            fspath = nodeid.split("::")[0]
+            report = pytest.TestReport(nodeid=nodeid, location=(fspath, None, fspath),
+                                       keywords={}, outcome="failed", longrepr=reason,
+                                       when="call")
+            self.config.hook.pytest_runtest_logreport(report=report)
+
+    def _end_lost_run(self, nodeid: str, reason: str) -> None:
+        """Release the item's barrier, and end its stream unless it has its ``end`` already
+        (written by the child, or by the child's guard: the writer refuses a second one)."""
+        parsed = layout.parse_item_id(nodeid)
+        spec = next((s for suite in self.suites for s in suite.specs
+                     if parsed is not None and s.name == parsed.bench), None)
+        if parsed is None or spec is None:
+            return
+        server = getattr(self, "_barrier_server", None)
+        barrier = self.launcher.barrier_for(spec, parsed.repeat)
+        if server is not None and barrier is not None:
+            server.release(barrier[1], barrier[2])
+        from pytest_dlbench.measure.stream import Event, StreamWriter
+
+        path = layout.stream_path(self.run_dir(), spec.name, parsed.device, parsed.repeat)
+        with contextlib.suppress(OSError), StreamWriter(path) as stream:
+            if path.stat().st_size == 0:  # it never started: the score still knows what it was
+                stream.write(Event.CONFIG, spec=spec.to_dict(), device=parsed.device,
+                             repeat=parsed.repeat)
+            stream.write(Event.END, status=Status.FAIL, reason=reason, time=time.time(),
+                         writer="controller")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         server = getattr(self, "_barrier_server", None)

@@ -224,7 +224,9 @@ class BenchFunction(_BenchNode, pytest.Function):
             run.finish_profile()  # after the monitor stopped: the system report is whole
             validate_usage(run.stream, run.spec.validation)
 
-        outcome, exc = execute(call, run.stream, skip_types=_SKIP_TYPES)
+        # After a failure the last window (read by bench.close) still goes before ``end``.
+        outcome, exc = execute(call, run.stream, skip_types=_SKIP_TYPES,
+                               before_end=run.flush_bench)
         self.run.outcome = outcome
         if exc is not None:
             self._fail(outcome, exc)

@@ -207,6 +207,9 @@ class Launcher:
         env = {
             "PYTHONUNBUFFERED": "1",
             Env.SLOTS: json.dumps([s.to_dict() for s in slots]),
+            # Marks every process of this run (and which worker started it): see protocol.
+            Env.RUN_DIR: str(self.session.run_dir()),
+            Env.WORKER: os.environ.get("PYTEST_XDIST_WORKER", "controller"),
         }
         if not spec.is_njobs:
             # An njobs job spans every slot: each rank picks its GPU and cores itself.

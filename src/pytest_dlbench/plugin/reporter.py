@@ -89,7 +89,10 @@ class BenchReporter:
             self.comparison = dataclasses.replace(comparison, baseline_path=str(self.compare_path))
         self._write_files()
         if session.exitstatus == pytest.ExitCode.OK:  # pytest's own failures come first
-            session.exitstatus = gate.final_status(failed=False, comparison=self.comparison)
+            # The verdict of `dlbench report` on the same run directory (a weighted benchmark
+            # that failed in the score, or never ran, fails the run even if no item failed).
+            session.exitstatus = gate.final_status(failed=gate.run_failed(self.summary),
+                                                   comparison=self.comparison)
 
     def _compare_paired(self, run_dir: Path) -> None:
         """A --bench-against run: the paired verdicts from both sides' streams."""

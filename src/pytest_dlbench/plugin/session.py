@@ -65,6 +65,12 @@ class RunOptions:
         repeat = config.getoption("bench_repeat")
         if repeat < 1:
             raise pytest.UsageError("--bench-repeat must be at least 1")
+        run_name = config.getoption("bench_run_name")
+        if run_name is not None:
+            try:
+                layout.check_run_name(run_name)
+            except layout.UnsafeName as exc:
+                raise pytest.UsageError(f"--bench-run-name: {exc}") from None
         against = config.getoption("bench_against")
         rounds = config.getoption("bench_rounds")
         if config.getoption("bench_child_stream"):
@@ -88,7 +94,7 @@ class RunOptions:
                                     "(use --bench-repeat to run a benchmark several times)")
         return cls(
             base=results_base(config),
-            run_name=config.getoption("bench_run_name"),
+            run_name=run_name,
             repeat=repeat,
             isolation=config.getoption("bench_isolation"),
             select=tuple(config.getoption("bench_select")),

@@ -186,6 +186,11 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
         lines.append(f"  failed {r.label}: {why}")
     for r in skipped:
         lines.append(f"  skipped {r.label}: {r.reason or '-'}")
+    # Lines of the streams left out (corrupt, or of the wrong type): a few, then a count.
+    notes = summary.notes
+    lines += [f"  note: {note}" for note in notes[:5]]
+    if len(notes) > 5:
+        lines.append(f"  ... and {len(notes) - 5} more lines left out")
     return lines
 
 

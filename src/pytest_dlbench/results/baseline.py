@@ -140,6 +140,65 @@ def _validate(data: dict[str, Any]) -> None:
         raise ValueError("'score' is not a number")
 
 
+def _schema() -> Any:
+    """The typed shape of a (migrated) summary: what compare and the reports read of it."""
+    from pytest_dlbench.schema import Bool, Int, Loose, Map, Num, Str
+
+    class Run(Loose):
+        status: Str | None = None
+        rate: Num | None = None
+        block_rates: list[Num | None] | None = None
+
+    class Bench(Loose):
+        perf_adj: Num | None
+        weight: Num | None
+        n: Int
+        fail: Int
+        perf: Num | None = None
+        total: Num | None = None
+        std: Num | None = None
+        std_pct: Num | None = None
+        rates: list[Num | None] | None = None
+        samples: list[Num | None] | None = None
+        enabled: Bool | None = None
+        units: Str | None = None
+        method: Str | None = None
+        per_device: Map | None = None
+        telemetry: Map | None = None
+        runs: list[Run] | None = None
+
+    class Summary(Loose):
+        version: Int
+        score: Num | None = None
+        incomplete: list[Str] | None = None
+        failure_rate: Num | None = None
+        machine: Map | None = None
+        benchmarks: dict[str, Bench]
+
+    return Summary
+
+
+def _typed(data: dict[str, Any]) -> dict[str, Any]:
+    """Check the types of a summary (ValueError naming the field), and drop the nulls a saved
+    summary has in place of non-finite numbers from its lists of samples."""
+    from pydantic import ValidationError
+
+    from pytest_dlbench.schema import first_error
+
+    try:
+        _schema().model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(first_error(exc)) from None
+    for bench in data["benchmarks"].values():
+        for key in ("rates", "samples"):
+            if isinstance(bench.get(key), list):
+                bench[key] = [x for x in bench[key] if x is not None]
+        for run in bench.get("runs") or ():
+            if isinstance(run, dict) and isinstance(run.get("block_rates"), list):
+                run["block_rates"] = [x for x in run["block_rates"] if x is not None]
+    return data
+
+
 def load_summary(path: str | PathLike[str]) -> dict[str, Any]:
     """Read a saved summary, migrated to the current version.
 
@@ -167,6 +226,7 @@ def load_summary(path: str | PathLike[str]) -> dict[str, Any]:
     try:
         data = migrate(data)
         _validate(data)
+        data = _typed(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise BaselineError(path, f"invalid summary: {exc}") from exc
     return data

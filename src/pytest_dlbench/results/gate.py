@@ -30,6 +30,7 @@ __all__ = [
     "BaselineLoad",
     "OptionValueError",
     "final_status",
+    "run_failed",
     "load_baseline",
     "parse_alpha",
     "parse_paired_test",
@@ -157,6 +158,17 @@ def load_baseline(path: str) -> BaselineLoad:
 
 
 # -- the verdict -----------------------------------------------------------------------------------
+
+
+def run_failed(summary: Any) -> bool:
+    """The "a benchmark failed" verdict on a scored run (a ``SuiteSummary``), the same for
+    ``pytest --bench-...`` and ``dlbench report``: a run that ended other than ok or skipped
+    (pytest's own verdict on its item), or a weighted benchmark missing from the score."""
+    from pytest_dlbench.run.protocol import Status
+
+    if summary.incomplete:
+        return True
+    return any(run.status not in (Status.OK, Status.SKIPPED) for run in summary.runs)
 
 
 def final_status(*, failed: bool, comparison: Any = None, baseline_status: int = OK) -> int:

@@ -13,7 +13,7 @@ from dataclasses import astuple, dataclass, field, replace
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.measure.stream import Event, StreamError, read_stream
+from pytest_dlbench.measure.stream import Event, read_records
 from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import dtype_of
 from pytest_dlbench.run.layout import (
@@ -87,6 +87,8 @@ class RunResult:
     compile: Mapping[str, Any] | None = None
     variant: str | None = None
     compiled: Mapping[str, Any] = field(default_factory=dict)
+    # ``file:line: ...`` for each line of the stream left out (corrupt, or of the wrong type).
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -113,6 +115,7 @@ class RunResult:
             "path": self.path,
             "telemetry": dict(self.telemetry),
             **({"compiled": dict(self.compiled)} if self.compiled else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -240,6 +243,11 @@ class SuiteSummary:
     def skipped_runs(self) -> tuple[RunResult, ...]:
         """Runs that skipped themselves: in no count, no failure rate, no score."""
         return tuple(r for r in self.runs if r.skipped)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines of the streams left out (``file:line: ...``), every run's."""
+        return tuple(note for r in self.runs for note in r.notes)
 
     @property
     def failed(self) -> bool:
@@ -393,13 +401,20 @@ def _per_item(flops: Mapping[str, Any]) -> float | None:
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:
-    """Read and score one stream file. A stream damaged before its last line is a failed run."""
+    """Read and score one stream file, typed (measure/stream.read_records): a record of the wrong
+    type is left out with a note; a stream damaged before its last line keeps its valid records
+    (its measurements are shown) but is a failed run, whose reason names the first bad line."""
     try:
-        records = read_stream(path)
-    except StreamError as exc:
+        read = read_records(path)
+    except OSError as exc:
         run = run_from_records([], path=path)
-        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {exc}")
-    return run_from_records(records, path=path)
+        return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
+    run = replace(run_from_records(read.records, path=path), notes=read.notes)
+    if read.damaged is None:
+        return run
+    if run.ok:
+        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {read.damaged}")
+    return replace(run, reason=f"{run.reason} (corrupt stream: {read.damaged})")
 
 
 # -- one benchmark ----------------------------------------------------------------------------

@@ -10,18 +10,22 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.measure.stream import Event, StreamWriter, read_stream
-from pytest_dlbench.run.protocol import Outcome, Status
+from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_records
+from pytest_dlbench.run.protocol import Env, Outcome, Status
 
 __all__ = ["run_child"]
 
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
+# The child's own deadline (Env.DEADLINE) is this much after the parent's: while the parent
+# lives, it is always the one that stops a child that ran too long (and writes the ``end``).
+DEADLINE_MARGIN_S = KILL_GRACE_S + 5.0
 
 
 def _signal_name(number: int) -> str:
@@ -41,9 +45,66 @@ def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    # Workers left in the group after the leader died.
+    _kill_strays(proc)
+
+
+def _kill_strays(proc: subprocess.Popen) -> None:
+    """SIGKILL what is left in the child's process group once the child itself has ended
+    (data-loader workers, a server it started): after a normal exit and a crash too.
+
+    The group id is the child's pid (``start_new_session``); Linux does not reuse a pid while
+    a process group still has it as its id, so this reaches no one else.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+# -- the child's start: pinned, and dead with its parent --------------------------------------
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _pdeathsig_setter() -> Callable[[], None] | None:
+    """A function the forked child calls so that the kernel SIGKILLs it when its parent dies
+    (Linux ``prctl(PR_SET_PDEATHSIG)``); None where that does not exist. Looked up here, in the
+    parent: nothing is loaded between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong]
+
+    def set_pdeathsig() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return set_pdeathsig
+
+
+def _preexec(cpus: Sequence[int] | None) -> Callable[[], None] | None:
+    """What the child does between fork and exec: die with its parent, then pin itself to its
+    slot's cores (its threads and workers inherit them)."""
+    pdeathsig = _pdeathsig_setter()
+    pin = _pinning(cpus)
+    parent = os.getpid()
+    if pdeathsig is None and pin is None:
+        return None
+
+    def setup() -> None:
+        if pdeathsig is not None:
+            pdeathsig()
+            if os.getppid() != parent:  # the parent died before the call: nobody will signal
+                os._exit(1)
+        if pin is not None:
+            pin()
+
+    return setup
 
 
 def _pinning(cpus: Sequence[int] | None) -> Callable[[], None] | None:
@@ -59,13 +120,102 @@ def _pinning(cpus: Sequence[int] | None) -> Callable[[], None] | None:
     return pin
 
 
+# -- the guard: what ends a child when its parent dies ------------------------------------------
+#
+# The child dies with its parent (PR_SET_PDEATHSIG), but what it started in its process group
+# would stay, and its stream would have no end. A small guard process, started beside each child,
+# reads a pipe from the parent: the parent writes "done" when the child has ended. End of file
+# without it means the parent died (killed, crashed): the guard kills the child's process group
+# and every process of that run (Env.STREAM in its environment), then writes the stream's end.
+
+_DONE = b"done"
+
+
+def _start_guard(proc: subprocess.Popen, stream: Path) -> subprocess.Popen | None:
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pytest_dlbench.run.child", "guard", str(proc.pid),
+             str(stream), str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not stopped with the parent's group by a Ctrl-C
+            env={**os.environ, "PYTHONPATH": _package_path()},
+        )
+    except OSError:
+        return None  # no guard: the child still dies with its parent and at its deadline
+
+
+def _package_path() -> str:
+    """The guard imports this very package, whatever the parent's working directory."""
+    here = str(Path(__file__).resolve().parents[2])
+    rest = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([here, rest] if rest else [here])
+
+
+def _release_guard(guard: subprocess.Popen | None) -> None:
+    if guard is None:
+        return
+    try:
+        assert guard.stdin is not None
+        guard.stdin.write(_DONE)
+        guard.stdin.close()
+        guard.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        guard.kill()
+        guard.wait()
+
+
+def _kill_run_processes(stream: str) -> None:
+    """SIGKILL every process whose environment says it belongs to the run writing ``stream``
+    (data-loader workers, torchrun ranks in sessions of their own, servers it started)."""
+    import psutil
+
+    me = os.getpid()
+    for process in psutil.process_iter(["pid"]):
+        if process.pid == me:
+            continue
+        try:
+            if process.environ().get(Env.STREAM) == stream:
+                process.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
+def _guard(pgid: int, stream: str, parent: int) -> int:
+    data = sys.stdin.buffer.read()  # until the parent writes "done", or dies
+    if data.startswith(_DONE):
+        return 0
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    _kill_run_processes(stream)
+    with contextlib.suppress(OSError, ValueError), StreamWriter(stream) as writer:
+        # Refused if the child wrote its end before it was killed.
+        writer.write(Event.END, status=Status.FAIL, time=time.time(), writer="guard",
+                     reason=f"stopped: its parent process (pid {parent}) died")
+    return 0
+
+
 def _last_end(stream: Path) -> dict[str, Any] | None:
     try:
-        records = read_stream(stream)
-    except (FileNotFoundError, ValueError):
+        records = read_records(stream).records  # a damaged line elsewhere hides no end
+    except OSError:
         return None
     ends = [r for r in records if r.get("event") == Event.END]
     return ends[-1] if ends else None
+
+
+def _append_end(stream: Path, outcome: Outcome) -> Outcome:
+    """Write the parent's ``end`` record; a stream that cannot be written (a full disk) makes
+    the reason name the file and the cause, in one line."""
+    try:
+        with StreamWriter(stream) as writer:
+            writer.write(Event.END, status=outcome.status, reason=outcome.reason,
+                         time=time.time(), writer="parent", returncode=outcome.returncode)
+    except OSError as exc:
+        return Outcome(outcome.status, f"{StreamWriteError.describe(stream, exc)} "
+                                       f"({outcome.reason})", outcome.returncode)
+    return outcome
 
 
 def run_child(
@@ -78,12 +228,17 @@ def run_child(
     env: dict[str, str] | None = None,
     cpus: Sequence[int] | None = None,
 ) -> Outcome:
-    """Run one benchmark's child process; whatever happens, the stream ends with ``end``.
+    """Run one benchmark's child process; whatever happens, the stream ends with one ``end``.
 
     The child writes its own ``end`` when it can. If it died first (signal, ``os._exit``), ran
-    past ``timeout`` seconds or was interrupted, the parent appends the ``end`` record.
+    past ``timeout`` seconds or was interrupted, the parent appends the ``end`` record. Whatever
+    the child left in its process group is killed when it ends; the child dies with its parent
+    (Linux) and ends itself at its deadline (:data:`Env.DEADLINE`) if nobody stopped it.
     """
     stream.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ if env is None else env)
+    env[Env.DEADLINE] = f"{time.time() + timeout + DEADLINE_MARGIN_S:.3f}"
+    env[Env.STREAM] = str(stream)
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
             list(cmd),
@@ -93,25 +248,30 @@ def run_child(
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: we can kill it and its workers
-            preexec_fn=_pinning(cpus),
+            preexec_fn=_preexec(cpus),
         )
+        guard = _start_guard(proc, stream)
         try:
             returncode = proc.wait(timeout=timeout)
             timed_out = False
+            _kill_strays(proc)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             returncode, timed_out = proc.returncode, True
         except KeyboardInterrupt:
             _kill_group(proc, grace=1.0)
-            with StreamWriter(stream) as writer:
-                writer.write(Event.END, status=Status.FAIL, reason="interrupted", time=time.time())
+            if _last_end(stream) is None:
+                _append_end(stream, Outcome(Status.FAIL, "interrupted", proc.returncode))
             raise
+        finally:
+            _release_guard(guard)
     end = _last_end(stream)
+    if end is not None:
+        # The child wrote its end (and perhaps hung on its way out after it): one end only.
+        return Outcome(Status.parse(end.get("status")), str(end.get("reason") or ""), returncode)
     if timed_out:
         reason = f"timeout: ran past max_duration ({timeout:g} s)"
         outcome = Outcome(Status.TIMEOUT, reason, returncode)
-    elif end is not None:
-        return Outcome(Status.parse(end.get("status")), str(end.get("reason") or ""), returncode)
     elif returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         if -returncode == signal.SIGKILL:
@@ -124,7 +284,10 @@ def run_child(
         outcome = Outcome(
             Status.CRASH, f"crash: exited with status {returncode} before finishing", returncode
         )
-    with StreamWriter(stream) as writer:
-        writer.write(Event.END, status=outcome.status, reason=outcome.reason, time=time.time(),
-                     writer="parent", returncode=returncode)
-    return outcome
+    return _append_end(stream, outcome)
+
+
+if __name__ == "__main__":  # the guard: python -m pytest_dlbench.run.child guard PGID STREAM PID
+    if sys.argv[1:2] == ["guard"] and len(sys.argv) == 5:
+        sys.exit(_guard(int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
+    sys.exit(2)

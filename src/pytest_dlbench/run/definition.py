@@ -38,6 +38,16 @@ def _module_from_file(path: Path) -> Any:
     return module
 
 
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _import_failed(prefix: str, what: str, exc: BaseException) -> DefinitionError:
+    """The one line a definition that fails to import costs (its own error, not a traceback)."""
+    return DefinitionError(f"{prefix}cannot import {what}: {_one_line(exc)}")
+
+
 def load_definition(definition: str, *, bench: str = "") -> Callable[..., Any]:
     """Import and return the function a definition names (the default function is ``main``)."""
     target, _, function = definition.rpartition(":") if ":" in definition else (definition, "", "")
@@ -47,7 +57,10 @@ def load_definition(definition: str, *, bench: str = "") -> Callable[..., Any]:
         path = Path(target)
         if not path.is_file():
             raise DefinitionError(f"{prefix}definition file not found: {path}")
-        module = _module_from_file(path)
+        try:
+            module = _module_from_file(path)
+        except (Exception, SystemExit) as exc:  # an import, a syntax error, a sys.exit() in it
+            raise _import_failed(prefix, str(path), exc) from exc
     else:
         try:
             module = importlib.import_module(target)
@@ -55,6 +68,8 @@ def load_definition(definition: str, *, bench: str = "") -> Callable[..., Any]:
             raise DefinitionError(
                 f"{prefix}cannot import '{target}' (definition '{definition}'): {exc}"
             ) from exc
+        except (Exception, SystemExit) as exc:
+            raise _import_failed(prefix, f"'{target}'", exc) from exc
     func = getattr(module, function, None)
     if not callable(func):
         raise DefinitionError(f"{prefix}'{target}' has no function '{function}'")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.measure.stream import Event, Stream
+from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
 from pytest_dlbench.results.machine import machine_meta
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
@@ -94,6 +96,38 @@ class RunContext:
 
         return finish_profile(self.bench, self.path.parent, self.path, data_dir=self.data_dir)
 
+    def flush_bench(self) -> None:
+        """After a failure: write the last measured window if it can still be read (before
+        ``end``; an error reading it is the failure already being recorded)."""
+        if self.bench is not None:
+            with contextlib.suppress(Exception):
+                self.bench.close()
+
+    def arm_deadline(self) -> None:
+        """End this process at the deadline its parent set (:data:`Env.DEADLINE`): the parent
+        normally stops it earlier, at ``max_duration``; past the deadline the parent is gone
+        (killed, or a torchrun agent that died), and nobody else would."""
+        try:
+            deadline = float(os.environ.get(Env.DEADLINE, ""))
+        except ValueError:
+            return
+        timer = threading.Timer(max(0.0, deadline - time.time()), self._deadline_passed)
+        timer.daemon = True
+        timer.name = "dlbench-deadline"
+        timer.start()
+
+    def _deadline_passed(self) -> None:
+        reason = (f"timeout: ran past its deadline (max_duration {self.spec.max_duration:g} s) "
+                  "with no parent process to stop it")
+        # The writer refuses a second end: a run that ended already keeps its own.
+        with contextlib.suppress(Exception):
+            self.stream.write(Event.END, status=Status.TIMEOUT, reason=reason,
+                              time=time.time(), writer="deadline")
+        # This process's group: its workers, and the other ranks of a torchrun job with it.
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(124)
+
     def close(self) -> None:
         if self.bench is not None:
             # Already closed on the normal path; after a failure the last window may not be
@@ -126,7 +160,7 @@ def classify_exception(exc: BaseException) -> Outcome:
     from pytest_dlbench.measure.bench import NonFiniteLoss
     from pytest_dlbench.results.validation import ValidationError
 
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, ValidationError | StreamWriteError):
         return Outcome(Status.FAIL, str(exc))
     if isinstance(exc, NonFiniteLoss):
         return Outcome(Status.NAN, _one_line(exc))
@@ -139,34 +173,52 @@ def classify_exception(exc: BaseException) -> Outcome:
     return Outcome(Status.FAIL, _one_line(exc))
 
 
+def _write_end(stream: Stream, outcome: Outcome) -> tuple[Outcome, StreamWriteError | None]:
+    """Write ``end``; when the stream cannot be written (a full disk) the run fails with one line
+    naming the file and the cause, never a traceback."""
+    try:
+        stream.write(Event.END, status=outcome.status, reason=outcome.reason, time=time.time())
+    except StreamWriteError as exc:
+        if outcome.ok:
+            return Outcome(Status.FAIL, str(exc)), exc
+        if str(exc) in outcome.reason:
+            return outcome, exc
+        return Outcome(outcome.status, f"{outcome.reason} ({exc})"), exc
+    return outcome, None
+
+
 def execute(
     call: Callable[[], Any],
     stream: Stream,
     *,
     final: bool = True,
     skip_types: tuple[type[BaseException], ...] = (),
+    before_end: Callable[[], None] | None = None,
 ) -> tuple[Outcome, BaseException | None]:
     """Run ``call``; on failure write the ``end`` record and return the exception (not raised,
     so the caller decides how to report it). With ``final``, success writes ``end`` too.
     ``skip_types`` end the run as ``skipped`` (a benchmark that cannot run here, e.g. no GPU).
+    ``before_end`` runs after a failure, before ``end`` is written: what it writes (the last
+    measurements) comes before ``end``, which is always the last record.
     KeyboardInterrupt is recorded, then re-raised."""
     try:
         call()
     except KeyboardInterrupt:
-        stream.write(Event.END, status=Status.FAIL, reason="interrupted", time=time.time())
+        _write_end(stream, Outcome(Status.FAIL, "interrupted"))
         raise
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported
         if isinstance(exc, skip_types):
             outcome = Outcome(Status.SKIPPED, str(getattr(exc, "msg", "") or exc))
         else:
             outcome = classify_exception(exc)
-        stream.write(Event.END, status=outcome.status, reason=outcome.reason, time=time.time())
+        if before_end is not None:
+            with contextlib.suppress(Exception):
+                before_end()
+        outcome, _ = _write_end(stream, outcome)
         return outcome, exc
     if final:
-        stream.write(Event.END, status=Status.OK, reason="", time=time.time())
+        return _write_end(stream, Outcome(Status.OK))
     return Outcome(Status.OK), None
-
-
 
 
 def start_run(
@@ -196,7 +248,7 @@ def start_run(
 
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
                  **run_dimensions(spec.definition, spec.args), **rank.describe())
-    return RunContext(
+    run = RunContext(
         spec=spec,
         device_index=device,
         repeat=repeat,
@@ -208,3 +260,5 @@ def start_run(
         items_scale=rank.items_scale,
         profile=profile,
     )
+    run.arm_deadline()
+    return run

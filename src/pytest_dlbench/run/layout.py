@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from os import PathLike
@@ -37,6 +39,7 @@ from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.suite import BenchSpec
+from pytest_dlbench.suite.spec import name_problem
 
 __all__ = [
     "AGAINST",
@@ -45,6 +48,8 @@ __all__ = [
     "SIDES",
     "StreamName",
     "base_dir",
+    "UnsafeName",
+    "check_run_name",
     "item_name",
     "log_path",
     "make_run_dir",
@@ -52,6 +57,7 @@ __all__ = [
     "parse_stream_name",
     "profile_dir",
     "read_against",
+    "prepare_base",
     "read_manifest",
     "read_spec",
     "spec_path",
@@ -64,6 +70,7 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+RUNS = "runs"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
 PROFILE_SUFFIX = ".profile"
@@ -85,15 +92,66 @@ class StreamName:
     repeat: int | None = None
 
 
+class UnsafeName(DlbenchError, ValueError):
+    """A name that would leave its folder (or be no file name at all) if used as a file name."""
+
+
+def _component(name: str, what: str) -> str:
+    """``name`` when it is one plain file-name component; the last guard before the file system
+    (benchmark names are checked when the suite is resolved: suite.spec.name_problem)."""
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise UnsafeName(f"{what} {name!r} is not a safe file name")
+    return name
+
+
+def _bench_component(bench: str) -> str:
+    problem = name_problem(bench)
+    if problem is not None:
+        raise UnsafeName(f"benchmark name {bench!r} {problem}")
+    return bench
+
+
+def check_run_name(name: str) -> str:
+    """A run name (``--bench-run-name``) that can name the run directory, or UnsafeName."""
+    return _component(name, "run name")
+
+
 # -- the run directory ---------------------------------------------------------------------------
+
+
+def prepare_base(base: str | PathLike[str]) -> Path:
+    """Make ``<base>/runs`` and check that a run directory can be made in it, before anything
+    runs: a results directory that is a file, under ``/proc`` or read-only is one line."""
+    base = Path(base)
+    runs = base / RUNS
+    for part in (base, *base.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise DlbenchError(f"results directory {base}: {part} is not a directory")
+            break
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".dlbench-probe-", dir=runs))
+    except OSError as exc:
+        where = exc.filename or runs
+        raise DlbenchError(
+            f"results directory {base}: cannot make {where}: {exc.strerror or exc}"
+        ) from None
+    return runs
 
 
 def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> Path:
     """``<base>/runs/<run-name>.<YYYYmmdd-HHMMSS>``, made unique if that second is taken."""
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    runs = Path(base) / "runs"
+    runs = Path(base) / RUNS
     runs.mkdir(parents=True, exist_ok=True)
-    candidate = runs / f"{run_name}.{stamp}"
+    candidate = runs / _component(f"{run_name}.{stamp}", "run directory name")
     suffix = 1
     while True:
         try:
@@ -101,7 +159,7 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
             return candidate
         except FileExistsError:
             suffix += 1
-            candidate = runs / f"{run_name}.{stamp}-{suffix}"
+            candidate = runs / _component(f"{run_name}.{stamp}-{suffix}", "run directory name")
 
 
 def base_dir(run_dir: str | PathLike[str]) -> Path:
@@ -141,8 +199,9 @@ def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
 
 def stream_path(run_dir: str | PathLike[str], bench: str, device: int,
                 repeat: int | None = None) -> Path:
-    name = f"{bench}.D{device}" + (f".R{repeat}" if repeat is not None else "") + STREAM_SUFFIX
-    return Path(run_dir) / name
+    _bench_component(bench)
+    name = f"{bench}.D{int(device)}" + (f".R{int(repeat)}" if repeat is not None else "")
+    return Path(run_dir) / _component(name + STREAM_SUFFIX, "stream name")
 
 
 def log_path(stream: str | PathLike[str]) -> Path:
@@ -210,8 +269,17 @@ def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[Ben
     }
     path = Path(run_dir) / MANIFEST
     manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
-    path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
     return path
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write a file of the run directory; a full disk is one line naming the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DlbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
@@ -222,22 +290,41 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable manifest: {exc}") from exc
-    return data if isinstance(data, dict) else None
+        raise DlbenchError(f"{path}: unreadable manifest: {' '.join(str(exc).split())}") from None
+    problem = _manifest_problem(data)
+    if problem is not None:
+        raise DlbenchError(f"{path}: invalid manifest: {problem}")
+    return data
+
+
+def _manifest_problem(data: Any) -> str | None:
+    """What the score reads of a manifest, typed (pydantic: imported by readers only)."""
+    from pytest_dlbench.schema import Bool, Loose, Map, Num, Str, problem
+
+    class Entry(Loose):
+        weight: Num | None = None
+        enabled: Bool | None = None
+        units: Str | None = None
+        plan: Map | None = None
+
+    class Manifest(Loose):
+        suite: Str | None = None
+        benchmarks: dict[str, Entry] | None = None
+
+    return problem(Manifest, data)
 
 
 # -- resolved specs handed to children -----------------------------------------------------------
 
 
 def spec_path(run_dir: str | PathLike[str], bench: str) -> Path:
-    return Path(run_dir) / SPECS / f"{bench}.json"
+    return Path(run_dir) / SPECS / _component(f"{_bench_component(bench)}.json", "spec name")
 
 
 def write_spec(run_dir: str | PathLike[str], spec: BenchSpec) -> Path:
     """The resolved spec a child runs: it never re-reads the suite (edited mid-run or not)."""
     path = spec_path(run_dir, spec.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(spec.to_json(), default=str) + "\n")
+    _write_text(path, json.dumps(spec.to_json(), default=str) + "\n")
     return path
 
 

@@ -32,6 +32,18 @@ class Env:
     NODE_ROLE = "DLBENCH_NODE_ROLE"
     #: Seconds torch.distributed waits for a peer before failing (user-set).
     PG_TIMEOUT_S = "DLBENCH_PG_TIMEOUT_S"
+    #: The UNIX time after which a benchmark's process ends itself (its parent kills it at
+    #: ``max_duration``, a little earlier): it writes an ``end`` timeout record and kills its
+    #: process group, so no process of a run outlives its deadline, even without its parent.
+    DEADLINE = "DLBENCH_DEADLINE"
+    #: The run directory, in the environment of every process a run starts (children, their
+    #: ranks and workers): it marks the processes of a run, so that they can be found and killed.
+    RUN_DIR = "DLBENCH_RUN_DIR"
+    #: The xdist worker (``gw0``...) that launched a child, or ``controller``.
+    WORKER = "DLBENCH_WORKER"
+    #: The stream of the benchmark run a process belongs to (set on a child; its workers and
+    #: ranks inherit it): what to kill when that run must end and its parent is gone.
+    STREAM = "DLBENCH_STREAM"
 
 
 class Status(str, enum.Enum):

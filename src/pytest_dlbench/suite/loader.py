@@ -15,6 +15,59 @@ __all__ = ["Located", "Layer", "load_yaml", "iter_layers"]
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: Bounds on one YAML document, checked on its events before anything is built: a suite is a few
+#: thousand values nested a few levels deep. The node count is after alias expansion, so an
+#: alias bomb ("billion laughs") is refused in milliseconds instead of filling the memory, and
+#: the depth keeps PyYAML's composer (recursive C code) and the merge rules off deep recursion.
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+
+
+def _check_events(loader: Any, file: str | None) -> None:
+    """Refuse a document that is too deep, refers to itself or expands past :data:`MAX_NODES`.
+
+    Walks the parser's events (the composer would build the node graph first: deep nesting
+    crashes it, and a self-reference makes a cyclic value the merges would recurse into).
+    """
+    open_sizes: list[int] = []  # values counted so far in each open collection
+    open_anchors: list[str | None] = []
+    anchors: dict[str, int] = {}  # expanded size of each finished anchored value
+
+    def error(message: str, event: Any) -> SuiteError:
+        mark = event.start_mark
+        return SuiteError(message, file=file or (mark.name if mark else None),
+                          line=mark.line + 1 if mark else None,
+                          column=mark.column + 1 if mark else None)
+
+    def add(size: int, event: Any) -> None:
+        if open_sizes:
+            open_sizes[-1] += size
+        if size > MAX_NODES or (open_sizes and open_sizes[-1] > MAX_NODES):
+            raise error(f"the document expands to more than {MAX_NODES} values through its "
+                        "aliases (an alias bomb?)", event)
+
+    while loader.check_event():
+        event = loader.get_event()
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_sizes) >= MAX_DEPTH:
+                raise error(f"nested deeper than {MAX_DEPTH} levels", event)
+            open_sizes.append(1)
+            open_anchors.append(event.anchor)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            size, anchor = open_sizes.pop(), open_anchors.pop()
+            if anchor is not None:
+                anchors[anchor] = size
+            add(size, event)
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                anchors[event.anchor] = 1
+            add(1, event)
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor in open_anchors:
+                raise error(f"the alias *{event.anchor} refers to a value that contains it "
+                            "(a self-referencing alias)", event)
+            add(anchors.get(event.anchor, 1), event)  # an unknown anchor: the composer says so
+
 
 class Located(str):
     """A string that remembers the file it was written in (for relative ``definition`` paths).
@@ -34,10 +87,24 @@ class Located(str):
 
 
 class _SuiteLoader(_BaseLoader):  # type: ignore[misc, valid-type]
-    """Safe YAML plus ``!delete``, refusing duplicate keys (PyYAML keeps the last silently)."""
+    """Safe YAML plus ``!delete``, refusing duplicate keys (PyYAML keeps the last silently),
+    alias bombs, self-referencing aliases and deep nesting (:func:`_check_events`)."""
 
     # The file named in errors: marks of a parser fed with text carry "<unicode string>".
     suite_file: str | None = None
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        super().__init__(text)
+
+    def get_single_data(self) -> Any:
+        # The events once, on a parser of their own, then the document built as usual.
+        checker = _BaseLoader(self._text)
+        try:
+            _check_events(checker, self.suite_file)
+        finally:
+            checker.dispose()
+        return super().get_single_data()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, yaml.Node] = {}

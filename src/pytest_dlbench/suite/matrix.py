@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.argv import fill_placeholders
 
-__all__ = ["expand_matrices"]
+__all__ = ["MAX_JOBS", "expand_matrices"]
+
+#: The most benchmarks one matrix may generate (a product of long lists grows fast).
+MAX_JOBS = 10_000
 
 
 def _values(value: Any) -> list[Any]:
@@ -69,6 +73,12 @@ def expand_matrices(
             warn(
                 f"{where}: {name}: keys of a matrix entry other than matrix and job are "
                 f"ignored: {', '.join(ignored)}"
+            )
+        count = math.prod(len(_values(v)) for v in matrix.values())
+        if count > MAX_JOBS:
+            raise SuiteError(
+                f"'matrix' makes {count} combinations, more than {MAX_JOBS}", file=where,
+                bench=name,
             )
         for combo in _combinations(matrix):
             context = {k: str(v) for k, v in combo.items()}

@@ -24,6 +24,9 @@ from pytest_dlbench.suite.spec import (
 __all__ = ["ResolvedSuite", "resolve_suite", "parse_override", "select_specs", "SuiteWarning"]
 
 STAR = "*"
+#: The most layers a suite may have: a file included twice by each of a chain of files (not a
+#: cycle) would otherwise make exponentially many.
+MAX_LAYERS = 1000
 
 
 class SuiteWarning(UserWarning):
@@ -60,11 +63,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
     The value is read as YAML, so ``32`` is a number, ``null`` cancels and ``!delete`` removes.
     """
+    shown = text if len(text) <= 80 else text[:77] + "..."  # echoed in errors
     key, sep, raw = text.partition("=")
     parts = key.strip().split(".")
     if not sep or len(parts) < 2 or not all(parts):
         raise SuiteError(
-            f"--bench-override {text!r}: expected BENCH.KEY[.KEY...]=VALUE "
+            f"--bench-override {shown!r}: expected BENCH.KEY[.KEY...]=VALUE "
             "(BENCH may be '*' for every benchmark)"
         )
     from pytest_dlbench.suite.loader import _SuiteLoader  # the same safe loader as suite files
@@ -79,7 +83,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
             problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
         problem = " ".join(str(problem).split())  # one line, whatever PyYAML wrote
         raise SuiteError(
-            f"--bench-override {text!r}: value is not valid YAML ({problem})"
+            f"--bench-override {shown!r}: value is not valid YAML ({problem})"
         ) from None
     finally:
         loader.dispose()
@@ -179,7 +183,12 @@ def resolve_suite(
     notes: list[str] = []
     entries: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    for layer in iter_layers(path):
+    for count, layer in enumerate(iter_layers(path), 1):
+        if count > MAX_LAYERS:
+            raise SuiteError(
+                f"more than {MAX_LAYERS} layers through 'include' (files included many times?)",
+                file=path,
+            )
         for name, value in layer.entries.items():
             if value is DELETE:
                 entries.pop(name, None)

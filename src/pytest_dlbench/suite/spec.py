@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,15 @@ from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.loader import Located
 
 __all__ = [
-    "BenchSpec", "build_spec", "misspelled_keys", "ignored_keys", "porting_error",
-    "DEFAULT_STOP", "DEFAULT_SKIP", "IGNORED_KEYS",
+    "BenchSpec",
+    "build_spec",
+    "ignored_keys",
+    "misspelled_keys",
+    "name_problem",
+    "porting_error",
+    "DEFAULT_STOP",
+    "DEFAULT_SKIP",
+    "IGNORED_KEYS",
 ]
 
 DEFAULT_STOP = 60
@@ -173,6 +181,48 @@ def porting_error(spec: BenchSpec) -> str | None:
         "function taking the bench fixture and reading the same argv from bench.args), see "
         "'Porting a milabench suite' in docs/suites.md"
     )
+#: A benchmark name becomes a file name (``<name>.D0.data``, ``specs/<name>.json``) and an item id
+#: (``<name>[D0]``): at most this many bytes, so that the longest file name stays under 255.
+MAX_NAME_BYTES = 200
+_ID_CHARACTERS = "[]:"  # pytest item ids: name[D0], path::name[D0]
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a benchmark's name, or None when it can.
+
+    A name is one safe file-name component: milabench's letters, digits, ``-``, ``_`` and ``.``
+    (``ddp.scaling.2``) and most other characters are fine; path separators, a leading dot
+    (``..``, hidden files), control characters and the characters of pytest item ids are not.
+    """
+    if not isinstance(name, str):
+        return f"must be a string, got {type(name).__name__}"
+    if not name:
+        return "is empty"
+    if "/" in name or "\\" in name:
+        return "contains a path separator"
+    if name.startswith("."):
+        return "starts with '.'"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        return "contains a control character"
+    if any(0xD800 <= ord(c) < 0xE000 for c in name):
+        return "is not valid Unicode (a lone surrogate)"
+    if any(c in _ID_CHARACTERS for c in name):
+        return "contains '[', ']' or ':' (they separate pytest item ids)"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+def _check_name(name: str, config: dict[str, Any], origin: str) -> None:
+    problem = name_problem(name)
+    if problem is not None:
+        what = "matrix job name" if "matrix_values" in config else "benchmark name"
+        # repr: a name with a newline or an escape sequence must not break the line.
+        raise SuiteError(
+            f"{what} {name!r} {problem}: a name is used as a file name "
+            "(use letters, digits, '-', '_' and '.')",
+            file=origin,
+        )
 
 
 def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
@@ -232,6 +282,7 @@ def _check_requirements(config: dict[str, Any], *, origin: str, name: str) -> No
 
 def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     """Validate the merged mapping of one benchmark and normalise it into a ``BenchSpec``."""
+    _check_name(name, config, origin)
     tags = config.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise SuiteError("'tags' must be a list of strings", file=origin, bench=name)
@@ -258,8 +309,18 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         raise SuiteError("'validation' must be a mapping", file=origin, bench=name)
     max_duration = _number(config, "max_duration", DEFAULT_MAX_DURATION, origin=origin,
                            name=name)
-    if max_duration <= 0:
-        raise SuiteError("'max_duration' must be positive", file=origin, bench=name)
+    # NaN compares false with everything: `<= 0` alone would let .nan through and turn the
+    # timeout off; .inf would turn it off too.
+    if not (math.isfinite(max_duration) and max_duration > 0):
+        raise SuiteError(
+            f"'max_duration' must be positive and finite (seconds), got {max_duration!r}",
+            file=origin, bench=name,
+        )
+    weight = _number(config, "weight", 0.0, origin=origin, name=name)
+    if not (math.isfinite(weight) and weight >= 0):
+        raise SuiteError(
+            f"'weight' must be a finite number >= 0, got {weight!r}", file=origin, bench=name
+        )
     from pytest_dlbench.measure.monitor import IntervalError, parse_interval
 
     try:
@@ -276,7 +337,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         origin=origin,
         tags=tuple(sorted(set(tags))),
         group=str(group) if group is not None else None,
-        weight=_number(config, "weight", 0.0, origin=origin, name=name),
+        weight=weight,
         enabled=enabled,
         plan=plan,
         argv=config.get("argv"),
