@@ -34,6 +34,8 @@ class Event(str, enum.Enum):
     TELEMETRY = "telemetry"  # one sample of the GPUs and the process tree
     MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
     WARNING = "warning"  # message: a usage check that warned
+    PROGRESS = "progress"  # done_percent, step, time: how much of its work the run has done
+    COMMAND = "command"  # status (start|end), argv, returncode...: an external command's run
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

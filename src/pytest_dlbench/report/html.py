@@ -51,6 +51,7 @@ class BenchRow:
     incomplete: bool
     unscored: bool
     never_ran: bool
+    time: str = ""  # time-to-train (total_time_secs), lower is better; "" for other metrics
 
     @property
     def has_fail(self) -> bool:
@@ -136,6 +137,7 @@ class View:
     profiles: list[tuple[str, str]]
     device_plot: str | None = None
     distribution_plot: str | None = None
+    has_time_to_train: bool = False  # a total_time_secs column (docs/time-to-train.md)
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -164,6 +166,8 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         incomplete=b.name in incomplete,
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
+        time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
+        if b.lower_is_better else "",
     )
 
 
@@ -262,6 +266,7 @@ def _view(
         comparison=_comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
         profiles=_profiles(summary.run_dir),
+        has_time_to_train=any(b.lower_is_better for b in benches),
     )
 
 

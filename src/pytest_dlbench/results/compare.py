@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.scoring import SuiteSummary, weighted_geomean
+from pytest_dlbench.results.scoring import THROUGHPUT, TOTAL_TIME, SuiteSummary, weighted_geomean
 from pytest_dlbench.run.protocol import Status
 
 __all__ = [
@@ -79,9 +79,22 @@ class BenchComparison:
     verdict: str
     p_value: float | None  # one-sided, in the direction of the ratio; None when not testable
     samples: tuple[int, int]  # (current, baseline) sample sizes
+    # Time-to-train benchmarks (docs/time-to-train.md): their times, lower is better. The
+    # verdict is the one of their equivalent throughput (perf_adj): a longer time is a lower
+    # throughput, so a time that grew beyond the tolerance is a regression.
+    metric: str = THROUGHPUT
+    current_time: float | None = None
+    baseline_time: float | None = None
+
+    @property
+    def time_ratio(self) -> float | None:
+        """current / baseline total_time_secs (above 1 is slower); None if not both."""
+        if self.current_time is None or not self.baseline_time:
+            return None
+        return self.current_time / self.baseline_time
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "units": self.units,
             "weight": self.weight,
@@ -92,6 +105,11 @@ class BenchComparison:
             "p_value": self.p_value,
             "samples": list(self.samples),
         }
+        if self.metric == TOTAL_TIME:
+            data.update(metric=self.metric, lower_is_better=True,
+                        current_time=self.current_time, baseline_time=self.baseline_time,
+                        time_ratio=self.time_ratio)
+        return data
 
 
 @dataclass(frozen=True)
@@ -279,7 +297,15 @@ def _compare_bench(
         verdict=verdict,
         p_value=p_dir,
         samples=(len(cur_s), len(base_s)),
+        metric=str(cur.get("metric") or base.get("metric") or THROUGHPUT),
+        current_time=_time(cur),
+        baseline_time=_time(base),
     )
+
+
+def _time(bench: Mapping[str, Any]) -> float | None:
+    value = bench.get("total_time_secs")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def compare(
