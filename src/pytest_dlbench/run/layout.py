@@ -40,6 +40,7 @@ __all__ = [
     "spec_path",
     "stream_path",
     "stream_paths",
+    "work_dir",
     "write_manifest",
     "write_spec",
 ]
@@ -48,6 +49,7 @@ MANIFEST = "manifest.json"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
 PROFILE_SUFFIX = ".profile"
+WORK_SUFFIX = ".work"
 SPECS = "specs"
 _STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 _ITEM_ID = re.compile(r"(?:^|::)(?P<bench>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
@@ -119,6 +121,14 @@ def profile_dir(stream: str | PathLike[str], *, rank: int = 0) -> Path:
     return out / f"rank{rank}" if rank else out
 
 
+def work_dir(stream: str | PathLike[str]) -> Path:
+    """``<run_dir>/<stem>.work`` beside the stream ``<stem>.data``: the working folder of an
+    external command (its cwd and ``{workdir}``: checkpoints, its own logs), one per run."""
+    path = Path(stream)
+    stem = path.name.removesuffix(STREAM_SUFFIX) if path.name.endswith(STREAM_SUFFIX) else path.stem
+    return path.parent / f"{stem}{WORK_SUFFIX}"
+
+
 # -- item ids ------------------------------------------------------------------------------------
 
 
@@ -143,20 +153,29 @@ def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[Ben
                    facts: dict[str, Any] | None = None) -> Path:
     """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
     and ``facts`` about the run (commit, machine, versions) at its top level."""
-    benchmarks = {
-        spec.name: {
-            "weight": spec.weight,
-            "enabled": spec.enabled,
-            "units": spec.units,
-            "plan": spec.plan,
-            "suite": str(spec.origin),
-        }
-        for spec in specs
-    }
+    benchmarks = {spec.name: _manifest_entry(spec) for spec in specs}
     path = Path(run_dir) / MANIFEST
     manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
     path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     return path
+
+
+def _manifest_entry(spec: BenchSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "weight": spec.weight,
+        "enabled": spec.enabled,
+        "units": spec.units,
+        "plan": spec.plan,
+        "suite": str(spec.origin),
+    }
+    # Only when said: a benchmark that never ran is still a time-to-train one in the report,
+    # and keeps its matrix combination in the sweep table (docs/time-to-train.md).
+    if getattr(spec, "metric", None):
+        entry["metric"] = spec.metric
+    matrix = spec.config.get("matrix_values") if isinstance(spec.config, dict) else None
+    if matrix:
+        entry["matrix"] = {str(k): v for k, v in matrix.items()}
+    return entry
 
 
 def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
