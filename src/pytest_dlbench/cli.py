@@ -51,6 +51,14 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         print(f"  tags        {', '.join(spec.tags) or '-'}")
         print(f"  weight      {spec.weight:g}    plan {spec.plan}")
         print(f"  skip/stop   {spec.skip}/{spec.stop}    max_duration {spec.max_duration:g} s")
+        if spec.metric:
+            print(f"  metric      {spec.metric}")
+        if spec.command:
+            parser = spec.command["parser"]
+            shown = parser if isinstance(parser, str) else parser.get("regex")
+            print(f"  parser      {shown}")
+            if spec.command.get("prepare"):
+                print(f"  prepare     {spec.command['prepare']}")
         if spec.env:
             print(f"  env         {spec.env}")
         print(f"  args        {' '.join(spec.args)}")
