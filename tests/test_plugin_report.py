@@ -50,9 +50,10 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_summary_table_and_score_after_the_run(suite):
     result = run(suite)
     assert result.ret == 0
+    # Peak RSS of this in-process run: MiB or GiB, as big as the test process has grown.
     result.stdout.fnmatch_lines(
         ["*= dlbench =*", "bench *fail*n*perf*total*std%*perf_adj*weight*units*",
-         "fast *0 *1 *items/s *MiB", "other *0 *1 *items/s *MiB", "", "score: *",
+         "fast *0 *1 *items/s *iB", "other *0 *1 *items/s *iB", "", "score: *",
          "failure rate: 0.0% (0 of 2 runs)*", "results: *out/runs/s.*"]
     )
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MARKER",
+    "ImageTextDataset",
     "forever",
     "image_text_pairs",
     "jpeg_folder",
@@ -96,6 +97,89 @@ def image_text_pairs(
     tokens[:, 0] = sot
     tokens[torch.arange(n), lengths + 1] = eot
     return TensorDataset(images, tokens)
+
+
+_ADJECTIVES = (
+    "red", "blue", "green", "small", "large", "muddy", "young", "bright", "dark", "striped",
+    "wooden", "shiny", "quiet", "busy", "wet", "frozen", "golden", "tiny", "tall", "round",
+)
+_NOUNS = (
+    "dog", "cat", "house", "car", "tree", "river", "mountain", "bicycle", "bird", "street",
+    "boat", "flower", "table", "chair", "horse", "train", "bridge", "garden", "beach", "clock",
+    "lamp", "window", "cake", "field", "city", "forest", "kitchen", "market", "road", "sky",
+)
+_PLACES = ("next to", "under", "behind", "in front of", "near", "on top of", "beside", "inside")
+
+
+class ImageTextDataset:
+    """``n`` distinct image-caption pairs for CLIP training, made on the fly, deterministic by
+    ``seed``: pair ``i`` depends only on ``(seed, i)``, so any size costs no memory and two runs
+    (or two ranks reading disjoint indices) see the same pairs for the same indices.
+
+    An image is a smooth random colour field (an 8x8 grid of colours, resized bilinearly to
+    ``image_size``, a PIL RGB image); a caption is a short sentence ("a red dog next to a
+    wooden bridge, photo 12"; the number makes every caption distinct). ``transform`` and
+    ``tokenizer`` (e.g. OpenCLIP's ``image_transform`` and ``get_tokenizer``) turn them into
+    tensors, as a real input pipeline does: sample by sample, in DataLoader workers. A
+    map-style data set (``len`` and indexing): DataLoader and DistributedSampler take it.
+
+    Unlike OpenCLIP's ``--dataset-type synthetic`` (one blank image and one caption repeated),
+    the pixels and tokens differ from sample to sample; the work per sample is the same.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        image_size: int = 224,
+        seed: int = 0,
+        transform: Any = None,
+        tokenizer: Any = None,
+    ) -> None:
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        self.n = n
+        self.image_size = image_size
+        self.seed = seed
+        self.transform = transform
+        self.tokenizer = tokenizer
+
+    def __len__(self) -> int:
+        return self.n
+
+    def raw(self, index: int) -> tuple[Any, str]:
+        """Pair ``index`` before ``transform`` and ``tokenizer``: (PIL image, caption)."""
+        import numpy as np
+        from PIL import Image
+
+        if not 0 <= index < self.n:
+            raise IndexError(f"index {index} out of range for {self.n} pairs")
+        rng = np.random.default_rng((self.seed, index))
+        grid = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+        words = rng.integers(0, 1 << 30, size=5)
+        size = (self.image_size, self.image_size)
+        image = Image.fromarray(grid, mode="RGB").resize(size, Image.Resampling.BILINEAR)
+        adjective, noun = _ADJECTIVES, _NOUNS
+        caption = (f"a {adjective[words[0] % len(adjective)]} {noun[words[1] % len(noun)]} "
+                   f"{_PLACES[words[2] % len(_PLACES)]} a {adjective[words[3] % len(adjective)]} "
+                   f"{noun[words[4] % len(noun)]}, photo {index}")
+        return image, caption
+
+    def image(self, index: int) -> Any:
+        """The PIL image of pair ``index``."""
+        return self.raw(index)[0]
+
+    def caption(self, index: int) -> str:
+        """The caption of pair ``index``."""
+        return self.raw(index)[1]
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        image, text = self.raw(index)
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.tokenizer is not None:
+            text = self.tokenizer([text])[0]
+        return image, text
 
 
 def token_sequences(

@@ -387,6 +387,60 @@ class Bench(ClosesOnExit):
             # The next calls measure profiled work: the profiler starts now, between two.
             self._start_profile()
 
+    def log_step(
+        self,
+        items: float,
+        seconds: float,
+        *,
+        per_rank: bool = True,
+        loss: Any = None,
+        time: float | None = None,
+    ) -> bool:
+        """Record one step timed outside :meth:`iterate`: ``items`` done in ``seconds``.
+
+        For steps whose duration the benchmark knows itself, e.g. read from an external
+        command's log (run/external.py). Written at once, with ``items`` and ``seconds`` like
+        the records of :meth:`iterate`, so throughput and ``total_time_secs`` are computed the
+        same way; counted toward ``skip``/``stop`` and ignored once :attr:`done` (returns
+        whether it was recorded). ``per_rank=False``: ``items`` already count the whole job
+        (an external command's global figure), so ``items_scale`` is not applied. ``loss`` is
+        recorded for the step (a NaN raises :class:`NonFiniteLoss`, as from a window read).
+        """
+        self._check_open()
+        if self._n >= self.skip + self.stop:
+            return False
+        i = self._written
+        self._written += 1
+        self._n += 1
+        items = float(items) * (self.items_scale if per_rank else 1)
+        seconds = float(seconds)
+        record = {
+            "event": "rate",
+            "value": items / seconds if seconds > 0 else math.inf,
+            "units": self.units,
+            "step": i,
+            "warmup": i < self.skip,
+            "time": self.timer.wall_clock() if time is None else float(time),
+            "items": items,
+            "seconds": seconds,
+        }
+        if loss is not None:
+            detach = getattr(loss, "detach", None)
+            self._losses.append((i, detach() if detach is not None else loss))
+        self._write_window([record])
+        return True
+
+    def log_progress(self, done_percent: float) -> None:
+        """Record how much of its work the run has done, 0-100 (the sweep table's
+        ``done_percent_last``): e.g. 100 when a time-to-train workload finished its epochs."""
+        self._check_open()
+        self.stream.write(
+            "progress",
+            done_percent=float(done_percent),
+            step=self._written - 1 if self._written else None,
+            time=self.timer.wall_clock(),
+        )
+
     def _log_profiled_rate(self, value: float, units: str | None) -> None:
         capture = self.capture
         assert capture is not None

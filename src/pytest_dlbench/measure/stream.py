@@ -55,6 +55,8 @@ class Event(str, enum.Enum):
     # break_reasons, frames, cache_hits, cache_misses (torch.compile before the timed loop);
     # phase "loop": graphs and graph_breaks compiled during the timed loop (a recompile)
     COMPILE = "compile"
+    PROGRESS = "progress"  # done_percent, step, time: how much of its work the run has done
+    COMMAND = "command"  # status (start|end), argv, returncode...: an external command's run
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

@@ -99,6 +99,11 @@ class Launcher:
             if wanted > have:
                 reason = f"needs {wanted} device slots, this run has {have}"
                 return Launched(Outcome(Status.SKIPPED, reason), stream, log)
+            from pytest_dlbench.run.launch.torchrun import plan_nodes_reason
+
+            reason = plan_nodes_reason(spec.plan.get("nodes"), session.system)
+            if reason:  # a step of a sweep over nodes (docs/time-to-train.md)
+                return Launched(Outcome(Status.SKIPPED, reason), stream, log)
             launch = self.njobs_launch(spec, cmd, cwd=cwd)
             cmd, env = launch.argv, {**env, **launch.env}
             # Every slot's cores (an xdist worker is pinned to its own); ranks split them.

@@ -57,6 +57,7 @@ class BenchRow:
     mfu: str
     peak_source: str
     precision: str = ""  # the precision preset, "" when none was recorded
+    time: str = ""  # time-to-train (total_time_secs), lower is better; "" for other metrics
 
     @property
     def has_fail(self) -> bool:
@@ -166,6 +167,7 @@ class View:
     compiled: list[CompileView] = dataclasses.field(default_factory=list)
     device_plot: str | None = None
     distribution_plot: str | None = None
+    has_time_to_train: bool = False  # a total_time_secs column (docs/time-to-train.md)
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -199,6 +201,8 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         mfu=percent(b.mfu, space=True, missing=DASH),
         peak_source=b.peak_source or b.flops_reason,
         precision=b.precision or "",
+        time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
+        if b.lower_is_better else "",
     )
 
 
@@ -342,6 +346,7 @@ def _view(
         has_flops=any(b.tflops is not None and b.units != "TFLOP/s" for b in benches),
         show_precision=any(b.precision for b in benches),
         compiled=_compile_views(summary),
+        has_time_to_train=any(b.lower_is_better for b in benches),
     )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "render_comparison",
     "render_paired",
     "render_summary",
+    "render_sweep",
     "score_line",
     "verdict_rule",
 ]
@@ -97,6 +98,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
     energy = any(t.get("energy_j") is not None for t in stats)
     # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted (results/peaks.py).
     flops = any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks)
+    ttt = _has_time_to_train(summary)
     for b in summary.benchmarks:
         row = {
             "bench": b.name,
@@ -116,6 +118,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             row["precision"] = b.precision or MISSING
         if compiled:
             row.update(_compile_columns(b, compiled.get(b.name)))
+        if ttt:
+            # Time-to-train: the time itself, lower is better (perf is its equivalent rate).
+            row[TIME_COLUMN] = seconds(b.total_time_secs) if b.lower_is_better else MISSING
         if has_memory:
             row.update(_telemetry_columns(b, gpu, energy))
         if comparison is not None:
@@ -125,6 +130,29 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             row["adj ratio"] = fixed(c.adj_ratio, 3) if c else MISSING
         rows.append(row)
     return rows
+
+
+#: The time-to-train column (docs/time-to-train.md); shown only when a benchmark has one.
+TIME_COLUMN = "total_time_secs"
+
+
+def seconds(value: float | None) -> str:
+    """A duration in seconds, 2 decimals (seed 004's table), with its unit."""
+    return MISSING if value is None else f"{fixed(value, 2)} s"
+
+
+def _has_time_to_train(summary: SuiteSummary) -> bool:
+    return any(b.lower_is_better for b in summary.benchmarks)
+
+
+def _time_to_train_line(summary: SuiteSummary) -> list[str]:
+    if not _has_time_to_train(summary):
+        return []
+    return [
+        f"{TIME_COLUMN}: time-to-train, lower is better (the steps' seconds summed, the first "
+        "skipped); its perf, perf_adj and score entry are the equivalent throughput (items / "
+        f"{TIME_COLUMN})"
+    ]
 
 
 def score_line(
@@ -334,6 +362,7 @@ def render_summary(
             c = comparison.get(b.name)
             row["p"] = p_value(c.p_value if c else None)
     out = [_table(rows, width, left=["bench", "units", "verdict"]), "", line]
+    out += _time_to_train_line(summary)
     incomplete = _incomplete_line(summary)
     if incomplete:
         out.append(incomplete)
@@ -346,6 +375,7 @@ def render_summary(
     if comparison is not None:
         out += _comparison_lines(comparison)
     out += _scaling_lines(summary, width)
+    out += _sweep_lines(summary, width)
     if verbosity > 0:
         devices = _device_rows(summary)
         out += ["", "per device", _table(devices, width, left=["bench"]) if devices else "  -", ""]
@@ -372,6 +402,46 @@ def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
     return ["", _table(rows, width, left=["scaling"]), *flags] if rows else []
 
 
+def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
+    """Seed 004's result table (results/sweep.py): the matrix parameters, then
+    done_percent_last, throughput_avg, throughput_per_gpu_avg, time_per_iteration_secs_avg,
+    total_time_secs; and the status."""
+    from pytest_dlbench.results.sweep import param_names
+
+    if not rows:
+        return "no benchmarks"
+    names = param_names(rows)
+    table = []
+    for r in rows:
+        row = {"bench": r.bench}
+        row.update({k: str(r.params.get(k, MISSING)) for k in names})
+        row.update({
+            "gpus": MISSING if r.gpus is None else str(r.gpus),
+            "global_batch": MISSING if r.global_batch is None else str(r.global_batch),
+            "done_percent_last": fixed(r.done_percent_last, 1),
+            "throughput_avg": fixed(r.throughput_avg, 2),
+            "throughput_per_gpu_avg": fixed(r.throughput_per_gpu_avg, 2),
+            "time_per_iteration_secs_avg": fixed(r.time_per_iteration_secs_avg, 3),
+            "total_time_secs": fixed(r.total_time_secs, 2),
+            "status": r.status,
+        })
+        if all(x.global_batch is None for x in rows):
+            del row["global_batch"]
+        table.append(row)
+    return _table(table, width, left=["bench", *names, "status"])
+
+
+def _sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
+    """The sweep table of the matrix benchmarks, when the run has some (seed 004)."""
+    from pytest_dlbench.results.sweep import sweep_rows
+
+    rows = sweep_rows(summary, matrix_only=True)
+    if not rows:
+        return []
+    return ["", "sweep (matrix benchmarks; throughput in items/s, times in seconds)",
+            render_sweep(rows, width)]
+
+
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
     """Two summaries side by side (``dlbench compare``): perf, ratio and verdict, and the
     perf_adj ratio beside them."""
@@ -391,6 +461,10 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
             "weight": f"{c.weight:g}",
             "units": c.units,
         }
+        if any(x.metric == TIME_COLUMN for x in comparison.benchmarks):
+            ttt = c.metric == TIME_COLUMN
+            row["baseline time"] = seconds(c.baseline_time) if ttt else MISSING
+            row["current time"] = seconds(c.current_time) if ttt else MISSING
         if verbosity > 0:
             row["p"] = p_value(c.p_value)
             row["samples"] = f"{c.samples[0]}/{c.samples[1]}"

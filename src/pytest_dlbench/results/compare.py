@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.scoring import SuiteSummary, weighted_geomean
+from pytest_dlbench.results.scoring import THROUGHPUT, TOTAL_TIME, SuiteSummary, weighted_geomean
 from pytest_dlbench.run.protocol import Status
 
 __all__ = [
@@ -100,9 +100,23 @@ class BenchComparison:
     # that its upper end is below 1 exactly when the one-sided test is significant.
     ci: tuple[float, float] | None = None
     note: str = ""  # why there is no verdict, one line (paired: "not in the suite at main")
+    samples: tuple[int, int]  # (current, baseline) sample sizes
+    # Time-to-train benchmarks (docs/time-to-train.md): their times, lower is better. The
+    # verdict is the one of their equivalent throughput (perf_adj): a longer time is a lower
+    # throughput, so a time that grew beyond the tolerance is a regression.
+    metric: str = THROUGHPUT
+    current_time: float | None = None
+    baseline_time: float | None = None
+
+    @property
+    def time_ratio(self) -> float | None:
+        """current / baseline total_time_secs (above 1 is slower); None if not both."""
+        if self.current_time is None or not self.baseline_time:
+            return None
+        return self.current_time / self.baseline_time
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "units": self.units,
             "weight": self.weight,
@@ -118,6 +132,11 @@ class BenchComparison:
             "ci": list(self.ci) if self.ci is not None else None,
             "note": self.note,
         }
+        if self.metric == TOTAL_TIME:
+            data.update(metric=self.metric, lower_is_better=True,
+                        current_time=self.current_time, baseline_time=self.baseline_time,
+                        time_ratio=self.time_ratio)
+        return data
 
 
 @dataclass(frozen=True)
@@ -334,6 +353,9 @@ def _compare_bench(
         current_adj=cur_adj,
         baseline_adj=base_adj,
         adj_ratio=cur_adj / base_adj if cur_adj > 0 and base_adj > 0 else None,
+        metric=str(cur.get("metric") or base.get("metric") or THROUGHPUT),
+        current_time=_time(cur),
+        baseline_time=_time(base),
     )
 
 
@@ -367,6 +389,11 @@ def check_levels(tolerance: float, alpha: float) -> None:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def _time(bench: Mapping[str, Any]) -> float | None:
+    value = bench.get("total_time_secs")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def compare(

@@ -27,10 +27,15 @@ from pytest_dlbench.workloads.presets import eager_key
 
 __all__ = [
     "BLOCKS",
+    "METRICS",
+    "THROUGHPUT",
+    "TOTAL_TIME",
     "BenchSummary",
     "RunResult",
+    "StepStats",
     "SuiteSummary",
     "block_rates",
+    "step_stats",
     "load_run",
     "run_from_records",
     "summarize_dir",
@@ -51,6 +56,49 @@ BURST = 0.5
 
 
 Point = tuple[float, float]  # (time, value) of one observation
+
+#: A benchmark's ``metric`` (docs/time-to-train.md): the steady-state throughput (the default),
+#: or the time-to-train of seed 004, ``total_time_secs`` (lower is better).
+THROUGHPUT = "throughput"
+TOTAL_TIME = "total_time_secs"
+METRICS = (THROUGHPUT, TOTAL_TIME)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What a run's steps add up to, seed 004's way: every observation with ``items`` and
+    ``seconds`` in step order, the first one skipped (it includes the start-up).
+
+    ``total_time_secs`` is the sum of those steps' seconds (a plain running sum, so it equals
+    seed 004's ``awk '{ sum += $1 }'`` to the last bit), ``items`` the sum of their items,
+    ``throughput_avg`` the mean of their per-step rates and ``time_per_iteration`` their mean
+    duration (the columns of seed 004's result table). All None when the run has fewer than
+    two timed steps, or steps without ``seconds`` (``log_rate`` observations).
+    """
+
+    steps: int = 0  # observations in the stream, the first included
+    total_time_secs: float | None = None
+    items: float | None = None
+    throughput_avg: float | None = None
+    time_per_iteration: float | None = None
+    done_percent: float | None = None  # the last ``progress`` record, else steps / (skip+stop)
+
+    @property
+    def rate(self) -> float | None:
+        """The equivalent throughput: items / total_time_secs."""
+        if self.items is None or not self.total_time_secs:
+            return None
+        return self.items / self.total_time_secs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "total_time_secs": self.total_time_secs,
+            "items": self.items,
+            "throughput_avg": self.throughput_avg,
+            "time_per_iteration_secs": self.time_per_iteration,
+            "done_percent": self.done_percent,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,6 +137,12 @@ class RunResult:
     compiled: Mapping[str, Any] = field(default_factory=dict)
     # ``file:line: ...`` for each line of the stream left out (corrupt, or of the wrong type).
     notes: tuple[str, ...] = ()
+    # Time-to-train (docs/time-to-train.md): the metric, the steps' sums, the job's size and
+    # the matrix combination the benchmark was generated from (the sweep table's columns).
+    metric: str = THROUGHPUT
+    timing: StepStats = field(default_factory=StepStats)
+    world_size: int = 1
+    matrix: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +152,10 @@ class RunResult:
     def skipped(self) -> bool:
         """The benchmark skipped itself (it cannot run here): neither a success nor a failure."""
         return self.status is Status.SKIPPED
+
+    @property
+    def total_time_secs(self) -> float | None:
+        return self.timing.total_time_secs
 
     @property
     def label(self) -> str:
@@ -116,6 +174,8 @@ class RunResult:
             "telemetry": dict(self.telemetry),
             **({"compiled": dict(self.compiled)} if self.compiled else {}),
             **({"notes": list(self.notes)} if self.notes else {}),
+            # Only for time-to-train runs: summaries of other runs keep their shape.
+            **({"timing": self.timing.to_dict()} if self.metric == TOTAL_TIME else {}),
         }
 
 
@@ -145,6 +205,54 @@ class BenchSummary:
     mfu: float | None = None
     peak_source: str | None = None  # where the peak came from (a datasheet, a matmul run)
     flops_reason: str = ""  # why FLOPs are unknown, when they are
+    metric: str = THROUGHPUT
+
+    @property
+    def lower_is_better(self) -> bool:
+        """A time-to-train benchmark: its reported metric is a time (perf stays items/s)."""
+        return self.metric == TOTAL_TIME
+
+    def _ok_mean(self, values: Iterable[float | None]) -> float | None:
+        kept = [v for v in values if v is not None]
+        return statistics.fmean(kept) if kept else None
+
+    @property
+    def total_time_secs(self) -> float | None:
+        """Mean ``total_time_secs`` of the successful runs (seed 004's metric)."""
+        return self._ok_mean(r.timing.total_time_secs for r in self.runs if r.ok)
+
+    @property
+    def throughput_avg(self) -> float | None:
+        return self._ok_mean(r.timing.throughput_avg for r in self.runs if r.ok)
+
+    @property
+    def time_per_iteration(self) -> float | None:
+        return self._ok_mean(r.timing.time_per_iteration for r in self.runs if r.ok)
+
+    @property
+    def done_percent(self) -> float | None:
+        """The least done run's last ``done_percent`` (a sweep row is done when all its runs
+        are)."""
+        values = [r.timing.done_percent for r in self.runs if r.timing.done_percent is not None]
+        return min(values) if values else None
+
+    @property
+    def world_size(self) -> int:
+        """Ranks of an njobs job (1 for per_gpu runs, one device each)."""
+        return max((r.world_size for r in self.runs), default=1)
+
+    @property
+    def perf_per_gpu(self) -> float | None:
+        """``perf`` per device: an njobs job's rate over its ranks; a per_gpu run's rate is
+        already per device."""
+        if self.perf is None:
+            return None
+        return self.perf / self.world_size if self.method == "njobs" else self.perf
+
+    @property
+    def matrix(self) -> dict[str, Any]:
+        """The matrix combination this benchmark was generated from ({} if none)."""
+        return next((dict(r.matrix) for r in self.runs if r.matrix), {})
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -216,7 +324,23 @@ class BenchSummary:
             "telemetry": self.telemetry,
             **({"precision": self.precision} if self.precision else {}),
             **({"compile": dict(self.compile)} if self.compile else {}),
+            **self._time_to_train(),
             "runs": [r.to_dict() for r in self.runs],
+        }
+
+    def _time_to_train(self) -> dict[str, Any]:
+        """The saved form of a time-to-train benchmark: its time, said to be lower-is-better
+        (``perf`` and ``perf_adj`` are its equivalent throughput, as for every benchmark)."""
+        if self.metric != TOTAL_TIME:
+            return {}
+        return {
+            "metric": self.metric,
+            "lower_is_better": True,
+            "total_time_secs": self.total_time_secs,
+            "throughput_avg": self.throughput_avg,
+            "time_per_iteration_secs": self.time_per_iteration,
+            "perf_per_gpu": self.perf_per_gpu,
+            "world_size": self.world_size,
         }
 
 
@@ -313,6 +437,44 @@ def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> t
     return tuple(out)
 
 
+def _timed(record: Mapping[str, Any]) -> bool:
+    return _finite(record.get("items")) and _finite(record.get("seconds"))
+
+
+def step_stats(
+    observations: Sequence[Mapping[str, Any]],
+    *,
+    done_percent: float | None = None,
+    planned: int | None = None,
+) -> StepStats:
+    """Seed 004's sums over a run's ``rate`` records (in stream order, warm-up included).
+
+    ``done_percent`` is the run's last ``progress`` value; without one, the share of the
+    ``planned`` observations (skip + stop) the run made, at most 100.
+    """
+    n = len(observations)
+    if done_percent is None and planned:
+        done_percent = min(100.0, 100.0 * n / planned)
+    counted = list(observations[1:])
+    if not counted or not all(_timed(r) for r in observations):
+        return StepStats(steps=n, done_percent=done_percent)
+    total = 0.0
+    for r in counted:  # in order, as awk does (not fsum): the same number to the last bit
+        total += float(r["seconds"])
+    items = 0.0
+    for r in counted:
+        items += float(r["items"])
+    values = [float(r["value"]) for r in counted if _finite(r.get("value"))]
+    return StepStats(
+        steps=n,
+        total_time_secs=total,
+        items=items,
+        throughput_avg=statistics.fmean(values) if values else None,
+        time_per_iteration=total / len(counted),
+        done_percent=done_percent,
+    )
+
+
 def run_from_records(
     records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
 ) -> RunResult:
@@ -331,6 +493,9 @@ def run_from_records(
     device_name: str | None = None
     config: Mapping[str, Any] = {}
     compiles: list[Mapping[str, Any]] = []
+    observations: list[Mapping[str, Any]] = []
+    progress: float | None = None
+    world_size = 1
     for record in records:
         event = record.get("event")
         if event == Event.FLOPS:
@@ -339,6 +504,9 @@ def run_from_records(
             device_name = record.get("device_name") or device_name
         if event == Event.RATE:
             (warmup if record.get("warmup") else steady).append(record)
+            observations.append(record)
+        elif event == Event.PROGRESS and _finite(record.get("done_percent")):
+            progress = float(record["done_percent"])
         elif event == Event.COMPILE:
             compiles.append(record)
         elif event == Event.CONFIG:
@@ -346,12 +514,24 @@ def run_from_records(
             spec = record.get("spec") or {}
             device = int(record.get("device", device) or 0)
             repeat = record.get("repeat", repeat)
+            distributed = record.get("distributed") or {}
+            world_size = int(distributed.get("world_size") or 1)
         elif event == Event.END:
             end = record  # the last one wins (the parent appends after a torn child)
         elif event == Event.LOSS and bad_loss is None and not _finite(record.get("value")):
             bad_loss = record
     bench = str(spec.get("name") or bench)
-    rate = _window_rate(steady)
+    metric = str(spec.get("metric") or THROUGHPUT)
+    planned = int(spec.get("skip") or 0) + int(spec.get("stop") or 0)
+    timing = step_stats(observations, done_percent=progress, planned=planned or None)
+    if metric == TOTAL_TIME:
+        # Seed 004: every step but the first, whatever the warm-up; the score's throughput is
+        # the equivalent one, items / total_time_secs (reference/scoring.md).
+        rate = timing.rate
+        blocks = block_rates(observations[1:]) if rate is not None else ()
+    else:
+        rate = _window_rate(steady)
+        blocks = block_rates(steady)
     if end is None:
         status, reason = Status.FAIL, "incomplete stream (no end record)"
     else:
@@ -362,7 +542,11 @@ def run_from_records(
         status = Status.NAN
         reason = f"loss is {bad_loss.get('value')} at step {bad_loss.get('step')}"
     if status is Status.OK and rate is None:
-        status, reason = Status.FAIL, "no steady-state observation"
+        status, reason = Status.FAIL, (
+            "no steady-state observation" if metric != TOTAL_TIME else
+            f"time-to-train needs two timed steps or more (the first is skipped); "
+            f"the run has {timing.steps}"
+        )
     units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)
     plan = spec.get("plan") or {}
     compiled = config.get("compile")
@@ -374,7 +558,7 @@ def run_from_records(
         reason=reason,
         units=str(units or "items/s"),
         rate=rate,
-        block_rates=block_rates(steady),
+        block_rates=blocks,
         steady=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in steady),
         warmup=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in warmup),
         weight=float(spec.get("weight") or 0.0),
@@ -390,6 +574,10 @@ def run_from_records(
         compile=dict(compiled) if isinstance(compiled, Mapping) else None,
         variant=eager_key(spec) if "precision" in config else None,
         compiled=compile_summary(compiles),
+        metric=metric,
+        timing=timing,
+        world_size=world_size,
+        matrix=dict(spec.get("matrix") or {}),
     )
 
 
@@ -434,6 +622,7 @@ def summarize_bench(
     plan = entry.get("plan") or {}
     method = str(plan.get("method") or (first.method if first else "per_gpu"))
     units = str(entry.get("units") or (first.units if first else None) or "items/s")
+    metric = str(entry.get("metric") or (first.metric if first else None) or THROUGHPUT)
     ok = [r for r in runs if r.ok and r.rate is not None]
     # A run that skipped itself (it cannot run here) is neither measured nor failed.
     counted = [r for r in runs if not r.skipped]
@@ -444,7 +633,7 @@ def summarize_bench(
     device_means = {d: statistics.fmean(v) for d, v in sorted(per_device.items())}
     if not ok:
         return BenchSummary(name, units, weight, n, fail, None, None, None, None, 0.0,
-                            device_means, runs, method, enabled)
+                            device_means, runs, method, enabled, metric=metric)
     rates = [r.rate for r in ok]
     perf = statistics.fmean(rates)  # type: ignore[arg-type]
     # njobs: rank 0 reports the job's global throughput, so total is the job's rate itself.
@@ -458,7 +647,8 @@ def summarize_bench(
                         # A matmul benchmark measures TFLOP/s itself.
                         tflops=(perf if units == "TFLOP/s" else
                                 perf * per_item / 1e12 if per_item else None),
-                        flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""))
+                        flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""),
+                        metric=metric)
 
 
 def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:

@@ -65,6 +65,7 @@ __all__ = [
     "side_dir",
     "stream_paths",
     "write_against",
+    "work_dir",
     "write_manifest",
     "write_spec",
 ]
@@ -74,6 +75,7 @@ RUNS = "runs"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
 PROFILE_SUFFIX = ".profile"
+WORK_SUFFIX = ".work"
 SPECS = "specs"
 AGAINST = "against.json"
 BASE = "base"
@@ -233,6 +235,14 @@ def profile_dir(stream: str | PathLike[str], *, rank: int = 0) -> Path:
     return out / f"rank{rank}" if rank else out
 
 
+def work_dir(stream: str | PathLike[str]) -> Path:
+    """``<run_dir>/<stem>.work`` beside the stream ``<stem>.data``: the working folder of an
+    external command (its cwd and ``{workdir}``: checkpoints, its own logs), one per run."""
+    path = Path(stream)
+    stem = path.name.removesuffix(STREAM_SUFFIX) if path.name.endswith(STREAM_SUFFIX) else path.stem
+    return path.parent / f"{stem}{WORK_SUFFIX}"
+
+
 # -- item ids ------------------------------------------------------------------------------------
 
 
@@ -257,16 +267,7 @@ def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[Ben
                    facts: dict[str, Any] | None = None) -> Path:
     """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
     and ``facts`` about the run (commit, machine, versions) at its top level."""
-    benchmarks = {
-        spec.name: {
-            "weight": spec.weight,
-            "enabled": spec.enabled,
-            "units": spec.units,
-            "plan": spec.plan,
-            "suite": str(spec.origin),
-        }
-        for spec in specs
-    }
+    benchmarks = {spec.name: _manifest_entry(spec) for spec in specs}
     path = Path(run_dir) / MANIFEST
     manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
     _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
@@ -280,6 +281,22 @@ def _write_text(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise DlbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+def _manifest_entry(spec: BenchSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "weight": spec.weight,
+        "enabled": spec.enabled,
+        "units": spec.units,
+        "plan": spec.plan,
+        "suite": str(spec.origin),
+    }
+    # Only when said: a benchmark that never ran is still a time-to-train one in the report,
+    # and keeps its matrix combination in the sweep table (docs/time-to-train.md).
+    if getattr(spec, "metric", None):
+        entry["metric"] = spec.metric
+    matrix = spec.config.get("matrix_values") if isinstance(spec.config, dict) else None
+    if matrix:
+        entry["matrix"] = {str(k): v for k, v in matrix.items()}
+    return entry
 
 
 def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:

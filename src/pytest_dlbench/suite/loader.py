@@ -183,13 +183,30 @@ class Layer:
         self.entries = entries
 
 
+def _locate(value: Any, path: Path) -> Any:
+    if isinstance(value, str) and not isinstance(value, Located):
+        return Located(value, path)
+    if isinstance(value, list):
+        return [_locate(v, path) for v in value]
+    return value
+
+
 def _locate_definitions(entries: dict[str, Any], path: Path) -> None:
     for value in entries.values():
         if not isinstance(value, dict):
             continue
         for holder in (value, value.get("job")):
-            if isinstance(holder, dict) and isinstance(holder.get("definition"), str):
-                holder["definition"] = Located(holder["definition"], path)
+            if not isinstance(holder, dict):
+                continue
+            definition = holder.get("definition")
+            if isinstance(definition, str):
+                holder["definition"] = Located(definition, path)
+            elif isinstance(definition, dict):
+                # An external command (docs/time-to-train.md): its strings remember their file,
+                # for `{suite_dir}` and a relative `prepare`.
+                for key in ("command", "prepare", "cwd"):
+                    if key in definition:
+                        definition[key] = _locate(definition[key], path)
 
 
 def _read_layer(path: Path) -> tuple[list[Path], Layer]:

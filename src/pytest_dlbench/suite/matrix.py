@@ -94,6 +94,9 @@ def expand_matrices(
             del generated["name"]
             if "argv" in generated:
                 generated["argv"] = _format_argv(generated["argv"], context)
+            # A sweep over nodes or slots (docs/time-to-train.md): `plan: {nodes: '{nodes}'}`.
+            if isinstance(generated.get("plan"), dict):
+                generated["plan"] = _format_argv(generated["plan"], context)
             generated["matrix_values"] = combo
             result[job_name] = generated
             origins[job_name] = where or ""

@@ -15,19 +15,29 @@ from pytest_dlbench.suite.loader import Located
 __all__ = [
     "BenchSpec",
     "build_spec",
+    "BenchSpec",
+    "build_spec",
     "ignored_keys",
     "misspelled_keys",
     "name_problem",
     "porting_error",
     "DEFAULT_STOP",
     "DEFAULT_SKIP",
+    "EXTERNAL_RUNNER",
     "IGNORED_KEYS",
+    "METRICS",
 ]
 
 DEFAULT_STOP = 60
 DEFAULT_SKIP = 5
 DEFAULT_MAX_DURATION = 600.0
 PLAN_METHODS = ("per_gpu", "njobs")
+#: What a benchmark reports (docs/time-to-train.md): the steady-state throughput (default), or
+#: seed 004's time-to-train, ``total_time_secs`` (lower is better).
+METRICS = ("throughput", "total_time_secs")
+#: The built-in function that runs an external command (``definition: {command: [...]}``).
+EXTERNAL_RUNNER = "pytest_dlbench.run.external:main"
+EXTERNAL_KEYS = ("command", "parser", "cwd", "prepare")
 
 # Keys whose misspelling earns a warning. Unknown keys that are not close to one are kept quietly.
 KNOWN_KEYS = {
@@ -35,9 +45,9 @@ KNOWN_KEYS = {
         "definition", "inherits", "tags", "group", "install_group", "plan", "argv", "env",
         "max_duration", "voir", "validation", "weight", "enabled", "matrix", "job", "name",
         "num_machines", "requires_capabilities", "capabilities", "units", "matrix_values",
-        "profile", "url", "server", "client", "use_deepspeed",
+        "profile", "metric", "url", "server", "client", "use_deepspeed",
     ),
-    "plan": ("method", "n", "slots"),
+    "plan": ("method", "n", "slots", "nodes"),
     "voir": ("options",),
     "voir.options": ("stop", "skip", "interval", "gpu_poll"),
     "validation": ("usage",),
@@ -78,6 +88,12 @@ class BenchSpec:
     units: str | None = None
     args: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+    #: ``throughput`` or ``total_time_secs`` (None: throughput, not said)
+    metric: str | None = None
+    #: an external command (``definition: {command: ...}``): ``command``, ``parser``, ``cwd``,
+    #: ``prepare``. ``args`` is then the whole command line (command, then the rendered argv)
+    #: and ``definition`` the built-in runner, :data:`EXTERNAL_RUNNER`.
+    command: dict[str, Any] | None = None
 
     @property
     def is_njobs(self) -> bool:
@@ -115,6 +131,10 @@ class BenchSpec:
             skip=self.skip,
             args=list(self.args),
         )
+        if self.metric is not None:
+            data["metric"] = self.metric
+        if self.command is not None:
+            data["command"] = _plain(self.command)
         if "matrix_values" in self.config:
             data["matrix"] = _plain(self.config["matrix_values"])
         return data
@@ -241,6 +261,85 @@ def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
     return f"{resolved}:{function}" if function else str(resolved)
 
 
+def _suite_dir(value: Any, origin: str) -> str:
+    base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
+    return str(base.resolve())
+
+
+def _external(value: dict, *, origin: str, name: str) -> dict[str, Any]:
+    """Validate an external command's definition (docs/time-to-train.md) into plain values:
+    ``command`` a list of strings with ``{suite_dir}`` filled (the folder of the file the
+    string was written in), ``parser`` as given (checked), ``prepare`` resolved like a
+    definition, ``cwd`` as given (launch-time placeholders are filled by the runner)."""
+    from pytest_dlbench.measure.logparse import LogParseError, make_parser
+
+    def fail(message: str) -> SuiteError:
+        return SuiteError(f"definition: {message}", file=origin, bench=name)
+
+    unknown = sorted(set(value) - set(EXTERNAL_KEYS))
+    if unknown:
+        raise fail(f"unknown keys {unknown} (an external command has "
+                   f"{', '.join(EXTERNAL_KEYS)})")
+    command = value.get("command")
+    if isinstance(command, str):
+        import shlex
+
+        located = command
+        command = [Located(part, located.origin) if isinstance(located, Located) else part
+                   for part in shlex.split(command)]
+    if not isinstance(command, list) or not command:
+        raise fail("'command' must be a non-empty list (or a command line string)")
+    words = []
+    for part in command:
+        if isinstance(part, bool) or not isinstance(part, str | int | float):
+            raise fail(f"'command' items must be strings or numbers, got {part!r}")
+        text = str(part)
+        if "{suite_dir}" in text:
+            text = text.replace("{suite_dir}", _suite_dir(part, origin))
+        words.append(text)
+    if "parser" not in value:
+        raise fail("an external command needs a 'parser' (a ready one, e.g. 'open_clip', or "
+                   "a mapping with a 'regex'): it is how its steps are read")
+    parser = value["parser"]
+    try:
+        make_parser(parser)
+    except LogParseError as exc:
+        raise fail(str(exc)) from None
+    result: dict[str, Any] = {"command": words, "parser": _plain(parser)}
+    cwd = value.get("cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str):
+            raise fail("'cwd' must be a path")
+        result["cwd"] = cwd.replace("{suite_dir}", _suite_dir(cwd, origin))
+    prepare = value.get("prepare")
+    if prepare is not None:
+        result["prepare"] = _resolve_definition(prepare, origin=origin, name=name)
+    return result
+
+
+def _plan(config: dict, *, origin: str, name: str) -> dict[str, Any]:
+    plan = config.get("plan") or {"method": "per_gpu"}
+    if not isinstance(plan, dict) or plan.get("method", "per_gpu") not in PLAN_METHODS:
+        raise SuiteError(
+            f"'plan.method' must be one of {', '.join(PLAN_METHODS)}", file=origin, bench=name
+        )
+    plan = {"method": "per_gpu", **plan}
+    # Counts may come formatted from a matrix (`nodes: '{nodes}'` gives "4").
+    for key in ("n", "slots", "nodes"):
+        value = plan.get(key)
+        if isinstance(value, str) and value.strip().isdigit():
+            plan[key] = int(value)
+    nodes = plan.get("nodes")
+    if nodes is not None:
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+            raise SuiteError(f"'plan.nodes' must be a positive integer, got {nodes!r}",
+                             file=origin, bench=name)
+        if plan["method"] != "njobs":
+            raise SuiteError("'plan.nodes' needs 'method: njobs' (one job over the nodes)",
+                             file=origin, bench=name)
+    return plan
+
+
 def _number(config: dict, key: str, default: float, *, origin: str, name: str) -> float:
     value = config.get(key, default)
     if value is None:
@@ -290,12 +389,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     if not isinstance(enabled, bool):
         raise SuiteError(f"'enabled' must be true or false, got {enabled!r}", file=origin,
                          bench=name)
-    plan = config.get("plan") or {"method": "per_gpu"}
-    if not isinstance(plan, dict) or plan.get("method", "per_gpu") not in PLAN_METHODS:
-        raise SuiteError(
-            f"'plan.method' must be one of {', '.join(PLAN_METHODS)}", file=origin, bench=name
-        )
-    plan = {"method": "per_gpu", **plan}
+    plan = _plan(config, origin=origin, name=name)
     env = config.get("env") or {}
     if not isinstance(env, dict):
         raise SuiteError("'env' must be a mapping", file=origin, bench=name)
@@ -327,8 +421,21 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         parse_interval(options.get("interval"))
     except IntervalError as exc:
         raise SuiteError(f"voir.options.interval: {exc}", file=origin, bench=name) from None
-    definition = _resolve_definition(config.get("definition"), origin=origin, name=name)
+    raw_definition = config.get("definition")
+    command = None
+    if isinstance(raw_definition, dict):
+        command = _external(raw_definition, origin=origin, name=name)
+        definition: str | None = EXTERNAL_RUNNER
+    else:
+        definition = _resolve_definition(raw_definition, origin=origin, name=name)
     _check_requirements(config, origin=origin, name=name)
+    metric = config.get("metric")
+    if metric is not None and metric not in METRICS:
+        raise SuiteError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}",
+                         file=origin, bench=name)
+    args = render_argv(config.get("argv"), bench=name, file=origin)
+    if command is not None:
+        args = [*command["command"], *args]
     group = config.get("group")
     units = config.get("units")
     return BenchSpec(
@@ -348,6 +455,8 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         interval=options.get("interval"),
         validation=validation,
         units=str(units) if units is not None else None,
-        args=tuple(render_argv(config.get("argv"), bench=name, file=origin)),
+        args=tuple(args),
         config=config,
+        metric=metric,
+        command=command,
     )

@@ -58,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, precision: str = "fp32") -
     parser.add_argument("--allow-emulated-precision", action="store_true",
                         help="run a preset the hardware lacks anyway (emulated: measures the "
                              "code path, not the hardware)")
+    add_compile_arguments(parser)
+
+
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--compile[=MODE]`` and ``--compile-backend`` alone (a workload with its own precision)."""
     parser.add_argument("--compile", nargs="?", const="default", default=EAGER,
                         choices=COMPILE_MODES, metavar="MODE",
                         help="torch.compile the forward and loss; MODE: default (the bare flag), "

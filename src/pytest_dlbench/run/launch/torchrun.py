@@ -33,9 +33,11 @@ __all__ = [
     "Launch",
     "NodeLaunch",
     "free_port",
+    "job_nodes",
     "launch_env",
     "njobs_launch",
     "node_launches",
+    "plan_nodes_reason",
     "rendezvous_endpoint",
     "slurm_node_rank",
     "srun_command",
@@ -256,6 +258,31 @@ def slurm_node_rank(env: Mapping[str, str] | None = None) -> int | None:
         if value is not None and value.strip().isdigit():
             return int(value)
     return None
+
+
+def job_nodes(system: SystemConfig, slurm_env: Mapping[str, str] | None = None) -> int:
+    """How many nodes an njobs job spans on ``system`` (what :func:`njobs_launch` launches):
+    every node of the system file, or, with ``launcher: slurm`` and one node or none listed,
+    the allocation's node count."""
+    launcher = str(system.options.get("launcher", "ssh")).lower()
+    if launcher == "slurm" and len(system.nodes) <= 1:
+        env = os.environ if slurm_env is None else slurm_env
+        count = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or "1"
+        return int(count) if count.isdigit() else 1
+    return max(1, len(system.nodes))
+
+
+def plan_nodes_reason(wanted: int | None, system: SystemConfig) -> str | None:
+    """Why an njobs benchmark with ``plan.nodes: wanted`` cannot run on ``system`` (None: it
+    can). A job spans every node of the system, so a step of a sweep over nodes runs where the
+    system (or allocation) has exactly its node count (docs/time-to-train.md)."""
+    if not wanted:
+        return None
+    have = job_nodes(system)
+    if wanted == have:
+        return None
+    return (f"needs {wanted} node{'s' if wanted != 1 else ''}, the system has {have} "
+            f"(run it with a {wanted}-node --bench-system file or allocation)")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,252 @@
+"""An unmodified external command as a benchmark (docs/time-to-train.md).
+
+A suite entry whose ``definition`` is a mapping::
+
+    definition:
+      command: [python, -m, open_clip_train.main]
+      parser: open_clip          # or {regex: '...(?P<seconds>...)...'}
+    argv:
+      --batch-size: 512
+
+resolves to :func:`main`, a benchmark function like any other: it runs in the benchmark's child
+process, under the same supervision (run/child.py: its own process group, ``max_duration``,
+crash, OOM and Ctrl-C handling) and, for ``plan: njobs``, under torchrun, one rank per device
+slot. :func:`main` starts the command (``args``: the command, then the rendered argv) as a
+subprocess *in the child's process group*, so whatever kills the child (a timeout, torchrun
+stopping its ranks) kills the command too. It reads the command's output line by line, copies
+it to its own output (the run's ``.log``), and turns each line the parser reads into one
+observation (:meth:`Bench.log_step`: items and seconds, the loss, the progress).
+
+- ``python`` as the first word, or ``{python}`` anywhere, is this interpreter.
+- ``{workdir}`` is the run's own working folder (``<run>/<bench>.D0.work``), also the command's
+  working directory unless ``cwd`` says otherwise: ``--logs logs`` lands there.
+- Launch-time placeholders (``{data}``, ``{cpu_per_gpu}``, ...) are filled as in every argv.
+- ``prepare: module:function`` is called with the ``bench`` before the command starts (write a
+  model config, check a package); ``pytest.skip`` there skips the benchmark.
+- Once the run has ``skip + stop`` observations, a ``per_gpu`` command is stopped (as milabench
+  stops a benchmark after its observations); an ``njobs`` command runs to its end (stopping one
+  rank would leave the others hanging in a collective) and its later lines are not recorded.
+- It fails with a one-line reason when the command exits non-zero (or is killed), or when the
+  reporting rank's command printed no line the parser reads; the output stays in the run's log.
+
+Under torchrun every rank runs its own copy of the command, which reads torchrun's variables
+(``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) as if torchrun had started it: the benchmark's
+ranks never make a process group of their own. The reporting rank's command must print the
+job's lines (OpenCLIP's rank 0 does); its numbers already count the whole job, so they are not
+multiplied by the world size.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.logparse import LogParser, make_parser
+
+__all__ = ["CommandResult", "ExternalCommandError", "command_argv", "main", "run_command"]
+
+#: Seconds a command gets to exit after SIGTERM before SIGKILL.
+STOP_GRACE_S = 10.0
+#: Lines of output kept to explain a failure.
+TAIL_LINES = 30
+
+
+class ExternalCommandError(DlbenchError, RuntimeError):
+    """The external command failed (its output is in the run's log)."""
+
+
+@dataclass
+class CommandResult:
+    """What running the command gave."""
+
+    argv: list[str]
+    returncode: int | None = None
+    lines: int = 0
+    steps: int = 0  # lines the parser read
+    recorded: int = 0  # of which observations of the run (at most skip + stop)
+    stopped: bool = False  # stopped by us once the run had its observations
+    tail: list[str] = field(default_factory=list)
+
+
+def command_argv(args: Sequence[str], *, workdir: Path | str,
+                 python: str = sys.executable) -> list[str]:
+    """The command line to start: ``{python}`` and ``{workdir}`` filled, a leading ``python``
+    (or ``python3``) replaced by this interpreter (the benchmark's environment)."""
+    from pytest_dlbench.suite.argv import fill_all
+
+    argv = fill_all(list(args), {"python": python, "workdir": str(workdir)})
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = python
+    return argv
+
+
+def _stop(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
+def _reason_line(tail: Sequence[str]) -> str:
+    """The line that best says why the command failed: the last error-looking line of its
+    output, else its last line (shortened)."""
+    lines = [t.strip() for t in tail if t.strip()]
+    errors = [t for t in lines if "Error" in t or "error:" in t or "Exception" in t
+              or "out of memory" in t.lower()]
+    line = (errors or lines or [""])[-1]
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def _failure(result: CommandResult) -> ExternalCommandError:
+    code = result.returncode
+    last = _reason_line(result.tail)
+    said = f": {last}" if last else ""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        if -code == signal.SIGKILL:
+            # "out of memory" in the message: the harness records the run as oom.
+            return ExternalCommandError(
+                f"the command was killed by {name} (most likely out of memory: the kernel's "
+                "OOM killer)"
+            )
+        return ExternalCommandError(f"the command was killed by {name}{said}")
+    return ExternalCommandError(f"the command exited with status {code}{said}")
+
+
+def run_command(
+    bench: Any,
+    args: Sequence[str],
+    *,
+    parser: LogParser | str | Mapping[str, Any],
+    workdir: Path | str,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    reporting: bool = True,
+    stop_when_done: bool = True,
+    time_to_train: bool = False,
+    out: IO[str] | None = None,
+) -> CommandResult:
+    """Run ``args`` (see :func:`command_argv`), recording each step ``parser`` reads in
+    ``bench``. Raises :class:`ExternalCommandError` when it fails (module docstring);
+    ``reporting=False`` (a rank that does not write the stream) only requires a clean exit."""
+    parser = make_parser(parser)
+    out = sys.stdout if out is None else out
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    argv = command_argv(args, workdir=workdir)
+    run_cwd = Path(command_argv([str(cwd)], workdir=workdir)[0]) if cwd else workdir
+    result = CommandResult(argv=argv)
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    bench.stream.write("command", status="start", argv=argv, cwd=str(run_cwd),
+                       parser=parser.to_dict(), time=time.time())
+    full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=run_cwd, env=full_env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            # Deliberately no new session: the child's process group is the command's, so the
+            # supervisor's timeout kill (and torchrun's) reaches it.
+        )
+    except OSError as exc:
+        raise ExternalCommandError(f"cannot start {argv[0]!r}: {exc}") from exc
+    reader = parser.reader()
+    last_percent: float | None = None
+    capped = False
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", errors="replace")
+            out.write(line)
+            out.flush()
+            tail.append(line.rstrip("\n"))
+            step = reader.feed(line)
+            if step is None or not reporting or result.stopped:
+                continue
+            items = step.items if step.items is not None else 1.0
+            if bench.log_step(items, step.seconds, per_rank=False, loss=step.loss):
+                result.recorded += 1
+            elif not capped:
+                capped = True
+                if time_to_train:
+                    bench.stream.write(
+                        "warning",
+                        message=f"time-to-train: only the first {result.recorded} steps are "
+                                "recorded (skip + stop); total_time_secs covers those",
+                    )
+            if step.percent is not None and step.percent != last_percent:
+                last_percent = step.percent
+                bench.log_progress(step.percent)
+            if bench.done and stop_when_done and not result.stopped:
+                result.stopped = True
+                _stop(proc)
+        result.returncode = proc.wait()
+    except BaseException:
+        # Ctrl-C, a NaN loss, a broken stream: the command must not outlive the run.
+        _stop(proc, grace=3.0)
+        raise
+    finally:
+        result.lines = reader.lines
+        result.steps = reader.steps
+        result.tail = list(tail)
+        bench.stream.write("command", status="end", returncode=proc.returncode,
+                           lines=reader.lines, steps=reader.steps, recorded=result.recorded,
+                           stopped=result.stopped, time=time.time())
+    if not result.stopped and result.returncode != 0:
+        raise _failure(result)
+    if reporting and result.steps == 0:
+        raise ExternalCommandError(
+            f"the command printed no line the {parser.name!r} parser reads "
+            f"({result.lines} lines of output)"
+        )
+    return result
+
+
+def main(bench: Any, request: Any) -> None:
+    """The benchmark function of ``definition: {command: ...}`` entries (module docstring).
+
+    ``request`` is pytest's: its node is the benchmark item, holding the resolved spec and the
+    run (stream path, arguments with launch-time placeholders filled)."""
+    from pytest_dlbench.run.definition import load_definition
+    from pytest_dlbench.run.launch.rank import RankInfo
+    from pytest_dlbench.run.layout import work_dir
+
+    node = request.node
+    spec = node.spec
+    run = node.run
+    command = spec.command or {}
+    if not command:
+        raise ExternalCommandError(f"{spec.name}: not an external command (no 'command')")
+    if spec.units:
+        bench.set_units(spec.units)
+    prepare = command.get("prepare")
+    if prepare:
+        load_definition(prepare, bench=spec.name)(bench)
+    run_command(
+        bench,
+        bench.args,
+        parser=command["parser"],
+        workdir=work_dir(run.path),
+        cwd=command.get("cwd"),
+        reporting=RankInfo.from_env().is_main,
+        stop_when_done=not spec.is_njobs,
+        time_to_train=spec.metric == "total_time_secs",
+    )
