@@ -71,6 +71,7 @@ def test_the_shipped_suites_clip_entries() -> None:
         assert args[args.index("--train-num-samples") + 1] == "192"
         assert args[args.index("--batch-size") + 1] == "16"
         assert spec.skip + spec.stop == 12
+        assert spec.env == {"OMP_NUM_THREADS": "1"}  # the same threads, steadier on a busy CPU
     standard = resolve_suite(find_suite("standard"))
     for model in ("ViT-B-32", "ViT-L-14"):
         mmoclip = standard[f"mmoclip-{model}"]
@@ -146,9 +147,9 @@ def test_smoke_clip_runs_in_process_and_through_open_clip_train(
 ) -> None:
     """The issue's check: `pytest --bench-suite=smoke -k clip` runs the tiny model in-process
     and through `open_clip_train.main`; both report samples/s and total_time_secs over the same
-    work. Their agreement (within 15 % on a quiet machine) is measured, not asserted: on a shared
-    2-core machine one run's noise is larger than that (docs/time-to-train.md). A gross
-    mismatch (items counted twice, a wrong parser) would still fail the loose bound."""
+    work. Their agreement (a median ratio of 0.95 over six rounds, docs/time-to-train.md) is
+    measured, not asserted to 15 %: on a shared 2-core machine one run's noise can be larger
+    than that. A gross mismatch (items counted twice, a wrong parser) fails the loose bound."""
     pytest.importorskip("open_clip_train")
     pytest.importorskip("webdataset")
     result = pytester.runpytest("--bench-suite=smoke", "-k", "clip", "--bench-base=out")
