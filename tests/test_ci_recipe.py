@@ -168,12 +168,14 @@ def test_ctrl_c_removes_the_worktree_and_keeps_the_streams(project: Path, signum
     deadline = time.monotonic() + 300
     stream = None
     while time.monotonic() < deadline and stream is None:
-        for path in (project / ".dlbench" / "runs").glob("*/base/sleepy.D0.R0.data"):
+        # The candidate (HEAD's endless suite; round 0 runs the base first, main's short one),
+        # so the signal lands while a child is measuring, never just after it ended.
+        for path in (project / ".dlbench" / "runs").glob("*/sleepy.D0.R0.data"):
             if '"rate"' in path.read_text():
                 stream = path
         time.sleep(0.2)
-    assert stream is not None, "the base side never started"
-    against = json.loads((stream.parent.parent / "against.json").read_text())
+    assert stream is not None, "the candidate side never started"
+    against = json.loads((stream.parent / "against.json").read_text())
     assert Path(against["worktree"]).is_dir()  # the base side runs from it now
     os.kill(proc.pid, signum)
     output, _ = proc.communicate(timeout=120)
