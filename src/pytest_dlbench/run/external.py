@@ -247,6 +247,8 @@ def main(bench: Any, request: Any) -> None:
         workdir=work_dir(run.path),
         cwd=command.get("cwd"),
         reporting=RankInfo.from_env().is_main,
-        stop_when_done=not spec.is_njobs,
+        # A time-to-train command runs to its end (its time is the whole run); a throughput one
+        # is stopped once the window is measured. njobs ranks stop together, at their end.
+        stop_when_done=not spec.is_njobs and spec.metric != "total_time_secs",
         time_to_train=spec.metric == "total_time_secs",
     )
