@@ -434,7 +434,7 @@ def read_bench_run(path: str | PathLike[str]) -> BenchRun:
         label=result.label,
         spec=spec,
         meta=dict(meta),
-        status=result.status,
+        status=str(result.status),  # plain text: wandb writes a str enum by its name
         reason=result.reason,
         units=result.units,
         start_time=start,

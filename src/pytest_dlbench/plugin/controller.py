@@ -40,13 +40,17 @@ class ControllerSession(BenchSession):
         config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
         if session.options.against is not None:
             session._check_out_base(session.options.against)  # a bad revision leaves nothing
+        loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
+        if any(name is not None for name in loggers):
+            from pytest_dlbench.plugin.tracking import check_loggers
+
+            check_loggers(config)  # a logger that is not installed leaves nothing behind
         if not config.option.collectonly:
             # A results directory that cannot be written stops the run before it starts (after
             # the baseline's check: a bad baseline leaves nothing behind).
             layout.prepare_base(session.options.base)
         barrier = session._map_workers_to_slots()
         session.launcher = Launcher(session, barrier)
-        loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
         if not config.option.collectonly and session.options.isolation == "process":
             # The benchmarks run in children: this process only waits, and can show progress.
             from pytest_dlbench.plugin.progress import ProgressReporter
@@ -54,9 +58,8 @@ class ControllerSession(BenchSession):
             progress = ProgressReporter(lambda: session._run_dir)
             config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
         if any(name is not None for name in loggers):
-            from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers
+            from pytest_dlbench.plugin.tracking import TrackingPlugin
 
-            check_loggers(config)
             config.pluginmanager.register(TrackingPlugin(session), TrackingPlugin.PLUGIN_NAME)
         return session
 
