@@ -8,10 +8,16 @@
 # matching), so they are imported once, up front.
 import contextlib
 import importlib
+import os
 
+from pytest_dlbench.run.protocol import Env
+
+# Not in a benchmark's child process (a suite of this checkout loads this conftest there too):
+# it runs no pytester test, and these imports would cost each benchmark 2-3 s of start-up.
 # Tolerant: a GPU machine carrying the project as source (benchmarks/gpu_check.sh) may lack the
 # report's libraries, and runs no pytester test there.
-for _module in ("matplotlib", "matplotlib.backends.backend_svg", "matplotlib.figure", "numpy",
-                "pandas", "scipy.stats", "torch", "yaml"):
-    with contextlib.suppress(ImportError):
-        importlib.import_module(_module)
+if Env.STREAM not in os.environ:
+    for _module in ("matplotlib", "matplotlib.backends.backend_svg", "matplotlib.figure",
+                    "numpy", "pandas", "scipy.stats", "torch", "yaml"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(_module)

@@ -168,6 +168,16 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             "(for --pdb and debugging)",
         ),
     ),
+    (
+        "--bench-launcher",
+        dict(
+            choices=("warm", "fresh"),
+            default="warm",
+            help="how --bench-isolation=process starts a child: 'warm' (default) forks it from "
+            "a server that imported torch and the workload libraries once (a fraction of a "
+            "second); 'fresh' starts a new Python interpreter per benchmark (3-4 s)",
+        ),
+    ),
 ]
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class ControllerSession(BenchSession):
             layout.prepare_base(session.options.base)
         barrier = session._map_workers_to_slots()
         session.launcher = Launcher(session, barrier)
+        session.launcher.start_server()  # its imports overlap collection
         if not config.option.collectonly and session.options.isolation == "process":
             # The benchmarks run in children: this process only waits, and can show progress.
             from pytest_dlbench.plugin.progress import ProgressReporter
@@ -297,6 +298,7 @@ class ControllerSession(BenchSession):
                          writer="controller")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.launcher.close()
         server = getattr(self, "_barrier_server", None)
         if server is not None:
             server.close()

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
@@ -21,6 +23,7 @@ from pytest_dlbench.suite import BenchSpec
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
     from pytest_dlbench.run.against import BaseSide
+    from pytest_dlbench.run.forkserver import ForkServer
 
 __all__ = ["Launched", "Launcher"]
 
@@ -34,6 +37,12 @@ def _plugin_args(args: Sequence[str]) -> list[str]:
         elif arg.startswith("-p") and len(arg) > 2:
             found += ["-p", arg[2:]]
     return found
+
+
+def _has_xdist_workers(config: pytest.Config) -> bool:
+    """This pytest process is an xdist controller with workers (they launch the children)."""
+    return bool(getattr(config.option, "numprocesses", None)) and (
+        getattr(config.option, "dist", "no") != "no")
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,41 @@ class Launcher:
         self.session = session
         self.config = session.config
         self.barrier_address = barrier_address
+        self._server: ForkServer | None = None
+
+    # -- the warm launcher (--bench-launcher=warm, docs/running.md) -----------------------------
+
+    def start_server(self) -> None:
+        """Start the fork server, when this process launches children and the warm launcher is
+        on: its imports go on while pytest collects (an xdist controller launches nothing)."""
+        session, config = self.session, self.config
+        if (self._server is not None or session.options.launcher != "warm"
+                or session.options.isolation != "process" or config.option.collectonly
+                or (session.role == "controller" and _has_xdist_workers(config))):
+            return
+        from pytest_dlbench.run.forkserver import ForkServer, ForkServerError, preload_for
+
+        definitions = [s.definition for suite in session.suites for s in suite.specs]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._server = ForkServer(cwd=config.rootpath, env=env, preload=preload_for(definitions))
+        try:
+            self._server.start()
+        except (OSError, ForkServerError) as exc:
+            self._server.broken = f"the fork server did not start: {exc}"
+
+    def server_for(self, spec: BenchSpec, side: Side | None) -> ForkServer | None:
+        """The warm server for this run, or None to start it fresh: an njobs job (torchrun
+        starts its ranks) and a side of a paired run (its own code) always start fresh."""
+        if spec.is_njobs or side is not None:
+            return None
+        self.start_server()
+        server = self._server
+        return server if server is not None and not server.broken else None
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
 
     def run(self, spec: BenchSpec, device: int, repeat: int | None) -> Launched:
         against = self.session.against
@@ -112,7 +156,7 @@ class Launcher:
         try:
             outcome = run_child(
                 cmd, stream=stream, log=log, timeout=spec.max_duration,
-                cwd=cwd, env=env, cpus=cpus,
+                cwd=cwd, env=env, cpus=cpus, server=self.server_for(spec, side),
             )
         finally:
             if barrier is not None:  # this replica no longer holds the others back
@@ -202,8 +246,11 @@ class Launcher:
             cmd += ["--bench-system", str(Path(config.getoption("bench_system")).resolve())]
         if config.pluginmanager.hasplugin("xdist"):
             cmd += ["-n", "0"]  # the child runs exactly one item, never with workers
-        # Hypothesis' plugin costs ~1 s of start-up per child and no benchmark uses it.
-        cmd += ["-p", "no:hypothesispytest", *_plugin_args(config.invocation_params.args)]
+        # Start-up a child does not need: hypothesis' plugin (~1 s), assertion rewriting of
+        # conftests and plugins (a benchmark is no test module), and the two full garbage
+        # collections of unraisableexception at exit (0.5 s).
+        cmd += ["-p", "no:hypothesispytest", "-p", "no:unraisableexception", "--assert=plain",
+                *_plugin_args(config.invocation_params.args)]
         return cmd
 
     def child_env(self, spec: BenchSpec, device: int, repeat: int | None, *,

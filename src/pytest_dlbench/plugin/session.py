@@ -56,6 +56,9 @@ class RunOptions:
     exclude: tuple[str, ...]
     overrides: tuple[str, ...]
     cpus_per_slot: int | None
+    #: ``--bench-launcher``: ``warm`` forks children from a server that imported torch once,
+    #: ``fresh`` starts a new interpreter per child.
+    launcher: str = "warm"
     #: ``--bench-against``: the base revision of a paired run (None: not paired). Its rounds
     #: are the items' repeats (``name[D0-R3]`` is round 3 of both sides).
     against: str | None = None
@@ -101,6 +104,7 @@ class RunOptions:
             exclude=tuple(config.getoption("bench_exclude")),
             overrides=tuple(config.getoption("bench_override")),
             cpus_per_slot=config.getoption("bench_cpus_per_slot"),
+            launcher=config.getoption("bench_launcher"),
             against=against,
         )
 

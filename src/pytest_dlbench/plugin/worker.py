@@ -40,7 +40,11 @@ class WorkerSession(BenchSession):
         own = os.environ.get(Env.SLOT)
         if own is not None:
             pin_to_slot(session.slots[int(own)])
+        session.launcher.start_server()  # after pinning: the server runs on the worker's cores
         return session
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.launcher.close()
 
     def plan_slots(self) -> list[Slot]:
         given = self.config.workerinput["dlbench_slots"]  # type: ignore[attr-defined]

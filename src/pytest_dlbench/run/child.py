@@ -12,14 +12,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_records
+from pytest_dlbench.run.forkserver import ForkedProcess, ForkServer, ForkServerError, fork_blockers
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 
-__all__ = ["run_child"]
+__all__ = ["package_path", "pdeathsig_setter", "preexec", "run_child"]
 
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
@@ -64,7 +65,7 @@ def _kill_strays(proc: subprocess.Popen) -> None:
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def _pdeathsig_setter() -> Callable[[], None] | None:
+def pdeathsig_setter() -> Callable[[], None] | None:
     """A function the forked child calls so that the kernel SIGKILLs it when its parent dies
     (Linux ``prctl(PR_SET_PDEATHSIG)``); None where that does not exist. Looked up here, in the
     parent: nothing is loaded between fork and exec."""
@@ -87,10 +88,10 @@ def _pdeathsig_setter() -> Callable[[], None] | None:
     return set_pdeathsig
 
 
-def _preexec(cpus: Sequence[int] | None) -> Callable[[], None] | None:
+def preexec(cpus: Sequence[int] | None) -> Callable[[], None] | None:
     """What the child does between fork and exec: die with its parent, then pin itself to its
     slot's cores (its threads and workers inherit them)."""
-    pdeathsig = _pdeathsig_setter()
+    pdeathsig = pdeathsig_setter()
     pin = _pinning(cpus)
     parent = os.getpid()
     if pdeathsig is None and pin is None:
@@ -140,16 +141,17 @@ def _start_guard(proc: subprocess.Popen, stream: Path) -> subprocess.Popen | Non
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # not stopped with the parent's group by a Ctrl-C
-            env={**os.environ, "PYTHONPATH": _package_path()},
+            env={**os.environ, "PYTHONPATH": package_path(os.environ)},
         )
     except OSError:
         return None  # no guard: the child still dies with its parent and at its deadline
 
 
-def _package_path() -> str:
-    """The guard imports this very package, whatever the parent's working directory."""
+def package_path(env: Mapping[str, str]) -> str:
+    """``PYTHONPATH`` for a helper process (the guard, the fork server) that imports this very
+    package, whatever the parent's working directory."""
     here = str(Path(__file__).resolve().parents[2])
-    rest = os.environ.get("PYTHONPATH")
+    rest = env.get("PYTHONPATH")
     return os.pathsep.join([here, rest] if rest else [here])
 
 
@@ -218,6 +220,33 @@ def _append_end(stream: Path, outcome: Outcome) -> Outcome:
     return outcome
 
 
+def _start(cmd: Sequence[str], *, env: dict[str, str], cwd: Path | None, log: Path,
+           cpus: Sequence[int] | None, server: ForkServer | None,
+           stack: contextlib.ExitStack) -> subprocess.Popen | ForkedProcess:
+    """The benchmark's process: forked from the warm server when it can, else fresh."""
+    if server is not None and _forkable(cmd) and not fork_blockers(server.env, env):
+        try:
+            return server.spawn(cmd[3:], env=env, cwd=cwd, log=log, cpus=cpus)
+        except ForkServerError:
+            pass  # server.broken says why; this and later benchmarks start fresh
+    log_file = stack.enter_context(open(log, "wb"))  # noqa: SIM115 - closed by the stack
+    return subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: we can kill it and its workers
+        preexec_fn=preexec(cpus),
+    )
+
+
+def _forkable(cmd: Sequence[str]) -> bool:
+    """Only ``<this python> -m pytest ...`` is what the server runs (not torchrun)."""
+    return len(cmd) >= 3 and cmd[0] == sys.executable and list(cmd[1:3]) == ["-m", "pytest"]
+
+
 def run_child(
     cmd: Sequence[str],
     *,
@@ -227,6 +256,7 @@ def run_child(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     cpus: Sequence[int] | None = None,
+    server: ForkServer | None = None,
 ) -> Outcome:
     """Run one benchmark's child process; whatever happens, the stream ends with one ``end``.
 
@@ -234,22 +264,17 @@ def run_child(
     past ``timeout`` seconds or was interrupted, the parent appends the ``end`` record. Whatever
     the child left in its process group is killed when it ends; the child dies with its parent
     (Linux) and ends itself at its deadline (:data:`Env.DEADLINE`) if nobody stopped it.
+
+    With a ``server`` (the warm launcher), ``cmd`` (``python -m pytest ARGS``) is forked from it
+    instead of started fresh, when the environment allows (:func:`forkserver.fork_blockers`);
+    a server that cannot serve falls back to a fresh start.
     """
     stream.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ if env is None else env)
     env[Env.DEADLINE] = f"{time.time() + timeout + DEADLINE_MARGIN_S:.3f}"
     env[Env.STREAM] = str(stream)
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(
-            list(cmd),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: we can kill it and its workers
-            preexec_fn=_preexec(cpus),
-        )
+    with contextlib.ExitStack() as stack:
+        proc = _start(cmd, env=env, cwd=cwd, log=log, cpus=cpus, server=server, stack=stack)
         guard = _start_guard(proc, stream)
         try:
             returncode = proc.wait(timeout=timeout)

@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.workloads import _common, presets
 
+# Imported once by the warm launcher's server (run/forkserver.py), not by each child.
+WARM_IMPORTS = ("open_clip",)
+
 if TYPE_CHECKING:
     import torch
 

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.workloads import _common
 from pytest_dlbench.workloads.vision import make_parser, train_classifier
 
+# Imported once by the warm launcher's server (run/forkserver.py), not by each child.
+WARM_IMPORTS = ("timm",)
+
 if TYPE_CHECKING:
     import torch
 

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.workloads import _common
 
+# Imported once by the warm launcher's server (run/forkserver.py), not by each child.
+WARM_IMPORTS = ("torchvision",)
+
 if TYPE_CHECKING:
     import torch
 

@@ -1,0 +1,383 @@
+"""A warm launcher: a server process that imports torch and the workload libraries once, then
+forks one child per benchmark, so a child starts in a fraction of a second instead of paying
+3-4 s of imports.
+
+Each forked child is what a fresh ``python -m pytest ...`` child would be, for the supervision
+in :mod:`pytest_dlbench.run.child`: a process group of its own (killed on timeout), dead with its
+server (``PR_SET_PDEATHSIG``; the server dies with its launcher the same way), pinned to its
+slot's cores, its output in its own log, its environment and working directory set before the
+first line of pytest runs. The server never initialises CUDA (a forked child could not use it):
+it only imports, and refuses to serve if an import did.
+
+Protocol, JSON lines over the server's stdin and stdout: the server says ``{"ready": ...}`` once
+its imports are done; a request ``{"argv", "env", "cwd", "log", "cpus"}`` gets ``{"pid": N}``
+when forked, then ``{"exit": N, "returncode": R}`` when that child ended (R as
+:attr:`subprocess.Popen.returncode`: negative for a signal). One child at a time.
+
+No pytest here (the forked child imports and runs it); the plugin decides when to use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ForkServer", "ForkServerError", "ForkedProcess", "fork_blockers", "preload_for"]
+
+# Imported once by the server when installed (each one that is missing is skipped).
+# torch is there for every benchmark (the Bench imports it); a workload module of this package
+# names the heavier libraries it needs in ``WARM_IMPORTS`` (torchvision, timm, open_clip).
+BASE_PRELOAD = ("torch", "numpy", "pytest", "pytest_dlbench.plugin",
+                "pytest_dlbench.plugin.child", "pytest_dlbench.plugin.items",
+                "pytest_dlbench.run.harness", "pytest_dlbench.measure.bench",
+                "pytest_dlbench.profile", "pytest_dlbench.data")
+
+# Variables that differ from the server's environment without changing what was imported: they
+# are read when a benchmark runs, not when torch or the workloads are imported. A benchmark whose
+# environment differs in anything else runs in a fresh interpreter (docs/running.md).
+_RUNTIME_ENV = frozenset({
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+    "PYTHONUNBUFFERED", "PYTORCH_CUDA_ALLOC_CONF", "PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST",
+})
+_RUNTIME_PREFIXES = ("DLBENCH_", "NCCL_", "TORCH_NCCL_")
+
+
+def preload_for(definitions: Sequence[str | None]) -> list[str]:
+    """What a server for these benchmark definitions imports: the base libraries and this
+    package's workload modules among them (with the libraries they import lazily, their
+    ``WARM_IMPORTS``). A user's own module is left to its child: importing it in the server
+    would run its top level once for every child, and it might initialise CUDA."""
+    modules = [d.split(":", 1)[0] for d in definitions if d and ":" in d]
+    own = [m for m in dict.fromkeys(modules) if m.startswith("pytest_dlbench.")]
+    return [*BASE_PRELOAD, PYTEST_PLUGINS, *own]
+
+
+# In a preload list: the modules of the installed pytest plugins (entry points ``pytest11``).
+PYTEST_PLUGINS = "<pytest11>"
+
+
+class ForkServerError(OSError):
+    """The server cannot start or serve: the launcher runs benchmarks fresh instead."""
+
+
+def fork_blockers(server_env: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
+    """The variables whose values differ between the server's environment and a child's, and
+    that may have been read at import time (so a forked child would not see them)."""
+    keys = set(server_env) | set(env)
+    return sorted(
+        k for k in keys
+        if server_env.get(k) != env.get(k)
+        and k not in _RUNTIME_ENV and not k.startswith(_RUNTIME_PREFIXES)
+    )
+
+
+# -- the client: in the launcher (the controller or an xdist worker) ---------------------------
+
+
+class _Lines:
+    """Reads JSON lines from a pipe, with a deadline."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    def read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next message; None when ``timeout`` passed first. EOF is a ForkServerError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            readable, _, _ = select.select([self.fd], [], [], left)
+            if not readable:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise ForkServerError("the fork server ended")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+class ForkedProcess:
+    """A benchmark child forked by the server: what :func:`run_child` needs of a ``Popen``."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server = server
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.wait(timeout=0)
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            message = self.server.lines.read(timeout)
+        except ForkServerError:
+            # The server died: its child died with it (PR_SET_PDEATHSIG), by SIGKILL.
+            self.returncode = -signal.SIGKILL
+            self.server.broken = "the fork server died"
+            return self.returncode
+        if message is None:
+            raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0)
+        if message.get("exit") != self.pid:
+            raise ForkServerError(f"fork server: unexpected message {message!r}")
+        self.returncode = int(message["returncode"])
+        return self.returncode
+
+
+class ForkServer:
+    """The launcher's handle on its server process: started once, serves one child at a time."""
+
+    def __init__(self, *, cwd: Path, env: Mapping[str, str] | None = None,
+                 preload: Sequence[str] = BASE_PRELOAD) -> None:
+        self.cwd = Path(cwd)
+        self.env = dict(os.environ if env is None else env)
+        self.preload = list(dict.fromkeys(preload))
+        self.proc: subprocess.Popen | None = None
+        self.lines: _Lines
+        self.ready: dict[str, Any] | None = None
+        self.broken: str | None = None  # why it cannot serve (then benchmarks run fresh)
+
+    def start(self) -> None:
+        """Start the server; its imports go on in the background (see :meth:`wait_ready`)."""
+        from pytest_dlbench.run.child import package_path, preexec
+
+        env = {**self.env, "PYTHONPATH": package_path(self.env)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_dlbench.run.forkserver", json.dumps(self.preload)],
+            cwd=self.cwd, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C on the terminal is the launcher's to handle
+            preexec_fn=preexec(None),  # dies with the launcher
+        )
+        assert self.proc.stdout is not None
+        self.lines = _Lines(self.proc.stdout.fileno())
+
+    def wait_ready(self, timeout: float = 120.0) -> bool:
+        """Wait until the server's imports are done; False (and :attr:`broken` says why) when
+        it cannot serve."""
+        if self.broken:
+            return False
+        if self.ready is not None:
+            return True
+        if self.proc is None:
+            self.start()
+        try:
+            message = self.lines.read(timeout)
+        except (ForkServerError, ValueError) as exc:
+            self.broken = f"the fork server did not start: {exc}"
+            return False
+        if message is None:
+            self.broken = f"the fork server's imports took over {timeout:g} s"
+            return False
+        if message.get("cuda_initialized"):
+            self.broken = "an import initialised CUDA in the fork server"
+            return False
+        self.ready = message
+        return True
+
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None,
+              log: Path, cpus: Sequence[int] | None) -> ForkedProcess:
+        """Fork a child running ``pytest`` with ``argv`` (its arguments, without the program)."""
+        if not self.wait_ready():
+            raise ForkServerError(self.broken or "the fork server is not ready")
+        assert self.proc is not None and self.proc.stdin is not None
+        request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd or self.cwd),
+                   "log": str(log), "cpus": list(cpus) if cpus else None}
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+            reply = self.lines.read(30.0)
+        except (OSError, ValueError) as exc:
+            self.broken = f"the fork server stopped serving: {exc}"
+            raise ForkServerError(self.broken) from None
+        if reply is None or "pid" not in reply:
+            self.broken = f"the fork server could not fork: {reply and reply.get('error')}"
+            raise ForkServerError(self.broken)
+        return ForkedProcess(self, int(reply["pid"]))
+
+    def close(self) -> None:
+        """End the server (end of file on its stdin), killing it if it does not go."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(OSError):
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+def _preload(names: Sequence[str]) -> list[str]:
+    """Import what the children will need; the names that failed (not installed, broken)."""
+    import importlib
+    import importlib.metadata
+
+    failed = []
+    queue = list(names)
+    while queue:
+        name = queue.pop(0)
+        if name == PYTEST_PLUGINS:
+            queue[:0] = [ep.module for ep in importlib.metadata.entry_points(group="pytest11")
+                         if not ep.module.startswith("hypothesis")]  # its children block it
+            continue
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a library that cannot load is the child's to report
+            failed.append(name)
+            continue
+        queue[:0] = list(getattr(module, "WARM_IMPORTS", ()))
+    return failed
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def _become_child(request: dict[str, Any], server: int, keep_closed: Sequence[int]) -> list[str]:
+    """In the forked child of ``server`` (its pid, read before the fork): become what a fresh
+    ``python -m pytest`` child would have been. Returns pytest's arguments."""
+    from pytest_dlbench.run.child import pdeathsig_setter
+
+    os.setsid()  # its own process group, like start_new_session
+    set_pdeathsig = pdeathsig_setter()
+    if set_pdeathsig is not None:
+        set_pdeathsig()
+        if os.getppid() != server:  # the server died before the call: nobody will signal
+            os._exit(1)
+    for fd in keep_closed:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if request.get("cpus") and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, set(request["cpus"]))
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(null)
+    # Unbuffered, as PYTHONUNBUFFERED makes a fresh child: nothing written is lost at a crash.
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = _unbuffered(1)
+    sys.stderr = _unbuffered(2)
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    os.chdir(request["cwd"])
+    sys.path[0] = os.getcwd()  # as ``python -m`` puts it
+    os.environ.clear()
+    os.environ.update(request["env"])
+    for name in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(name, signal.SIG_DFL if name != signal.SIGPIPE else signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _fresh_runtime_state()
+    return list(request["argv"])
+
+
+def _unbuffered(fd: int) -> io.TextIOWrapper:
+    raw = open(fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 - the interpreter's stream
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace",  # type: ignore[arg-type]
+                            line_buffering=True, write_through=True)
+
+
+def _fresh_runtime_state() -> None:
+    """What a fresh interpreter would not share with its siblings: random seeds, and the thread
+    count that torch's OpenMP read from the environment when it was loaded."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+        threads = os.environ.get("OMP_NUM_THREADS")
+        if threads and threads.isdigit() and int(threads) > 0:
+            torch.set_num_threads(int(threads))
+        elif hasattr(os, "sched_getaffinity"):
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+def _send(out: int, message: dict[str, Any]) -> None:
+    data = json.dumps(message).encode() + b"\n"
+    while data:
+        data = data[os.write(out, data):]
+
+
+def serve(preload: Sequence[str]) -> int:
+    """The server's loop. Returns 0 in the server at end of file on stdin; in a forked child it
+    returns that child's pytest exit status (so the interpreter ends as a fresh one would)."""
+    # Requests come on fd 0 and replies go on a private copy of fd 1: what an import prints
+    # (fd 1 then points at stderr) cannot garble the protocol.
+    out = os.dup(1)
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher ends the server, not Ctrl-C
+    failed = _preload(preload)
+    import gc
+
+    gc.freeze()  # the imported objects stay shared with the children (copy-on-write)
+    _send(out, {"ready": True, "failed": failed, "cuda_initialized": _cuda_initialized(),
+                "pid": os.getpid()})
+    requests = os.fdopen(0, "rb", buffering=0)
+    buffer = b""
+    while True:
+        chunk = requests.read(65536)
+        if not chunk:
+            return 0
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            request = json.loads(line)
+            me = os.getpid()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                _send(out, {"error": f"fork: {exc.strerror or exc}"})
+                continue
+            if pid == 0:
+                args = _become_child(request, me, keep_closed=(out,))
+                return _run_pytest(args)
+            _send(out, {"pid": pid})
+            _, status = os.waitpid(pid, 0)
+            _send(out, {"exit": pid, "returncode": _returncode(status)})
+
+
+def _returncode(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _run_pytest(args: list[str]) -> int:
+    import pytest
+
+    sys.argv = ["pytest", *args]
+    try:
+        return int(pytest.main(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+if __name__ == "__main__":  # python -m pytest_dlbench.run.forkserver '["torch", ...]'
+    sys.exit(serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else BASE_PRELOAD))

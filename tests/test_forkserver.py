@@ -1,0 +1,195 @@
+"""The warm launcher: a fork server that imports once and forks one child per benchmark, each
+child what a fresh ``python -m pytest`` child would be (its own process group, pinned, its
+environment, working directory and log), supervised by ``run_child`` like a fresh one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from _procs import child_env, start_pytest
+
+from pytest_dlbench.measure.stream import read_stream
+from pytest_dlbench.run.child import run_child
+from pytest_dlbench.run.forkserver import ForkServer, fork_blockers, preload_for
+
+# A "pytest" the server runs: a conftest-free directory whose test reports what the child saw.
+# Its switches are DLBENCH_ variables: a variable the server does not know to be read at run time
+# would make run_child start the child fresh (see the last run_child test).
+PROBE_TEST = """
+import json, os, sys
+
+def test_probe():
+    out = {
+        "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
+        "env": os.environ.get("DLBENCH_PROBE"), "cpus": sorted(os.sched_getaffinity(0)),
+        "torch_preloaded": "torch" in sys.modules,
+    }
+    if "torch" in sys.modules:
+        out["threads"] = sys.modules["torch"].get_num_threads()
+    print("PROBE " + json.dumps(out))
+    mode = os.environ.get("DLBENCH_PROBE_MODE")
+    if mode == "sleep":
+        import time
+        time.sleep(60)
+    if mode == "kill":
+        os.kill(os.getpid(), 9)
+    if mode == "exit3":
+        os._exit(3)
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    server = ForkServer(cwd=tmp_path, env=child_env(), preload=["torch", "pytest"])
+    server.start()
+    yield server
+    server.close()
+
+
+def _probe_dir(tmp_path: Path) -> Path:
+    where = tmp_path / "probe"
+    where.mkdir()
+    (where / "test_probe.py").write_text(textwrap.dedent(PROBE_TEST))
+    return where
+
+
+def _probe(log: Path) -> dict:
+    line = next(x for x in log.read_text().splitlines() if "PROBE {" in x)
+    return json.loads(line.split("PROBE ", 1)[1])
+
+
+def test_a_forked_child_is_what_a_fresh_one_would_be(server: ForkServer, tmp_path: Path):
+    where = _probe_dir(tmp_path)
+    log = tmp_path / "child.log"
+    cpus = sorted(os.sched_getaffinity(0))[:1]
+    proc = server.spawn(["-p", "no:cacheprovider", "-s", "test_probe.py"],
+                        env={**child_env(), "DLBENCH_PROBE": "yes", "OMP_NUM_THREADS": "1"},
+                        cwd=where, log=log, cpus=cpus)
+    assert proc.wait(timeout=60) == 0, log.read_text()
+    seen = _probe(log)
+    assert seen["pid"] == proc.pid
+    assert seen["pgid"] == proc.pid  # a process group of its own: killed with its workers
+    assert seen["ppid"] == server.ready["pid"]
+    assert seen["cwd"] == str(where) and seen["env"] == "yes" and seen["cpus"] == cpus
+    assert seen["torch_preloaded"] and seen["threads"] == 1
+    assert "1 passed" in log.read_text()
+
+
+def test_exit_statuses_and_signals_read_as_popen_would(server: ForkServer, tmp_path: Path):
+    where = _probe_dir(tmp_path)
+    for mode, expected in (("exit3", 3), ("kill", -signal.SIGKILL)):
+        proc = server.spawn(["-p", "no:cacheprovider", "-s", "test_probe.py"],
+                            env={**child_env(), "DLBENCH_PROBE_MODE": mode}, cwd=where,
+                            log=tmp_path / f"{mode}.log", cpus=None)
+        assert proc.wait(timeout=60) == expected
+
+
+def test_a_wait_that_runs_out_raises_and_the_group_can_be_killed(server: ForkServer,
+                                                                 tmp_path: Path):
+    where = _probe_dir(tmp_path)
+    proc = server.spawn(["-p", "no:cacheprovider", "-s", "test_probe.py"],
+                        env={**child_env(), "DLBENCH_PROBE_MODE": "sleep"}, cwd=where,
+                        log=tmp_path / "sleep.log", cpus=None)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.5)
+    deadline = time.monotonic() + 30
+    while "PROBE " not in (tmp_path / "sleep.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert proc.poll() == -signal.SIGTERM
+
+
+def test_run_child_forks_from_the_server_and_keeps_its_contract(server: ForkServer,
+                                                                tmp_path: Path):
+    """A benchmark that never ends: killed at its timeout, the parent writes the end."""
+    where = _probe_dir(tmp_path)
+    stream = tmp_path / "b.data"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_probe.py"]
+    started = time.monotonic()
+    outcome = run_child(cmd, stream=stream, log=tmp_path / "b.log", timeout=3, cwd=where,
+                        env={**child_env(), "DLBENCH_PROBE_MODE": "sleep"}, server=server)
+    assert outcome.status == "timeout" and time.monotonic() - started < 30
+    assert _probe(tmp_path / "b.log")["ppid"] == server.ready["pid"]  # it was forked
+    assert [r["event"] for r in read_stream(stream)] == ["end"]
+
+
+def test_an_environment_read_at_import_time_starts_the_child_fresh(server: ForkServer,
+                                                                   tmp_path: Path):
+    where = _probe_dir(tmp_path)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_probe.py"]
+    env = {**child_env(), "TORCH_SHOW_CPP_STACKTRACES": "1"}  # read when torch loads
+    outcome = run_child(cmd, stream=tmp_path / "c.data", log=tmp_path / "c.log", timeout=60,
+                        cwd=where, env=env, server=server)
+    assert outcome.status == "crash"  # no harness here: exited without an end
+    seen = _probe(tmp_path / "c.log")
+    assert server.wait_ready()
+    assert seen["ppid"] != server.ready["pid"] and not seen["torch_preloaded"]
+
+
+def test_fork_blockers():
+    base = {"PATH": "/bin", "HOME": "/root"}
+    assert fork_blockers(base, {**base, "OMP_NUM_THREADS": "2", "DLBENCH_STREAM": "x",
+                                "CUDA_VISIBLE_DEVICES": "1", "NCCL_DEBUG": "INFO"}) == []
+    assert fork_blockers(base, {**base, "TORCH_LOGS": "+dynamo"}) == ["TORCH_LOGS"]
+    assert fork_blockers(base, {"PATH": "/usr/bin"}) == ["HOME", "PATH"]
+
+
+def test_preload_names_the_workload_libraries_of_this_package_only():
+    names = preload_for(["pytest_dlbench.workloads.vision:train", "defs.py:bench",
+                         "mypkg.bench:main", None])
+    assert "torch" in names and "pytest_dlbench.workloads.vision" in names
+    assert not any(n.startswith(("mypkg", "defs")) for n in names)
+
+
+def test_a_server_that_dies_takes_its_child_and_breaks(server: ForkServer, tmp_path: Path):
+    where = _probe_dir(tmp_path)
+    proc = server.spawn(["-p", "no:cacheprovider", "-s", "test_probe.py"],
+                        env={**child_env(), "DLBENCH_PROBE_MODE": "sleep"}, cwd=where,
+                        log=tmp_path / "d.log", cpus=None)
+    assert server.proc is not None
+    server.proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert server.broken == "the fork server died"
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # PR_SET_PDEATHSIG: the child went with its server
+    assert not psutil.pid_exists(proc.pid) or (
+        psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE)
+
+
+SUITE = """
+b: {definition: defs.py:probe, voir: {options: {skip: 1, stop: 3}}}
+"""
+DEFS = """
+import json, os, sys
+PRELOADED = "torch" in sys.modules
+
+def probe(bench):
+    with open("probe.json", "w") as out:
+        json.dump({"preloaded": PRELOADED, "ppid": os.getppid()}, out)
+    for _ in bench.iterate(range(10), batch_size=1):
+        pass
+"""
+
+
+@pytest.mark.parametrize("launcher", ["warm", "fresh"])
+def test_the_launcher_option_picks_how_children_start(tmp_path: Path, launcher: str):
+    (tmp_path / "s.yaml").write_text(SUITE)
+    (tmp_path / "defs.py").write_text(textwrap.dedent(DEFS))
+    proc = start_pytest(tmp_path, "--bench-suite=s.yaml", "--bench-base=out",
+                        f"--bench-launcher={launcher}")
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    seen = json.loads((tmp_path / "probe.json").read_text())
+    assert seen["preloaded"] is (launcher == "warm")
+    assert (seen["ppid"] == proc.pid) is (launcher == "fresh")
