@@ -226,9 +226,11 @@ def _start(cmd: Sequence[str], *, env: dict[str, str], cwd: Path | None, log: Pa
     """The benchmark's process: forked from the warm server when it can, else fresh."""
     if server is not None and _forkable(cmd) and not fork_blockers(server.env, env):
         try:
-            return server.spawn(cmd[3:], env=env, cwd=cwd, log=log, cpus=cpus)
+            return server.spawn(cmd[3:], env={**env, Env.LAUNCHER: "warm"}, cwd=cwd, log=log,
+                                cpus=cpus)
         except ForkServerError:
             pass  # server.broken says why; this and later benchmarks start fresh
+    env[Env.LAUNCHER] = "fresh"
     log_file = stack.enter_context(open(log, "wb"))  # noqa: SIM115 - closed by the stack
     return subprocess.Popen(
         list(cmd),
@@ -273,6 +275,7 @@ def run_child(
     env = dict(os.environ if env is None else env)
     env[Env.DEADLINE] = f"{time.time() + timeout + DEADLINE_MARGIN_S:.3f}"
     env[Env.STREAM] = str(stream)
+    env[Env.LAUNCHED] = f"{time.time():.6f}"
     with contextlib.ExitStack() as stack:
         proc = _start(cmd, env=env, cwd=cwd, log=log, cpus=cpus, server=server, stack=stack)
         guard = _start_guard(proc, stream)

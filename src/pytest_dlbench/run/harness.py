@@ -221,6 +221,21 @@ def execute(
     return Outcome(Status.OK), None
 
 
+def _launch_facts() -> dict[str, Any]:
+    """When and how the parent launched this child, and when its harness started: the launch
+    overhead is ``meta.time - launched`` (benchmarks/startup.py)."""
+    launched = os.environ.get(Env.LAUNCHED)
+    if not launched:
+        return {}  # inline: nothing was launched
+    try:
+        facts: dict[str, Any] = {"launched": float(launched)}
+    except ValueError:
+        return {}
+    facts["launcher"] = os.environ.get(Env.LAUNCHER) or "fresh"
+    facts["started"] = time.time()
+    return facts
+
+
 def start_run(
     spec: BenchSpec,
     *,
@@ -247,7 +262,8 @@ def start_run(
     from pytest_dlbench.workloads.presets import run_dimensions  # precision, compile
 
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
-                 **run_dimensions(spec.definition, spec.args), **rank.describe())
+                 **run_dimensions(spec.definition, spec.args), **rank.describe(),
+                 **_launch_facts())
     run = RunContext(
         spec=spec,
         device_index=device,

@@ -44,6 +44,10 @@ class Env:
     #: The stream of the benchmark run a process belongs to (set on a child; its workers and
     #: ranks inherit it): what to kill when that run must end and its parent is gone.
     STREAM = "DLBENCH_STREAM"
+    #: The UNIX time at which the parent launched a benchmark's child, and how: ``warm`` (forked
+    #: from the fork server) or ``fresh`` (a new interpreter). Recorded in the ``config`` record.
+    LAUNCHED = "DLBENCH_LAUNCHED"
+    LAUNCHER = "DLBENCH_LAUNCHER"
 
 
 class Status(str, enum.Enum):
