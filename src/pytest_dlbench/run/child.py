@@ -7,6 +7,7 @@ No pytest here: the plugin builds the child's command line and turns outcomes in
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -215,6 +216,8 @@ def _append_end(stream: Path, outcome: Outcome) -> Outcome:
             writer.write(Event.END, status=outcome.status, reason=outcome.reason,
                          time=time.time(), writer="parent", returncode=outcome.returncode)
     except OSError as exc:
+        if outcome.reason.startswith(f"cannot write {stream}:"):
+            return outcome  # the reason says so already
         return Outcome(outcome.status, f"{StreamWriteError.describe(stream, exc)} "
                                        f"({outcome.reason})", outcome.returncode)
     return outcome
@@ -312,7 +315,21 @@ def run_child(
         outcome = Outcome(
             Status.CRASH, f"crash: exited with status {returncode} before finishing", returncode
         )
+    if _disk_full(stream.parent):
+        # The likely cause: the child could not write its stream (nor its log, to say so).
+        full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        outcome = Outcome(outcome.status, f"{StreamWriteError.describe(stream, full)} "
+                                          f"({outcome.reason})", returncode)
     return _append_end(stream, outcome)
+
+
+def _disk_full(folder: Path) -> bool:
+    """Less than 1 MiB left for this user where the run's files are."""
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < (1 << 20)
 
 
 if __name__ == "__main__":  # the guard: python -m pytest_dlbench.run.child guard PGID STREAM PID
