@@ -9,7 +9,7 @@ B: a bare loop of the same step, the same number of steps after the same warm-up
    ``perf_counter`` in a long-lived process pinned to the same core (no start-up to pay).
 
 Variants locate a perturbation: ``default``; ``no-monitor`` (the telemetry thread samples once,
-``interval: 1h``); ``no-gc`` (the benchmark freezes and disables the garbage collector before
+``interval: 3600s``); ``no-gc`` (the benchmark freezes and disables the garbage collector before
 its loop). Each prints the median of the per-pair ratios A/B and their spread; 1.0 is a perfect
 reading. Pairs alternate AB/BA so drift hits both sides.
 
@@ -90,7 +90,7 @@ mlp:
 
 VARIANTS = {
     "default": {"interval": "1s", "argv": "{}"},
-    "no-monitor": {"interval": "1h", "argv": "{}"},
+    "no-monitor": {"interval": "3600s", "argv": "{}"},
     "no-gc": {"interval": "1s", "argv": "{--no-gc: true}"},
 }
 
@@ -114,9 +114,7 @@ def harness_rate(work: Path, variant: str, steps: int, run: int) -> float:
         sys.exit(f"the {variant} run failed:\n{done.stdout[-3000:]}")
     (run_dir,) = (base / "runs").iterdir()
     records = [json.loads(line) for line in (run_dir / "mlp.D0.data").read_text().splitlines()]
-    rates = [r for r in records if r.get("event") == "rate"]
-    skip = int(next(r for r in records if r.get("event") == "config")["spec"]["skip"])
-    steady = rates[skip:]
+    steady = [r for r in records if r.get("event") == "rate" and not r.get("warmup")]
     return sum(r["items"] for r in steady) / sum(r["seconds"] for r in steady)
 
 
@@ -128,12 +126,12 @@ def main() -> None:
     args = parser.parse_args()
     variants = args.variants.split(",")
     work = Path(tempfile.mkdtemp(prefix="dlbench-fidelity-"))
-    # One observation per step: skip 5, then the steps (the harness's windows are per step here).
+    # One observation per step: 5 warm-up steps, then the timed ones.
     skip = 5
     for variant in variants:
         knobs = VARIANTS[variant]
         (work / f"{variant}.yaml").write_text(SUITE.format(
-            skip=skip, stop=skip + args.steps, interval=knobs["interval"], argv=knobs["argv"]))
+            skip=skip, stop=args.steps, interval=knobs["interval"], argv=knobs["argv"]))
     (work / "defs.py").write_text(textwrap.dedent(DEFS))
     bare = subprocess.Popen([sys.executable, "-c", textwrap.dedent(BARE)], env=_env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -61,14 +61,15 @@ def _records(path: Path) -> list[dict]:
 
 
 def launch_overheads(run_dir: Path) -> list[float]:
-    """Seconds from each run's launch to its ``meta`` record."""
+    """Seconds from each run's launch to its ``meta`` record, in launch order (with the warm
+    launcher the first waits for the server's imports, which began with the session)."""
     found = []
     for stream in sorted(run_dir.glob("*.data")):
         records = _records(stream)
         config = next(r for r in records if r.get("event") == "config")
         meta = next(r for r in records if r.get("event") == "meta")
-        found.append(float(meta["time"]) - float(config["launched"]))
-    return found
+        found.append((float(config["launched"]), float(meta["time"]) - float(config["launched"])))
+    return [overhead for _, overhead in sorted(found)]
 
 
 def import_torch_seconds(times: int = 3) -> float:
@@ -82,7 +83,7 @@ def import_torch_seconds(times: int = 3) -> float:
 
 def measure_launch(work: Path, benchmarks: int, rounds: int) -> dict[str, list[float]]:
     names = "\n".join(f"b{i}: {{inherits: _small}}" for i in range(benchmarks))
-    (work / "s.yaml").write_text(SUITE.format(names=names))
+    (work / "s.yaml").write_text(SUITE.replace("{names}", names))
     seen: dict[str, list[float]] = {"warm": [], "fresh": []}
     for round_ in range(rounds):
         order = ("warm", "fresh") if round_ % 2 == 0 else ("fresh", "warm")
@@ -139,7 +140,8 @@ def main() -> None:
         print(f"python -c 'import torch': {floor:.2f} s (median of 3)")
         for name, values in launch.items():
             print(f"launch overhead, {name:5s}: median {statistics.median(values):.3f} s, "
-                  f"min {min(values):.3f}, max {max(values):.3f} over {len(values)} runs")
+                  f"mean {statistics.mean(values):.3f}, min {min(values):.3f}, "
+                  f"max {max(values):.3f} over {len(values)} runs")
         ratio = statistics.median(launch["warm"]) / statistics.median(launch["fresh"])
         print(f"launch overhead warm / fresh: {ratio:.3f}   (target: warm < 0.5 s)")
         if args.smoke_pairs:

@@ -193,3 +193,10 @@ def test_the_launcher_option_picks_how_children_start(tmp_path: Path, launcher: 
     seen = json.loads((tmp_path / "probe.json").read_text())
     assert seen["preloaded"] is (launcher == "warm")
     assert (seen["ppid"] == proc.pid) is (launcher == "fresh")
+    # The stream says how and when its child started (benchmarks/startup.py reads it).
+    (stream,) = (tmp_path / "out" / "runs").glob("*/b.D0.data")
+    records = read_stream(stream)
+    config = next(r for r in records if r["event"] == "config")
+    meta = next(r for r in records if r["event"] == "meta")
+    assert config["launcher"] == launcher
+    assert config["launched"] <= config["started"] <= meta["time"]
