@@ -67,6 +67,7 @@ def _probe(log: Path) -> dict:
     return json.loads(line.split("PROBE ", 1)[1])
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_a_forked_child_is_what_a_fresh_one_would_be(server: ForkServer, tmp_path: Path):
     where = _probe_dir(tmp_path)
     log = tmp_path / "child.log"
@@ -84,6 +85,7 @@ def test_a_forked_child_is_what_a_fresh_one_would_be(server: ForkServer, tmp_pat
     assert "1 passed" in log.read_text()
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_exit_statuses_and_signals_read_as_popen_would(server: ForkServer, tmp_path: Path):
     where = _probe_dir(tmp_path)
     for mode, expected in (("exit3", 3), ("kill", -signal.SIGKILL)):
@@ -93,6 +95,7 @@ def test_exit_statuses_and_signals_read_as_popen_would(server: ForkServer, tmp_p
         assert proc.wait(timeout=60) == expected
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_a_wait_that_runs_out_raises_and_the_group_can_be_killed(server: ForkServer,
                                                                  tmp_path: Path):
     where = _probe_dir(tmp_path)
@@ -109,6 +112,7 @@ def test_a_wait_that_runs_out_raises_and_the_group_can_be_killed(server: ForkSer
     assert proc.poll() == -signal.SIGTERM
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_run_child_forks_from_the_server_and_keeps_its_contract(server: ForkServer,
                                                                 tmp_path: Path):
     """A benchmark that never ends: killed at its timeout, the parent writes the end."""
@@ -123,6 +127,7 @@ def test_run_child_forks_from_the_server_and_keeps_its_contract(server: ForkServ
     assert [r["event"] for r in read_stream(stream)] == ["end"]
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_an_environment_read_at_import_time_starts_the_child_fresh(server: ForkServer,
                                                                    tmp_path: Path):
     where = _probe_dir(tmp_path)
@@ -151,6 +156,7 @@ def test_preload_names_the_workload_libraries_of_this_package_only():
     assert not any(n.startswith(("mypkg", "defs")) for n in names)
 
 
+@pytest.mark.slow  # real processes: a server importing torch
 def test_a_server_that_dies_takes_its_child_and_breaks(server: ForkServer, tmp_path: Path):
     where = _probe_dir(tmp_path)
     proc = server.spawn(["-p", "no:cacheprovider", "-s", "test_probe.py"],
@@ -182,6 +188,7 @@ def probe(bench):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["warm", "fresh"])
 def test_the_launcher_option_picks_how_children_start(tmp_path: Path, launcher: str):
     (tmp_path / "s.yaml").write_text(SUITE)
