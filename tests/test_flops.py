@@ -90,3 +90,12 @@ def test_on_a_cpu_the_peak_is_this_runs_matmul(tmp_path: Path):
     text = render_summary(summary, width=200)
     assert "TFLOP/s" in text.splitlines()[0] and "MFU" in text.splitlines()[0]
     assert "FLOPs not counted: loader (no example batch was handed to bench.watch)" in text
+
+
+def test_a_measured_peak_that_the_model_outruns_gives_no_mfu(tmp_path: Path):
+    flops_run(tmp_path, "lm", device_name="x86_64", rate=1000.0, per_item=1e9)  # 1 TFLOP/s
+    flops_run(tmp_path, "matmul", device_name="x86_64", rate=0.4, per_item=None,
+              units="TFLOP/s")
+    lm = summarize_dir(tmp_path).get("lm")
+    assert lm.tflops == pytest.approx(1.0) and lm.mfu is None
+    assert lm.peak_source == "matmul in this run is slower than this model: no MFU"

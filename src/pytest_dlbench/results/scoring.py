@@ -705,6 +705,11 @@ def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
         if peak is None and run.dtype in measured and measured[run.dtype][1] != b.name:
             peak, name = measured[run.dtype]
             source = f"{name} in this run"
+            if b.tflops > peak:
+                # A small matmul is no peak for a model that outruns it: no MFU above 100 %.
+                out.append(replace(b, mfu=None, peak_source=(
+                    f"{name} in this run is slower than this model: no MFU")))
+                continue
         out.append(replace(b, mfu=b.tflops / peak if peak else None, peak_source=source))
     return tuple(out)
 

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -257,23 +257,17 @@ def _cuda_initialized() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def _become_child(request: dict[str, Any], server: int, keep_closed: Sequence[int]) -> list[str]:
-    """In the forked child of ``server`` (its pid, read before the fork): become what a fresh
-    ``python -m pytest`` child would have been. Returns pytest's arguments."""
-    from pytest_dlbench.run.child import pdeathsig_setter
-
+def _become_child(request: dict[str, Any], setup: Callable[[], None] | None,
+                  keep_closed: Sequence[int]) -> list[str]:
+    """In the forked child: become what a fresh ``python -m pytest`` child would have been.
+    ``setup`` is :func:`~pytest_dlbench.run.child.preexec`'s, made in the server before the
+    fork (dead with the server, pinned). Returns pytest's arguments."""
     os.setsid()  # its own process group, like start_new_session
-    set_pdeathsig = pdeathsig_setter()
-    if set_pdeathsig is not None:
-        set_pdeathsig()
-        if os.getppid() != server:  # the server died before the call: nobody will signal
-            os._exit(1)
+    if setup is not None:
+        setup()
     for fd in keep_closed:
         with contextlib.suppress(OSError):
             os.close(fd)
-    if request.get("cpus") and hasattr(os, "sched_setaffinity"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, set(request["cpus"]))
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -349,14 +343,16 @@ def serve(preload: Sequence[str]) -> int:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             request = json.loads(line)
-            me = os.getpid()
+            from pytest_dlbench.run.child import preexec
+
+            setup = preexec(request.get("cpus"))  # reads the server's pid before the fork
             try:
                 pid = os.fork()
             except OSError as exc:
                 _send(out, {"error": f"fork: {exc.strerror or exc}"})
                 continue
             if pid == 0:
-                args = _become_child(request, me, keep_closed=(out,))
+                args = _become_child(request, setup, keep_closed=(out,))
                 return _run_pytest(args)
             _send(out, {"pid": pid})
             _, status = os.waitpid(pid, 0)
