@@ -183,7 +183,7 @@ class Scratch:
             git(self.repo, "checkout", "--", "gp.yaml")
         trial = Trial("paired", rep, slowdown, status, minutes, str(run))
         judged = judge_paired(run, rounds=self.args.rounds, test=gate.PAIRED_TEST,
-                              tolerance=gate.TOLERANCE)
+                              tolerance=gate.TOLERANCE, rate=gate.PAIRED_RATE)
         if judged is not None:
             trial.verdict, trial.ratio, trial.ci, trial.p_value, trial.pairs = judged
         return trial
@@ -213,17 +213,18 @@ def _summary(run_dir: Path, rounds: int | None = None):
     return summarize_runs(runs, layout.read_manifest(run_dir), run_dir=str(run_dir))
 
 
-def judge_paired(run: Path | str, *, rounds: int, test: str, tolerance: float):
+def judge_paired(run: Path | str, *, rounds: int, test: str, tolerance: float,
+                 rate: str = "window"):
     """(verdict, ratio, ci, p, pairs) of the first ``rounds`` rounds of a paired run."""
     run = Path(run)
     cand, base = _summary(run, rounds), _summary(layout.base_dir(run), rounds)
-    comparison = compare_paired(cand, base, tolerance=tolerance, test=test)
+    comparison = compare_paired(cand, base, tolerance=tolerance, test=test, rate=rate)
     b = comparison.get("gp")
     if b is None:
         return None
     from pytest_dlbench.results.paired import pairs_of
 
-    pairs = [(p.base, p.candidate) for p in pairs_of(base.get("gp"), cand.get("gp"))]
+    pairs = [(p.base, p.candidate) for p in pairs_of(base.get("gp"), cand.get("gp"), rate)]
     return b.verdict, b.ratio, b.ci, b.p_value, pairs
 
 
@@ -270,28 +271,35 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
 
     paired = [t for t in trials if t.mode == "paired"]
     saved = [t for t in trials if t.mode == "saved"]
+    # What the trials' exit statuses were judged with: the defaults of the code that ran them.
+    ran = facts.get("gate") or {"test": "t", "rate": "window", "tolerance": 0.03}
     if paired:
-        row(f"paired --bench-against, {gate.PAIRED_TEST}, {args.rounds} rounds (exit 6)",
-            args.rounds, paired, lambda t: t.detected, mean_minutes(paired))
+        row(f"paired --bench-against, {ran['test']}, {ran['rate']} rate, {args.rounds} rounds "
+            "(exit 6)", args.rounds, paired, lambda t: t.detected, mean_minutes(paired))
     if saved:
         row(f"saved --bench-compare, {args.repeats} runs a side (exit 6)", args.repeats, saved,
             lambda t: t.detected, mean_minutes(saved))
-    # The same streams judged again: other tests, fewer rounds, other tolerances.
+    # The same streams judged again: other tests and rates, fewer rounds, other tolerances.
     offline: list[tuple[str, int, list[Any]]] = []
-    for test in gate.PAIRED_TESTS:
-        for k in sorted({2, 4, args.rounds, *args.also_rounds}):
-            if k > args.rounds:
-                continue
-            for tol in args.tolerances:
-                if (test, k, tol) == (gate.PAIRED_TEST, args.rounds, gate.TOLERANCE):
-                    continue
-                judged = []
-                for t in paired:
-                    j = judge_paired(t.run_dir, rounds=k, test=test, tolerance=tol)
-                    judged.append(argparse.Namespace(rep=t.rep, slowdown=t.slowdown,
-                                                     verdict=j[0] if j else ""))
-                offline.append((f"  paired, {test}, first {k} rounds, tolerance {tol:.0%}", k,
-                                judged))
+
+    def rejudge(test: str, rate: str, k: int, tol: float) -> None:
+        judged = []
+        for t in paired:
+            j = judge_paired(t.run_dir, rounds=k, test=test, tolerance=tol, rate=rate)
+            judged.append(argparse.Namespace(rep=t.rep, slowdown=t.slowdown,
+                                             verdict=j[0] if j else ""))
+        offline.append((f"  paired, {test}, {rate} rate, first {k} rounds, tolerance {tol:.0%}",
+                        k, judged))
+
+    if paired:
+        for test in gate.PAIRED_TESTS:
+            for rate in gate.PAIRED_RATES:
+                for k in sorted({4, args.rounds, *args.also_rounds}):
+                    if k <= args.rounds:
+                        rejudge(test, rate, k, gate.TOLERANCE)
+                for tol in args.tolerances:
+                    if tol != gate.TOLERANCE:
+                        rejudge(test, rate, args.rounds, tol)
     for tol in args.tolerances:
         if tol == gate.TOLERANCE:
             continue
@@ -352,15 +360,19 @@ def noise_lines(paired: list[Trial], saved: list[Trial]) -> list[str]:
     import statistics
 
     lines = []
-    spreads = []
-    for t in paired:
-        d = [math.log(c / b) for b, c in t.pairs if b > 0 and c > 0]
-        if len(d) >= 2:
-            spreads.append(statistics.stdev(d) / math.sqrt(2))
-    if spreads:
-        lines.append(f"noise within a round (paired, one run): median "
-                     f"{100 * statistics.median(spreads):.1f} %, max {100 * max(spreads):.1f} %"
-                     " (docs/reports.md: the smallest regression caught at that noise)")
+    for rate in gate.PAIRED_RATES:
+        spreads = []
+        for t in paired:
+            judged = judge_paired(t.run_dir, rounds=10**6, test="t", tolerance=gate.TOLERANCE,
+                                  rate=rate)
+            d = [math.log(c / b) for b, c in (judged[4] if judged else []) if b > 0 and c > 0]
+            if len(d) >= 2:
+                spreads.append(statistics.stdev(d) / math.sqrt(2))
+        if spreads:
+            lines.append(f"noise within a round (paired, one run, {rate} rate): median "
+                         f"{100 * statistics.median(spreads):.1f} %, max "
+                         f"{100 * max(spreads):.1f} % (docs/reports.md: the smallest regression "
+                         "caught at that noise)")
     if saved:
         from pytest_dlbench.results.scoring import summarize_dir
 
@@ -377,6 +389,26 @@ def noise_lines(paired: list[Trial], saved: list[Trial]) -> list[str]:
 
 def parse_list(text: str, kind=float) -> list:
     return [kind(x) for x in text.split(",") if x.strip()]
+
+
+def rejudge_saved_measurement(args: argparse.Namespace) -> int:
+    """Print the report of a kept measurement again, judged by today's code (``--from``)."""
+    data = json.loads(args.source.read_text())
+    kept = dict(data["args"])
+    for name in ("tolerances", "also_rounds"):  # this command's choices win
+        kept[name] = getattr(args, name)
+    trials = []
+    for raw in data["trials"]:
+        raw = dict(raw)
+        raw["ci"] = tuple(raw["ci"]) if raw.get("ci") else None
+        raw["pairs"] = [tuple(p) for p in raw.get("pairs") or []]
+        trials.append(Trial(**raw))
+    missing = [t.run_dir for t in trials if not Path(t.run_dir).is_dir()]
+    if missing:
+        raise SystemExit(f"gate_power: {len(missing)} run directories are gone "
+                         f"(first: {missing[0]}); measure again with --keep")
+    print(report(trials, argparse.Namespace(**kept), data["facts"]))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -404,11 +436,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="more round counts for the offline re-judging (first k rounds)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="every trial as JSON")
+    parser.add_argument("--from", dest="source", type=Path, default=None,
+                        help="no new run: judge the trials of an --out JSON again (their run "
+                        "directories must have been kept with --keep)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the scratch repository and run directories here")
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.repeats < 1 or args.reps < 1:
         parser.error("--rounds must be 2 or more, --repeats and --reps 1 or more")
+    if args.source is not None:
+        return rejudge_saved_measurement(args)
     modes = set(args.modes.split(","))
     rng = random.Random(args.seed)
     facts: dict[str, Any] = {
@@ -417,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "units": calibrate(args.step_ms),
+        "gate": {"test": gate.PAIRED_TEST, "rate": gate.PAIRED_RATE,
+                 "tolerance": gate.TOLERANCE},
     }
     root = Path(tempfile.mkdtemp(prefix="gate-power-")) if args.keep is None else args.keep
     root.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -119,6 +120,63 @@ def test_wilcoxon_test(tmp_path: Path) -> None:
     _, _, four = judge(few, test="wilcoxon")
     assert four.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
     assert judge(few, test="t")[2].get("x").verdict == REGRESSED  # type: ignore[union-attr]
+
+
+def burst_run(tmp: Path, *, base: float, cand: float, rounds: int = 8) -> Path:
+    """Steady rates per round with a small wobble, and in one base run a burst of load over
+    4 of its 10 steps (at a third of the speed): what gate_power saw on a shared machine."""
+    run = tmp / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    for r in range(rounds):
+        jitter = [WOBBLE[(r + i) % 6] for i in range(10)]
+        burst = [-2 / 3] * 4 if r == 2 else []
+        write_run(base_dir, "x", steady_at(base, jitter=burst + jitter[len(burst):]), repeat=r)
+        write_run(run, "x", steady_at(cand, jitter=jitter[::-1]), repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": rounds,
+                               "order": "ABBA", "test": "t", "rate": "median",
+                               "warnings": []})
+    return run
+
+
+def test_median_rate_resists_a_burst_inside_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # 5 % slower; one base run lost 27 % of its window rate to a burst. Its window rate makes
+    # that round look 30 % faster and hides the regression; its median step rate does not.
+    run = burst_run(tmp_path, base=100.0, cand=95.0)
+    base = summarize_dir(layout.base_dir(run)).get("x")
+    assert base is not None
+    burst = next(r for r in base.runs if r.repeat == 2)
+    assert burst.rate == pytest.approx((6 * 100 + 4 * 100 / 3) / 10, rel=0.01)  # 73.3
+    assert burst.median_rate == pytest.approx(100, rel=0.01)
+    window = judge(run, rate="window")[2]
+    assert window.pair_rate == "window"
+    assert window.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    median = judge(run)[2]  # against.json says median
+    assert median.pair_rate == "median"
+    x = median.get("x")
+    assert x is not None and x.verdict == REGRESSED
+    assert x.ratio == pytest.approx(0.95, abs=0.01)
+    # Same code: the median rate does not turn the burst into a verdict either way.
+    same = judge(burst_run(tmp_path / "same", base=100.0, cand=100.0))[2]
+    assert same.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    # dlbench report takes the choice too, and says it in the verdict line.
+    write_manifest(run, {"x": {}})
+    assert main(["report", str(run), "--paired-rate", "window"]) == gate.OK
+    assert "median step rates" not in capsys.readouterr().out
+    assert main(["report", str(run)]) == gate.REGRESSED
+    assert "median step rates" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="paired rate"):
+        pairs_of(base, base, "mean")
+
+
+def test_median_rate_of_time_to_train_is_its_rate(tmp_path: Path) -> None:
+    write_run(tmp_path, "x", steady_at(10.0, jitter=[0.5, -0.2, 0.1]), repeat=0)
+    run = summarize_dir(tmp_path).get("x").runs[0]  # type: ignore[union-attr]
+    assert run.median_rate == pytest.approx(10.0)  # the median step, not the window's rate
+    timed = dataclasses.replace(run, metric="total_time_secs")
+    assert timed.median_rate == timed.rate
 
 
 def test_paired_stats_edge_cases() -> None:

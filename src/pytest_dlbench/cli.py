@@ -138,7 +138,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from pytest_dlbench.results.paired import summarize_paired_dir
 
         paired = summarize_paired_dir(run_dir, tolerance=args.tolerance, alpha=args.alpha,
-                                      test=args.paired_test)
+                                      test=args.paired_test, rate=args.paired_rate)
         if paired is not None:
             _, base, comparison = paired
     verbosity = _verbosity(args)
@@ -274,7 +274,7 @@ def _add_result_commands(commands: Any) -> None:
     )
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
-    _add_report_options(cmp, "tolerance", "alpha")  # not paired-test: two files, no pairs
+    _add_report_options(cmp, "tolerance", "alpha")  # not paired-*: two files, no pairs
     cmp.set_defaults(handler=_cmd_compare)
 
     profile = commands.add_parser(

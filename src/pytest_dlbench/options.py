@@ -219,6 +219,11 @@ REPORT_OPTIONS: list[ReportOption] = [
         metavar="TEST", type=gate.parse_paired_test, default=None,
         help="the test of a --bench-against run's pairs: t (paired t-test on log ratios) or "
         f"wilcoxon (signed-rank) (default {gate.PAIRED_TEST})")),
+    ReportOption("paired-rate", dict(
+        metavar="RATE", type=gate.parse_paired_rate, default=None,
+        help="what each run of a --bench-against pair contributes: window (its rate over the "
+        "steady window, the scored figure) or median (the median of its steps' rates, robust "
+        f"to a burst of load within the run) (default {gate.PAIRED_RATE})")),
     ReportOption("require-baseline", dict(
         action="store_true", default=False,
         help="a missing --bench-compare file is an error (exit status 7), not a warning"),

@@ -199,7 +199,7 @@ class ControllerSession(BenchSession):
     def _write_base_manifest(self, specs: list, facts: dict) -> None:
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and
         ``against.json`` (what the base is, the rounds and their order, the notes)."""
-        from pytest_dlbench.results.gate import PAIRED_TEST
+        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
         from pytest_dlbench.run.against import round_order
 
         side = self.against
@@ -216,6 +216,7 @@ class ControllerSession(BenchSession):
             "order": "ABBA",
             "first": [round_order(r)[0] for r in range(self.options.repeat)],
             "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
+            "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
             "warnings": [*side.notes, *([dirty] if dirty else [])],
         })
 

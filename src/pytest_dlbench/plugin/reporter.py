@@ -36,6 +36,7 @@ class BenchReporter:
         self.tolerance = config.getoption("bench_tolerance")
         self.alpha = config.getoption("bench_alpha")
         self.paired_test = config.getoption("bench_paired_test")
+        self.paired_rate = config.getoption("bench_paired_rate")
         self.summary: Any = None
         self.base_summary: Any = None  # the base side of a --bench-against run
         self.comparison: Any = None
@@ -99,7 +100,7 @@ class BenchReporter:
         from pytest_dlbench.results.paired import summarize_paired_dir
 
         result = summarize_paired_dir(run_dir, tolerance=self.tolerance, alpha=self.alpha,
-                                      test=self.paired_test)
+                                      test=self.paired_test, rate=self.paired_rate)
         if result is not None:
             _, self.base_summary, self.comparison = result
 

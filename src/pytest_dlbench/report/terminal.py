@@ -257,6 +257,8 @@ _TESTS = {
 def verdict_rule(comparison: Comparison) -> str:
     """The rule the verdicts follow, one line."""
     test = _TESTS.get(comparison.test, comparison.test)
+    if comparison.pair_rate == "median":
+        test = test.replace("of the rounds", "of the rounds' median step rates")
     return (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
             f"({test}, alpha {comparison.alpha:g}); adj ratio: perf_adj, not judged")
 

@@ -160,6 +160,8 @@ class Comparison:
     score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
     #: The test behind the verdicts: "welch" (two samples), "t" or "wilcoxon" (paired rounds).
     test: str = "welch"
+    #: Paired comparisons: what each run of a pair contributes, "window" or "median".
+    pair_rate: str | None = None
     #: Paired comparisons: the base revision and how it ran ({"rev", "sha", "rounds", ...}).
     against: Mapping[str, Any] | None = None
 
@@ -192,6 +194,7 @@ class Comparison:
             "score_rate_ratio": self.score_rate_ratio,
             "score_ci": list(self.score_ci) if self.score_ci is not None else None,
             "test": self.test,
+            "pair_rate": self.pair_rate,
             "against": dict(self.against) if self.against is not None else None,
             "regressed": self.regressed,
         }

@@ -23,6 +23,8 @@ __all__ = [
     "REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
+    "PAIRED_RATE",
+    "PAIRED_RATES",
     "PAIRED_TEST",
     "PAIRED_TESTS",
     "ROUNDS",
@@ -33,6 +35,7 @@ __all__ = [
     "run_failed",
     "load_baseline",
     "parse_alpha",
+    "parse_paired_rate",
     "parse_paired_test",
     "parse_price",
     "parse_rounds",
@@ -64,6 +67,11 @@ ALPHA = 0.05
 ROUNDS = 6
 PAIRED_TESTS = ("t", "wilcoxon")
 PAIRED_TEST = "t"
+#: What each run of a pair contributes (results/paired.py): ``window``, its rate over the
+#: steady window (Σitems/Σseconds, the scored figure), or ``median``, the median of its steady
+#: steps' rates, which a burst of load over a few steps of one run does not move.
+PAIRED_RATES = ("window", "median")
+PAIRED_RATE = "window"
 
 
 # -- option values (argparse ``type=`` callables, for pytest's parser and the CLI's) -------------
@@ -105,6 +113,15 @@ def parse_paired_test(text: str) -> str:
     if value not in PAIRED_TESTS:
         raise OptionValueError(
             f"paired test must be one of {', '.join(PAIRED_TESTS)}, got {text!r}"
+        )
+    return value
+
+
+def parse_paired_rate(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in PAIRED_RATES:
+        raise OptionValueError(
+            f"paired rate must be one of {', '.join(PAIRED_RATES)}, got {text!r}"
         )
     return value
 

@@ -63,7 +63,14 @@ from pytest_dlbench.results.compare import (
     check_levels,
     score_verdict,
 )
-from pytest_dlbench.results.gate import ALPHA, PAIRED_TEST, PAIRED_TESTS, TOLERANCE
+from pytest_dlbench.results.gate import (
+    ALPHA,
+    PAIRED_RATE,
+    PAIRED_RATES,
+    PAIRED_TEST,
+    PAIRED_TESTS,
+    TOLERANCE,
+)
 from pytest_dlbench.results.scoring import BenchSummary, SuiteSummary, weighted_geomean
 
 __all__ = [
@@ -103,14 +110,22 @@ class PairedStats:
     log_var: float | None  # variance of that mean, None with one pair
 
 
-def pairs_of(base: BenchSummary | None, candidate: BenchSummary | None) -> list[Pair]:
-    """The rounds where both sides succeeded, matched by (device, repeat)."""
+def pairs_of(
+    base: BenchSummary | None, candidate: BenchSummary | None, rate: str = PAIRED_RATE
+) -> list[Pair]:
+    """The rounds where both sides succeeded, matched by (device, repeat). ``rate`` is what a
+    run contributes: ``window`` (its scored rate) or ``median`` (its median step rate)."""
+    if rate not in PAIRED_RATES:
+        raise ValueError(f"unknown paired rate {rate!r}: one of {', '.join(PAIRED_RATES)}")
     if base is None or candidate is None:
         return []
 
+    def figure(run: Any) -> float | None:
+        return run.median_rate if rate == "median" else run.rate
+
     def rates(bench: BenchSummary) -> dict[tuple[int, int], float]:
-        return {(r.device, r.repeat or 0): float(r.rate) for r in bench.runs
-                if r.ok and r.rate is not None and r.rate > 0}
+        figures = {(r.device, r.repeat or 0): figure(r) for r in bench.runs if r.ok}
+        return {key: float(v) for key, v in figures.items() if v is not None and v > 0}
 
     b, c = rates(base), rates(candidate)
     return [Pair(device, rnd, b[(device, rnd)], c[(device, rnd)])
@@ -216,9 +231,9 @@ def _adj(bench: BenchSummary | None) -> float:
 
 def _compare_bench(
     name: str, base: BenchSummary | None, cand: BenchSummary, *, tolerance: float, alpha: float,
-    test: str,
+    test: str, rate: str,
 ) -> tuple[BenchComparison, PairedStats | None]:
-    pairs = pairs_of(base, cand)
+    pairs = pairs_of(base, cand, rate)
     s = paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
     cur_adj, base_adj = _adj(cand), _adj(base)
     note = ""
@@ -288,6 +303,7 @@ def compare_paired(
     tolerance: float = TOLERANCE,
     alpha: float = ALPHA,
     test: str = PAIRED_TEST,
+    rate: str = PAIRED_RATE,
     against: Mapping[str, Any] | None = None,
     warnings: Sequence[str] = (),
 ) -> Comparison:
@@ -299,6 +315,8 @@ def compare_paired(
     check_levels(tolerance, alpha)
     if test not in PAIRED_TESTS:
         raise ValueError(f"unknown paired test {test!r}: one of {', '.join(PAIRED_TESTS)}")
+    if rate not in PAIRED_RATES:
+        raise ValueError(f"unknown paired rate {rate!r}: one of {', '.join(PAIRED_RATES)}")
     base_names = {b.name for b in base.benchmarks if b.n}
     benches: list[BenchComparison] = []
     terms: list[tuple[float, PairedStats]] = []
@@ -310,7 +328,7 @@ def compare_paired(
             only_current.append(cand.name)
             continue
         b, s = _compare_bench(cand.name, base.get(cand.name), cand, tolerance=tolerance,
-                              alpha=alpha, test=test)
+                              alpha=alpha, test=test, rate=rate)
         benches.append(b)
         base_bench = base.get(cand.name)
         if s is not None and cand.scored and base_bench is not None and base_bench.scored:
@@ -340,6 +358,7 @@ def compare_paired(
         score_rate_ratio=rate_ratio,
         score_ci=score_ci,
         test=test,
+        pair_rate=rate,
         against=dict(against) if against is not None else None,
     )
 
@@ -350,9 +369,10 @@ def summarize_paired_dir(
     tolerance: float = TOLERANCE,
     alpha: float = ALPHA,
     test: str | None = None,
+    rate: str | None = None,
 ) -> tuple[SuiteSummary, SuiteSummary, Comparison] | None:
     """(candidate summary, base summary, paired comparison) of a ``--bench-against`` run
-    directory, None when it is not one. ``test`` defaults to the one the run used."""
+    directory, None when it is not one. ``test`` and ``rate`` default to the run's."""
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.run import layout
 
@@ -364,7 +384,8 @@ def summarize_paired_dir(
     base = summarize_dir(base_dir) if base_dir.is_dir() else SuiteSummary((), None, (), 0.0)
     comparison = compare_paired(
         candidate, base, tolerance=tolerance, alpha=alpha,
-        test=test or str(against.get("test") or PAIRED_TEST), against=against,
+        test=test or str(against.get("test") or PAIRED_TEST),
+        rate=rate or str(against.get("rate") or PAIRED_RATE), against=against,
         warnings=tuple(str(w) for w in against.get("warnings") or ()),
     )
     return candidate, base, comparison

@@ -149,6 +149,15 @@ class RunResult:
         return self.status is Status.OK
 
     @property
+    def median_rate(self) -> float | None:
+        """The median of the steady steps' rates: a burst of load over fewer than half of the
+        steps does not move it (paired comparisons, ``--bench-paired-rate=median``). A
+        time-to-train run has its total time's rate: its figure is the whole run."""
+        if self.metric == TOTAL_TIME or not self.steady:
+            return self.rate
+        return statistics.median(value for _, value in self.steady)
+
+    @property
     def skipped(self) -> bool:
         """The benchmark skipped itself (it cannot run here): neither a success nor a failure."""
         return self.status is Status.SKIPPED
