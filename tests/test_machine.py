@@ -4,6 +4,7 @@ commit, the ``meta`` record, and what differs between a run's machine and its ba
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,36 @@ def test_machine_info_and_versions_never_import_torch() -> None:
         "assert isinstance(info['cores'], int) and isinstance(info['gpus'], list)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_cpu_benchmark_starts_without_torch(tmp_path: Path) -> None:
+    """No GPU driver, no torchrun: the bench fixture's device is the CPU without importing
+    torch (seconds of a fresh child's start), and the meta record is complete anyway."""
+    from pytest_dlbench.run.devices import gpu_driver_present
+
+    if gpu_driver_present():
+        pytest.skip("this machine has a GPU driver: torch decides the device")
+    code = (
+        "import sys\n"
+        "from pytest_dlbench.plugin.fixtures import default_device\n"
+        "from pytest_dlbench.measure.bench import Bench\n"
+        "from pytest_dlbench.results.machine import machine_meta\n"
+        "device = default_device(); meta = machine_meta(device); bench = Bench(device=device)\n"
+        "assert device == 'cpu' and 'torch' not in sys.modules, 'torch imported'\n"
+        "assert meta['device'] == 'cpu' and meta['device_name'] == meta['cpu']\n"
+        "assert meta['torch'], meta\n"
+        "assert str(bench.device) == 'cpu' and 'torch' in sys.modules  # on first use\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tmp_path)
+
+
+def test_gpu_driver_present_reads_the_driver_files(tmp_path: Path) -> None:
+    from pytest_dlbench.run.devices import gpu_driver_present
+
+    (tmp_path / "nvidiactl").touch()
+    assert gpu_driver_present((str(tmp_path / "kfd"),)) is (platform.system() != "Linux")
+    assert gpu_driver_present((str(tmp_path / "kfd"), str(tmp_path / "nvidiactl")))
 
 
 def test_no_nvml_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:

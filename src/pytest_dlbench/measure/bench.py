@@ -173,13 +173,16 @@ class Bench(ClosesOnExit):
             raise ValueError(f"items_scale must be >= 1, got {items_scale}")
         self.name = name
         self.args = list(args)
-        self.device = _as_device(device)
+        # A torch.device on first use: a benchmark that never asks (a command, a sleep, pure
+        # Python) starts without importing torch, seconds sooner in a fresh child.
+        self._device_arg = device
+        self._device: Any = None
         self.stream: Stream = stream if stream is not None else NullStream()
         self.skip = skip
         self.stop = stop
         self.window = window
         self.data_dir = Path(data_dir) if data_dir is not None else Path(".dlbench") / "data"
-        self.timer = timer if timer is not None else Timer(backend_for(self.device))
+        self.timer = timer if timer is not None else Timer(backend_for(device))
         self.units = units
         # An njobs job reports for all its ranks: each rank steps in lockstep with the others
         # (DDP synchronises every step), so one rank's items times the world size is the job's.
@@ -231,6 +234,13 @@ class Bench(ClosesOnExit):
             self._profile_total = capture.total_steps
 
     # -- state -----------------------------------------------------------------------------
+    @property
+    def device(self) -> Any:
+        """The benchmark's device, a ``torch.device`` (``cpu`` when none was given)."""
+        if self._device is None:
+            self._device = _as_device(self._device_arg)
+        return self._device
+
     @property
     def observations(self) -> int:
         """Observations so far, including steps whose window has not been read yet."""

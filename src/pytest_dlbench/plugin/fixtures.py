@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,16 @@ __all__ = [
 
 def default_device() -> Any:
     """The pinned device: the (only) visible GPU of this worker, else the CPU; in a torchrun
-    rank, ``cuda:LOCAL_RANK`` or the rank's share of the CPU cores."""
-    from pytest_dlbench.run.launch.rank import rank_device
+    rank, ``cuda:LOCAL_RANK`` or the rank's share of the CPU cores.
 
+    On a machine without a GPU driver, outside torchrun, it is ``"cpu"`` without importing
+    torch: a benchmark that never touches torch (a command, a sleep) starts seconds sooner,
+    and ``bench.device`` still gives a ``torch.device`` to one that does."""
+    from pytest_dlbench.run.devices import gpu_driver_present
+    from pytest_dlbench.run.launch.rank import RankInfo, rank_device
+
+    if "torch" not in sys.modules and not gpu_driver_present() and not RankInfo.from_env().launched:
+        return "cpu"
     return rank_device()
 
 

@@ -300,15 +300,16 @@ def machine_meta(device: Any = None) -> dict[str, Any]:
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
         "state": machine_state(),
     }
+    meta["device"] = str(device) if device is not None else "cpu"
+    meta["device_name"] = meta["cpu"]
     torch = sys.modules.get("torch")
     if torch is not None:
         meta["torch"] = torch.__version__
         meta["cuda"] = torch.version.cuda
-        meta["device"] = str(device) if device is not None else "cpu"
         if device is not None and getattr(device, "type", None) == "cuda":
             meta["device_name"] = torch.cuda.get_device_name(device)
-        else:
-            meta["device_name"] = meta["cpu"]
+    else:  # not imported (a CPU run that has not needed it yet): its version, not its state
+        meta["torch"] = package_versions().get("torch")
     return meta
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "allowed_cpus",
     "cpu_count",
     "gpu_count",
+    "gpu_driver_present",
     "placeholder_context",
     "plan_slots",
     "visible_gpus",
@@ -88,6 +89,19 @@ def visible_gpus() -> list[str]:
             break  # CUDA ignores everything from the first invalid id on
         ids.append(entry)
     return ids[:count]
+
+
+#: What a GPU driver leaves on a Linux machine: NVIDIA's control device and proc folder, and
+#: AMD's compute device (ROCm builds of torch answer ``torch.cuda`` too).
+GPU_DRIVER_PATHS = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd")
+
+
+def gpu_driver_present(paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> bool:
+    """Whether torch could find a GPU here. False only on Linux with none of ``paths``: there
+    the CPU is the device without asking torch (whose import costs a fresh child 1-2 s)."""
+    if platform.system() != "Linux":
+        return True  # no cheap answer: torch decides
+    return any(Path(p).exists() for p in paths)
 
 
 def gpu_count() -> int:
