@@ -156,6 +156,24 @@ def test_preload_names_the_workload_libraries_of_this_package_only():
     assert not any(n.startswith(("mypkg", "defs")) for n in names)
 
 
+def test_preload_leaves_torch_out_when_no_benchmark_imports_it(tmp_path: Path):
+    (tmp_path / "sleepy.py").write_text("import time\ndef main(bench):\n    time.sleep(0)\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "model.py").write_text(
+        "def main(bench):\n    from timm import create_model\n")
+    (tmp_path / "broken.py").write_text("def main(:\n")
+    plain = preload_for([f"{tmp_path}/sleepy.py:main", "pytest_dlbench.run.external:main"],
+                        roots=[tmp_path])
+    assert "torch" not in plain and "pytest" in plain and "numpy" in plain
+    # An import inside the function counts (the child runs it), so does a module not found
+    # without importing it, or one that cannot be parsed: the server imports torch.
+    for definition in ("pkg.model:main", "elsewhere.bench:main", f"{tmp_path}/broken.py:main",
+                       "pytest_dlbench.workloads.vision:train"):
+        assert "torch" in preload_for([f"{tmp_path}/sleepy.py:main", definition],
+                                      roots=[tmp_path]), definition
+
+
 @pytest.mark.slow  # real processes: a server importing torch
 def test_a_server_that_dies_takes_its_child_and_breaks(server: ForkServer, tmp_path: Path):
     where = _probe_dir(tmp_path)

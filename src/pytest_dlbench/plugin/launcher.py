@@ -87,13 +87,15 @@ class Launcher:
         session, config = self.session, self.config
         if (self._server is not None or session.options.launcher != "warm"
                 or session.options.isolation != "process" or config.option.collectonly
+                or session.against is not None  # both sides of a paired run start fresh
                 or (session.role == "controller" and _has_xdist_workers(config))):
             return
         from pytest_dlbench.run.forkserver import ForkServer, ForkServerError, preload_for
 
         definitions = [s.definition for suite in session.suites for s in suite.specs]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self._server = ForkServer(cwd=config.rootpath, env=env, preload=preload_for(definitions))
+        self._server = ForkServer(cwd=config.rootpath, env=env,
+                                  preload=preload_for(definitions, roots=[config.rootpath]))
         try:
             self._server.start()
         except (OSError, ForkServerError) as exc:
