@@ -113,18 +113,27 @@ def _load_baseline(path: str) -> tuple[Any, int]:
     return loaded.summary, loaded.status
 
 
+def _run_dir(text: str) -> Path | None:
+    """The run directory a command reads, or None after its one-line error."""
+    from pytest_dlbench.run.layout import read_manifest, stream_paths
+
+    run_dir = Path(text)
+    if not run_dir.is_dir():
+        _error(f"{run_dir}: not a run directory")
+        return None
+    if not stream_paths(run_dir) and read_manifest(run_dir) is None:
+        _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
+        return None
+    return run_dir
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_summary
     from pytest_dlbench.results.compare import compare
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.run.layout import read_manifest, stream_paths
 
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        _error(f"{run_dir}: not a run directory")
-        return gate.USAGE_ERROR
-    if not stream_paths(run_dir) and read_manifest(run_dir) is None:
-        _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
+    run_dir = _run_dir(args.run_dir)
+    if run_dir is None:
         return gate.USAGE_ERROR
     summary = summarize_dir(run_dir)
     comparison, status, base = None, gate.OK, None
@@ -239,14 +248,9 @@ def _cmd_table(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_sweep
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
-    from pytest_dlbench.run.layout import read_manifest, stream_paths
 
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        _error(f"{run_dir}: not a run directory")
-        return gate.USAGE_ERROR
-    if not stream_paths(run_dir) and read_manifest(run_dir) is None:
-        _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
+    run_dir = _run_dir(args.run_dir)
+    if run_dir is None:
         return gate.USAGE_ERROR
     rows = sweep_rows(summarize_dir(run_dir), matrix_only=args.matrix)
     if args.csv:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import re
 import time
@@ -26,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
+from pytest_dlbench.loggers.base import Echo, LoggerError, json_safe, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
@@ -129,16 +128,6 @@ def _key(text: str) -> str:
 
 def _ms(seconds: float | None) -> int:
     return int(round((seconds if seconds is not None else time.time()) * 1000))
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 class MlflowSink:
@@ -252,7 +241,7 @@ class MlflowSink:
                 TAG + "incomplete": ",".join(incomplete),
                 TAG + "failed": str(failed).lower(),
             })
-            self.client.log_dict(self.parent_id, _json_safe(dict(summary)),
+            self.client.log_dict(self.parent_id, json_safe(dict(summary)),
                                  "dlbench/summary.json")
             for path in artifacts:
                 path = Path(path)

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.loggers.base import Echo, require, stderr_line
+from pytest_dlbench.loggers.base import Echo, json_safe, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
@@ -69,16 +68,6 @@ def history_rows(run: BenchRun) -> list[dict[str, Any]]:
             row["elapsed"] = s.elapsed
         rows.append((s.time, len(rows), row))
     return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 class WandbSink:
@@ -196,7 +185,7 @@ class WandbSink:
                   "meta": {k: v for k, v in run.meta.items() if k != "event"},
                   "stream": run.stream.name, "dlbench_key": run.key}
         wb = self._init(run_id, name=run.label, job_type="bench", tags=tags,
-                        config=_json_safe(config))
+                        config=json_safe(config))
         if not (wb.resumed and wb.starting_step > 0):  # online and already there: keep it
             for axis in ("bench_step", "elapsed", "time"):
                 wb.define_metric(axis, summary="none")
@@ -235,18 +224,18 @@ class WandbSink:
         config = {"suite": facts.suite, "run_dir": facts.run_name, "commit": facts.commit,
                   "machine": dict(facts.machine), "versions": dict(facts.versions)}
         wb = self._init(run_id, name=facts.run_name, job_type="session",
-                        tags=[facts.suite[:_MAX_TAG], "session"], config=_json_safe(config))
+                        tags=[facts.suite[:_MAX_TAG], "session"], config=json_safe(config))
         benches = summary.get("benchmarks") or {}
         columns = ["bench", "units", "weight", "n", "fail", "perf", "total", "std_pct",
                    "perf_adj"]
-        rows = [[name, *(_json_safe(b.get(c)) for c in columns[1:])]
+        rows = [[name, *(json_safe(b.get(c)) for c in columns[1:])]
                 for name, b in benches.items()]
         if not (wb.resumed and wb.starting_step > 0):
             wb.log({"benchmarks": self.wandb.Table(columns=columns, data=rows)}, step=0)
         wb.summary.update({**session_metrics(summary),
                            "incomplete": list(summary.get("incomplete") or [])})
         if self.mode != "disabled":  # a disabled run's dir is a made-up temporary path
-            text = json.dumps(_json_safe(dict(summary)), indent=2, default=str)
+            text = json.dumps(json_safe(dict(summary)), indent=2, default=str)
             (Path(wb.dir) / "dlbench-summary.json").write_text(text, encoding="utf-8")
             for path in artifacts:
                 path = Path(path)

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
+
+from pytest_dlbench.report.format import number
 
 __all__ = ["fmt_bytes", "fmt_count", "fmt_num", "fmt_pct", "fmt_seconds", "fmt_si", "p95", "table"]
 
 
 def fmt_num(value: float | None) -> str:
-    """About three significant digits."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return str(value)
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    if magnitude == 0:
-        return "0"
-    return f"{value:.3g}"
+    """About three significant digits: the report's number format."""
+    return number(value)
 
 
 def fmt_count(value: float | None) -> str:

@@ -108,22 +108,19 @@ def parse_alpha(text: str) -> float:
     return value
 
 
-def parse_paired_test(text: str) -> str:
+def _one_of(text: str, choices: tuple[str, ...], what: str) -> str:
     value = str(text).strip().lower()
-    if value not in PAIRED_TESTS:
-        raise OptionValueError(
-            f"paired test must be one of {', '.join(PAIRED_TESTS)}, got {text!r}"
-        )
+    if value not in choices:
+        raise OptionValueError(f"{what} must be one of {', '.join(choices)}, got {text!r}")
     return value
+
+
+def parse_paired_test(text: str) -> str:
+    return _one_of(text, PAIRED_TESTS, "paired test")
 
 
 def parse_paired_rate(text: str) -> str:
-    value = str(text).strip().lower()
-    if value not in PAIRED_RATES:
-        raise OptionValueError(
-            f"paired rate must be one of {', '.join(PAIRED_RATES)}, got {text!r}"
-        )
-    return value
+    return _one_of(text, PAIRED_RATES, "paired rate")
 
 
 def parse_rounds(text: str) -> int:
