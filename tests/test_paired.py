@@ -179,6 +179,61 @@ def test_median_rate_of_time_to_train_is_its_rate(tmp_path: Path) -> None:
     assert timed.median_rate == timed.rate
 
 
+def regime_run(tmp: Path, *, base: float, cand: float, rounds: int = 10, seed: int = 1) -> Path:
+    """What gate_power saw on a shared 2-core VM: the machine runs at full speed or at half
+    speed in spells of seconds, so a run's steps mix the two and whole runs can be slowed, on
+    either side of a pair."""
+    import random
+
+    rng = random.Random(seed)
+    run = tmp / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True, exist_ok=True)
+
+    def steps(rate: float) -> list[tuple[float, float]]:
+        slow_from = rng.choice([0, 0, 10, 25, 40, 50, 50, 50])  # where the slow spell starts
+        return [(rate * (0.5 if i >= slow_from else 1.0) * (1 + rng.gauss(0, 0.01)), 1.0)
+                for i in range(50)]
+
+    for r in range(rounds):
+        write_run(base_dir, "x", steps(base), repeat=r)
+        write_run(run, "x", steps(cand), repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": rounds,
+                               "order": "ABBA", "test": "quantile", "warnings": []})
+    return run
+
+
+def test_quantile_test_sees_through_spells_of_half_speed(tmp_path: Path) -> None:
+    slower = regime_run(tmp_path / "slower", base=100.0, cand=95.0)
+    x = judge(slower)[2].get("x")  # against.json says quantile
+    assert x is not None and x.verdict == REGRESSED
+    assert x.ratio == pytest.approx(0.95, abs=0.01)
+    assert x.ci is not None and x.ci[0] < x.ratio < x.ci[1] < 1
+    assert x.p_value is not None and x.p_value < 0.05
+    # The per-run tests are at the mercy of the spells: the same streams, no verdict.
+    assert judge(slower, test="t")[2].get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    for seed in range(3):  # same code: no false alarm
+        same = regime_run(tmp_path / f"same{seed}", base=100.0, cand=100.0, seed=seed)
+        assert judge(same)[2].get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+
+
+def test_quantile_stats_exact_and_sampled_permutations() -> None:
+    from pytest_dlbench.results.paired import quantile_stats
+
+    base = [[100.0, 101.0, 99.0]] * 6
+    cand = [[90.0, 91.0, 89.0]] * 6
+    s = quantile_stats(base, cand)
+    assert s is not None and s.n == 6 and s.ratio == pytest.approx(0.9, rel=0.01)
+    assert s.p_lower == pytest.approx(1 / 64)  # every round lower: the exact minimum
+    assert s.p_higher == pytest.approx(1.0)
+    assert quantile_stats(base * 3, cand * 3).p_lower < 0.01  # type: ignore[union-attr]  # sampled
+    one = quantile_stats(base[:1], cand[:1])
+    assert one is not None and one.p_lower is None and one.ci is None
+    assert quantile_stats([], []) is None
+    with pytest.raises(ValueError, match="steps of each round"):
+        paired_stats([0.1], test="quantile")
+
+
 def test_paired_stats_edge_cases() -> None:
     assert paired_stats([]) is None
     one = paired_stats([math.log(0.9)])

@@ -217,8 +217,9 @@ REPORT_OPTIONS: list[ReportOption] = [
         help=f"significance level of the one-sided test (default {gate.ALPHA:g})")),
     ReportOption("paired-test", dict(
         metavar="TEST", type=gate.parse_paired_test, default=None,
-        help="the test of a --bench-against run's pairs: t (paired t-test on log ratios) or "
-        f"wilcoxon (signed-rank) (default {gate.PAIRED_TEST})")),
+        help="the test of a --bench-against run's pairs: t (paired t-test on log ratios), "
+        "wilcoxon (signed-rank) or quantile (upper quartiles of the steps, permutation test) "
+        f"(default {gate.PAIRED_TEST})")),
     ReportOption("paired-rate", dict(
         metavar="RATE", type=gate.parse_paired_rate, default=None,
         help="what each run of a --bench-against pair contributes: window (its rate over the "

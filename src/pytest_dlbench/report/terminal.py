@@ -251,6 +251,8 @@ _TESTS = {
     "welch": "one-sided Welch test",
     "t": "one-sided paired t-test on the log ratios of the rounds",
     "wilcoxon": "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
+    "quantile": "upper quartile of each side's steps over the rounds, one-sided paired "
+                "permutation test",
 }
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
+    "PAIRED_QUANTILE",
     "PAIRED_RATE",
     "PAIRED_RATES",
     "PAIRED_TEST",
@@ -65,8 +66,11 @@ ALPHA = 0.05
 #: (results/paired.py). Even, so that ABBA order puts each side first equally often.
 #: Provisional until ``benchmarks/gate_power.py`` is run on a quiet machine (docs/reports.md).
 ROUNDS = 6
-PAIRED_TESTS = ("t", "wilcoxon")
+PAIRED_TESTS = ("t", "wilcoxon", "quantile")
 PAIRED_TEST = "t"
+#: The ``quantile`` test's statistic: this percentile of each side's steady steps, pooled over
+#: the rounds (the upper quartile: the speed a side reaches when the machine lets it).
+PAIRED_QUANTILE = 75.0
 #: What each run of a pair contributes (results/paired.py): ``window``, its rate over the
 #: steady window (Σitems/Σseconds, the scored figure), or ``median``, the median of its steady
 #: steps' rates, which a burst of load over a few steps of one run does not move.

@@ -24,6 +24,10 @@ Per benchmark:
     on a noisy runner, at the price of needing more rounds (5 at least, 6 to tolerate one
     wrong-signed pair);
 
+  * ``"quantile"``: the ratio of the sides' upper quartiles of their steps pooled over the
+    rounds, with a paired permutation test and a bootstrap interval (:func:`quantile_stats`):
+    made for a machine whose load comes in bursts that slow whole runs;
+
 - the interval is two-sided at ``1 - 2 alpha`` (90 % for alpha 0.05), so that its upper end is
   below 1 exactly when the one-sided test says the candidate is slower (and its lower end above
   1 exactly when it is faster);
@@ -65,13 +69,19 @@ from pytest_dlbench.results.compare import (
 )
 from pytest_dlbench.results.gate import (
     ALPHA,
+    PAIRED_QUANTILE,
     PAIRED_RATE,
     PAIRED_RATES,
     PAIRED_TEST,
     PAIRED_TESTS,
     TOLERANCE,
 )
-from pytest_dlbench.results.scoring import BenchSummary, SuiteSummary, weighted_geomean
+from pytest_dlbench.results.scoring import (
+    TOTAL_TIME,
+    BenchSummary,
+    SuiteSummary,
+    weighted_geomean,
+)
 
 __all__ = [
     "Pair",
@@ -79,6 +89,7 @@ __all__ = [
     "compare_paired",
     "paired_stats",
     "pairs_of",
+    "quantile_stats",
     "summarize_paired_dir",
 ]
 
@@ -204,12 +215,70 @@ def _wilcoxon_stats(d: Sequence[float], alpha: float) -> PairedStats:
     )
 
 
+#: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
+#: and resamples of the bootstrap interval; both seeded, so a verdict is reproducible.
+PERMUTATIONS = 4096
+BOOTSTRAPS = 2000
+
+
+def quantile_stats(
+    base: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], *,
+    alpha: float = ALPHA, q: float = PAIRED_QUANTILE,
+) -> PairedStats | None:
+    """The ``quantile`` test of matched rounds: ``base[i]`` and ``candidate[i]`` hold the step
+    rates of round i's two runs.
+
+    The ratio is the ``q``-th percentile of the candidate's steps pooled over the rounds over
+    the base's. On a machine whose load comes and goes in bursts of seconds, a run's steps mix
+    full-speed steps and slowed ones, and a whole run can be slowed; the upper quartile of all
+    of a side's steps is its full speed as long as a quarter of them got it, where a run's mean
+    or median is moved by the burst that hit it and not its partner.
+
+    The p-values come from a paired permutation test: under "no difference" the two runs of a
+    round are exchangeable, so the ratio is recomputed with the sides swapped in every subset
+    of the rounds (all 2**n up to 12 rounds, else PERMUTATIONS random ones); p is the share of
+    them at or beyond the observed ratio. The interval is the bootstrap's over the rounds
+    (percentiles ``alpha`` and ``1 - alpha``) and gives the variance the score combines."""
+    import numpy as np
+
+    rounds = [(np.asarray(b, float), np.asarray(c, float))
+              for b, c in zip(base, candidate, strict=True) if len(b) and len(c)]
+    n = len(rounds)
+    if n == 0:
+        return None
+
+    def log_ratio(swap: np.ndarray, picks: Sequence[int] | None = None) -> float:
+        chosen = range(n) if picks is None else picks
+        b = np.concatenate([rounds[i][1] if swap[i] else rounds[i][0] for i in chosen])
+        c = np.concatenate([rounds[i][0] if swap[i] else rounds[i][1] for i in chosen])
+        return float(np.log(np.percentile(c, q) / np.percentile(b, q)))
+
+    none = np.zeros(n, bool)
+    observed = log_ratio(none)
+    if n < 2:
+        return PairedStats(n, math.exp(observed), None, None, None, observed, None)
+    rng = np.random.default_rng(0)
+    if n <= 12:
+        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    else:
+        signs = np.vstack([none, rng.integers(0, 2, (PERMUTATIONS - 1, n)).astype(bool)])
+    permuted = np.array([log_ratio(s) for s in signs])
+    tie = 1e-12
+    lower = float(np.mean(permuted <= observed + tie))
+    higher = float(np.mean(permuted >= observed - tie))
+    boot = np.array([log_ratio(none, rng.integers(0, n, n)) for _ in range(BOOTSTRAPS)])
+    ci = (math.exp(float(np.quantile(boot, alpha))), math.exp(float(np.quantile(boot, 1 - alpha))))
+    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)))
+
+
 def paired_stats(
     log_ratios: Sequence[float], *, test: str = PAIRED_TEST, alpha: float = ALPHA
 ) -> PairedStats | None:
     """The ratio, interval and p-values of one benchmark's pairs; None without any pair."""
     if test not in PAIRED_TESTS:
         raise ValueError(f"unknown paired test {test!r}: one of {', '.join(PAIRED_TESTS)}")
+    if test == "quantile":
+        raise ValueError("the quantile test needs the steps of each round: quantile_stats()")
     d = [float(x) for x in log_ratios]
     if not d:
         return None
@@ -234,7 +303,11 @@ def _compare_bench(
     test: str, rate: str,
 ) -> tuple[BenchComparison, PairedStats | None]:
     pairs = pairs_of(base, cand, rate)
-    s = paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
+    if test == "quantile":
+        steps = _round_steps(base, cand, pairs)
+        s = quantile_stats(*steps, alpha=alpha) if pairs else None
+    else:
+        s = paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
     cur_adj, base_adj = _adj(cand), _adj(base)
     note = ""
     if s is None:
@@ -268,6 +341,25 @@ def _compare_bench(
         note=note,
     )
     return comparison, s
+
+
+def _round_steps(
+    base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[Pair]
+) -> tuple[list[list[float]], list[list[float]]]:
+    """The steady step rates of both runs of each pair (a time-to-train run: its rate)."""
+
+    def steps(bench: BenchSummary | None) -> dict[tuple[int, int], list[float]]:
+        out: dict[tuple[int, int], list[float]] = {}
+        for r in bench.runs if bench is not None else ():
+            if r.ok:
+                timed = r.metric == TOTAL_TIME or not r.steady
+                out[(r.device, r.repeat or 0)] = ([float(r.rate or 0.0)] if timed
+                                                  else [v for _, v in r.steady])
+        return out
+
+    b, c = steps(base), steps(cand)
+    keys = [(p.device, p.round) for p in pairs]
+    return [b[k] for k in keys], [c[k] for k in keys]
 
 
 def _score_stats(
