@@ -272,7 +272,7 @@ def quantile_stats(
 
 
 def paired_stats(
-    log_ratios: Sequence[float], *, test: str = PAIRED_TEST, alpha: float = ALPHA
+    log_ratios: Sequence[float], *, test: str = "t", alpha: float = ALPHA
 ) -> PairedStats | None:
     """The ratio, interval and p-values of one benchmark's pairs; None without any pair."""
     if test not in PAIRED_TESTS:
