@@ -92,7 +92,7 @@ def project(tmp_path: Path) -> Path:
     return repo
 
 
-def run_step(repo: Path, script: str, *, rounds: int = 4) -> subprocess.CompletedProcess:
+def run_step(repo: Path, script: str, *, rounds: int = 6) -> subprocess.CompletedProcess:
     """A workflow step's script in bash, with this interpreter's ``pytest`` first on PATH.
 
     The project's ``src`` on PYTHONPATH stands in for the workflow's ``pip install -e .``: the
@@ -133,8 +133,8 @@ def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
     run = last_run(project)
     against = json.loads((run / "against.json").read_text())
     assert against["rev"] == "origin/main" and against["sha"] == git(project, "rev-parse", "main")
-    assert len(list((run / "base").glob("sleepy.D0.R*.data"))) == 4  # both sides kept
-    assert len(list(run.glob("sleepy.D0.R*.data"))) == 4
+    assert len(list((run / "base").glob("sleepy.D0.R*.data"))) == 6  # both sides kept
+    assert len(list(run.glob("sleepy.D0.R*.data"))) == 6
     assert (project / "dlbench-report.html").is_file()
     assert worktrees(project) == [f"worktree {project}"]
     assert not Path(against["worktree"]).exists()
