@@ -198,6 +198,9 @@ DEFS = """
 import json, os, sys
 PRELOADED = "torch" in sys.modules
 
+def _never_called():
+    import torch  # noqa: F401  (read by the server: a definition that may need torch)
+
 def probe(bench):
     with open("probe.json", "w") as out:
         json.dump({"preloaded": PRELOADED, "ppid": os.getppid()}, out)
