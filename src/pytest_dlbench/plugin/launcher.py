@@ -78,42 +78,75 @@ class Launcher:
         self.config = session.config
         self.barrier_address = barrier_address
         self._server: ForkServer | None = None
+        self._side_servers: dict[str, ForkServer | None] = {}  # a paired run's, by side
 
     # -- the warm launcher (--bench-launcher=warm, docs/running.md) -----------------------------
 
     def start_server(self) -> None:
         """Start the fork server, when this process launches children and the warm launcher is
-        on: its imports go on while pytest collects (an xdist controller launches nothing)."""
-        session, config = self.session, self.config
-        if (self._server is not None or session.options.launcher != "warm"
-                or session.options.isolation != "process" or config.option.collectonly
-                or session.against is not None  # both sides of a paired run start fresh
-                or (session.role == "controller" and _has_xdist_workers(config))):
+        on: its imports go on while pytest collects (an xdist controller launches nothing). A
+        paired run starts one per side when its first child is due (:meth:`server_for`)."""
+        if (self._server is not None or not self._warm() or self.session.against is not None
+                or (self.session.role == "controller" and _has_xdist_workers(self.config))):
             return
+        definitions = [s.definition for suite in self.session.suites for s in suite.specs]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._server = self._start(self.config.rootpath, env, definitions)
+
+    def _warm(self) -> bool:
+        options = self.session.options
+        return (options.launcher == "warm" and options.isolation == "process"
+                and not self.config.option.collectonly)
+
+    def _start(self, cwd: Path, env: dict[str, str],
+               definitions: Sequence[str | None]) -> ForkServer:
         from pytest_dlbench.run.forkserver import ForkServer, ForkServerError, preload_for
 
-        definitions = [s.definition for suite in session.suites for s in suite.specs]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self._server = ForkServer(cwd=config.rootpath, env=env,
-                                  preload=preload_for(definitions, roots=[config.rootpath]))
+        server = ForkServer(cwd=cwd, env=env, preload=preload_for(definitions, roots=[cwd]))
         try:
-            self._server.start()
+            server.start()
         except (OSError, ForkServerError) as exc:
-            self._server.broken = f"the fork server did not start: {exc}"
+            server.broken = f"the fork server did not start: {exc}"
+        return server
+
+    def _side_server(self, side: Side) -> ForkServer | None:
+        """A side's own server: its working directory and ``PYTHONPATH`` are the side's, so a
+        forked child imports the side's code as a fresh one would. None where the side carries
+        its own copy of this plugin (the plugin's own repository): the child must import it."""
+        if side.name in self._side_servers:
+            return self._side_servers[side.name]
+        from pytest_dlbench.run.against import with_python_path
+
+        server = None
+        if self._warm() and not any((Path(p) / "pytest_dlbench").is_dir()
+                                    for p in side.python_path):
+            against = self.session.against
+            definitions = ([s.definition for s in against.specs.values()]
+                           if side.name == "base" and against is not None else
+                           [s.definition for suite in self.session.suites for s in suite.specs])
+            env = with_python_path({**os.environ, "PYTHONUNBUFFERED": "1"}, side.python_path)
+            server = self._start(side.rootdir, env, definitions)
+        self._side_servers[side.name] = server
+        return server
 
     def server_for(self, spec: BenchSpec, side: Side | None) -> ForkServer | None:
         """The warm server for this run, or None to start it fresh: an njobs job (torchrun
-        starts its ranks) and a side of a paired run (its own code) always start fresh."""
-        if spec.is_njobs or side is not None:
+        starts its ranks) always starts fresh; each side of a paired run has its own server."""
+        if spec.is_njobs:
             return None
-        self.start_server()
-        server = self._server
+        if side is not None:
+            server = self._side_server(side)
+        else:
+            self.start_server()
+            server = self._server
         return server if server is not None and not server.broken else None
 
     def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
+        servers = [self._server, *self._side_servers.values()]
+        self._server, self._side_servers = None, {}
+        for server in servers:
+            if server is not None:
+                server.close()
 
     def run(self, spec: BenchSpec, device: int, repeat: int | None) -> Launched:
         against = self.session.against
