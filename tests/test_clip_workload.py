@@ -32,6 +32,7 @@ def test_pairs_are_distinct_and_deterministic() -> None:
         ImageTextDataset(0)
 
 
+@pytest.mark.slow  # imports open_clip (6 s here)
 def test_pairs_through_open_clips_transform_and_tokenizer() -> None:
     open_clip = pytest.importorskip("open_clip")
     torch = pytest.importorskip("torch")

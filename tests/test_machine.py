@@ -44,6 +44,7 @@ def test_machine_info_and_versions_never_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow  # a real pytest run and its child
 def test_a_cpu_benchmark_starts_without_torch(tmp_path: Path) -> None:
     """No GPU driver, no torchrun: the bench fixture's device is the CPU without importing
     torch (seconds of a fresh child's start), and the meta record is complete anyway."""

@@ -51,7 +51,6 @@ class ControllerSession(BenchSession):
             layout.prepare_base(session.options.base)
         barrier = session._map_workers_to_slots()
         session.launcher = Launcher(session, barrier)
-        session.launcher.start_server()  # its imports overlap collection
         if not config.option.collectonly and session.options.isolation == "process":
             # The benchmarks run in children: this process only waits, and can show progress.
             from pytest_dlbench.plugin.progress import ProgressReporter
@@ -85,6 +84,9 @@ class ControllerSession(BenchSession):
         return [*lines, line] if line else lines
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Its imports overlap collection; here, not at configure: --markers and --fixtures-per-
+        # test end before a session, and must not wait for a server's imports.
+        self.launcher.start_server()
         # -q and --no-header hide the header: the warning is written on its own instead.
         line = self.readiness_line()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -261,10 +261,13 @@ class ForkServer:
         return ForkedProcess(self, int(reply["pid"]))
 
     def close(self) -> None:
-        """End the server (end of file on its stdin), killing it if it does not go."""
+        """End the server (end of file on its stdin), killing it if it does not go, or at once
+        while it still imports."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        if self.ready is None:  # still importing (a run that ended early): nothing to lose
+            proc.kill()
         with contextlib.suppress(OSError):
             assert proc.stdin is not None
             proc.stdin.close()
