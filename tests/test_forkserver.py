@@ -198,15 +198,18 @@ DEFS = """
 import json, os, sys
 PRELOADED = "torch" in sys.modules
 
-def _never_called():
-    import torch  # noqa: F401  (read by the server: a definition that may need torch)
-
 def probe(bench):
     with open("probe.json", "w") as out:
         json.dump({"preloaded": PRELOADED, "ppid": os.getppid()}, out)
     for _ in bench.iterate(range(10), batch_size=1):
         pass
 """
+# A definition that may need torch (the server reads the source): it preloads torch.
+TORCH_HINT = """
+def _never_called():
+    import torch  # noqa: F401
+"""
+DEFS = DEFS.replace("\ndef probe", TORCH_HINT + "\ndef probe")
 
 
 @pytest.mark.slow
@@ -228,3 +231,18 @@ def test_the_launcher_option_picks_how_children_start(tmp_path: Path, launcher: 
     meta = next(r for r in records if r["event"] == "meta")
     assert config["launcher"] == launcher
     assert config["launched"] <= config["started"] <= meta["time"]
+
+
+@pytest.mark.slow
+def test_the_server_imports_for_the_selected_benchmarks_only(tmp_path: Path):
+    """``-k b`` leaves out a benchmark that needs torch: the server does not import it."""
+    (tmp_path / "s.yaml").write_text(SUITE + "torchy: {definition: torchy.py:main}\n")
+    torch_free = DEFS.replace(TORCH_HINT, "")
+    assert "torch" not in torch_free.replace('"torch" in sys.modules', "")
+    (tmp_path / "defs.py").write_text(textwrap.dedent(torch_free))
+    (tmp_path / "torchy.py").write_text("def main(bench):\n    import torch  # noqa: F401\n")
+    proc = start_pytest(tmp_path, "--bench-suite=s.yaml", "--bench-base=out", "-k", "b")
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    seen = json.loads((tmp_path / "probe.json").read_text())
+    assert seen["preloaded"] is False and seen["ppid"] != proc.pid  # forked, torch left out

@@ -84,9 +84,6 @@ class ControllerSession(BenchSession):
         return [*lines, line] if line else lines
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # Its imports overlap collection; here, not at configure: --markers and --fixtures-per-
-        # test end before a session, and must not wait for a server's imports.
-        self.launcher.start_server()
         # -q and --no-header hide the header: the warning is written on its own instead.
         line = self.readiness_line()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -173,6 +170,7 @@ class ControllerSession(BenchSession):
     # -- the manifest: what this run set out to measure ----------------------------------------
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        super().pytest_collection_finish(session)
         if not self.config.option.collectonly and session.items:
             self._write_manifest(s for item in session.items if (s := getattr(item, "spec", None)))
 

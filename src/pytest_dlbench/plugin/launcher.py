@@ -82,14 +82,18 @@ class Launcher:
 
     # -- the warm launcher (--bench-launcher=warm, docs/running.md) -----------------------------
 
-    def start_server(self) -> None:
+    def start_server(self, specs: Sequence[BenchSpec] | None = None) -> None:
         """Start the fork server, when this process launches children and the warm launcher is
-        on: its imports go on while pytest collects (an xdist controller launches nothing). A
-        paired run starts one per side when its first child is due (:meth:`server_for`)."""
+        on (an xdist controller launches nothing), for ``specs`` (the selected benchmarks: a
+        ``-k toy`` run does not wait for open_clip; default every benchmark of the suites). Its
+        imports go on while the first child's spec is written. A paired run starts one per
+        side when its first child is due (:meth:`server_for`)."""
         if (self._server is not None or not self._warm() or self.session.against is not None
                 or (self.session.role == "controller" and _has_xdist_workers(self.config))):
             return
-        definitions = [s.definition for suite in self.session.suites for s in suite.specs]
+        if specs is None:
+            specs = [s for suite in self.session.suites for s in suite.specs]
+        definitions = [s.definition for s in specs]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._server = self._start(self.config.rootpath, env, definitions)
 

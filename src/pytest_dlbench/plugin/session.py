@@ -283,6 +283,13 @@ class BenchSession:
 
         return SuiteFile.from_parent(parent, path=file_path, suite=suite, session_plugin=self)
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The fork server (the warm launcher) imports what the selected benchmarks need.
+        launcher = getattr(self, "launcher", None)
+        specs = [s for item in session.items if (s := getattr(item, "spec", None)) is not None]
+        if launcher is not None and specs and not self.config.option.collectonly:
+            launcher.start_server(specs)
+
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:

@@ -38,9 +38,8 @@ class WorkerSession(BenchSession):
             session.against.resolve(session.suites, session.options.overrides,
                                     session.selected_names)
         own = os.environ.get(Env.SLOT)
-        if own is not None:
+        if own is not None:  # before the fork server starts: it runs on the worker's cores
             pin_to_slot(session.slots[int(own)])
-        session.launcher.start_server()  # after pinning: the server runs on the worker's cores
         return session
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
