@@ -135,6 +135,10 @@ def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
     assert against["rev"] == "origin/main" and against["sha"] == git(project, "rev-parse", "main")
     assert len(list((run / "base").glob("sleepy.D0.R*.data"))) == 6  # both sides kept
     assert len(list(run.glob("sleepy.D0.R*.data"))) == 6
+    # Every run of both sides is a fresh interpreter (no side shares one state: running.md).
+    for stream in [*run.glob("sleepy.D0.R*.data"), *(run / "base").glob("sleepy.D0.R*.data")]:
+        config = json.loads(stream.read_text().splitlines()[0])
+        assert config["event"] == "config" and config["launcher"] == "fresh", stream
     assert (project / "dlbench-report.html").is_file()
     assert worktrees(project) == [f"worktree {project}"]
     assert not Path(against["worktree"]).exists()

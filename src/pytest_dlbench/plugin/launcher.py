@@ -78,7 +78,6 @@ class Launcher:
         self.config = session.config
         self.barrier_address = barrier_address
         self._server: ForkServer | None = None
-        self._side_servers: dict[str, ForkServer | None] = {}  # a paired run's, by side
 
     # -- the warm launcher (--bench-launcher=warm, docs/running.md) -----------------------------
 
@@ -86,8 +85,8 @@ class Launcher:
         """Start the fork server, when this process launches children and the warm launcher is
         on (an xdist controller launches nothing), for ``specs`` (the selected benchmarks: a
         ``-k toy`` run does not wait for open_clip; default every benchmark of the suites). Its
-        imports go on while the first child's spec is written. A paired run starts one per
-        side when its first child is due (:meth:`server_for`)."""
+        imports go on while the first child's spec is written. A paired run's sides start
+        fresh (:meth:`server_for`)."""
         if (self._server is not None or not self._warm() or self.session.against is not None
                 or (self.session.role == "controller" and _has_xdist_workers(self.config))):
             return
@@ -113,44 +112,22 @@ class Launcher:
             server.broken = f"the fork server did not start: {exc}"
         return server
 
-    def _side_server(self, side: Side) -> ForkServer | None:
-        """A side's own server: its working directory and ``PYTHONPATH`` are the side's, so a
-        forked child imports the side's code as a fresh one would. None where the side carries
-        its own copy of this plugin (the plugin's own repository): the child must import it."""
-        if side.name in self._side_servers:
-            return self._side_servers[side.name]
-        from pytest_dlbench.run.against import with_python_path
-
-        server = None
-        if self._warm() and not any((Path(p) / "pytest_dlbench").is_dir()
-                                    for p in side.python_path):
-            against = self.session.against
-            definitions = ([s.definition for s in against.specs.values()]
-                           if side.name == "base" and against is not None else
-                           [s.definition for suite in self.session.suites for s in suite.specs])
-            env = with_python_path({**os.environ, "PYTHONUNBUFFERED": "1"}, side.python_path)
-            server = self._start(side.rootdir, env, definitions)
-        self._side_servers[side.name] = server
-        return server
-
     def server_for(self, spec: BenchSpec, side: Side | None) -> ForkServer | None:
         """The warm server for this run, or None to start it fresh: an njobs job (torchrun
-        starts its ranks) always starts fresh; each side of a paired run has its own server."""
-        if spec.is_njobs:
+        starts its ranks) and a side of a paired run. A side's server would give every run of
+        that side the same interpreter state (its str hash seed, its memory layout), a
+        difference between the sides that no round pairs away: gate_power's A/A trials saw false
+        alarms with a warm server per side (benchmarks/README.md)."""
+        if spec.is_njobs or side is not None:
             return None
-        if side is not None:
-            server = self._side_server(side)
-        else:
-            self.start_server()
-            server = self._server
+        self.start_server()
+        server = self._server
         return server if server is not None and not server.broken else None
 
     def close(self) -> None:
-        servers = [self._server, *self._side_servers.values()]
-        self._server, self._side_servers = None, {}
-        for server in servers:
-            if server is not None:
-                server.close()
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
 
     def run(self, spec: BenchSpec, device: int, repeat: int | None) -> Launched:
         against = self.session.against
