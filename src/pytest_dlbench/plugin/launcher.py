@@ -87,30 +87,24 @@ class Launcher:
         ``-k toy`` run does not wait for open_clip; default every benchmark of the suites). Its
         imports go on while the first child's spec is written. A paired run's sides start
         fresh (:meth:`server_for`)."""
-        if (self._server is not None or not self._warm() or self.session.against is not None
-                or (self.session.role == "controller" and _has_xdist_workers(self.config))):
+        session, config = self.session, self.config
+        if (self._server is not None or session.options.launcher != "warm"
+                or session.options.isolation != "process" or config.option.collectonly
+                or session.against is not None  # both sides of a paired run start fresh
+                or (session.role == "controller" and _has_xdist_workers(config))):
             return
-        if specs is None:
-            specs = [s for suite in self.session.suites for s in suite.specs]
-        definitions = [s.definition for s in specs]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self._server = self._start(self.config.rootpath, env, definitions)
-
-    def _warm(self) -> bool:
-        options = self.session.options
-        return (options.launcher == "warm" and options.isolation == "process"
-                and not self.config.option.collectonly)
-
-    def _start(self, cwd: Path, env: dict[str, str],
-               definitions: Sequence[str | None]) -> ForkServer:
         from pytest_dlbench.run.forkserver import ForkServer, ForkServerError, preload_for
 
-        server = ForkServer(cwd=cwd, env=env, preload=preload_for(definitions, roots=[cwd]))
+        if specs is None:
+            specs = [s for suite in session.suites for s in suite.specs]
+        definitions = [s.definition for s in specs]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._server = ForkServer(cwd=config.rootpath, env=env,
+                                  preload=preload_for(definitions, roots=[config.rootpath]))
         try:
-            server.start()
+            self._server.start()
         except (OSError, ForkServerError) as exc:
-            server.broken = f"the fork server did not start: {exc}"
-        return server
+            self._server.broken = f"the fork server did not start: {exc}"
 
     def server_for(self, spec: BenchSpec, side: Side | None) -> ForkServer | None:
         """The warm server for this run, or None to start it fresh: an njobs job (torchrun
