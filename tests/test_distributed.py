@@ -486,3 +486,61 @@ def test_two_nodes_on_the_loopback_run_one_job(tmp_path: Path):
     assert code == 0
     assert time.monotonic() - start < 170
     check_one_stream(stream, world_size=2, nnodes=2)
+
+
+# -- the job's GPUs (a scaling step on a node of 8) -----------------------------------------------
+class EightGpuNvml:
+    """NVML of a node of 8 GPUs, as much as the telemetry sampler asks (handles are indices)."""
+
+    def nvmlInit(self) -> None: ...  # noqa: N802
+    def nvmlShutdown(self) -> None: ...  # noqa: N802
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return 8
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:  # noqa: N802
+        return i
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> float:  # noqa: N802
+        return 1_000_000.0
+
+
+def eight_gpu_launcher(tmp_path: Path) -> Any:
+    """A Launcher over a fake session of 8 GPU slots (2 cores each), on one node."""
+    from types import SimpleNamespace
+
+    from pytest_dlbench.plugin.launcher import Launcher
+    from pytest_dlbench.run.devices import Slot
+
+    session = SimpleNamespace(
+        config=SimpleNamespace(rootpath=tmp_path),
+        slots=[Slot(k, str(k), (2 * k, 2 * k + 1)) for k in range(8)],
+        run_dir=lambda: tmp_path,
+        system=SystemConfig(None, (Node("local", "127.0.0.1"),)),
+    )
+    return Launcher(session)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("slots", "visible", "sampled"),
+                         [(1, "0", [0]), (2, "0,1", [0, 1]), (None, "0,1,2,3,4,5,6,7",
+                                                              list(range(8)))])
+def test_an_njobs_job_sees_and_samples_only_its_gpus(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       slots: int | None, visible: str,
+                                                       sampled: list[int]):
+    from pytest_dlbench.measure.monitor.nvml import GpuSampler
+    from pytest_dlbench.suite import BenchSpec
+
+    plan = {"method": "njobs", **({"slots": slots} if slots else {})}
+    spec = BenchSpec("ddp.scaling", "m:f", "test", plan=plan)
+    launcher = eight_gpu_launcher(tmp_path)
+    launch = launcher.njobs_launch(spec, CHILD)
+    assert launch.env["CUDA_VISIBLE_DEVICES"] == visible
+    assert f"--nproc-per-node={slots or 8}" in launch.argv
+    # CUDA numbers the visible GPUs as NVML does (PCI bus), else the indices name other GPUs.
+    assert launch.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    # Rank 0's monitor maps its CUDA_VISIBLE_DEVICES: the job's GPUs, not the idle others.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", launch.env["CUDA_VISIBLE_DEVICES"])
+    sampler = GpuSampler(EightGpuNvml(), None)
+    assert sampler.open() == ""
+    assert [gpu.index for gpu in sampler.gpus] == sampled
+    assert [info["index"] for info in sampler.info] == sampled
+    # The job's cores are its slots' (a 1-rank step keeps to GPU 0's share).
+    assert {c for s in launcher.job_slots(spec) for c in s.cpus} == set(range(2 * (slots or 8)))

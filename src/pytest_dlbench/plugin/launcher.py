@@ -23,6 +23,7 @@ from pytest_dlbench.suite import BenchSpec
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
     from pytest_dlbench.run.against import BaseSide
+    from pytest_dlbench.run.devices import Slot
     from pytest_dlbench.run.forkserver import ForkServer
 
 __all__ = ["Launched", "Launcher"]
@@ -160,8 +161,8 @@ class Launcher:
                 return Launched(Outcome(Status.SKIPPED, reason), stream, log)
             launch = self.njobs_launch(spec, cmd, cwd=cwd)
             cmd, env = launch.argv, {**env, **launch.env}
-            # Every slot's cores (an xdist worker is pinned to its own); ranks split them.
-            cpus = tuple(sorted({c for slot in session.slots for c in slot.cpus}))
+            # The job's slots' cores (an xdist worker is pinned to its own); ranks split them.
+            cpus = tuple(sorted({c for slot in self.job_slots(spec) for c in slot.cpus}))
         barrier = self.barrier_for(spec, repeat, side=side)
         try:
             outcome = run_child(
@@ -274,7 +275,7 @@ class Launcher:
             Env.WORKER: os.environ.get("PYTEST_XDIST_WORKER", "controller"),
         }
         if not spec.is_njobs:
-            # An njobs job spans every slot: each rank picks its GPU and cores itself.
+            # An njobs job spans its slots (njobs_launch): each rank picks its GPU and cores.
             env.update(slots[device].env())
         barrier = self.barrier_for(spec, repeat, side=side)
         if barrier:
@@ -296,15 +297,26 @@ class Launcher:
         """Ranks per node of an njobs job: ``plan.slots`` (a scaling step) or every slot."""
         return int(spec.plan.get("slots") or len(self.session.slots))
 
+    def job_slots(self, spec: BenchSpec) -> list[Slot]:
+        """The slots an njobs job runs on: the first :meth:`njobs_slots` of them."""
+        return list(self.session.slots[: self.njobs_slots(spec)])
+
     def njobs_launch(self, spec: BenchSpec, child_cmd: list[str],
                      cwd: Path | None = None):  # -> torchrun.Launch
         """The torchrun job (one node, or every node of the system) running ``child_cmd``."""
         from pytest_dlbench.run.launch.torchrun import njobs_launch
 
         env = self.child_env(spec, 0, None)
-        gpus = [slot.gpu for slot in self.session.slots if slot.gpu is not None]
-        if gpus:  # an xdist worker sees its own GPU only; the job needs every slot's
+        # Only the job's GPUs: rank k takes the k-th (rank.py), and the monitor of rank 0
+        # samples what CUDA_VISIBLE_DEVICES shows, so a 1-rank scaling step on 8 GPUs must not
+        # see (and count the idle power of) the other 7. An xdist worker sees its own GPU only;
+        # the job needs its slots'.
+        gpus = [slot.gpu for slot in self.job_slots(spec) if slot.gpu is not None]
+        if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            # As for one slot (Slot.env): these are NVML's (PCI bus) indices, and CUDA's default
+            # order (fastest first) would make them name other GPUs on a mixed node.
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         # Unique per job: a rendezvous id reused by a concurrent or stale job would join it.
         run_id = f"{spec.name}-{os.getpid()}-{time.time_ns()}"
         return njobs_launch(
