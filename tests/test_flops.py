@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _runs import write_run
 
-from pytest_dlbench.measure.flops import count_step_flops
+from pytest_dlbench.measure.flops import count_step_flops, model_device, to_device
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results.peaks import dtype_of, table_peak
@@ -33,6 +33,53 @@ def test_a_model_that_cannot_be_counted_says_why():
     broken = count_step_flops(model, torch.randn(3, 5))  # wrong shape
     assert broken.flops is None and broken.items == 3 and broken.reason.startswith("RuntimeError")
     assert all(p.grad is None for p in model.parameters())  # the count leaves no gradients
+
+
+def _linear_on(device: str):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 2).to(device)
+
+
+def test_the_example_moves_to_the_models_device():
+    # A model on ``meta`` with a CPU example fails as a model on cuda:k with a CPU example does
+    # ("... is not on the expected device"): the workloads hand over CPU examples.
+    torch = pytest.importorskip("torch")
+    model = _linear_on("meta")
+    count = count_step_flops(model, torch.randn(3, 4))
+    assert count.reason == ""
+    # forward 2·3·4·2, backward the weight's gradient as much (the input needs none)
+    assert count.flops == 96 and count.items == 3
+
+
+def test_nested_examples_move_to_the_models_device():
+    torch = pytest.importorskip("torch")
+
+    class TwoInputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 2)
+
+        def forward(self, x, rest):  # rest: {"y": tensor} or [tensor]
+            y = rest["y"] if isinstance(rest, dict) else rest[0]
+            return self.lin(x) + self.lin(y)
+
+    model = TwoInputs().to("meta")
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    by_name = count_step_flops(model, {"x": x, "rest": {"y": y}})
+    by_position = count_step_flops(model, (x, [y]))
+    assert by_name.reason == "" and by_position.reason == ""
+    assert by_name.flops == by_position.flops == 2 * 96 and by_name.items == 3
+
+
+def test_the_models_device_is_its_first_parameter_or_buffer():
+    torch = pytest.importorskip("torch")
+    assert model_device(_linear_on("meta")) == torch.device("meta")
+    norm = torch.nn.BatchNorm1d(4, affine=False).to("meta")  # buffers, no parameters
+    assert model_device(norm) == torch.device("meta")
+    assert model_device(torch.nn.ReLU()) is None and model_device(object()) is None
+    moved = to_device({"a": (torch.ones(1), [torch.ones(1)]), "n": 3}, "meta")
+    assert moved["a"][0].is_meta and moved["a"][1][0].is_meta and moved["n"] == 3
 
 
 def test_peaks_by_device_name_and_precision():

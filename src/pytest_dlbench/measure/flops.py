@@ -5,6 +5,9 @@ its example batch under ``torch.utils.flop_counter.FlopCounterMode``; FLOPs per 
 over the items in the example. The optimizer's update is left out (a few FLOPs per parameter,
 next to thousands per parameter for forward and backward). Every rank of an njobs job counts at
 the same point, so a DDP model's collectives stay matched.
+
+The example is moved to the model's device first: workloads build it on the CPU while the model
+runs on ``cuda:k``, and a device mismatch would leave every GPU run without FLOPs.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FlopCount", "count_step_flops"]
+__all__ = ["FlopCount", "count_step_flops", "model_device", "to_device"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,37 @@ def _tensors(value: Any) -> list[Any]:
         else []
 
 
+def model_device(model: Any) -> Any | None:
+    """The device of the model's first parameter, else of its first buffer; None for a model
+    with neither (or that is no ``nn.Module``): its example is then left where it is."""
+    for tensors in ("parameters", "buffers"):
+        try:
+            first = next(iter(getattr(model, tensors)()), None)
+        except (AttributeError, TypeError):
+            return None
+        if first is not None:
+            return first.device
+    return None
+
+
+def to_device(value: Any, device: Any) -> Any:
+    """``value`` with every tensor in it (a tensor, a tuple/list, a mapping, nested) on
+    ``device``; anything else is kept as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, Mapping):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*(to_device(v, device) for v in value))
+    if isinstance(value, list):
+        return [to_device(v, device) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_device(v, device) for v in value)
+    return value
+
+
 def _call(model: Any, example: Any) -> Any:
     if isinstance(example, Mapping):
         return model(**example)
@@ -66,8 +100,11 @@ def count_step_flops(model: Any, example: Any) -> FlopCount:
     if example is None:
         return FlopCount(None, None, "no example batch was handed to bench.watch")
     items = count_items(example)
+    device = model_device(model)
     counter = FlopCounterMode(display=False)
     try:
+        if device is not None:
+            example = to_device(example, device)
         with counter:
             outputs = [t for t in _tensors(_call(model, example)) if t.requires_grad]
             if not outputs:

@@ -108,12 +108,12 @@ def build_summary_report(model: Any, example: Any, *, depth: int = DEPTH) -> Sum
     inputs, a dict of keyword inputs, or a function returning one of them)."""
     import torchinfo
 
+    from pytest_dlbench.measure.flops import model_device
+
     if callable(example) and not hasattr(example, "shape"):
         example = example()
-    try:
-        device = next(model.parameters()).device
-    except (StopIteration, AttributeError, TypeError):
-        device = "cpu"
+    # torchinfo moves the example to this device (the FLOPs count shares the rule).
+    device = model_device(model) or "cpu"
     data = list(example) if isinstance(example, tuple) else example
     stats = torchinfo.summary(
         model, input_data=data, device=device, depth=depth, verbose=0,
