@@ -104,3 +104,40 @@ def test_child_end_record_wins(tmp_path: Path):
                         timeout=30)
     assert (outcome.status, outcome.reason) == ("nan", "loss is nan at step 1")
     assert len(read_stream(stream)) == 1
+
+
+# A "torchrun" that starts its rank in a session of its own (as torch's elastic agent does),
+# then is SIGKILLed (the OOM killer): nothing makes the rank die with it.
+FAKE_TORCHRUN = """
+import os, signal, subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                        start_new_session=True)
+open(sys.argv[1], "w").write(str(rank.pid))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is no zombie (a killed orphan may wait for a reaper)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_the_ranks_of_a_sigkilled_torchrun_are_killed(tmp_path: Path):
+    import os
+    import signal
+
+    pid_file, stream = tmp_path / "rank.pid", tmp_path / "x.D0.data"
+    outcome = run_child([sys.executable, "-c", FAKE_TORCHRUN, str(pid_file)], stream=stream,
+                        log=tmp_path / "x.log", timeout=30)
+    rank = int(pid_file.read_text())
+    try:
+        assert outcome.status == "oom" and outcome.returncode == -9
+        assert not _alive(rank), "the rank outlived its torchrun"
+    finally:
+        if _alive(rank):
+            os.kill(rank, signal.SIGKILL)

@@ -37,7 +37,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
+def _kill_group(proc: subprocess.Popen, stream: str, grace: float = KILL_GRACE_S) -> None:
     """SIGTERM the child's whole process group (data-loader workers too), then SIGKILL."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -47,18 +47,23 @@ def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    _kill_strays(proc)
+    _kill_strays(proc, stream)
 
 
-def _kill_strays(proc: subprocess.Popen) -> None:
-    """SIGKILL what is left in the child's process group once the child itself has ended
-    (data-loader workers, a server it started): after a normal exit and a crash too.
+def _kill_strays(proc: subprocess.Popen, stream: str) -> None:
+    """SIGKILL what is left of the run once the child itself has ended, after a normal exit
+    and a crash too: its process group (data-loader workers, a server it started), then every
+    process marked as the run's (:data:`Env.STREAM`) that escaped the group.
 
     The group id is the child's pid (``start_new_session``); Linux does not reuse a pid while
-    a process group still has it as its id, so this reaches no one else.
+    a process group still has it as its id, so this reaches no one else. torchrun starts each
+    rank in a session of its own and, when it is SIGKILLed (the OOM killer, a timeout it did
+    not answer), cannot stop them; torch does not make them die with it (no
+    ``PR_SET_PDEATHSIG``): they would train on, holding their GPUs, into the next benchmark.
     """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    _kill_run_processes(stream)
 
 
 # -- the child's start: pinned, and dead with its parent --------------------------------------
@@ -169,20 +174,46 @@ def _release_guard(guard: subprocess.Popen | None) -> None:
         guard.wait()
 
 
-def _kill_run_processes(stream: str) -> None:
-    """SIGKILL every process whose environment says it belongs to the run writing ``stream``
-    (data-loader workers, torchrun ranks in sessions of their own, servers it started)."""
-    import psutil
+#: Scans for a run's processes: one that was being killed may have started another meanwhile.
+KILL_ROUNDS = 3
 
-    me = os.getpid()
-    for process in psutil.process_iter(["pid"]):
-        if process.pid == me:
-            continue
-        try:
-            if process.environ().get(Env.STREAM) == stream:
+
+def _kill_run_processes(stream: str) -> int:
+    """SIGKILL every process whose environment says it belongs to the run writing ``stream``
+    (data-loader workers, torchrun ranks in sessions of their own, servers it started), and the
+    process group each leads; returns how many were found. A process's environment is the one
+    it was started with, which every process of a run inherits from its child."""
+    try:
+        import psutil
+    except ImportError:  # a dependency; without it the process groups are all that is killed
+        return 0
+    me, found = os.getpid(), 0
+    for _ in range(KILL_ROUNDS):
+        marked = []
+        for process in psutil.process_iter(["pid"]):
+            if process.pid == me:
+                continue
+            try:
+                if (process.environ().get(Env.STREAM) == stream
+                        and process.status() != psutil.STATUS_ZOMBIE):
+                    marked.append(process)
+            except (psutil.Error, OSError):
+                continue  # gone, or another user's: not this run's
+        for process in marked:
+            _kill_led_group(process.pid)
+            with contextlib.suppress(psutil.Error, OSError):
                 process.kill()
-        except (psutil.Error, OSError):
-            continue
+        found += len(marked)
+        if not marked:
+            break
+    return found
+
+
+def _kill_led_group(pid: int) -> None:
+    """SIGKILL the process group that ``pid`` leads (a torchrun rank: its session), if any."""
+    with contextlib.suppress(OSError):
+        if os.getpgid(pid) == pid and pid != os.getpgrp():
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _guard(pgid: int, stream: str, parent: int) -> int:
@@ -285,12 +316,12 @@ def run_child(
         try:
             returncode = proc.wait(timeout=timeout)
             timed_out = False
-            _kill_strays(proc)
+            _kill_strays(proc, env[Env.STREAM])
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            _kill_group(proc, env[Env.STREAM])
             returncode, timed_out = proc.returncode, True
         except KeyboardInterrupt:
-            _kill_group(proc, grace=1.0)
+            _kill_group(proc, env[Env.STREAM], grace=1.0)
             if _last_end(stream) is None:
                 _append_end(stream, Outcome(Status.FAIL, "interrupted", proc.returncode))
             raise
