@@ -191,9 +191,10 @@ def test_records_gpu_and_process_fields():
     assert len(samples) == 3  # start, by hand, stop
     sample = samples[1]
     assert sample["elapsed"] == pytest.approx(1.0)
+    # The energy counter did not move in that second: 250 W integrated, not 0 J.
     assert sample["gpus"][1] == {
         "index": 1, "util": 80.0, "mem_used": 8 * GIB, "mem_total": 16 * GIB, "power_w": 250.0,
-        "temp_c": 61.0, "sm_clock_mhz": 1410.0, "energy_j": 0.0,
+        "temp_c": 61.0, "sm_clock_mhz": 1410.0, "energy_j": 250.0,
     }
     for key in ("cpu_percent", "system_cpu_percent", "rss_bytes", "procs", "disk_read_bytes",
                 "disk_write_bytes"):
@@ -230,12 +231,14 @@ def test_thread_stops_promptly():
 
 def test_energy_is_the_counter_difference():
     nvml = FakeNvml()
+    nvml.power_mw[0] = 1_500
     monitor, stream, clock = fake_monitor(nvml)
     monitor.start()
     nvml.energy_mj[0] += 1500.0  # 1.5 J
     clock.t += 1.0
+    # Moved once: it may be one coarse step, so the power integral (1.5 W * 1 s) says.
     assert monitor.sample()["gpus"][0]["energy_j"] == pytest.approx(1.5)
-    nvml.energy_mj[0] += 2500.0
+    nvml.energy_mj[0] += 2500.0  # moved again: the counter says (power would say 3 J)
     clock.t += 1.0
     summary = monitor.stop()
     assert events(stream, "telemetry")[-1]["gpus"][0]["energy_j"] == pytest.approx(4.0)
@@ -263,12 +266,82 @@ def test_energy_switches_to_power_when_the_counter_stops_working():
     nvml.power_mw[0] = 100_000
     monitor, _, clock = fake_monitor(nvml)
     monitor.start()
-    nvml.energy_mj[0] += 10_000.0
-    clock.t += 1.0
-    assert monitor.sample()["gpus"][0]["energy_j"] == pytest.approx(10.0)
+    for joules in (100.0, 150.0):  # two moves: the counter says (power would say 200 J)
+        nvml.energy_mj[0] += joules * 1000
+        clock.t += 1.0
+        monitor.sample()
+    assert monitor.sample()["gpus"][0]["energy_j"] == pytest.approx(250.0)
     nvml.fail["energy"] = NVMLError(999)
     clock.t += 1.0
-    assert monitor.sample()["gpus"][0]["energy_j"] == pytest.approx(110.0)  # + 100 W * 1 s
+    assert monitor.sample()["gpus"][0]["energy_j"] == pytest.approx(350.0)  # + 100 W * 1 s
+
+
+class CoarseCounterNvml(FakeNvml):
+    """A GPU drawing a steady ``watts`` whose energy counter, like a real one, moves only every
+    ``tick`` seconds of ``clock`` and in whole ``step_mj``: between ticks it stands still."""
+
+    def __init__(self, clock: FakeClock, *, watts: float = 300.0, tick: float = 0.1,
+                 step_mj: float = 1000.0) -> None:
+        super().__init__()
+        self.clock, self.tick, self.step_mj = clock, tick, step_mj
+        self.power_mw = [int(watts * 1000)]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> float:  # noqa: N802
+        self._call("energy")
+        ticked = int(self.clock.t / self.tick) * self.tick  # the counter's last update
+        return int(ticked * self.power_mw[h] / self.step_mj) * self.step_mj
+
+
+def coarse_run(seconds: float, *, start: float = 100.02, samples: int = 0,
+               **kw: Any) -> tuple[MonitorSummary, NullStream]:
+    """A monitor over ``seconds`` of a coarse-counter GPU, ``samples`` taken in between."""
+    clock = FakeClock()
+    clock.t = start
+    nvml = CoarseCounterNvml(clock, **kw)
+    stream = NullStream()
+    monitor = Monitor(stream, interval=3600.0, nvml=nvml, clock=clock, wall=clock)
+    monitor.start()
+    for _ in range(samples):
+        clock.t += seconds / (samples + 1)
+        monitor.sample()
+    clock.t = start + seconds
+    return monitor.stop(), stream
+
+
+def test_a_run_within_one_counter_tick_is_not_0_joules():
+    # 50 ms (a benchmark that skipped itself) between two updates of the counter: it stood
+    # still, and 300 W for 50 ms is 15 J, not 0.
+    summary, stream = coarse_run(0.05)
+    assert summary.energy_j == pytest.approx(15.0)
+    assert telemetry_stats(stream.records)["energy_j"] == pytest.approx(15.0)
+
+
+def test_a_window_shorter_than_a_tick_is_not_one_whole_tick():
+    # 30 ms across one update: the counter jumps a whole 100 ms tick (30 J); 9 J were drawn.
+    summary, _ = coarse_run(0.03, start=100.09)
+    assert summary.energy_j == pytest.approx(9.0)
+
+
+def test_a_still_counter_without_power_is_unknown_energy():
+    clock = FakeClock()
+    nvml = CoarseCounterNvml(clock)
+    nvml.fail["power"] = NVMLError_NotSupported()
+    stream = NullStream()
+    monitor = Monitor(stream, interval=3600.0, nvml=nvml, clock=clock, wall=clock)
+    monitor.start()
+    clock.t += 0.05
+    summary = monitor.stop()
+    assert summary.energy_j is None  # unknown, never 0 J
+    assert all(g["energy_j"] is None for r in events(stream, "telemetry") for g in r["gpus"])
+    assert telemetry_stats(stream.records)["energy_j"] is None
+
+
+def test_a_long_run_reads_the_coarse_counter():
+    # 10 s sampled every 0.5 s: the counter moved in every sample and says, within a tick.
+    summary, stream = coarse_run(10.0, samples=19)
+    assert summary.energy_j == pytest.approx(3000.0, abs=30.0)
+    energies = [r["gpus"][0]["energy_j"] for r in events(stream, "telemetry")]
+    assert energies[0] == 0.0 and all(e > 0 for e in energies[1:])
 
 
 def test_a_failing_field_is_none_and_the_others_are_kept():

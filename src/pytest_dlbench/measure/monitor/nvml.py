@@ -343,6 +343,13 @@ def visible_nvml_indices(
 
 
 # -- sampling ----------------------------------------------------------------------------------
+#: Samples in which the energy counter must have moved before its difference is the energy:
+#: the counter is coarse (it moves every ~20-100 ms, in steps of up to tens of joules), so a
+#: window that saw it move once may be shorter than one step, and one that saw it move not at
+#: all (a benchmark that skipped itself) is not 0 J. Until then, power is integrated.
+MIN_COUNTER_MOVES = 2
+
+
 @dataclass
 class _Gpu:
     """One sampled GPU and its energy bookkeeping."""
@@ -352,7 +359,9 @@ class _Gpu:
     # Energy counter (mJ) at the start; None: integrate power instead (counter not supported).
     counter_base_mj: float | None = None
     counter_last_mj: float | None = None
-    energy_j: float | None = None
+    counter_moves: int = 0  # samples in which the counter had moved since the one before
+    energy_j: float | None = None  # what the samples report: None until it is known
+    power_j: float | None = None  # power integrated from the first known power on
     last_power_w: float | None = None
     last_t: float | None = None
     unsupported: set[str] = field(default_factory=set)
@@ -459,30 +468,53 @@ class GpuSampler:
         return out
 
     def _energy(self, gpu: _Gpu, t: float, power_w: float | None) -> float | None:
-        """Joules since the start: the energy counter's difference while it works, else power
-        integrated over time (trapezoids between samples, from the first known power on)."""
-        counted = False
+        """Joules since the start: the energy counter's difference once it has moved in
+        :data:`MIN_COUNTER_MOVES` samples, else power integrated over time (trapezoids between
+        samples, from the first known power on), else the counter's one step; None while
+        nothing says (a counter that has not moved is no measurement of 0 J). Once known it
+        stays known: a summary takes the last value."""
+        step_j = self._integrate_power(gpu, t, power_w)
         if gpu.counter_base_mj is not None:
-            counter = self._call(gpu, "energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption)
+            counter = as_float(self._call(gpu, "energy",
+                                          self.nvml.nvmlDeviceGetTotalEnergyConsumption))
             last = gpu.counter_last_mj if gpu.counter_last_mj is not None else gpu.counter_base_mj
-            if counter is not None and float(counter) >= last:
-                gpu.counter_last_mj = float(counter)
-                gpu.energy_j = (float(counter) - gpu.counter_base_mj) / 1000.0
-                counted = True
-            else:
-                # The counter stopped working or went back (driver reload): integrate power from
-                # the last sample on, continuing from the energy counted so far.
-                gpu.counter_base_mj = None
-        if not counted and power_w is not None:
-            if gpu.energy_j is None:
-                gpu.energy_j = 0.0
-            elif gpu.last_t is not None:
-                before = gpu.last_power_w if gpu.last_power_w is not None else power_w
-                gpu.energy_j += (before + power_w) / 2.0 * max(0.0, t - gpu.last_t)
-        # A sample without power keeps the last known one: the next trapezoid spans the gap.
-        if power_w is not None or gpu.last_t is None:
-            gpu.last_power_w, gpu.last_t = power_w, t
+            if counter is not None and counter >= last:
+                gpu.counter_moves += counter > last
+                gpu.counter_last_mj = counter
+                gpu.energy_j = self._counted_energy(gpu)
+                return gpu.energy_j
+            # The counter stopped working or went back (driver reload): integrate power from
+            # the last sample on, continuing from the energy reported so far.
+            gpu.counter_base_mj = None
+        if step_j is not None:
+            gpu.energy_j = (gpu.energy_j or 0.0) + step_j
         return gpu.energy_j
+
+    def _integrate_power(self, gpu: _Gpu, t: float, power_w: float | None) -> float | None:
+        """Add the trapezoid since the last sample with power to ``gpu.power_j``; returns it
+        (0 at the first known power), None without power now. A sample without power keeps
+        the last known one: the next trapezoid spans the gap."""
+        if power_w is None:
+            return None
+        step = 0.0
+        if gpu.last_t is not None and gpu.last_power_w is not None:
+            step = (gpu.last_power_w + power_w) / 2.0 * max(0.0, t - gpu.last_t)
+        gpu.power_j = (gpu.power_j or 0.0) + step
+        gpu.last_power_w, gpu.last_t = power_w, t
+        return step
+
+    @staticmethod
+    def _counted_energy(gpu: _Gpu) -> float | None:
+        """The energy while the counter works: its difference once it moved often enough to be
+        finer than the window, else the power integral, else its difference if it moved at
+        all, else unknown."""
+        assert gpu.counter_base_mj is not None and gpu.counter_last_mj is not None
+        counted = (gpu.counter_last_mj - gpu.counter_base_mj) / 1000.0
+        if gpu.counter_moves >= MIN_COUNTER_MOVES:
+            return counted
+        if gpu.power_j is not None:
+            return gpu.power_j
+        return counted if gpu.counter_moves else None
 
     def close(self) -> None:
         if self._initialised:
