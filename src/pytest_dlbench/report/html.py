@@ -181,6 +181,8 @@ def _std_source(bench: BenchSummary) -> str:
 
 
 def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
+    from pytest_dlbench.results.scoring import MFU_ERROR
+
     return BenchRow(
         name=b.name,
         units=b.units,
@@ -198,8 +200,9 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         never_ran=b.n == 0,
         unreliable=b.unreliable,
         tflops=significant(b.tflops) if b.tflops is not None else DASH,
-        mfu=percent(b.mfu, space=True, missing=DASH),
-        peak_source=b.peak_source or b.flops_reason,
+        # An MFU above 100 % is an error of measurement: its reason, never the figure.
+        mfu=MFU_ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
+        peak_source=b.mfu_error or b.peak_source or b.flops_reason,
         precision=b.precision or "",
         time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
         if b.lower_is_better else "",

@@ -113,7 +113,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
         }
         if flops:
             row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else MISSING
-            row["MFU"] = percent(b.mfu) if b.mfu is not None else MISSING
+            # An MFU above 100 % is an error of measurement: no figure, its reason below.
+            row["MFU"] = "error" if b.mfu_error else percent(b.mfu) if b.mfu is not None \
+                else MISSING
         if precision:
             row["precision"] = b.precision or MISSING
         if compiled:
@@ -374,6 +376,8 @@ def render_summary(
     if any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks):
         out += [f"FLOPs not counted: {b.name} ({b.flops_reason})"
                 for b in summary.benchmarks if b.tflops is None and b.flops_reason]
+        out += [f"MFU not shown: {b.name} ({b.mfu_error})"
+                for b in summary.benchmarks if b.mfu_error]
     out += _failure_lines(summary)
     out += _compile_lines(summary)
     if comparison is not None:

@@ -1,7 +1,8 @@
 """Peak throughput of known accelerators, for model FLOPs utilisation (MFU = achieved / peak).
 
 Dense tensor-core peaks (no structured sparsity), in TFLOP/s, from the vendors' datasheets:
-NVIDIA H100 (SXM5 and PCIe), H200 (SXM), A100 (SXM4/PCIe), L40S; AMD Instinct MI300X. A device
+NVIDIA H100 (SXM5, PCIe and NVL), H200 (SXM and NVL), A100 (SXM4/PCIe), L40S; AMD Instinct
+MI300X. The datasheets give tensor-core figures with 2:4 sparsity; the dense peak is half. A device
 that is not in the table (and every CPU) takes its peak from the suite's own matmul benchmark
 measured in the same run, when there is one: then MFU says how close the model gets to what this
 machine's matrix multiply does, and the report says so.
@@ -19,6 +20,11 @@ __all__ = ["PEAKS", "dtype_of", "table_peak"]
 PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
     # NVIDIA H100 PCIe datasheet
     ("H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+    # NVIDIA H100 NVL datasheet, per GPU ("NVIDIA H100 NVL", 94 GB): FP32 60, TF32 835 and
+    # BF16/FP16 1,671 TFLOP/s with sparsity. Before "H100": it is no SXM part.
+    ("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    # NVIDIA H200 NVL datasheet, per GPU ("NVIDIA H200 NVL"): the same figures as the H100 NVL.
+    ("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
     # NVIDIA H100 SXM5 datasheet ("NVIDIA H100 80GB HBM3")
     ("H100", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
     # NVIDIA H200 SXM datasheet (same compute as H100 SXM)
@@ -34,17 +40,35 @@ PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
 # What the workloads' precision arguments compute in (tf32-fp16: fp16 autocast, tf32 matmuls).
 _PRECISIONS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16",
                "tf32-fp16": "fp16", "amp": "fp16"}
+#: The arguments that name it, the first found wins.
+_FLAGS = ("--precision", "--dtype")
 
 
-def dtype_of(spec: Mapping[str, Any]) -> str:
-    """The compute type of a benchmark, from its ``--precision`` or ``--dtype`` argument."""
-    argv = spec.get("argv") or {}
-    if isinstance(argv, Mapping):
-        for key in ("--precision", "--dtype"):
-            value = argv.get(key)
-            if isinstance(value, str) and value.lower() in _PRECISIONS:
-                return _PRECISIONS[value.lower()]
+def dtype_of(spec: Mapping[str, Any], precision: str | None = None) -> str:
+    """The compute type of a benchmark: the ``config`` record's ``precision`` when it has one
+    (what ran), else the ``--precision`` or ``--dtype`` of its ``argv`` (a mapping, or a list
+    with ``--precision bf16`` or ``--precision=bf16``), else of its rendered ``args``; fp32 when
+    none says."""
+    for value in (precision, *_argv_values(spec.get("argv")), *_argv_values(spec.get("args"))):
+        if isinstance(value, str) and value.lower() in _PRECISIONS:
+            return _PRECISIONS[value.lower()]
     return "fp32"
+
+
+def _argv_values(argv: Any) -> list[Any]:
+    """The ``--precision`` then the ``--dtype`` value of an argv mapping or list (of a flag given
+    twice, the last, as argparse takes it)."""
+    if isinstance(argv, Mapping):
+        return [argv.get(flag) for flag in _FLAGS]
+    if not isinstance(argv, (list, tuple)):
+        return []
+    words = [str(a) for a in argv]
+    given: dict[str, str] = {}
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in _FLAGS and (eq or i + 1 < len(words)):
+            given[name] = value if eq else words[i + 1]
+    return [given.get(flag) for flag in _FLAGS]
 
 
 def table_peak(device_name: str | None, dtype: str) -> float | None:

@@ -27,6 +27,7 @@ from pytest_dlbench.workloads.presets import eager_key
 
 __all__ = [
     "BLOCKS",
+    "MFU_ERROR",
     "METRICS",
     "THROUGHPUT",
     "TOTAL_TIME",
@@ -53,6 +54,8 @@ MAX_STD_PENALTY = 0.5
 MIN_STEADY = 4 * BLOCKS
 #: A block (or run) this far from the median of the others is a burst of load.
 BURST = 0.5
+#: What an MFU above 100 % is (of a datasheet's peak): never a figure to show.
+MFU_ERROR = "MFU above 100 %: error of measurement"
 
 
 Point = tuple[float, float]  # (time, value) of one observation
@@ -209,10 +212,13 @@ class BenchSummary:
     enabled: bool = True
     #: why the figure cannot be trusted (std% above UNRELIABLE_STD), else None
     unreliable: str | None = None
-    #: achieved TFLOP/s per device (perf x FLOPs per item), and its share of the peak
+    #: achieved TFLOP/s per GPU (perf per GPU x FLOPs per item: an njobs job's rate over its
+    #: world size), and its share of one GPU's peak
     tflops: float | None = None
     mfu: float | None = None
     peak_source: str | None = None  # where the peak came from (a datasheet, a matmul run)
+    #: why the MFU is not shown although a peak is known: above 100 % is an error of measurement
+    mfu_error: str | None = None
     flops_reason: str = ""  # why FLOPs are unknown, when they are
     metric: str = THROUGHPUT
 
@@ -326,6 +332,7 @@ class BenchSummary:
             "tflops": self.tflops,
             "mfu": self.mfu,
             "peak_source": self.peak_source,
+            "mfu_error": self.mfu_error,
             # JSON keys are strings; load_summary leaves them so (compare does not use them).
             "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
             "rates": list(self.rates),
@@ -578,7 +585,8 @@ def run_from_records(
         flops_per_item=_per_item(flops),
         flops_reason=str(flops.get("reason") or ""),
         device_name=str(device_name) if device_name else None,
-        dtype=dtype_of(spec),
+        # The config record's precision is what ran; the arguments only when it has none.
+        dtype=dtype_of(spec, config.get("precision")),
         precision=str(config["precision"]) if config.get("precision") else None,
         compile=dict(compiled) if isinstance(compiled, Mapping) else None,
         variant=eager_key(spec) if "precision" in config else None,
@@ -651,13 +659,15 @@ def summarize_bench(
     std_pct = min(max(std / perf, 0.0), 1.0) if perf > 0 else 1.0
     perf_adj = perf * (1 - min(std_pct, MAX_STD_PENALTY)) * (1 - fail / n)
     per_item = next((r.flops_per_item for r in ok if r.flops_per_item), None)
-    return BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
-                        device_means, runs, method, enabled, _unreliable(std_pct, ok),
-                        # A matmul benchmark measures TFLOP/s itself.
-                        tflops=(perf if units == "TFLOP/s" else
-                                perf * per_item / 1e12 if per_item else None),
-                        flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""),
-                        metric=metric)
+    summary = BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
+                           device_means, runs, method, enabled, _unreliable(std_pct, ok),
+                           flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""),
+                           metric=metric)
+    # TFLOP/s per GPU, to compare with one GPU's peak: an njobs job's rate is the whole job's.
+    per_gpu = summary.perf_per_gpu or 0.0  # perf is known here: never None
+    # A matmul benchmark measures TFLOP/s itself.
+    return replace(summary, tflops=(per_gpu if units == "TFLOP/s" else
+                                    per_gpu * per_item / 1e12 if per_item else None))
 
 
 def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:
@@ -690,18 +700,19 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
 
 
 def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
-    """MFU = achieved TFLOP/s over the peak: a known accelerator's datasheet peak for the
-    benchmark's compute type, else the fastest matmul benchmark (units TFLOP/s) of the same type
-    measured in this run (results/peaks.py)."""
+    """MFU = achieved TFLOP/s per GPU over one GPU's peak: a known accelerator's datasheet peak
+    for the benchmark's compute type, else the fastest matmul benchmark (units TFLOP/s, per GPU)
+    of the same type measured in this run (results/peaks.py). An MFU above 100 % is an error of
+    measurement: it is never shown as a figure (``mfu_error`` says why)."""
     from pytest_dlbench.results.peaks import table_peak
 
     measured: dict[str, tuple[float, str]] = {}
     for b in benches:
         ok = [r for r in b.runs if r.ok]
-        if b.units == "TFLOP/s" and b.perf and ok:
+        if b.units == "TFLOP/s" and b.tflops and ok:
             best = measured.get(ok[0].dtype)
-            if best is None or b.perf > best[0]:
-                measured[ok[0].dtype] = (b.perf, b.name)
+            if best is None or b.tflops > best[0]:
+                measured[ok[0].dtype] = (b.tflops, b.name)
     out = []
     for b in benches:
         ok = [r for r in b.runs if r.ok]
@@ -719,6 +730,11 @@ def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
                 out.append(replace(b, mfu=None, peak_source=(
                     f"{name} in this run is slower than this model: no MFU")))
                 continue
+        if peak and b.tflops > peak:
+            out.append(replace(b, mfu=None, peak_source=source, mfu_error=(
+                f"{MFU_ERROR} ({b.tflops:.4g} TFLOP/s per GPU against a peak of {peak:.4g}, "
+                f"{source})")))
+            continue
         out.append(replace(b, mfu=b.tflops / peak if peak else None, peak_source=source))
     return tuple(out)
 

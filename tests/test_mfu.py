@@ -1,0 +1,166 @@
+"""TFLOP/s and MFU per GPU (issue 21): an njobs job's rate is the whole job's, a peak is one GPU's;
+an MFU above 100 % is an error of measurement; the peak table's NVL parts; the compute type from
+the config record, else from a list-form argv."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dlbench.measure.stream import StreamWriter
+from pytest_dlbench.report.html import render_html
+from pytest_dlbench.report.terminal import render_summary
+from pytest_dlbench.results.peaks import dtype_of, table_peak
+from pytest_dlbench.results.scoring import MFU_ERROR, summarize_dir
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_BF16 = 989.4e12  # dense bf16 FLOP/s of one H100 SXM (its datasheet)
+
+
+def job_stream(
+    run_dir: Path, name: str, *, rate: float, flops_per_item: float | None,
+    device_name: str = H100, world_size: int = 1, precision: str | None = None,
+    argv: Any = None, units: str = "items/s", definition: str | None = None,
+) -> Path:
+    """A run stream as the harness writes it: the ``config`` record (with the precision preset
+    and, for an njobs job, ``distributed``, as run/launch/rank.py describes it), ``meta``, ten
+    steady observations at ``rate`` (an njobs job's rank 0 reports the whole job's rate), the
+    ``flops`` record and ``end``."""
+    method = "njobs" if world_size > 1 else "per_gpu"
+    spec: dict[str, Any] = {"name": name, "weight": 1.0, "enabled": True, "tags": [],
+                            "plan": {"method": method, "n": world_size}, "units": units,
+                            "skip": 0, "stop": 10}
+    if argv is not None:
+        spec["argv"] = argv
+    if definition is not None:
+        spec["definition"] = definition
+    config: dict[str, Any] = {"spec": spec, "device": 0, "repeat": None}
+    if precision is not None:
+        config.update(precision=precision, compile=None)
+    if world_size > 1:
+        config["distributed"] = {"world_size": world_size, "nnodes": 1,
+                                 "nproc_per_node": world_size, "rank": 0}
+    path = run_dir / f"{name}.D0.data"
+    with StreamWriter(path) as stream:
+        stream.write("config", **config)
+        stream.write("meta", host="test", torch="0", device_name=device_name)
+        t = 1000.0
+        for step in range(10):
+            t += 1.0
+            stream.write("rate", value=rate, units=units, step=step, warmup=False, time=t,
+                         items=rate, seconds=1.0)
+        if flops_per_item is not None:
+            stream.write("flops", flops=flops_per_item * 4, items=4, reason="")
+        stream.write("end", status="ok", reason="", time=t)
+    return path
+
+
+def test_an_8_rank_h100_bf16_njobs_job_reports_mfu_per_gpu(tmp_path: Path):
+    rate, per_item = 4000.0, 3e11  # the job's items/s, FLOPs of one item's step
+    job_stream(tmp_path, "ddp.bf16", rate=rate, flops_per_item=per_item, world_size=8,
+               precision="bf16", argv={"--precision": "bf16"},
+               definition="pytest_dlbench.workloads.ddp:train")
+    bench = summarize_dir(tmp_path).get("ddp.bf16")
+    assert bench.perf == pytest.approx(rate)  # the job's rate stays the job's
+    assert bench.tflops == pytest.approx(rate / 8 * per_item / 1e12)  # 150 TFLOP/s per GPU
+    assert bench.mfu == pytest.approx(rate / 8 * per_item / H100_BF16)  # 15.2 %
+    assert bench.peak_source == f"{H100} datasheet, bf16" and bench.mfu_error is None
+
+
+def test_a_per_gpu_run_keeps_its_rate(tmp_path: Path):
+    job_stream(tmp_path, "resnet", rate=500.0, flops_per_item=3e11, precision="bf16")
+    bench = summarize_dir(tmp_path).get("resnet")
+    assert bench.tflops == pytest.approx(150.0)
+    assert bench.mfu == pytest.approx(150e12 / H100_BF16)
+
+
+def test_a_per_gpu_matmul_is_the_peak_of_an_njobs_jobs_gpus(tmp_path: Path):
+    # A device without a datasheet: the peak is this run's matmul, one GPU's TFLOP/s.
+    job_stream(tmp_path, "matmul", rate=100.0, flops_per_item=None, device_name="GPU X",
+               units="TFLOP/s", argv={"--dtype": "fp32"})
+    job_stream(tmp_path, "ddp", rate=8 * 500.0, flops_per_item=1e11, device_name="GPU X",
+               world_size=8)  # 50 TFLOP/s per GPU
+    bench = summarize_dir(tmp_path).get("ddp")
+    assert bench.tflops == pytest.approx(50.0)
+    assert bench.mfu == pytest.approx(0.5) and bench.peak_source == "matmul in this run"
+
+
+def test_an_njobs_matmul_is_a_peak_per_gpu(tmp_path: Path):
+    # Rank 0 of an njobs matmul reports the job's TFLOP/s: 8 GPUs at 100 each.
+    job_stream(tmp_path, "matmul", rate=800.0, flops_per_item=None, device_name="GPU X",
+               units="TFLOP/s", world_size=8)
+    job_stream(tmp_path, "resnet", rate=500.0, flops_per_item=1e11, device_name="GPU X")
+    summary = summarize_dir(tmp_path)
+    assert summary.get("matmul").tflops == pytest.approx(100.0)
+    assert summary.get("resnet").mfu == pytest.approx(0.5)
+
+
+def test_an_mfu_above_100_percent_is_flagged_never_shown(tmp_path: Path):
+    # 1,200 TFLOP/s on one H100 in bf16: more than the datasheet's 989.4, so the count or the
+    # rate is wrong (a miscounted batch, a timing without synchronisation).
+    job_stream(tmp_path, "lm", rate=4000.0, flops_per_item=3e11, precision="bf16")
+    job_stream(tmp_path, "resnet", rate=500.0, flops_per_item=3e11, precision="bf16")
+    summary = summarize_dir(tmp_path)
+    lm = summary.get("lm")
+    assert lm.tflops == pytest.approx(1200.0)
+    assert lm.mfu is None and lm.to_dict()["mfu"] is None
+    assert lm.mfu_error is not None and lm.mfu_error.startswith(MFU_ERROR)
+    assert f"{H100} datasheet, bf16" in lm.mfu_error
+    assert summary.get("resnet").mfu_error is None
+
+    text = render_summary(summary, width=250)
+    row = next(line for line in text.splitlines() if line.startswith("lm "))
+    assert "121" not in row and "error" in row
+    assert f"MFU not shown: lm ({MFU_ERROR} (1200 TFLOP/s per GPU" in text
+
+    page = render_html(summary)
+    assert "121.3 %" not in page and f">{MFU_ERROR}<" in page
+    assert "15.2 %" in page  # resnet's MFU is still a figure
+
+
+def test_nvl_parts_have_their_own_peaks():
+    assert table_peak("NVIDIA H100 NVL", "bf16") == 835.5
+    assert table_peak("NVIDIA H100 NVL", "tf32") == 417.5
+    assert table_peak("NVIDIA H100 NVL", "fp32") == 60.0
+    assert table_peak("NVIDIA H200 NVL", "fp16") == 835.5
+    # The SXM and PCIe parts keep theirs.
+    assert table_peak(H100, "bf16") == 989.4
+    assert table_peak("NVIDIA H200", "bf16") == 989.4
+    assert table_peak("NVIDIA H100 PCIe", "bf16") == 756.0
+
+
+@pytest.mark.parametrize(("argv", "dtype"), [
+    (["--precision", "bf16"], "bf16"),
+    (["--batch-size", "8", "--precision=bf16"], "bf16"),
+    (["--precision", "tf32-fp16", "--steps", "5"], "fp16"),
+    (["--dtype", "tf32"], "tf32"),
+    (["--precision", "fp32", "--precision", "bf16"], "bf16"),  # argparse: the last wins
+    (["--precision"], "fp32"),
+    ({"--precision": "bf16"}, "bf16"),
+])
+def test_dtype_of_a_list_form_argv(argv: Any, dtype: str):
+    assert dtype_of({"argv": argv}) == dtype
+
+
+def test_the_config_records_precision_wins_over_the_arguments():
+    spec: Mapping[str, Any] = {"argv": {"--batch-size": 8}}  # the workload's default preset
+    assert dtype_of(spec, "bf16") == "bf16"
+    assert dtype_of(spec, "tf32-fp16") == "fp16"
+    assert dtype_of(spec, None) == "fp32"
+
+
+def test_a_list_form_argv_job_is_compared_with_its_precisions_peak(tmp_path: Path):
+    # A training workload: the config record says bf16.
+    job_stream(tmp_path, "vit", rate=500.0, flops_per_item=3e11, precision="bf16",
+               argv=["--precision", "bf16"], definition="pytest_dlbench.workloads.vision:train")
+    # Not a training workload (no precision in its config record): its list-form argv says.
+    job_stream(tmp_path, "custom", rate=500.0, flops_per_item=3e11,
+               argv=["--steps", "10", "--precision=bf16"])
+    summary = summarize_dir(tmp_path)
+    for name in ("vit", "custom"):
+        bench = summary.get(name)
+        assert bench.peak_source == f"{H100} datasheet, bf16", name
+        assert bench.mfu == pytest.approx(150e12 / H100_BF16), name
