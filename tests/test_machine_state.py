@@ -145,7 +145,7 @@ def test_gpu_state_of_a_ready_gpu() -> None:
         "index": 0, "name": "NVIDIA A100-SXM4-80GB", "sm_clock_mhz": 1275,
         "max_sm_clock_mhz": 1410, "app_clock_mhz": 1410, "default_app_clock_mhz": 1410,
         "clocks_locked": True, "persistence": True, "power_limit_w": 400.0,
-        "default_power_limit_w": 400.0, "ecc": True, "processes": [],
+        "default_power_limit_w": 400.0, "ecc": True, "processes": [], "slowdown": [],
     }
     assert readiness_problems({"gpus": state["gpus"]}) == []
 
@@ -153,12 +153,14 @@ def test_gpu_state_of_a_ready_gpu() -> None:
 def test_gpu_state_of_a_busy_untuned_gpu() -> None:
     state = gpu_state(FakeNvml(persistence=0, limit=300_000, pids=(4242, 77)), ignore_pids=[77])
     (gpu,) = state["gpus"]
-    assert gpu["processes"] == [4242] and gpu["clocks_locked"] is False
+    # No clocks setting seen: perhaps none, perhaps -lgc (NVML cannot tell): not judged.
+    assert gpu["processes"] == [4242] and gpu["clocks_locked"] is None
     assert readiness_problems({"gpus": state["gpus"]}) == [
-        "GPU 0: 1 other process", "GPU 0 clocks not locked", "GPU 0 persistence mode off"]
+        "GPU 0: 1 other process", "GPU 0 persistence mode off"]
     # a lowered power cap is shown and compared, not judged
     text = render_state({**state, "load": [0.0, 0.0, 0.0], "cores": 8})
-    assert "GPU 0 clocks           not locked (SM 1275 MHz of 1410)" in text
+    assert "GPU 0 clocks           not seen locked (SM 1275 MHz of 1410)" in text
+    assert "GPU 0 slowdown         none" in text
     assert "GPU 0 other processes  4242" in text
     assert text.splitlines()[-1].startswith("not ready: GPU 0: 1 other process")
 
@@ -166,6 +168,45 @@ def test_gpu_state_of_a_busy_untuned_gpu() -> None:
 def test_applications_clocks_moved_from_their_default_are_locked() -> None:
     (gpu,) = gpu_state(FakeNvml(app=1095, default=1410))["gpus"]
     assert gpu["clocks_locked"] is True
+
+
+# nvmlClocksEventReason* bits
+IDLE, SETTING, POWER_CAP, THERMAL_HW = 0x1, 0x2, 0x4, 0x40
+
+
+def test_clocks_locked_with_lgc_on_an_idle_gpu_are_ready() -> None:
+    # `nvidia-smi -lgc 1755`: applications clocks untouched, and an idle GPU reports "idle",
+    # not "clocks setting". The state a benchmark wants must not be "not ready".
+    (gpu,) = gpu_state(FakeNvml(reasons=IDLE))["gpus"]
+    assert gpu["clocks_locked"] is not False and gpu["slowdown"] == []
+    assert readiness_problems({"gpus": [gpu]}) == []
+
+
+def test_clocks_locked_with_lgc_on_a_busy_gpu_are_locked() -> None:
+    (gpu,) = gpu_state(FakeNvml(reasons=SETTING | POWER_CAP))["gpus"]
+    assert gpu["clocks_locked"] is True
+    assert readiness_problems({"gpus": [gpu]}) == []  # a power cap steadies a GPU
+
+
+def test_a_thermally_slowed_gpu_is_not_ready() -> None:
+    (gpu,) = gpu_state(FakeNvml(reasons=SETTING | THERMAL_HW | 0x80))["gpus"]
+    assert gpu["slowdown"] == ["thermal slowdown (hardware)", "power brake"]
+    assert readiness_problems({"gpus": [gpu]}) == [
+        "GPU 0 slowed down: thermal slowdown (hardware), power brake"]
+    assert "GPU 0 slowdown         thermal slowdown (hardware), power brake" in render_state(
+        {"gpus": [gpu]})
+
+
+def test_require_ready_accepts_an_lgc_locked_gpu(tree: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    fake_tree(tree, governors=["performance"], no_turbo="1", aslr="2")
+    monkeypatch.setattr(machine, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(reasons=IDLE))  # idle, -lgc locked
+    assert main(["machine", "--require-ready"]) == 0, capsys.readouterr().out
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(reasons=IDLE | THERMAL_HW))
+    assert main(["machine", "--require-ready"]) == 4
+    assert capsys.readouterr().out.endswith(
+        "\nnot ready: GPU 0 slowed down: thermal slowdown (hardware)\n")
 
 
 def test_an_nvml_that_answers_nothing_gives_unknowns() -> None:

@@ -7,8 +7,9 @@ between a run and its baseline (:func:`machine_differences`): a comparison acros
 worth a warning.
 
 The state (:func:`machine_state`) is what changes numbers on the same hardware: CPU frequency
-governor and turbo, ASLR, load, and per GPU the clocks (locked or not), persistence mode, power
-limit, ECC and other processes, with the driver and CUDA versions. :func:`readiness_problems`
+governor and turbo, ASLR, load, and per GPU the clocks (locked, as far as NVML can tell) and
+their slowdowns (thermal, power brake), persistence mode, power limit, ECC and other processes,
+with the driver and CUDA versions. :func:`readiness_problems`
 names what is off; a run warns once at its start (``--bench-require-ready``: an error), and
 ``dlbench machine`` prints it all (:func:`render_state`). Every fact is read from /proc, /sys or
 NVML with a fallback: a file that is not there is ``None`` ("unknown"), never an error.
@@ -167,9 +168,11 @@ def readiness_problems(state: Mapping[str, Any]) -> list[str]:
     Off: a CPU governor other than ``performance``, turbo on, ASLR not fully on (as pyperf: each
     benchmark runs in its own process, and repeats in new processes average over memory
     layouts instead of measuring one), a 1-minute load above ``max(1, cores / 10)``, other
-    processes on a GPU, GPU clocks not locked, persistence mode off. The power limit, ECC and
-    versions are facts to compare (:func:`state_differences`), not judged: a lowered power cap
-    is a common way to steady a GPU."""
+    processes on a GPU, a GPU slowed down (thermal, power brake: ``slowdown``), persistence
+    mode off. Whether clocks are locked is shown and compared, not judged: NVML cannot see an
+    ``nvidia-smi -lgc`` lock on an idle GPU, and a locked GPU is the one to benchmark on. The
+    power limit, ECC and versions are facts to compare (:func:`state_differences`), not judged:
+    a lowered power cap is a common way to steady a GPU."""
     out = []
     governor = state.get("governor")
     if governor and governor != "performance":
@@ -188,8 +191,9 @@ def readiness_problems(state: Mapping[str, Any]) -> list[str]:
         if processes:
             n = len(processes)
             out.append(f"{name}: {n} other process{'es' if n > 1 else ''}")
-        if gpu.get("clocks_locked") is False:
-            out.append(f"{name} clocks not locked")
+        slowdown = gpu.get("slowdown")
+        if slowdown:
+            out.append(f"{name} slowed down: {', '.join(map(str, slowdown))}")
         if gpu.get("persistence") is False:
             out.append(f"{name} persistence mode off")
     return out
@@ -231,7 +235,9 @@ def render_state(state: Mapping[str, Any]) -> str:
         lines.append(("GPUs", "no GPU" + (f": {why}" if why else "")))
     for gpu in gpus:
         i = gpu.get("index")
-        clocks = _on_off(gpu.get("clocks_locked"), "locked", "not locked")
+        # None: NVML shows no lock, which may be an -lgc lock on an idle GPU (nvml.py)
+        locked = gpu.get("clocks_locked")
+        clocks = "not seen locked" if locked is None else _on_off(locked, "locked", "not locked")
         sm, top = gpu.get("sm_clock_mhz"), gpu.get("max_sm_clock_mhz")
         if sm is not None:
             clocks += f" (SM {sm} MHz" + (f" of {top}" if top is not None else "") + ")"
@@ -242,9 +248,13 @@ def render_state(state: Mapping[str, Any]) -> str:
         processes = gpu.get("processes")
         others = ("unknown" if processes is None
                   else ", ".join(str(p) for p in processes) if processes else "none")
+        slowdown = gpu.get("slowdown")
+        slowed = ("unknown" if slowdown is None
+                  else ", ".join(map(str, slowdown)) if slowdown else "none")
         lines += [
             (f"GPU {i}", str(gpu.get("name") or "unknown")),
             (f"GPU {i} clocks", clocks),
+            (f"GPU {i} slowdown", slowed),
             (f"GPU {i} persistence", _on_off(gpu.get("persistence"))),
             (f"GPU {i} power limit", power),
             (f"GPU {i} ECC", _on_off(gpu.get("ecc"))),
@@ -364,7 +374,7 @@ def _state_phrase(label: str, now: Any, then: Any, show: Any = str) -> list[str]
 
 def state_differences(now: Mapping[str, Any], then: Mapping[str, Any]) -> list[str]:
     """What differs between two :func:`machine_state` records, one phrase each, this side first
-    (``"CPU governor powersave vs performance"``, ``"GPU 0 clocks not locked vs locked"``).
+    (``"CPU governor powersave vs performance"``, ``"GPU 0 power limit 500 W vs 700 W"``).
     A fact one side does not know is not compared; the load average, a moment, never is."""
     if not isinstance(now, Mapping) or not isinstance(then, Mapping):
         return []

@@ -136,9 +136,20 @@ def gpu_inventory(nvml: Any = None) -> Inventory:
 
 
 # -- the state that changes benchmark numbers --------------------------------------------------
-# nvmlClocksEventReasonApplicationsClocksSetting: clocks held by an application-clocks or
-# locked-clocks setting (``nvidia-smi -ac`` / ``-lgc``).
+# nvmlClocksEventReasonApplicationsClocksSetting: clocks held back now by an application-clocks
+# or locked-clocks setting (``nvidia-smi -ac`` / ``-lgc``). Raised only while the setting is
+# what limits a busy GPU: an idle GPU reports GpuIdle (0x1) instead.
 _REASON_CLOCKS_SETTING = 0x2
+#: Clock-event reasons that are a genuine slowdown (nvmlClocksEventReason*): a GPU too hot, or
+#: whose power is being braked, measures less than it can. The others are not: idle (0x1), a
+#: clocks setting (0x2, the locked clocks a benchmark wants), the software power cap (0x4, a
+#: lowered limit is a common way to steady a GPU), sync boost (0x10), display clocks (0x100).
+SLOWDOWN_REASONS = {
+    0x8: "hardware slowdown",
+    0x20: "thermal slowdown (software)",
+    0x40: "thermal slowdown (hardware)",
+    0x80: "power brake",
+}
 
 
 @dataclass(frozen=True)
@@ -151,12 +162,15 @@ class GpuState:
     max_sm_clock_mhz: int | None
     app_clock_mhz: int | None  # applications clock (graphics)
     default_app_clock_mhz: int | None
-    clocks_locked: bool | None  # applications or locked clocks set (nvidia-smi -ac / -lgc)
+    # Applications or locked clocks set (nvidia-smi -ac / -lgc); None: NVML cannot tell
+    clocks_locked: bool | None
     persistence: bool | None
     power_limit_w: float | None
     default_power_limit_w: float | None
     ecc: bool | None  # current ECC mode
     processes: tuple[int, ...] | None  # pids of other processes using the GPU
+    # Genuine slowdowns now (SLOWDOWN_REASONS' names); None when NVML gives no reasons
+    slowdown: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -167,6 +181,7 @@ class GpuState:
             "power_limit_w": self.power_limit_w,
             "default_power_limit_w": self.default_power_limit_w, "ecc": self.ecc,
             "processes": list(self.processes) if self.processes is not None else None,
+            "slowdown": list(self.slowdown) if self.slowdown is not None else None,
         }
 
 
@@ -200,18 +215,32 @@ def _processes(nvml: Any, handle: Any, ignore: set[int]) -> tuple[int, ...] | No
     return tuple(sorted(found)) if answered else None
 
 
-def _clocks_locked(nvml: Any, handle: Any, app: int | None, default: int | None) -> bool | None:
-    """Applications clocks moved from their default, or NVML says a clocks setting holds them."""
-    if app is not None and default is not None and app != default:
-        return True
+def _clock_event_reasons(nvml: Any, handle: Any) -> int | None:
+    """The GPU's current clock-event (formerly throttle) reasons, a bit mask; None unreadable."""
     reasons = _try(getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None), handle)
     if reasons is None:
         reasons = _try(getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None), handle)
-    if reasons is not None:
-        return bool(int(reasons) & _REASON_CLOCKS_SETTING)
-    if app is not None and default is not None:
-        return False
+    return as_int(reasons)
+
+
+def _clocks_locked(reasons: int | None, app: int | None, default: int | None) -> bool | None:
+    """True when NVML shows the clocks set: applications clocks moved from their default
+    (``nvidia-smi -ac``), or a clocks setting holding them now (``-lgc`` on a busy GPU).
+    Otherwise None, never False: NVML has no getter for locked clocks (``-lgc``), and the
+    clocks-setting reason is raised only while the setting holds a busy GPU back, so a GPU
+    locked with ``-lgc`` looks unlocked while idle, when a run checks it."""
+    if app is not None and default is not None and app != default:
+        return True
+    if reasons is not None and reasons & _REASON_CLOCKS_SETTING:
+        return True
     return None
+
+
+def _slowdown(reasons: int | None) -> tuple[str, ...] | None:
+    """The genuine slowdowns among ``reasons`` (:data:`SLOWDOWN_REASONS`); None if unknown."""
+    if reasons is None:
+        return None
+    return tuple(name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit)
 
 
 def _ecc(value: Any) -> bool | None:
@@ -229,6 +258,7 @@ def _one_gpu_state(nvml: Any, index: int, handle: Any, ignore: set[int]) -> GpuS
     default = as_int(_try(getattr(nvml, "nvmlDeviceGetDefaultApplicationsClock", None), handle,
                           graphics))
     persistence = as_int(_try(getattr(nvml, "nvmlDeviceGetPersistenceMode", None), handle))
+    reasons = _clock_event_reasons(nvml, handle)
     return GpuState(
         index=index,
         name=_text(_try(getattr(nvml, "nvmlDeviceGetName", None), handle)),
@@ -237,7 +267,7 @@ def _one_gpu_state(nvml: Any, index: int, handle: Any, ignore: set[int]) -> GpuS
                                      sm)),
         app_clock_mhz=app,
         default_app_clock_mhz=default,
-        clocks_locked=_clocks_locked(nvml, handle, app, default),
+        clocks_locked=_clocks_locked(reasons, app, default),
         persistence=None if persistence is None else bool(persistence),
         power_limit_w=_watts(_try(getattr(nvml, "nvmlDeviceGetPowerManagementLimit", None),
                                   handle)),
@@ -245,6 +275,7 @@ def _one_gpu_state(nvml: Any, index: int, handle: Any, ignore: set[int]) -> GpuS
             _try(getattr(nvml, "nvmlDeviceGetPowerManagementDefaultLimit", None), handle)),
         ecc=_ecc(_try(getattr(nvml, "nvmlDeviceGetEccMode", None), handle)),
         processes=_processes(nvml, handle, ignore),
+        slowdown=_slowdown(reasons),
     )
 
 
