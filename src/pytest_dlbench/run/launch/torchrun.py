@@ -52,6 +52,7 @@ ROLE_ENV = Env.NODE_ROLE
 #: Seconds torchrun waits for its workers after SIGTERM before SIGKILL (its default is 30). Less
 #: than the runner's KILL_GRACE_S, so on a timeout torchrun kills its workers before it is
 #: killed itself: they run in sessions of their own, which killing torchrun's group misses.
+#: (Those a SIGKILLed torchrun leaves, the parent finds by their DLBENCH_STREAM: run/child.py.)
 SHUTDOWN_TIMEOUT_S = 2
 
 
