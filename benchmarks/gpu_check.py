@@ -1,191 +1,561 @@
 """One check of every CUDA path of pytest-dlbench on a real GPU, with one table of figures.
 
-Run by ``benchmarks/gpu_check.sh`` on a GPU machine (the project carried as source). Each step
-records a row: what was checked, the figure, and ok/FAIL. Steps:
+Run by ``benchmarks/gpu_check.sh`` on a GPU machine (the project carried as source). Each check
+records one row: what was checked, the figure, and ok / FAIL / skipped / - (not run). Checks:
 
-1. the device: torch, CUDA, GPU name and memory, driver (through NVML, as the monitor reads it);
-2. the smoke suite on the GPU through pytest (children, the CUDA-event timer, NVML telemetry);
-3. a standard subset: resnet50 (tf32-fp16) and matmul bf16, shortened;
-4. the CUDA-event timer against ``torch.utils.benchmark`` on the same resnet50 training step;
-5. NVML telemetry and energy in the streams of steps 2-3 (GPU utilisation, memory, joules).
+1. the device: torch, CUDA, GPU names and memory;
+2. the NVML inventory: NVML lists as many GPUs as torch counts (those CUDA_VISIBLE_DEVICES
+   shows), with the same names;
+3. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
+   (children, the CUDA-event timer, NVML telemetry), one row per benchmark;
+4. a standard subset, resnet50 (tf32-fp16) and matmul bf16, shortened, on every GPU at once;
+5. the CUDA-event timer against ``torch.utils.benchmark`` on the same resnet50 training step;
+6. NVML telemetry and energy in every stream of steps 3-4 (GPU utilisation, memory, joules); a
+   benchmark that skipped itself gets a "skipped" row.
 
-    python benchmarks/gpu_check.py OUT_DIR [--quick]
+The table is printed whatever happens: a check that raises or runs out of time is a FAIL row
+saying so, and the table comes from a ``finally``.
+
+``--dry-run`` runs the same code on a machine without a GPU: the facts of two fake H100s
+instead of torch's and NVML's, a fake ``pytest`` (this script with ``--fake-pytest``, started
+the way the real one is, with its timeout) that writes the streams and summary a real run
+writes, read back by the project's own readers, and the timer comparison on the CPU with a tiny
+model. No figure of a dry run is a measurement.
+
+    python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROWS: list[tuple[str, str, str]] = []
+DEFAULT_OUT = Path(os.environ.get("OUT") or "/tmp/dlbench-gpu-check")
+SMOKE_TIMEOUT_S = 240.0
+STANDARD_TIMEOUT_S = 300.0
+# The timer check on a real GPU: the events timer within 3 % of torch.utils.benchmark. A dry run
+# compares the CPU timer with the wall clock of the same steps (what is not timed: a few calls).
+TIMER_TOLERANCE = 0.03
+DRY_TIMER_TOLERANCE = 0.05
 
 
-def row(check: str, figure: str, ok: bool | None) -> None:
-    status = "ok" if ok else ("FAIL" if ok is False else "-")
-    ROWS.append((check, figure, status))
-    print(f"  {check}: {figure} [{status}]", flush=True)
+# -- the table ---------------------------------------------------------------------------------
+@dataclass
+class Row:
+    check: str
+    figure: str
+    status: str  # "ok", "FAIL", "skipped", "-" (not run)
 
 
-def device_facts() -> bool:
+@dataclass
+class Table:
+    """The rows so far, printed as they come and once more, aligned, at the end."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, check: str, figure: str, ok: bool | str | None) -> None:
+        status = ok if isinstance(ok, str) else ("ok" if ok else ("FAIL" if ok is False else "-"))
+        self.rows.append(Row(check, figure, status))
+        print(f"  {check}: {figure} [{status}]", flush=True)
+
+    @contextlib.contextmanager
+    def check(self, name: str) -> Iterator[None]:
+        """Any failure of the block is a FAIL row for ``name``, never the end of the script."""
+        try:
+            yield
+        except subprocess.TimeoutExpired as exc:
+            self.add(name, f"timed out after {exc.timeout:g} s", False)
+        except Exception as exc:  # noqa: BLE001 - one check's failure is one row
+            self.add(name, f"{type(exc).__name__}: {_one_line(str(exc))}", False)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status == "FAIL" for r in self.rows)
+
+    def render(self, header: str) -> str:
+        width = max((len(r.check) for r in self.rows), default=10)
+        lines = ["", header]
+        lines += [f"{r.check:<{width}}  {r.status:<7}  {r.figure}" for r in self.rows]
+        return "\n".join(lines)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# -- the device --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Facts:
+    """What torch and NVML say about the GPUs; read by :func:`real_facts` (or faked)."""
+
+    torch_version: str
+    cuda_version: str | None
+    cuda_reason: str  # why CUDA is not usable; "" when it is
+    torch_gpus: tuple[tuple[str, int], ...]  # (name, total memory in bytes) per visible device
+    nvml_gpus: tuple[str, ...]  # names of the GPUs NVML lists that CUDA_VISIBLE_DEVICES shows
+    nvml_reason: str  # why NVML gave no answer; "" when it did
+    driver: str | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.torch_gpus) if not self.cuda_reason else 0
+
+
+def real_facts() -> Facts:
     import torch
 
-    if not torch.cuda.is_available():
-        row("CUDA device", "none: torch.cuda.is_available() is False", False)
-        return False
-    props = torch.cuda.get_device_properties(0)
-    row("torch / CUDA", f"{torch.__version__} / {torch.version.cuda}", True)
-    row("GPU", f"{props.name}, {props.total_memory / 2**30:.0f} GiB, "
-               f"{torch.cuda.device_count()} visible", True)
-    from pytest_dlbench.measure.monitor.nvml import gpu_inventory
+    from pytest_dlbench.measure.monitor.nvml import (
+        gpu_inventory,
+        nvml_session,
+        visible_nvml_indices,
+    )
 
+    reason = "" if torch.cuda.is_available() else "torch.cuda.is_available() is False"
+    gpus: tuple[tuple[str, int], ...] = ()
+    if not reason:
+        gpus = tuple((torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i)
+                      .total_memory) for i in range(torch.cuda.device_count()))
     inventory = gpu_inventory()
-    row("NVML inventory", str(inventory)[:90], bool(inventory))
-    return True
+    names: tuple[str, ...] = ()
+    if not inventory.reason:
+        with nvml_session() as (binding, _):
+            indices, _notes = (visible_nvml_indices(binding, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                                    len(inventory.gpus))
+                               if binding is not None else ([], []))
+        by_index = {g.index: g.name or "?" for g in inventory.gpus}
+        names = tuple(by_index.get(i, "?") for i in indices)
+    return Facts(torch.__version__, torch.version.cuda, reason, gpus, names, inventory.reason,
+                 inventory.driver)
 
 
-def pytest_run(out: Path, name: str, args: list[str], timeout: float) -> tuple[int, Path | None,
-                                                                               float]:
-    base = out / name
-    summary = out / f"{name}.json"
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--bench-base={base}",
-           f"--bench-save={summary}", *args]
+FAKE_GPU = "NVIDIA H100 80GB HBM3"
+FAKE_GPU_COUNT = 2
+
+
+def fake_facts() -> Facts:
+    """Two H100s, as torch and NVML would describe them (no torch import: a dry run is quick)."""
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    return Facts(version, "13.0", "", ((FAKE_GPU, 81559 * 2**20),) * FAKE_GPU_COUNT,
+                 (FAKE_GPU,) * FAKE_GPU_COUNT, "", "580.159.04")
+
+
+def device_rows(table: Table, facts: Facts) -> None:
+    table.add("torch / CUDA", f"{facts.torch_version} / {facts.cuda_version}",
+              facts.cuda_version is not None)
+    if facts.cuda_reason or not facts.torch_gpus:
+        table.add("CUDA device", f"none: {facts.cuda_reason or 'torch counts no GPU'}", False)
+        return
+    name, memory = facts.torch_gpus[0]
+    table.add("CUDA device", f"{len(facts.torch_gpus)} x {name}, {memory / 2**30:.0f} GiB", True)
+
+
+def inventory_row(facts: Facts) -> tuple[str, bool]:
+    """NVML and torch must see the same GPUs: as many, with the same names. A difference means
+    telemetry would sample other GPUs than the benchmarks run on (or none)."""
+    if facts.nvml_reason:
+        return f"NVML gave no answer: {facts.nvml_reason}", False
+    torch_names = [n for n, _ in facts.torch_gpus] if not facts.cuda_reason else []
+    nvml, torch_ = sorted(facts.nvml_gpus), sorted(torch_names)
+    figure = (f"NVML lists {len(nvml)} ({_names(nvml)}), torch counts {len(torch_)} "
+              f"({_names(torch_)}), driver {facts.driver}")
+    if len(nvml) != len(torch_):
+        return f"count differs: {figure}", False
+    if nvml != torch_:
+        return f"names differ: {figure}", False
+    return figure, bool(nvml)
+
+
+def _names(names: Sequence[str]) -> str:
+    distinct = dict.fromkeys(names)
+    return ", ".join(f"{names.count(n)} x {n}" for n in distinct) or "none"
+
+
+# -- pytest runs -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PytestRun:
+    code: int
+    run_dir: Path | None  # the run's directory of streams
+    wall: float
+
+
+def pytest_command(out: Path, name: str, args: Sequence[str], *, dry_run: bool) -> list[str]:
+    program = [sys.executable, str(Path(__file__).resolve()), "--fake-pytest"] if dry_run \
+        else [sys.executable, "-m", "pytest"]
+    return [*program, "-p", "no:cacheprovider", f"--bench-base={out / name}",
+            f"--bench-save={out / f'{name}.json'}", *args]
+
+
+def pytest_run(out: Path, name: str, args: Sequence[str], timeout: float, *,
+               dry_run: bool = False) -> PytestRun:
+    """Run pytest (its log in ``OUT/<name>.log``); past ``timeout`` its whole process group (the
+    xdist workers and the benchmark children too) is killed and TimeoutExpired raised."""
+    cmd = pytest_command(out, name, args, dry_run=dry_run)
     started = time.monotonic()
     with open(out / f"{name}.log", "w") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
-    wall = time.monotonic() - started
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return PytestRun(code, latest_run_dir(out / name), time.monotonic() - started)
+
+
+def latest_run_dir(base: Path) -> Path | None:
     runs = sorted((base / "runs").glob("*")) if (base / "runs").is_dir() else []
-    return code, (runs[-1] if runs else None), wall
+    return runs[-1] if runs else None
 
 
-def summary_rows(out: Path, name: str) -> dict[str, Any]:
+def summary_benchmarks(out: Path, name: str) -> dict[str, Any]:
     path = out / f"{name}.json"
     return json.loads(path.read_text())["benchmarks"] if path.is_file() else {}
 
 
-def streams_telemetry(run_dir: Path | None) -> None:
+def benchmark_row(table: Table, label: str, bench: dict[str, Any]) -> None:
+    runs = bench.get("runs") or []
+    statuses = [str(r.get("status")) for r in runs]
+    if runs and all(s == "skipped" for s in statuses):
+        reason = next((r.get("reason") for r in runs if r.get("reason")), "")
+        table.add(label, f"skipped itself: {_one_line(str(reason))}", "skipped")
+        return
+    perf = bench.get("perf")
+    devices = sorted({r.get("device") for r in runs}, key=str)
+    figure = (f"{perf or 0:,.1f} {bench.get('units', '')} (std "
+              f"{100 * (bench.get('std_pct') or 0):.1f}%, {_count(len(runs), 'run')} on "
+              f"{_count(len(devices), 'device')})")
+    failed = [r for r in runs if r.get("status") not in ("ok", "skipped")]
+    if failed:
+        figure += f"; {failed[0].get('status')}: {_one_line(str(failed[0].get('reason')), 80)}"
+    table.add(label, figure, perf is not None and not bench.get("fail") and not failed)
+
+
+def suite_rows(table: Table, out: Path, name: str, title: str, args: Sequence[str],
+               timeout: float, *, dry_run: bool) -> Path | None:
+    """Run one suite; a row for the run and one per benchmark. Returns the run directory."""
+    run = pytest_run(out, name, args, timeout, dry_run=dry_run)
+    benches = summary_benchmarks(out, name)
+    table.add(title, f"exit {run.code}, {len(benches)} benchmarks, {run.wall:.0f} s "
+                     f"(log {out / f'{name}.log'})", run.code == 0)
+    for bench_name, bench in benches.items():
+        benchmark_row(table, f"  {name} {bench_name}", bench)
+    return run.run_dir
+
+
+# -- telemetry ---------------------------------------------------------------------------------
+def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
+    """One row per stream: NVML utilisation, memory and energy were recorded. A benchmark that
+    skipped itself ran no work (energy 0 within one tick of the counter): its row says so."""
     from pytest_dlbench.measure.stream import read_stream
     from pytest_dlbench.results.telemetry import summarize_telemetry
     from pytest_dlbench.run.layout import stream_paths
 
     if run_dir is None:
-        row("NVML telemetry", "no run directory", False)
+        table.add(f"telemetry {name}", "no run directory (the run did not start or finish)",
+                  False)
         return
     for stream in stream_paths(run_dir):
-        telemetry = summarize_telemetry(read_stream(stream))
-        util = telemetry.mean_gpu_util
-        energy = telemetry.energy_j
+        label = f"telemetry {name} {stream.name.removesuffix('.data')}"
+        records = read_stream(stream)
+        end = next((r for r in reversed(records) if r.get("event") == "end"), None)
+        if end is not None and end.get("status") == "skipped":
+            table.add(label, f"benchmark skipped itself: {_one_line(str(end.get('reason')))}",
+                      "skipped")
+            continue
+        telemetry = summarize_telemetry(records)
+        util, energy = telemetry.mean_gpu_util, telemetry.energy_j
         peak = telemetry.peak_gpu_mem_bytes
-        figure = (f"gpu={telemetry.gpu} util={util if util is None else round(util, 2)} "
+        figure = (f"gpus={len(telemetry.gpus)} util={util if util is None else round(util, 1)}% "
                   f"peak mem={None if peak is None else f'{peak / 2**30:.1f} GiB'} "
-                  f"energy={None if energy is None else f'{energy:.0f} J'}")
-        row(f"telemetry {stream.stem}", figure, telemetry.gpu and util is not None
-            and energy is not None and energy > 0)
+                  f"energy={None if energy is None else f'{energy:.0f} J'}"
+                  + ("" if telemetry.gpu else f" ({telemetry.reason})"))
+        table.add(label, figure, telemetry.gpu and util is not None
+                  and energy is not None and energy > 0)
 
 
-def timer_agreement(rounds: int) -> None:
-    """Bench (CUDA events, one sync per window) vs torch.utils.benchmark on one step."""
+# -- the timer ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TimerSetup:
+    """The step the timers measure and what the Bench's rate is compared with: on the GPU,
+    resnet50 against ``torch.utils.benchmark`` (an independent measurement of the same step);
+    in a dry run, a small model on the CPU against the wall clock of the very same timed steps
+    (a shared CPU is too noisy for two separate measurements to agree)."""
+
+    device: str
+    label: str
+    backend_prefix: str  # what the Bench's timer backend must be called
+    reference: str  # "torch.utils.benchmark" or "wall clock"
+    tolerance: float
+    min_run_time: float = 2.0
+
+
+GPU_TIMER = TimerSetup("cuda", "resnet50 bs64 fp16", "cuda", "torch.utils.benchmark",
+                       TIMER_TOLERANCE)
+DRY_TIMER = TimerSetup("cpu", "dry run: MLP bs64 on the CPU", "cpu", "wall clock",
+                       DRY_TIMER_TOLERANCE)
+SKIP, STOP = 5, 50
+
+
+def _training_step(setup: TimerSetup) -> tuple[Callable[[], None], int]:
     import torch
-    import torchvision
-    from torch.utils import benchmark
 
-    from pytest_dlbench.measure.bench import Bench
-
-    device = torch.device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    model = torchvision.models.resnet50(num_classes=1000).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    device = torch.device(setup.device)
     batch = 64
-    x = torch.randn(batch, 3, 224, 224, device=device)
-    y = torch.randint(0, 1000, (batch,), device=device)
+    if setup.device == "cuda":
+        import torchvision
+
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        model = torchvision.models.resnet50(num_classes=1000).to(device)
+        x = torch.randn(batch, 3, 224, 224, device=device)
+        classes = 1000
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 10))
+        x = torch.randn(batch, 256)
+        classes = 10
+    y = torch.randint(0, classes, (batch,), device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16):
+        with torch.autocast(setup.device, dtype=torch.float16 if setup.device == "cuda"
+                            else torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
 
+    return step, batch
+
+
+def _synchronize(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _bench_round(step: Callable[[], None], batch: int, setup: TimerSetup) -> tuple[float, float,
+                                                                                   str]:
+    """One timed loop through Bench: (its steady rate, the wall clock's rate of the same steady
+    steps, the timer backend's name)."""
+    import torch
+
+    from pytest_dlbench.measure.bench import Bench
+
+    bench = Bench(name="agreement", device=torch.device(setup.device), skip=SKIP, stop=STOP)
+    started = time.perf_counter()
+    for i, _ in enumerate(bench.iterate(range(SKIP + STOP), batch_size=batch)):
+        if i == SKIP:
+            _synchronize(setup.device)
+            started = time.perf_counter()
+        step()
+    _synchronize(setup.device)
+    wall = time.perf_counter() - started
+    bench.close()
+    records = getattr(bench.stream, "records", [])
+    rates = [r for r in records if r["event"] == "rate" and not r["warmup"]]
+    ours = sum(r["items"] for r in rates) / sum(r["seconds"] for r in rates)
+    return ours, STOP * batch / wall, type(bench.timer.backend).__name__
+
+
+def _utils_benchmark_rate(step: Callable[[], None], batch: int, setup: TimerSetup) -> float:
+    import torch
+    from torch.utils import benchmark
+
+    def synced() -> None:
+        step()
+        _synchronize(setup.device)
+
+    # The same host threads as the timed loop (the Timer's default is one).
+    timer = benchmark.Timer(stmt="synced()", globals={"synced": synced},
+                            num_threads=torch.get_num_threads())
+    return batch / timer.blocked_autorange(min_run_time=setup.min_run_time).median
+
+
+def timer_rows(table: Table, rounds: int, setup: TimerSetup) -> None:
+    """Bench (CUDA events, one sync per window) against the reference on one training step."""
+    step, batch = _training_step(setup)
     for _ in range(10):
         step()
-    torch.cuda.synchronize()
-    ratios = []
+    _synchronize(setup.device)
+    ratios, backend = [], "?"
     for _ in range(rounds):
-        bench = Bench(name="agreement", device=device, skip=5, stop=50)
-        backend = type(bench.timer.backend).__name__
-        for _ in bench.iterate(range(55), batch_size=batch):
-            step()
-        bench.close()
-        rates = [r for r in bench.stream.records if r["event"] == "rate" and not r["warmup"]]
-        ours = sum(r["items"] for r in rates) / sum(r["seconds"] for r in rates)
-
-        def synced() -> None:
-            step()
-            torch.cuda.synchronize()
-
-        reference = batch / benchmark.Timer(stmt="synced()", globals={"synced": synced}) \
-            .blocked_autorange(min_run_time=2.0).median
+        ours, wall_rate, backend = _bench_round(step, batch, setup)
+        reference = (wall_rate if setup.reference == "wall clock"
+                     else _utils_benchmark_rate(step, batch, setup))
         ratios.append(ours / reference)
+    table.add("timer backend", backend, backend.lower().startswith(setup.backend_prefix))
     median = statistics.median(ratios)
-    row("timer backend", backend, backend.lower().startswith("cuda"))
-    row("events timer / torch.utils.benchmark (resnet50 bs64 fp16)",
-        f"{median:.4f} over {rounds} rounds (min {min(ratios):.3f}, max {max(ratios):.3f})",
-        abs(median - 1) <= 0.03)
+    table.add("timer agreement",
+              f"Bench / {setup.reference} = {median:.4f} ({setup.label}; {rounds} rounds, "
+              f"min {min(ratios):.3f}, max {max(ratios):.3f}; within {setup.tolerance:.0%})",
+              abs(median - 1) <= setup.tolerance)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
+# -- the script --------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("out", type=Path, nargs="?", default=DEFAULT_OUT,
+                        help="where the runs, logs and gpu_check.txt go")
     parser.add_argument("--quick", action="store_true", help="shorter windows, fewer rounds")
-    args = parser.parse_args()
+    parser.add_argument("--dry-run", action="store_true",
+                        help="no GPU: fake GPUs, fake pytest runs, the timer on the CPU")
+    return parser.parse_args(list(argv))
+
+
+def run_checks(table: Table, args: argparse.Namespace,
+               facts_of: Callable[[], Facts]) -> None:
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
     print("== device", flush=True)
-    if not device_facts():
-        return print_table(started, 1)
+    facts: Facts | None = None
+    with table.check("device facts"):
+        facts = facts_of()
+        device_rows(table, facts)
+        figure, ok = inventory_row(facts)
+        table.add("NVML inventory", figure, ok)
+    gpus = facts.gpu_count if facts is not None else 0
+    if gpus == 0:
+        for check in ("smoke suite", "standard subset", "timer", "telemetry"):
+            table.add(check, "not run: no CUDA device", None)
+        return
+    spread = ["-n", str(gpus)]  # one xdist worker per GPU: every GPU at once
     stop = "10" if args.quick else "30"
-    print("== smoke suite on the GPU", flush=True)
-    code, smoke_dir, wall = pytest_run(out, "smoke", ["--bench-suite=smoke"], timeout=240)
-    benches = summary_rows(out, "smoke")
-    row("pytest --bench-suite=smoke", f"exit {code}, {len(benches)} benchmarks, {wall:.0f} s",
-        code == 0)
-    for name, b in benches.items():
-        row(f"  smoke {name}", f"{b.get('perf') or 0:,.1f} {b.get('units', '')} "
-            f"(std {100 * (b.get('std_pct') or 0):.1f}%)", not b.get("fail"))
+    print(f"== smoke suite on {gpus} GPUs at once", flush=True)
+    smoke_dir = std_dir = None
+    with table.check("pytest --bench-suite=smoke"):
+        smoke_dir = suite_rows(table, out, "smoke", "pytest --bench-suite=smoke",
+                               ["--bench-suite=smoke", *spread], SMOKE_TIMEOUT_S,
+                               dry_run=args.dry_run)
     print("== standard subset", flush=True)
-    code, std_dir, wall = pytest_run(
-        out, "standard",
-        ["--bench-suite=standard", "-k", "resnet50 and not ddp or matmul-bf16",
-         "--bench-override", f"*.voir.options.stop={stop}"], timeout=300)
-    benches = summary_rows(out, "standard")
-    row("standard: resnet50, matmul-bf16", f"exit {code}, {wall:.0f} s", code == 0)
-    for name, b in benches.items():
-        row(f"  standard {name}", f"{b.get('perf') or 0:,.1f} {b.get('units', '')} "
-            f"(std {100 * (b.get('std_pct') or 0):.1f}%)", not b.get("fail"))
-    print("== CUDA-event timer agreement", flush=True)
-    timer_agreement(3 if args.quick else 5)
+    with table.check("standard: resnet50, matmul-bf16"):
+        std_dir = suite_rows(
+            table, out, "standard", "standard: resnet50, matmul-bf16",
+            ["--bench-suite=standard", "-k", "resnet50 and not ddp or matmul-bf16",
+             "--bench-override", f"*.voir.options.stop={stop}", *spread],
+            STANDARD_TIMEOUT_S, dry_run=args.dry_run)
+    print("== timer agreement", flush=True)
+    with table.check("timer agreement"):
+        timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
+                   DRY_TIMER if args.dry_run else GPU_TIMER)
     print("== NVML telemetry and energy", flush=True)
-    streams_telemetry(smoke_dir)
-    streams_telemetry(std_dir)
-    return print_table(started, 0 if all(s != "FAIL" for _, _, s in ROWS) else 1)
+    for name, run_dir in (("smoke", smoke_dir), ("standard", std_dir)):
+        with table.check(f"telemetry {name}"):
+            telemetry_rows(table, name, run_dir)
 
 
-def print_table(started: float, status: int) -> int:
-    width = max(len(c) for c, _, _ in ROWS) if ROWS else 10
-    print()
-    print(f"gpu_check  {time.strftime('%Y-%m-%d %H:%M')}  "
-          f"({(time.monotonic() - started) / 60:.1f} min, host {os.uname().nodename})")
-    for check, figure, state in ROWS:
-        print(f"{check:<{width}}  {state:<4}  {figure}")
-    return status
+def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--fake-pytest"]:
+        return fake_pytest(argv[1:])
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = Table()
+    started = time.monotonic()
+    try:
+        run_checks(table, args, facts_of or (fake_facts if args.dry_run else real_facts))
+    finally:  # the table, whatever happened (an interrupt included)
+        header = (f"gpu_check  {time.strftime('%Y-%m-%d %H:%M')}  "
+                  f"({(time.monotonic() - started) / 60:.1f} min, host {os.uname().nodename}"
+                  f"{', quick' if args.quick else ''})")
+        if args.dry_run:
+            header += "\nDRY RUN: fake GPUs and fake pytest runs; no figure here is a measurement"
+        print(table.render(header), flush=True)
+    return 1 if table.failed else 0
+
+
+# -- --dry-run: a fake pytest ------------------------------------------------------------------
+# What a real run on two H100s writes, per suite: (benchmark, units, items/s per GPU, how it
+# ends). clip-tiny-openclip skips itself on the GPU machines (no open_clip there); ddp is an
+# njobs job (one stream, every GPU).
+FAKE_SUITES: dict[str, list[tuple[str, str, float, str]]] = {
+    "smoke": [("toy", "items/s", 51234.0, "ok"), ("resnet18", "items/s", 2950.0, "ok"),
+              ("ddp", "items/s", 10400.0, "njobs"),
+              ("clip-tiny-openclip", "items/s", 0.0, "skipped")],
+    "standard": [("resnet50", "items/s", 2480.0, "ok"),
+                 ("matmul-bf16", "TFLOP/s", 731.0, "ok")],
+}
+
+
+def fake_pytest(argv: Sequence[str]) -> int:
+    """Stands for ``python -m pytest`` in a dry run: the streams a run on FAKE_GPU_COUNT GPUs
+    writes (the project's StreamWriter) and the summary that --bench-save writes from them."""
+    from pytest_dlbench.results.baseline import save_summary
+    from pytest_dlbench.results.scoring import summarize_dir
+
+    parser = argparse.ArgumentParser(prog="fake-pytest")
+    parser.add_argument("--bench-base", type=Path, required=True)
+    parser.add_argument("--bench-save", type=Path, required=True)
+    parser.add_argument("--bench-suite", required=True)
+    parser.add_argument("-n", type=int, default=1)
+    args, _rest = parser.parse_known_args(list(argv))
+    run_dir = args.bench_base / "runs" / f"{args.bench_suite}.{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for bench, units, rate, how in FAKE_SUITES.get(args.bench_suite, []):
+        if how == "njobs":
+            _fake_stream(run_dir, bench, units, rate * args.n, 0, how, gpus=range(args.n))
+            continue
+        for device in range(args.n):
+            _fake_stream(run_dir, bench, units, rate, device, how, gpus=[device])
+    save_summary(summarize_dir(run_dir), args.bench_save, suite=args.bench_suite)
+    print(f"fake pytest: {args.bench_suite} on {args.n} fake GPUs in {run_dir}")
+    return 0
+
+
+def _fake_stream(run_dir: Path, bench: str, units: str, rate: float, device: int, how: str,
+                 gpus: Sequence[int] | range) -> None:
+    from pytest_dlbench.measure.stream import StreamWriter
+
+    skip, stop, t = 2, 10, time.time()
+    spec = {"name": bench, "weight": 1.0, "enabled": True, "tags": [], "skip": skip,
+            "stop": stop, "units": units,
+            "plan": {"method": "njobs" if how == "njobs" else "per_gpu"}}
+    with StreamWriter(run_dir / f"{bench}.D{device}.data") as stream:
+        stream.write("config", spec=spec, device=device, repeat=None, launcher="fresh")
+        stream.write("meta", host="dry-run", device=f"cuda:{device}", device_name=FAKE_GPU,
+                     time=t)
+        stream.write("monitor", gpu=True, interval=0.5, time=t,
+                     gpus=[{"index": g, "name": FAKE_GPU, "energy": "counter"} for g in gpus])
+        if how == "skipped":  # ran nothing: one sample, the counter has not ticked
+            stream.write("telemetry", time=t, gpus=[_fake_gpu_sample(g, 0, 0.0) for g in gpus])
+            stream.write("end", status="skipped", reason="open_clip is not installed", time=t)
+            return
+        for step in range(skip + stop):
+            t += 0.5
+            stream.write("rate", value=rate, units=units, step=step, warmup=step < skip,
+                         time=t, items=rate * 0.5, seconds=0.5)
+            stream.write("telemetry", time=t,
+                         gpus=[_fake_gpu_sample(g, step + 1, 350.0) for g in gpus])
+        stream.write("end", status="ok", reason="", time=t)
+
+
+def _fake_gpu_sample(index: int, step: int, power_w: float) -> dict[str, Any]:
+    return {"index": index, "util": 97.0 if step else 0.0,
+            "mem_used": (2 + min(step, 4) * 5) * 2**30, "mem_total": 81559 * 2**20,
+            "power_w": power_w, "temp_c": 45.0, "sm_clock_mhz": 1980.0,
+            "energy_j": power_w * 0.5 * step}
 
 
 if __name__ == "__main__":
