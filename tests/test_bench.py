@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.measure.bench import Bench, NonFiniteLoss, count_items
+from pytest_dlbench.measure.fakecuda import FakeCuda
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
 from pytest_dlbench.measure.timing import CpuBackend, FakeClock, FakeCudaBackend, Timer
 
@@ -38,15 +39,15 @@ def test_windows_are_read_every_window_steps_without_sync_in_between():
     bench, device, stream = make(skip=2, stop=8, window=4)
     seen = []
     for i, _batch in enumerate(bench.iterate([Batch(8)] * 100)):
-        # Inside the loop body: only completed windows have been synchronised and written.
-        assert device.synchronizations == i // 4
+        # Inside the loop body: one sync before the first step, then one per completed window.
+        assert device.synchronizations == 1 + i // 4
         assert len(events(stream, "rate")) == (i // 4) * 4
         device.advance(0.5)
         seen.append(i)
     assert seen == list(range(10))  # stopped after skip + stop
     assert bench.done and bench.observations == 10
-    # 2 full windows inside the loop + the partial one when the call ends
-    assert device.synchronizations == 3
+    # before the loop, 2 full windows inside it + the partial one when the call ends
+    assert device.synchronizations == 4
     assert len(events(stream, "rate")) == 10
 
 
@@ -82,7 +83,7 @@ def test_iterate_counts_across_calls_and_excludes_the_gap_between_epochs():
     rates = events(stream, "rate")
     assert [r["step"] for r in rates] == list(range(7))
     assert all(r["seconds"] == 1.0 for r in rates)
-    assert device.synchronizations == 3  # one read at the end of each call
+    assert device.synchronizations == 6  # one before each call's loop, one read at its end
     assert list(bench.iterate([Batch(2)] * 3)) == []  # done: yields nothing
 
 
@@ -122,7 +123,7 @@ def test_close_reads_the_partial_window_when_the_loop_is_left_early():
     assert len(events(stream, "rate")) == 5
     bench.close()  # idempotent
     assert len(events(stream, "rate")) == 5
-    assert device.synchronizations == 2
+    assert device.synchronizations == 3  # before the loop, a window read, close
     with pytest.raises(RuntimeError, match="closed"):
         next(iter(bench.iterate([Batch(1)])))
 
@@ -346,3 +347,52 @@ def test_real_torch_training_loop_on_cpu():
     losses = events(stream, "loss")
     assert len(losses) == 8 and all(math.isfinite(r["value"]) for r in losses)
     assert sum(r["count"] for r in events(stream, "region")) == 8
+
+
+# -- on the queue-model fake CUDA device: the host runs ahead, events run when the device does --
+def gpu_bench(gpu: FakeCuda, **kwargs: Any) -> tuple[Bench, NullStream]:
+    stream = NullStream()
+    timer = Timer(gpu.backend(), wall_clock=gpu.wall)
+    return Bench(stream=stream, timer=timer, **kwargs), stream
+
+
+def test_first_window_times_are_when_the_device_finished_each_step():
+    # Issue 21 (12): work queued before the loop (model setup, copies to the device,
+    # compilation, cudnn autotuning) delayed the begin event: every `time` of the first window
+    # was early by that backlog, and the first step's host work was hidden behind it.
+    gpu = FakeCuda(launch_overhead=0.0)
+    bench, stream = gpu_bench(gpu, skip=1, stop=5, window=3)
+    gpu.launch(30.0)  # still running when the loop starts
+    done = []
+    for _ in bench.iterate([Batch(8)] * 10):
+        gpu.host(0.25)  # the step's host work (fetching the batch)
+        gpu.launch(1.0)
+        done.append(gpu.device_done())  # when the device will have finished this step
+    rates = events(stream, "rate")
+    assert [r["time"] for r in rates] == done
+    # Each window starts on an idle device: its first step includes the host work.
+    assert [r["seconds"] for r in rates] == [1.25, 1.0, 1.0, 1.25, 1.0, 1.0]
+    assert done[0] == gpu.wall_origin + 30.0 + 1.25
+
+
+def test_iterate_syncs_once_per_call_and_per_window_read_never_in_a_step():
+    gpu = FakeCuda()
+    barrier_depth = []
+
+    def barrier() -> dict[str, Any]:
+        barrier_depth.append(gpu.depth)  # replicas start together on an idle device
+        return {}
+
+    bench, stream = gpu_bench(gpu, skip=0, stop=7, window=3, start_barrier=barrier)
+    gpu.launch(5.0)
+    for i, _ in enumerate(bench.iterate([Batch(2)] * 10)):
+        syncs = (gpu.synchronize_calls, gpu.event_syncs, gpu.hidden_syncs)
+        # one before the loop, then one per window read (the end events of its 3 steps and 3
+        # regions are waited for after it, at once); nothing else blocked the host
+        assert syncs == (1 + i // 3, 6 * (i // 3), 0)
+        with bench.region("forward"):
+            gpu.launch(0.5)
+        gpu.launch(0.5)
+    assert barrier_depth == [0]
+    assert gpu.synchronize_calls == 1 + 3  # 2 full windows + the partial one at the end
+    assert [r["seconds"] for r in events(stream, "rate")][1:3] == pytest.approx([1.0, 1.0])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_dlbench.measure.fakecuda import FakeCuda
 from pytest_dlbench.measure.timing import (
     STANDARD_KEYS,
     CpuBackend,
@@ -240,3 +242,149 @@ def test_any_read_schedule_sees_every_step_once(durations, reads):
     cumulative = [7.0 + sum(durations[: i + 1]) for i in range(len(durations))]
     assert [s.time for s in seen] == cumulative
     assert device.synchronizations <= len(reads) + 1
+
+
+# -- the queue-model fake CUDA device (measure/fakecuda.py) --------------------------------------
+# The real CudaEventBackend runs on a simulated device whose host enqueues work and runs ahead;
+# events are stamped when the device reaches them. Durations are binary fractions: exact sums.
+
+
+def gpu_timer(**kw: Any) -> tuple[Timer, FakeCuda]:
+    gpu = FakeCuda(**kw)
+    return Timer(gpu.backend(), wall_clock=gpu.wall), gpu
+
+
+def test_queue_model_event_is_stamped_when_the_device_reaches_it():
+    gpu = FakeCuda(launch_overhead=0.0)
+    backend = gpu.backend()
+    a = backend.record()
+    gpu.launch(2.0)
+    gpu.launch(0.5)
+    b = backend.record()
+    assert gpu.clock.now == 0.0  # launches returned at once: the host is 2.5 s ahead
+    assert not b.query()
+    with pytest.raises(RuntimeError, match="must be completed"):
+        a.elapsed_time(b)
+    assert backend.elapsed(a, b) == 2.5  # waits for the end event, as CUDA does
+    assert gpu.clock.now == 2.5 and gpu.event_syncs == 1
+
+
+def test_queue_model_events_obey_the_torch_contract():
+    gpu = FakeCuda()
+    untimed, timed, never = gpu.Event(), gpu.Event(enable_timing=True), gpu.Event(True)
+    untimed.record()
+    timed.record(gpu.current_stream())
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        untimed.elapsed_time(timed)
+    with pytest.raises(ValueError, match="must be recorded"):
+        timed.elapsed_time(never)
+    assert never.query()  # torch: an event never recorded counts as complete
+    with pytest.raises(RuntimeError, match="does not match"):
+        timed.record(FakeCuda().current_stream())
+
+
+def test_queue_model_synchronize_and_item_block_the_host_until_the_queue_drains():
+    gpu = FakeCuda(launch_overhead=0.0)
+    gpu.launch(3.0)
+    gpu.host(1.0)  # overlaps the kernel
+    assert gpu.depth == 1
+    gpu.item()
+    assert gpu.clock.now == 3.0 and gpu.depth == 0 and gpu.hidden_syncs == 1
+    gpu.launch(2.0)
+    gpu.synchronize()
+    assert gpu.clock.now == 5.0 and gpu.synchronize_calls == 1
+    assert gpu.busy == 5.0 and gpu.kernels == 2
+
+
+def run_steps(timer: Timer, gpu: FakeCuda, steps: int, *, host: float, kernels: list[float],
+              hidden_sync: bool = False) -> list[float]:
+    """A training loop on the fake: host work, then the step's kernels; returns host seconds
+    per step (what a perf_counter around the step body would show)."""
+    host_seconds = []
+    timer.begin()
+    for _ in range(steps):
+        t0 = gpu.clock.now
+        gpu.host(host)  # e.g. fetching the batch
+        for seconds in kernels:
+            gpu.launch(seconds)
+        if hidden_sync:
+            gpu.item()  # e.g. loss.item() or GradScaler's found_inf check
+        timer.step(1)
+        host_seconds.append(gpu.clock.now - t0)
+    return host_seconds
+
+
+def test_queue_model_sync_free_loop_overlaps_host_and_device():
+    timer, gpu = gpu_timer(launch_overhead=2.0**-10)
+    host = run_steps(timer, gpu, 20, host=0.25, kernels=[0.5, 0.25, 0.25])
+    assert gpu.synchronize_calls == gpu.event_syncs == gpu.hidden_syncs == 0
+    steps = [s.seconds for s in timer.read().steps]
+    # The first step starts on an idle device and includes its host work; then the device is
+    # the bottleneck and the host's work hides behind it.
+    assert steps[0] == 0.25 + 2.0**-10 + 1.0  # the later launches queue behind the first kernel
+    assert steps[1:] == [1.0] * 19
+    assert host == [0.25 + 3 * 2.0**-10] * 20  # the host ran ahead ...
+    assert gpu.max_depth > 20  # ... with work queued, and the timer never waited
+    assert gpu.synchronize_calls == 1
+
+
+def test_queue_model_bounded_queue_throttles_the_host_to_the_device():
+    timer, gpu = gpu_timer(launch_overhead=0.0, queue_limit=16)  # a step queues 5 entries
+    host = run_steps(timer, gpu, 40, host=0.125, kernels=[0.25] * 4)
+    assert gpu.max_depth == 16 and gpu.queue_waits > 0
+    assert [s.seconds for s in timer.read().steps][1:] == [1.0] * 39
+    assert host[:2] == [0.125, 0.125]  # ahead while the queue has room
+    assert host[-10:] == [1.0] * 10  # then launches block: the host runs at the device's pace
+
+
+def test_queue_model_hidden_sync_shows_up_as_serialisation():
+    timer, gpu = gpu_timer(launch_overhead=0.0)
+    host = run_steps(timer, gpu, 10, host=0.375, kernels=[0.5, 0.5], hidden_sync=True)
+    steps = [s.seconds for s in timer.read().steps]
+    assert gpu.hidden_syncs == 10
+    # Host and device take turns: each step costs host + device time, not the larger of the two,
+    # and the host never gets ahead (what the host measures is what the events measure).
+    assert steps == [0.375 + 1.0] * 10
+    assert host == steps
+    assert gpu.max_depth <= 3  # two kernels and the end event, never more
+
+
+def test_timer_syncs_once_per_read_and_never_inside_a_window():
+    # Would catch a future per-step sync (in step(), a region, or a backend's record()).
+    timer, gpu = gpu_timer(launch_overhead=0.0)
+    for window in range(3):
+        timer.begin()
+        for _ in range(5):
+            with timer.region("forward"):
+                gpu.launch(0.5)
+            gpu.launch(0.25)
+            timer.step(4)
+            blocked = (gpu.synchronize_calls, gpu.event_syncs, gpu.hidden_syncs, gpu.queue_waits)
+            assert blocked == (window, window * 10, 0, 0)  # nothing since the last read
+        window_read = timer.read()
+        assert gpu.synchronize_calls == window + 1  # one per read
+        assert [s.seconds for s in window_read.steps] == [0.75] * 5
+        assert window_read.regions == [RegionTotal("forward", 5, 2.5)]
+
+
+def test_timer_begin_with_work_queued_gives_early_times_unless_synchronised():
+    for sync in (False, True):
+        timer, gpu = gpu_timer(launch_overhead=0.0)
+        gpu.launch(30.0)  # setup work still queued when the timed loop starts
+        if sync:
+            timer.synchronize()
+        done = []
+        timer.begin()
+        for _ in range(3):
+            gpu.host(0.25)
+            gpu.launch(1.0)
+            timer.step(1)
+            done.append(gpu.device_done())
+        steps = timer.read().steps
+        times = [s.time for s in steps]
+        if sync:
+            assert times == done
+            assert steps[0].seconds == 1.25  # the first step's host work counts
+        else:
+            assert times == [t - 30.0 for t in done]  # early by the backlog
+            assert steps[0].seconds == 1.0  # host work hidden behind the backlog

@@ -13,7 +13,9 @@ A benchmark drives its own training loop and lets :class:`Bench` time it::
 
 The per-step path only records a mark and appends to lists. Every ``window`` steps (and when an
 ``iterate`` call ends, and at :meth:`Bench.close`) the timer is read, which synchronises the
-device once, and the window's ``rate``, ``region`` and ``loss`` records are written.
+device once, and the window's ``rate``, ``region`` and ``loss`` records are written. Each
+``iterate`` call also synchronises once before its first step, so that work queued before the
+loop is in no step and the first window's ``time`` values are when the device finished each step.
 
 Profiling (``profile=ProfileConfig``, docs/profiling.md) never touches those observations: once
 the ``skip + stop`` observations are done, ``iterate`` goes on for a *profiled window* of
@@ -292,6 +294,12 @@ class Bench(ClosesOnExit):
             timer = self.timer
             step = timer.step
             window = self.window
+            # Work queued before the loop (model setup, copies to the device, compilation,
+            # cudnn autotuning) would delay the begin event behind it: the chain's wall times
+            # would be early by that backlog and the first step's host work hidden by it. One
+            # sync per call, in no step; before the barrier, so replicas start their windows
+            # together whatever each had queued.
+            timer.synchronize()
             if self._start_barrier is not None:
                 barrier, self._start_barrier = self._start_barrier, None
                 self.stream.write("barrier", **barrier())

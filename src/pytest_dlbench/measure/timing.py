@@ -6,8 +6,10 @@ lists; nothing is converted to seconds, and nothing synchronises with the device
 the region Timer). Reading synchronises once and turns every pending interval into seconds.
 
 Backends are tiny objects with three methods (:class:`Backend`), so a fake device clock
-(:class:`FakeCudaBackend`) tests the algorithm, including "no synchronisation inside the loop",
-without a GPU. torch is imported only by :class:`CudaEventBackend`, when one is constructed.
+(:class:`FakeCudaBackend`, or the real CUDA backend on the queue model of
+:mod:`pytest_dlbench.measure.fakecuda`) tests the algorithm, including "no synchronisation inside
+the loop", without a GPU. torch is imported only by :class:`CudaEventBackend`, when one is
+constructed.
 """
 
 from __future__ import annotations
@@ -79,23 +81,30 @@ class CudaEventBackend:
 
     Reading an interval waits for its end event; on a device that has already been synchronised
     that wait returns at once, so a window costs one real synchronisation.
+
+    ``cuda`` stands in for ``torch.cuda`` (its ``Event``, ``current_stream`` and
+    ``synchronize``): tests pass a :class:`~pytest_dlbench.measure.fakecuda.FakeCuda`, so this
+    very code runs on a simulated device.
     """
 
-    def __init__(self, device: Any = None) -> None:
-        import torch  # lazily: constructing this backend is the first point that needs CUDA
+    def __init__(self, device: Any = None, *, cuda: Any = None) -> None:
+        if cuda is None:
+            import torch  # lazily: constructing this backend is the first point that needs CUDA
 
-        self._torch = torch
-        self._event = torch.cuda.Event
-        self.device = torch.device(device) if device is not None else None
-        if self.device is not None and self.device.type != "cuda":
-            raise ValueError(f"CudaEventBackend needs a cuda device, got {self.device}")
+            cuda = torch.cuda
+            device = torch.device(device) if device is not None else None
+        if device is not None and _device_type(device) != "cuda":
+            raise ValueError(f"CudaEventBackend needs a cuda device, got {device}")
+        self._cuda = cuda
+        self._event = cuda.Event
+        self.device = device
 
     def record(self) -> Any:
         event = self._event(enable_timing=True)
         if self.device is None:
             event.record()
         else:
-            event.record(self._torch.cuda.current_stream(self.device))
+            event.record(self._cuda.current_stream(self.device))
         return event
 
     def elapsed(self, start: Any, end: Any) -> float:
@@ -103,7 +112,14 @@ class CudaEventBackend:
         return start.elapsed_time(end) / 1000.0  # elapsed_time is in milliseconds
 
     def synchronize(self) -> None:
-        self._torch.cuda.synchronize(self.device)
+        self._cuda.synchronize(self.device)
+
+
+def _device_type(device: Any) -> str:
+    """``"cuda"`` for ``torch.device("cuda", 1)`` or ``"cuda:1"``; a bare int is a CUDA ordinal."""
+    if isinstance(device, int):
+        return "cuda"
+    return getattr(device, "type", None) or str(device).split(":", 1)[0]
 
 
 def backend_for(device: Any = None) -> Backend:
@@ -111,10 +127,7 @@ def backend_for(device: Any = None) -> Backend:
     host timestamps for anything else, including ``None`` and ``"cpu"``."""
     if device is None:
         return CpuBackend()
-    if isinstance(device, int):  # torch reads a bare index as a CUDA ordinal
-        return CudaEventBackend(device)
-    kind = getattr(device, "type", None) or str(device).split(":", 1)[0]
-    if kind == "cuda":
+    if _device_type(device) == "cuda":  # torch reads a bare index as a CUDA ordinal
         return CudaEventBackend(device)
     return CpuBackend()
 
@@ -141,6 +154,10 @@ class _FakeEvent(NamedTuple):
 
 class FakeCudaBackend:
     """A stand-in for :class:`CudaEventBackend` with a device clock the test advances.
+
+    A kind fake: events are stamped when recorded, as if the host never ran ahead of the device,
+    so a backlog of queued work or a hidden sync cannot show here. For those, run the real
+    backend on the queue model, :meth:`pytest_dlbench.measure.fakecuda.FakeCuda.backend`.
 
     Like real CUDA events, an event's time can only be read once it is known to have completed,
     that is after :meth:`synchronize`; :meth:`elapsed` raises otherwise, so a Timer that forgets to
@@ -260,8 +277,12 @@ class Timer:
 
     Wall-clock times: each chain's first mark is paired with ``wall_clock()`` when it is taken;
     a step's ``time`` is that plus the device seconds of the chain's steps up to its end. For the
-    CPU backend that is the perf_counter-to-time.time offset; for CUDA it is exact after a window
-    read, when the device queue is empty and the begin event runs as soon as it is recorded.
+    CPU backend that is the perf_counter-to-time.time offset; for CUDA it is exact only when the
+    device queue is empty at :meth:`begin`, so that the begin event runs as soon as it is
+    recorded: after a window read, or after :meth:`synchronize`. With work still queued (model
+    setup, copies to the device, compilation) the begin event runs later than its wall time says,
+    every ``time`` of the chain is early by that backlog, and host work of the first step hides
+    behind it; call :meth:`synchronize` before such a :meth:`begin` (``Bench.iterate`` does).
     """
 
     def __init__(
@@ -282,6 +303,11 @@ class Timer:
         self._wall = 0.0  # wall time at the end of the last step read (continues a chain)
 
     # -- steps -----------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait until the device has done all the work queued so far: one host sync, for
+        outside the timed steps (before a :meth:`begin`), never inside a window."""
+        self.backend.synchronize()
+
     def begin(self) -> None:
         """Start a chain of steps: the next :meth:`step` measures from now."""
         mark = self._record()
