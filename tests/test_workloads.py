@@ -259,6 +259,23 @@ def test_backend_flags_are_restored() -> None:
     assert (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark) == before
 
 
+def test_tensor_batches_move_the_data_to_the_device_once_before_any_batch() -> None:
+    moved = []
+
+    class Spy(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if getattr(func, "__name__", "") == "to":
+                moved.append(str(args[1]))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = torch.arange(8.0).as_subclass(Spy)
+    batches = _common.tensor_batches((x,), 2, device="cpu")
+    assert moved == ["cpu"]  # at the call, before the first batch is asked for
+    next(batches)
+    assert moved == ["cpu"]
+
+
 def test_tensor_batches_cover_each_epoch_once() -> None:
     x = torch.arange(10)
     it = _common.tensor_batches((x, x * 2), 3, seed=0)
@@ -292,11 +309,14 @@ def test_clip_unknown_model(data_dir: Path) -> None:
         run("pytest_dlbench.workloads.clip:train", "--model no-such-model", data_dir)
 
 
-def test_grad_scaler_only_for_fp16_on_cuda() -> None:
+def test_grad_scaler_only_for_fp16() -> None:
     cuda_fp16 = _common.Precision("fp16", torch.float16, tf32=False, device_type="cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "CUDA is not available": the scaler disables itself
         assert isinstance(cuda_fp16.grad_scaler(), torch.amp.GradScaler)
+    # fp16 on a CPU (fp16 arithmetic, or emulated) takes the GPU's path: an enabled scaler.
+    cpu_fp16 = _common.Precision("fp16", torch.float16, tf32=False, device_type="cpu")
+    assert cpu_fp16.grad_scaler().is_enabled()
     for p in (_common.Precision("bf16", torch.bfloat16, tf32=False, device_type="cuda"),
               _common.Precision("fp32", None, tf32=False, device_type="cuda")):
         assert p.grad_scaler() is None

@@ -25,6 +25,7 @@ __all__ = [
     "forever",
     "image_text_pairs",
     "jpeg_folder",
+    "regression_pairs",
     "synthetic_images",
     "token_sequences",
 ]
@@ -62,6 +63,24 @@ def synthetic_images(
     images = torch.randn(n, channels, image_size, image_size, generator=g)
     labels = torch.randint(0, num_classes, (n,), generator=g, dtype=torch.int64)
     return TensorDataset(images, labels)
+
+
+def regression_pairs(
+    n: int = 512,
+    features: int = 32,
+    seed: int = 0,
+    noise: float = 0.1,
+) -> TensorDataset:
+    """`n` (inputs, targets) float32 pairs of a noisy random linear function, held in memory:
+    learnable data, so a falling loss shows that training works (the toy workload's)."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    g = _generator(seed)
+    weights = torch.randn(features, 1, generator=g)
+    inputs = torch.randn(n, features, generator=g)
+    targets = inputs @ weights + noise * torch.randn(n, 1, generator=g)
+    return TensorDataset(inputs, targets)
 
 
 def image_text_pairs(

@@ -36,6 +36,8 @@ __all__ = [
     "CompileOptions",
     "Precision",
     "add_training_args",
+    "cpu_runs_fp16",
+    "optimizer_options",
     "precision_unsupported",
     "resolve_precision",
     "setup_precision",
@@ -60,10 +62,15 @@ class Precision:
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
     def grad_scaler(self) -> Any:
-        """A GradScaler for fp16 on CUDA (fp16 gradients underflow without one), else None."""
+        """A GradScaler for fp16 autocast (fp16 gradients underflow without one), else None.
+
+        On every device, the CPU included (fp16 on a CPU with fp16 arithmetic, or emulated):
+        the CPU then runs the code path a GPU runs, which is what the tests check (no host sync
+        in a step, tests/test_sync_free.py). bf16 has fp32's range and needs no scaler.
+        """
         import torch
 
-        if self.autocast_dtype is torch.float16 and self.device_type == "cuda":
+        if self.autocast_dtype is torch.float16:
             return torch.amp.GradScaler(self.device_type)
         return None
 
@@ -167,6 +174,13 @@ def skip(reason: str) -> None:
     raise pytest.skip.Exception(reason)
 
 
+def cpu_runs_fp16(args: argparse.Namespace, device: torch.device) -> bool:
+    """Whether fp16 on ``device`` is run as fp16 on a CPU: the CPU has fp16 arithmetic, or
+    ``--allow-emulated-precision`` asked for the emulation (else the CPU runs bf16)."""
+    emulate = bool(getattr(args, "allow_emulated_precision", False))
+    return device.type == "cpu" and (emulate or _cpu_has("fp16"))
+
+
 def setup_precision(args: argparse.Namespace, device: torch.device) -> Precision:
     """The precision of a training workload's ``--precision``: a skip with the reason when the
     hardware cannot do it (unless ``--allow-emulated-precision``)."""
@@ -174,8 +188,30 @@ def setup_precision(args: argparse.Namespace, device: torch.device) -> Precision
     reason = precision_unsupported(args.precision, device)
     if reason is not None and not emulate:
         skip(reason + " (--allow-emulated-precision runs it anyway)")
-    cpu_fp16 = device.type == "cpu" and (emulate or _cpu_has("fp16"))
-    return resolve_precision(args.precision, device, cpu_fp16=cpu_fp16)
+    return resolve_precision(args.precision, device, cpu_fp16=cpu_runs_fp16(args, device))
+
+
+#: Device types with fused optimizer kernels, when torch does not say (torch 2.4 to 2.14).
+_FUSED_DEVICES = ("cuda", "cpu", "mps", "xpu", "hpu")
+
+
+def optimizer_options(device: torch.device) -> dict[str, Any]:
+    """Keyword arguments of the workloads' optimizers (SGD, Adam, AdamW) on ``device``:
+    ``fused=True`` where torch has fused kernels for the device type.
+
+    Why fused: ``GradScaler.step`` reads ``found_inf`` on the host (``.item()``, a device sync
+    every fp16 step) unless the optimizer skips a step with infs itself, which only fused
+    optimizers do (``_step_supports_amp_scaling``). One implementation for every precision, so
+    presets compare precisions, not optimizers. The CPU has fused kernels too (torch >= 2.4):
+    a CPU run takes the GPU's code path and the tests see its syncs.
+    """
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        supported = tuple(_get_fused_kernels_supported_devices())
+    except (ImportError, AttributeError):  # a private helper: fall back to the known list
+        supported = _FUSED_DEVICES
+    return {"fused": True} if device.type in supported else {}
 
 
 # -- compilation ---------------------------------------------------------------------------------
@@ -409,10 +445,16 @@ def tensor_batches(
     tensors: Sequence[torch.Tensor],
     batch_size: int,
     *,
+    device: torch.device | str | None = None,
     seed: int = 0,
     shuffle: bool = True,
 ) -> Iterator[tuple[torch.Tensor, ...]]:
     """Endless shuffled batches gathered from in-memory tensors (one index op per tensor).
+
+    ``device`` (default: where the tensors are): the tensors are moved there once, now, before
+    any step, and every batch is gathered there, from an order drawn there: a step copies
+    nothing from the host and never waits for it. Gathering on the host and copying each batch
+    from pageable memory instead (~38 MB per ResNet-50 step) would serialise host and GPU.
 
     Cheaper than a DataLoader over a TensorDataset, which indexes and collates sample by sample:
     in-memory data should not make the host the bottleneck. Drops the last partial batch so every
@@ -423,14 +465,41 @@ def tensor_batches(
     n = len(tensors[0])
     if n < batch_size:
         raise ValueError(f"{n} samples cannot fill one batch of {batch_size}")
-    g = torch.Generator().manual_seed(seed)
+    where = torch.device(device) if device is not None else tensors[0].device
+    # Eager (not in the generator, whose body would run in the first timed step).
+    placed = tuple(t.to(where) for t in tensors)
+    return _gather_batches(placed, batch_size, seed=seed, shuffle=shuffle)
+
+
+def _order_generator(device: torch.device, seed: int) -> torch.Generator:
+    """A generator on ``device`` (the shuffle order is drawn there, never copied from the
+    host: a blocking copy would be a sync); the CPU's where the device has none."""
+    import torch
+
+    with contextlib.suppress(RuntimeError):
+        return torch.Generator(device=device).manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _gather_batches(
+    tensors: tuple[torch.Tensor, ...], batch_size: int, *, seed: int, shuffle: bool
+) -> Iterator[tuple[torch.Tensor, ...]]:
+    import torch
+
+    n = len(tensors[0])
     device = tensors[0].device
+    g = _order_generator(device, seed)
     for _ in itertools.count():
-        order = torch.randperm(n, generator=g) if shuffle else torch.arange(n)
-        order = order.to(device)  # one small copy per epoch when the data lives on a device
+        if shuffle:
+            # On the generator's device; a CPU order (a device without generators) is copied
+            # without blocking: small, once an epoch.
+            order = torch.randperm(n, generator=g, device=g.device)
+            order = order.to(device, non_blocking=True)
+        else:
+            order = torch.arange(n, device=device)
         for start in range(0, n - batch_size + 1, batch_size):
             idx = order[start : start + batch_size]
-            yield tuple(t[idx] for t in tensors)
+            yield tuple(t.index_select(0, idx) for t in tensors)
 
 
 def to_device(
@@ -556,7 +625,7 @@ def add_image_data_args(parser: argparse.ArgumentParser) -> None:
                         help="DataLoader worker processes for the JPEG folder (default 2)")
     parser.add_argument("--num-images", type=positive_int, default=None,
                         help="images in the generated data set (default 1024 on disk, "
-                             "256 in memory; at least one batch)")
+                             "256 on the device with --synthetic-data; at least one batch)")
     parser.add_argument("--data", default=None,
                         help="an existing ImageFolder to read instead of the generated one")
     parser.add_argument("--seed", type=int, default=0)

@@ -17,7 +17,7 @@ Two kinds of data:
   epochs of `ceil(N / world size) // batch size` steps each, as OpenCLIP; the run ends with
   them (or with `skip + stop` observations, whichever comes first) and records how much of
   them it did (`progress`).
-- otherwise: `--num-samples` random pairs held in memory as tensors and cycled (no input
+- otherwise: `--num-samples` random pairs held on the device as tensors and cycled (no input
   pipeline: the model's own throughput), until `skip + stop` observations.
 """
 
@@ -74,6 +74,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="amp is OpenCLIP's default: fp16 autocast and a gradient scaler "
                              "(bf16 autocast on a CPU)")
+    parser.add_argument("--allow-emulated-precision", action="store_true",
+                        help="fp16 on a CPU without fp16 arithmetic runs as fp16, emulated, "
+                             "with a gradient scaler (default: as bf16)")
     presets.add_compile_arguments(parser)
     parser.add_argument("--image-size", type=_common.positive_int, default=None,
                         help="override the architecture's image size")
@@ -83,7 +86,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=0,
                         help="DataLoader worker processes with --train-num-samples (default 0)")
     parser.add_argument("--num-samples", type=_common.positive_int, default=256,
-                        help="in-memory pairs cycled without --train-num-samples (default 256)")
+                        help="pairs held on the device and cycled without "
+                             "--train-num-samples (default 256)")
     parser.add_argument("--local-loss", action="store_true",
                         help="each rank's logits against all features (OpenCLIP)")
     parser.add_argument("--gather-with-grad", action="store_true",
@@ -219,7 +223,8 @@ def train(bench: Any) -> None:
     name = args.precision
     if name == "amp":  # OpenCLIP's: fp16 and a gradient scaler on a GPU, bf16 on a CPU
         name = "fp16" if device.type == "cuda" else "bf16"
-    precision = _common.resolve_precision(name, device)
+    precision = _common.resolve_precision(name, device,
+                                          cpu_fp16=_common.cpu_runs_fp16(args, device))
     bench.set_units("items/s")
 
     _register_tiny_config(open_clip)
@@ -264,8 +269,11 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
     loss_fn = open_clip.ClipLoss(local_loss=args.local_loss,
                                  gather_with_grad=args.gather_with_grad, cache_labels=True,
                                  rank=rank, world_size=world)
+    # Fused (OpenCLIP's is not): with the fp16 scaler, any other AdamW makes
+    # GradScaler.step read found_inf on the host, a device sync every step.
     optimizer = torch.optim.AdamW(_param_groups(model, args.wd), lr=args.lr,
-                                  betas=(args.beta1, args.beta2), eps=args.eps)
+                                  betas=(args.beta1, args.beta2), eps=args.eps,
+                                  **_common.optimizer_options(device))
     scaler = precision.grad_scaler()
 
     if args.train_num_samples is not None:
@@ -284,7 +292,8 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
                                 context_length=context_length,
                                 vocab_size=text_cfg.get("vocab_size", 49408),
                                 seed=args.seed + rank)
-        loader = _common.tensor_batches(data.tensors, args.batch_size, seed=args.seed + rank)
+        loader = _common.tensor_batches(data.tensors, args.batch_size, device=device,
+                                        seed=args.seed + rank)
         sampler, epochs, total = None, 1, bench.skip + bench.stop
     bench.watch(model, lambda: (torch.zeros(args.batch_size, 3, image_size, image_size),
                                 torch.zeros(args.batch_size, context_length, dtype=torch.long)))

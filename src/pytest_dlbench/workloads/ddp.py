@@ -48,7 +48,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fixed-batch", action="store_true",
                         help="reuse one batch already on the device (pure compute)")
     parser.add_argument("--num-images", type=_common.positive_int, default=None,
-                        help="in-memory images per rank (default max(256, batch size))")
+                        help="images per rank, held on the device (default max(256, batch "
+                             "size))")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
                         help="DDP gradient bucket size (default 25, DDP's own)")
     parser.add_argument("--lr", type=float, default=0.1)
@@ -103,7 +104,7 @@ def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
         return itertools.repeat(batch)
     n = args.num_images or max(256, args.batch_size)
     dataset = synthetic_images(n, args.image_size, args.num_classes, seed=seed)
-    return _common.tensor_batches(dataset.tensors, args.batch_size, seed=seed)
+    return _common.tensor_batches(dataset.tensors, args.batch_size, device=device, seed=seed)
 
 
 def train(bench: Any, process_group: Any) -> None:
@@ -147,7 +148,8 @@ def train(bench: Any, process_group: Any) -> None:
         comm = CommTiming(bench.timer, process_group)
         net.register_comm_hook(None, comm.hook)
 
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
+                                **_common.optimizer_options(device))
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:

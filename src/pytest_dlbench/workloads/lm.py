@@ -87,7 +87,8 @@ def train(bench: Any) -> None:
 
     model = build_model(args.vocab_size, args.seq_len, args.d_model, args.n_layers,
                         args.n_heads).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
+                                  **_common.optimizer_options(device))
     vocab = args.vocab_size
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -100,7 +101,7 @@ def train(bench: Any) -> None:
     data = token_sequences(args.num_sequences, args.seq_len, args.vocab_size, seed=args.seed)
     on_device = tuple(t.to(device) for t in data.tensors)
     bench.watch(model, lambda: on_device[0][: args.batch_size])
-    batches = _common.tensor_batches(on_device, args.batch_size, seed=args.seed)
+    batches = _common.tensor_batches(on_device, args.batch_size, device=device, seed=args.seed)
 
     model.train()
     with _common.backend_flags(tf32=precision.tf32):

@@ -32,6 +32,8 @@ def main(bench: Any) -> None:
     """Regress a random linear target with a 2-layer MLP (SGD, MSE)."""
     import torch
 
+    from pytest_dlbench.data import regression_pairs
+
     args = _common.parse(make_parser(), bench)
     device = _common.device_of(bench)
     precision = _common.setup_precision(args, device)
@@ -43,13 +45,14 @@ def main(bench: Any) -> None:
         torch.nn.ReLU(),
         torch.nn.Linear(args.hidden, 1),
     ).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
+                                **_common.optimizer_options(device))
     # Learnable data (a noisy linear function), so a falling loss also shows training works.
-    weights = torch.randn(args.features, 1)
-    inputs = torch.randn(args.num_batches * args.batch_size, args.features)
-    targets = inputs @ weights + 0.1 * torch.randn(len(inputs), 1)
+    data = regression_pairs(args.num_batches * args.batch_size, args.features, seed=args.seed)
+    inputs, targets = data.tensors
     bench.watch(model, inputs[: args.batch_size])
-    batches = _common.tensor_batches((inputs, targets), args.batch_size, seed=args.seed)
+    batches = _common.tensor_batches((inputs, targets), args.batch_size, device=device,
+                                     seed=args.seed)
 
     model.train()
     with _common.backend_flags(tf32=precision.tf32):

@@ -30,7 +30,8 @@ def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argpar
     parser.add_argument("--channels-last", action="store_true",
                         help="NHWC memory layout for the model and its inputs")
     parser.add_argument("--synthetic-data", action="store_true",
-                        help="random in-memory images instead of the JPEG folder")
+                        help="random images held on the device instead of the JPEG folder "
+                             "(batches gathered there: no copy from the host per step)")
     parser.add_argument("--fixed-batch", action="store_true",
                         help="reuse one synthetic batch already on the device (pure compute)")
     parser.add_argument("--lr", type=float, default=0.1)
@@ -75,7 +76,8 @@ def train_classifier(
     model = build(args.model, args.num_classes, args.image_size)
     model = model.to(device, memory_format=memory_format)
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                                **_common.optimizer_options(device))
     loss_fn = torch.nn.CrossEntropyLoss()
 
     if args.fixed_batch:
@@ -88,7 +90,8 @@ def train_classifier(
         n = args.num_images or max(256, args.batch_size)  # at least one batch
         dataset = synthetic_images(n, args.image_size, args.num_classes,
                                    seed=args.seed)
-        batches = _common.tensor_batches(dataset.tensors, args.batch_size, seed=args.seed)
+        batches = _common.tensor_batches(dataset.tensors, args.batch_size, device=device,
+                                         seed=args.seed)
     else:
         from pytest_dlbench.data import forever
 
