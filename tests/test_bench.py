@@ -396,3 +396,27 @@ def test_iterate_syncs_once_per_call_and_per_window_read_never_in_a_step():
     assert barrier_depth == [0]
     assert gpu.synchronize_calls == 1 + 3  # 2 full windows + the partial one at the end
     assert [r["seconds"] for r in events(stream, "rate")][1:3] == pytest.approx([1.0, 1.0])
+
+
+def test_profiled_window_times_are_when_the_device_finished_each_step():
+    # The profiled window restarts the chain at every step (the profiler's bookkeeping is in no
+    # step) without a sync: a restart's time must follow the device, not the host that is ahead.
+    from pytest_dlbench.profile import ProfileConfig
+    from pytest_dlbench.profile.capture import Capture
+
+    config = ProfileConfig.from_mapping({"time": {"enabled": True, "warmup": 1, "steps": 4}})
+    gpu = FakeCuda(launch_overhead=0.0)
+    stream = NullStream()
+    bench = Bench(stream=stream, timer=Timer(gpu.backend(), wall_clock=gpu.wall), skip=0,
+                  stop=2, window=10, profile=config,
+                  profile_capture=Capture(config, device="cpu", rank=0))
+    done = []
+    for _ in bench.iterate([Batch(8)] * 20):
+        gpu.host(0.25)
+        gpu.launch(1.0)
+        done.append(gpu.device_done())
+    assert bench.done
+    steps = events(stream, "profile_step")
+    assert len(steps) == 5
+    assert [r["time"] for r in steps] == done[2:]
+    assert [r["seconds"] for r in steps][1:] == [1.0] * 4

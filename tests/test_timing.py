@@ -388,3 +388,35 @@ def test_timer_begin_with_work_queued_gives_early_times_unless_synchronised():
         else:
             assert times == [t - 30.0 for t in done]  # early by the backlog
             assert steps[0].seconds == 1.0  # host work hidden behind the backlog
+
+
+def test_begin_follow_takes_a_restart_time_from_the_device_clock():
+    # A restart without a sync (the profiled window's, after each step's profiler bookkeeping)
+    # while the host is ahead: its wall time follows the last step's end on the device clock.
+    for follow in (True, False):
+        timer, gpu = gpu_timer(launch_overhead=0.0)
+        timer.begin(follow=follow)  # nothing to follow yet: the wall clock, on an idle device
+        done, seen = [], []
+        for i in range(6):
+            gpu.launch(1.0)
+            timer.step(1)
+            done.append(gpu.device_done())
+            gpu.host(0.125)  # bookkeeping, in no step: the host gets ahead
+            timer.begin(follow=follow)
+            if i == 2:
+                seen += timer.read().steps  # a read with a restart pending, carried over
+        seen += timer.read().steps
+        assert [s.seconds for s in seen] == [1.0] * 6
+        if follow:
+            assert [s.time for s in seen] == done
+        else:  # the restarts take the host's time, early while the device is behind
+            assert [s.time for s in seen][1:3] == [done[1] - 0.875, done[2] - 1.75]
+    timer, clock = cpu_timer()
+    timer.begin()
+    clock.advance(1.0)
+    timer.step(1)
+    clock.advance(100.0)
+    timer.begin(follow=True)  # on the host clock, the same as a plain begin()
+    clock.advance(2.0)
+    timer.step(1)
+    assert [s.time for s in timer.read().steps] == [1001.0, 1103.0]

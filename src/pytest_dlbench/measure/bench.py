@@ -330,6 +330,7 @@ class Bench(ClosesOnExit):
         capture = self.capture
         assert capture is not None
         total = self._profile_total
+        timer.synchronize()  # as before the scored steps: work queued before is in no step
         timer.begin()
         for batch in it:
             items = batch_size if batch_size is not None else count_items(batch)
@@ -339,7 +340,9 @@ class Bench(ClosesOnExit):
             capture.step()
             if self._profiled >= total:
                 break
-            timer.begin()  # the profiler's step bookkeeping is in no step
+            # The profiler's step bookkeeping is in no step. No sync here: the device may still
+            # be running the steps before, so the chain's wall time follows the device's clock.
+            timer.begin(follow=True)
         self._read_window()
         if self._profiled >= total:
             self._end_profile()

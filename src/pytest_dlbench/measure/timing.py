@@ -294,7 +294,9 @@ class Timer:
         self._record = self.backend.record
         self._last: Mark | None = None
         self._steps: list[tuple[Mark, Mark, int]] = []
-        self._chains: list[tuple[int, float]] = []  # (index into _steps, wall time of its start)
+        # (index into _steps, wall time of its start or None, the step end mark it follows)
+        self._chains: list[tuple[int, float | None, Mark | None]] = []
+        self._stepped = False  # _last is a step's end mark (a chain can follow it)
         self._open: dict[str, Mark] = {}
         # (key, start, end, index into _steps of the step in progress when the region ended)
         self._regions: list[tuple[str, Mark, Mark, int]] = []
@@ -308,14 +310,25 @@ class Timer:
         outside the timed steps (before a :meth:`begin`), never inside a window."""
         self.backend.synchronize()
 
-    def begin(self) -> None:
-        """Start a chain of steps: the next :meth:`step` measures from now."""
+    def begin(self, *, follow: bool = False) -> None:
+        """Start a chain of steps: the next :meth:`step` measures from now.
+
+        The chain's wall time is ``wall_clock()`` now, right only on an idle device (class
+        docstring). ``follow``: for a restart with work still queued (no sync since the last
+        step), take it from the last step's end instead, plus the device time from that end to
+        this mark; a chain with no step before it falls back to ``wall_clock()``.
+        """
+        last, stepped = self._last, self._stepped
         mark = self._record()
+        self._last = mark
+        self._stepped = False
+        if follow and stepped:
+            self._chains.append((len(self._steps), None, last))
+            return
         wall = self.wall_clock()
         if self.time_origin is None:
             self.time_origin = wall
-        self._last = mark
-        self._chains.append((len(self._steps), wall))
+        self._chains.append((len(self._steps), wall, None))
 
     def step(self, items: int) -> None:
         """Mark a step boundary: the step that just ended processed ``items`` items."""
@@ -325,6 +338,7 @@ class Timer:
             raise TimerError("Timer.step() before Timer.begin(): the first step has no start")
         self._steps.append((last, mark, items))
         self._last = mark
+        self._stepped = True
 
     @property
     def pending(self) -> int:
@@ -379,7 +393,7 @@ class Timer:
         regions, self._regions = self._regions, []
         if not steps and not regions:
             # Nothing to convert: keep chain starts for the steps still to come, skip the sync.
-            self._chains = [(0, wall) for _, wall in chains]
+            self._chains = [(0, wall, link) for _, wall, link in chains]
             return Window([], [])
 
         backend = self.backend
@@ -391,7 +405,10 @@ class Timer:
         c = 0
         for i, (start, end, items) in enumerate(steps):
             while c < len(chains) and chains[c][0] == i:
-                wall = chains[c][1]
+                _, chain_wall, link = chains[c]
+                # A following chain: ``wall`` is still the wall time of ``link``, the end of
+                # the step before (of this window, or the last one read).
+                wall = chain_wall if chain_wall is not None else wall + elapsed(link, start)
                 c += 1
             seconds = elapsed(start, end)
             wall += seconds
@@ -399,7 +416,7 @@ class Timer:
         self._index += len(steps)
         self._wall = wall
         # A begin() after the last step starts the next window's first chain.
-        self._chains = [(0, w) for idx, w in chains[c:] if idx >= len(steps)]
+        self._chains = [(0, w, link) for idx, w, link in chains[c:] if idx >= len(steps)]
 
         totals: dict[str, list[float]] = {}
         kept: list[RegionInterval] = []
