@@ -19,7 +19,13 @@ from _procs import child_env, start_pytest
 
 from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.run.child import run_child
-from pytest_dlbench.run.forkserver import ForkServer, fork_blockers, preload_for
+from pytest_dlbench.run.forkserver import (
+    ForkServer,
+    ForkServerWarning,
+    cuda_driver_loaded,
+    fork_blockers,
+    preload_for,
+)
 
 # A "pytest" the server runs: a conftest-free directory whose test reports what the child saw.
 # Its switches are DLBENCH_ variables: a variable the server does not know to be read at run time
@@ -246,3 +252,90 @@ def test_the_server_imports_for_the_selected_benchmarks_only(tmp_path: Path):
     assert proc.returncode == 0, output
     seen = json.loads((tmp_path / "probe.json").read_text())
     assert seen["preloaded"] is False and seen["ppid"] != proc.pid  # forked, torch left out
+
+
+# -- the CUDA guard: a spy on what the preloads load -------------------------------------------
+# On a GPU machine, torch.cuda.is_available() or device_count() in a preload calls cuInit, which
+# loads the driver (libcuda.so.1) and leaves torch.cuda.is_initialized() False: every forked
+# child then fails at its first CUDA call. Here a preload "touches the driver" by loading a copy
+# of a small shared library named libcuda.so.1, which is what the server's mappings then show.
+HAS_MAPS = Path("/proc/self/maps").is_file()
+DRIVER_TOUCHER = """
+import ctypes
+HANDLE = ctypes.CDLL({path!r})  # as cuInit's dlopen of the driver would map it
+"""
+
+
+def _fake_driver(where: Path) -> Path:
+    import _ctypes  # a shared library that is surely here
+
+    driver = where / "libcuda.so.1"
+    driver.write_bytes(Path(_ctypes.__file__).read_bytes())
+    return driver
+
+
+def _spy_server(tmp_path: Path, preload: str) -> tuple[ForkServer, dict[str, str]]:
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "touches_cuda.py").write_text(DRIVER_TOUCHER.format(path=str(_fake_driver(mods))))
+    (mods / "clean_preload.py").write_text("import ctypes  # loads nothing named libcuda\n")
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(mods), env["PYTHONPATH"]])
+    server = ForkServer(cwd=tmp_path, env=env, preload=["pytest", preload])
+    server.start()
+    return server, env
+
+
+def _server_env(server: ForkServer) -> dict[str, str]:
+    assert server.proc is not None
+    return psutil.Process(server.proc.pid).environ()
+
+
+@pytest.mark.skipif(not HAS_MAPS, reason="reads /proc/self/maps (Linux)")
+@pytest.mark.slow  # real processes: a server and a fresh child
+def test_a_preload_that_loads_the_cuda_driver_makes_the_server_refuse(tmp_path: Path):
+    server, env = _spy_server(tmp_path, "touches_cuda")
+    try:
+        assert _server_env(server)["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+        with pytest.warns(ForkServerWarning, match="fresh interpreters") as notes:
+            assert not server.wait_ready()
+        (note,) = notes
+        assert "'touches_cuda' loaded the CUDA driver" in str(note.message)
+        assert "touches_cuda" in (server.broken or "")
+        # The benchmark still runs, in a fresh interpreter (started by this process).
+        where = _probe_dir(tmp_path)
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_probe.py"]
+        run_child(cmd, stream=tmp_path / "b.data", log=tmp_path / "b.log", timeout=60,
+                  cwd=where, env=dict(env), server=server)
+        assert _probe(tmp_path / "b.log")["ppid"] == os.getpid()
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(not HAS_MAPS, reason="reads /proc/self/maps (Linux)")
+@pytest.mark.slow  # real processes: a server and a forked child
+def test_a_clean_preload_is_served(tmp_path: Path):
+    server, env = _spy_server(tmp_path, "clean_preload")
+    try:
+        assert _server_env(server)["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+        assert server.wait_ready(), server.broken
+        assert server.ready is not None and server.ready["cuda_driver"] is False
+        where = _probe_dir(tmp_path)
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_probe.py"]
+        run_child(cmd, stream=tmp_path / "c.data", log=tmp_path / "c.log", timeout=60,
+                  cwd=where, env=dict(env), server=server)
+        assert _probe(tmp_path / "c.log")["ppid"] == server.ready["pid"]  # forked
+    finally:
+        server.close()
+
+
+def test_the_driver_is_found_in_the_mappings_by_its_file_name(tmp_path: Path):
+    maps = tmp_path / "maps"
+    line = "7f00-7f01 r-xp 00000000 08:01 1234                       {}\n"
+    maps.write_text(line.format("/usr/lib/x86_64-linux-gnu/libcudart.so.13") + "7f02-7f03 rw-p "
+                    "00000000 00:00 0 \n" + line.format("/opt/my dir/libnvidia-ml.so.1"))
+    assert cuda_driver_loaded(maps) is False  # the runtime, NVML: not the driver
+    with maps.open("a") as out:
+        out.write(line.format("/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"))
+    assert cuda_driver_loaded(maps) is True
+    assert cuda_driver_loaded(tmp_path / "absent") is None  # not Linux: torch's flag decides

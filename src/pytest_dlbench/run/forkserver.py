@@ -7,7 +7,10 @@ in :mod:`pytest_dlbench.run.child`: a process group of its own (killed on timeou
 server (``PR_SET_PDEATHSIG``; the server dies with its launcher the same way), pinned to its
 slot's cores, its output in its own log, its environment and working directory set before the
 first line of pytest runs. The server never initialises CUDA (a forked child could not use it):
-it only imports, and refuses to serve if an import did.
+it only imports, and refuses to serve if an import loaded the CUDA driver (``libcuda.so`` mapped
+in the server: ``cuInit`` may have run, which ``torch.cuda.is_initialized()`` does not tell) or
+initialised CUDA. ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` in the server makes torch's
+``is_available()`` ask NVML instead of calling ``cuInit``.
 
 Protocol, JSON lines over the server's stdin and stdout: the server says ``{"ready": ...}`` once
 its imports are done; a request ``{"argv", "env", "cwd", "log", "cpus"}`` gets ``{"pid": N}``
@@ -29,11 +32,13 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServer", "ForkServerError", "ForkedProcess", "fork_blockers", "preload_for"]
+__all__ = ["ForkServer", "ForkServerError", "ForkServerWarning", "ForkedProcess",
+           "cuda_driver_loaded", "fork_blockers", "preload_for"]
 
 # Imported once by the server when installed (each one that is missing is skipped). torch is
 # left out when no benchmark of the session imports it (preload_for); a workload module of this
@@ -121,6 +126,37 @@ class ForkServerError(OSError):
     """The server cannot start or serve: the launcher runs benchmarks fresh instead."""
 
 
+class ForkServerWarning(UserWarning):
+    """The server refused to serve (a preload touched CUDA): benchmarks start fresh."""
+
+
+#: In the server's environment before anything imports torch: ``torch.cuda.is_available()``
+#: (and ``device_count()``) then count GPUs through NVML, without ``cuInit``, which would make
+#: CUDA unusable in every forked child. Not a child's: its environment is the request's.
+SERVER_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+#: The CUDA driver library (``libcuda.so.1``, ``libcuda.so.580.159.04``); not ``libcudart``.
+CUDA_DRIVER = "libcuda.so"
+
+
+def cuda_driver_loaded(maps: str | os.PathLike[str] = "/proc/self/maps") -> bool | None:
+    """Whether the CUDA driver library is mapped in this process; None where the mappings
+    cannot be read (not Linux). Loading it is what precedes ``cuInit``, so a process without it
+    has certainly not initialised CUDA, whatever torch's flags say."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            return any(_maps_library(line).startswith(CUDA_DRIVER) for line in lines)
+    except OSError:
+        return None
+
+
+def _maps_library(line: str) -> str:
+    """The file name of a ``/proc/<pid>/maps`` line (address, perms, offset, dev, inode,
+    path); "" for an anonymous mapping."""
+    fields = line.split(maxsplit=5)
+    return os.path.basename(fields[5].strip()) if len(fields) == 6 else ""
+
+
 def fork_blockers(server_env: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
     """The variables whose values differ between the server's environment and a child's, and
     that may have been read at import time (so a forked child would not see them)."""
@@ -206,7 +242,7 @@ class ForkServer:
         """Start the server; its imports go on in the background (see :meth:`wait_ready`)."""
         from pytest_dlbench.run.child import package_path, preexec
 
-        env = {**self.env, "PYTHONPATH": package_path(self.env)}
+        env = {**self.env, "PYTHONPATH": package_path(self.env), **SERVER_ENV}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_dlbench.run.forkserver", json.dumps(self.preload)],
             cwd=self.cwd, env=env,
@@ -234,8 +270,11 @@ class ForkServer:
         if message is None:
             self.broken = f"the fork server's imports took over {timeout:g} s"
             return False
-        if message.get("cuda_initialized"):
-            self.broken = "an import initialised CUDA in the fork server"
+        refused = _refusal(message)
+        if refused:
+            self.broken = refused
+            _note(f"pytest-dlbench: warm launcher off, benchmarks start in fresh interpreters: "
+                  f"{refused}")
             return False
         self.ready = message
         return True
@@ -281,15 +320,36 @@ class ForkServer:
             proc.stdout.close()
 
 
+def _refusal(ready: Mapping[str, Any]) -> str:
+    """Why a server whose ready message is ``ready`` must not fork; "" when it may."""
+    if ready.get("cuda_driver"):
+        by = ready.get("cuda_driver_by")
+        who = f"the preload {by!r}" if by else "a preload"
+        return f"{who} loaded the CUDA driver ({CUDA_DRIVER}) in the fork server"
+    if ready.get("cuda_initialized"):
+        return "an import initialised CUDA in the fork server"
+    return ""
+
+
+def _note(text: str) -> None:
+    """A one-line note in pytest's warnings summary (a warning, which pytest collects)."""
+    with contextlib.suppress(Warning):  # -W error: the note is lost, ``broken`` still says it
+        warnings.warn(text, ForkServerWarning, stacklevel=3)
+
+
 # -- the server ---------------------------------------------------------------------------------
 
 
-def _preload(names: Sequence[str]) -> list[str]:
-    """Import what the children will need; the names that failed (not installed, broken)."""
+def _preload(names: Sequence[str]) -> tuple[list[str], str | None]:
+    """Import what the children will need: the names that failed (not installed, broken), and
+    the first one after whose import the CUDA driver was mapped in this process (None: none,
+    or it was already there, or the mappings cannot be read)."""
     import importlib
     import importlib.metadata
 
     failed = []
+    driver_by: str | None = None
+    watch = cuda_driver_loaded() is False  # watched only when it can be, and was not yet loaded
     queue = list(names)
     while queue:
         name = queue.pop(0)
@@ -301,9 +361,12 @@ def _preload(names: Sequence[str]) -> list[str]:
             module = importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a library that cannot load is the child's to report
             failed.append(name)
-            continue
-        queue[:0] = list(getattr(module, "WARM_IMPORTS", ()))
-    return failed
+            module = None
+        if watch and driver_by is None and cuda_driver_loaded():
+            driver_by = name
+        if module is not None:
+            queue[:0] = list(getattr(module, "WARM_IMPORTS", ()))
+    return failed, driver_by
 
 
 def _cuda_initialized() -> bool:
@@ -381,12 +444,15 @@ def serve(preload: Sequence[str]) -> int:
     out = os.dup(1)
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher ends the server, not Ctrl-C
-    failed = _preload(preload)
+    os.environ.update(SERVER_ENV)  # before torch is imported (started without ForkServer too)
+    failed, driver_by = _preload(preload)
     import gc
 
     gc.freeze()  # the imported objects stay shared with the children (copy-on-write)
-    _send(out, {"ready": True, "failed": failed, "cuda_initialized": _cuda_initialized(),
-                "pid": os.getpid()})
+    ready = {"ready": True, "failed": failed, "cuda_initialized": _cuda_initialized(),
+             "cuda_driver": cuda_driver_loaded(), "cuda_driver_by": driver_by, "pid": os.getpid()}
+    _send(out, ready)
+    refused = _refusal(ready)  # the client does not ask then; if it does, no fork
     requests = os.fdopen(0, "rb", buffering=0)
     buffer = b""
     while True:
@@ -397,6 +463,9 @@ def serve(preload: Sequence[str]) -> int:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             request = json.loads(line)
+            if refused:
+                _send(out, {"error": refused})
+                continue
             from pytest_dlbench.run.child import preexec
 
             setup = preexec(request.get("cpus"))  # reads the server's pid before the fork
