@@ -457,3 +457,15 @@ def test_tensor_batches_on_the_cpu_keep_their_order() -> None:
         order = torch.randperm(6, generator=g).tolist()
         want += [order[i:i + 2] for i in range(0, 6, 2)]
     assert got == want
+
+
+def test_the_documented_sync_check_tells_a_fused_fp16_step_from_an_unfused_one() -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "docs/examples/writing/sync_check.py"
+    spec = importlib.util.spec_from_file_location("sync_check", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert "aten::_local_scalar_dense" in example.host_reads(example.fp16_step(fused=False))
+    assert example.host_reads(example.fp16_step(fused=True)) == []
