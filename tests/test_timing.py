@@ -212,7 +212,7 @@ def test_importing_the_modules_does_not_import_torch():
     code = (
         "import sys\n"
         "import pytest_dlbench.measure.timing, pytest_dlbench.measure.stream\n"
-        "import pytest_dlbench.measure.bench\n"
+        "import pytest_dlbench.measure.bench, pytest_dlbench.measure.fakecuda\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     env = {"PYTHONPATH": str(SRC), "PATH": ""}
@@ -420,3 +420,38 @@ def test_begin_follow_takes_a_restart_time_from_the_device_clock():
     clock.advance(2.0)
     timer.step(1)
     assert [s.time for s in timer.read().steps] == [1001.0, 1103.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    work=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=30),
+    backlog=st.integers(0, 500),
+    restarts=st.sets(st.integers(0, 30)),
+    reads=st.sets(st.integers(0, 30)),
+)
+def test_any_schedule_on_the_queue_model_stamps_each_step_when_the_device_ends_it(
+    work, backlog, restarts, reads
+):
+    # Integer seconds keep the sums exact. Whatever the backlog, restarts and reads, a step's
+    # `time` is when the device finished it, and the timer never blocks the host in a window.
+    timer, gpu = gpu_timer(launch_overhead=0.0)
+    gpu.launch(backlog)
+    timer.synchronize()
+    timer.begin()
+    done, seen = [], []
+    for i, (host, device) in enumerate(work):
+        gpu.host(host)
+        gpu.launch(device)
+        timer.step(1)
+        done.append(gpu.device_done())
+        if i in restarts:
+            gpu.host(1)
+            timer.begin(follow=True)
+        if i in reads:
+            syncs = gpu.synchronize_calls
+            seen += timer.read().steps
+            assert gpu.synchronize_calls == syncs + 1
+            timer.begin()
+    seen += timer.read().steps
+    assert [s.time for s in seen] == done
+    assert gpu.hidden_syncs == gpu.queue_waits == 0
