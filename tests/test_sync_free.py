@@ -18,8 +18,11 @@ serialises host and device. On a CPU nothing waits, so these tests model the GPU
 On a CPU every tensor is on the host, so the watch is stricter than a GPU needs: a read of a
 scalar that lives on the host even on a GPU (an unfused Adam's step count) counts too.
 
-Not covered: compiled steps (``--compile``; a dispatch mode does not see into compiled graphs)
-and the ``loader`` workload (its steps are the host's data pipeline by design).
+Not covered: compiled steps (``--compile``; a dispatch mode does not see into compiled graphs),
+the ``loader`` workload (its steps are the host's data pipeline by design) and the DataLoader
+paths (a JPEG folder, clip's ``--train-num-samples``): a new epoch's iterator draws its seed and
+order from a host generator (``.item()``, ``.tolist()`` on host tensors: no device sync, but the
+watch cannot tell them from one on a CPU).
 """
 
 from __future__ import annotations
