@@ -438,7 +438,8 @@ def run_checks(table: Table, args: argparse.Namespace,
         table.add("NVML inventory", figure, ok)
     gpus = facts.gpu_count if facts is not None else 0
     if gpus == 0:
-        for check in ("smoke suite", "standard subset", "timer", "telemetry"):
+        for check in ("pytest --bench-suite=smoke", "standard: resnet50, matmul-bf16",
+                      "timer agreement", "telemetry"):
             table.add(check, "not run: no CUDA device", None)
         return
     spread = ["-n", str(gpus)]  # one xdist worker per GPU: every GPU at once

@@ -114,7 +114,7 @@ def test_a_crash_anywhere_still_prints_the_table(gpu_check: ModuleType, tmp_path
     assert gpu_check.main(["--dry-run", str(tmp_path)], facts_of=broken_facts) == 1
     table = _table(capsys.readouterr().out)
     assert "RuntimeError: NVML exploded" in _row(table, "device facts")
-    assert "-" in _row(table, "smoke suite").split()  # not run, said so
+    assert "-" in _row(table, "pytest --bench-suite=smoke").split()  # not run, said so
 
 
 def test_a_timed_out_pytest_is_killed_with_its_process_group(gpu_check: ModuleType,
