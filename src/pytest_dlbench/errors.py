@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DlbenchError", "SuiteError"]
+__all__ = ["DeviceError", "DlbenchError", "SuiteError"]
 
 
 class DlbenchError(Exception):
     """Base class: the message is one line meant for the user, not a traceback."""
+
+
+class DeviceError(DlbenchError):
+    """The device a run was given cannot be used: a GPU slot where torch cannot use CUDA (an
+    old driver, a bad ``CUDA_VISIBLE_DEVICES``, a torch built without CUDA)."""
 
 
 class SuiteError(DlbenchError):

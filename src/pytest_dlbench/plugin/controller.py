@@ -18,7 +18,7 @@ import pytest
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.run import layout
-from pytest_dlbench.run.devices import Slot, plan_slots
+from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
 from pytest_dlbench.run.protocol import Status
 
 __all__ = ["ControllerSession"]
@@ -94,7 +94,15 @@ class ControllerSession(BenchSession):
         reporter.write_line(line, yellow=True)
 
     def plan_slots(self) -> list[Slot]:
-        return plan_slots(workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot)
+        found = discover_gpus()
+        if found.note:  # GPUs counted without NVML: said once, in one line
+            self.config.issue_config_time_warning(
+                pytest.PytestWarning(f"dlbench: {found.note}"), stacklevel=2)
+        slots = plan_slots(workers=self._workers(), cpus_per_slot=self.options.cpus_per_slot,
+                           gpus=found)
+        if self.options.isolation == "inline" and self._workers() is None:
+            check_inline_slots(slots)  # one process, several GPUs: refused (a usage error)
+        return slots
 
     # -- a paired run (--bench-against): the base revision's worktree ------------------------
 

@@ -28,11 +28,14 @@ def default_device() -> Any:
 
     On a machine without a GPU driver, outside torchrun, it is ``"cpu"`` without importing
     torch: a benchmark that never touches torch (a command, a sleep) starts seconds sooner,
-    and ``bench.device`` still gives a ``torch.device`` to one that does."""
-    from pytest_dlbench.run.devices import gpu_driver_present
+    and ``bench.device`` still gives a ``torch.device`` to one that does. A slot that names a
+    GPU always asks torch, and fails (``DeviceError``, torch's reason in one line) when torch
+    cannot use CUDA, rather than running on the CPU."""
+    from pytest_dlbench.run.devices import gpu_driver_present, gpu_required
     from pytest_dlbench.run.launch.rank import RankInfo, rank_device
 
-    if "torch" not in sys.modules and not gpu_driver_present() and not RankInfo.from_env().launched:
+    if ("torch" not in sys.modules and not gpu_driver_present() and not gpu_required()
+            and not RankInfo.from_env().launched):
         return "cpu"
     return rank_device()
 

@@ -5,34 +5,54 @@ CPU cores, or, with no GPU, an equal group of CPU cores (milabench gives each GP
 ``cpu_count / gpu_count`` cores to simulate several users at once).
 
 GPUs are counted through NVML so the controller never initialises CUDA (a CUDA context costs
-seconds and must not leak into worker processes).
+seconds and must not leak into worker processes). Where NVML cannot be loaded (a container
+without the ``utility`` driver capability) the driver's files count them instead, announced.
+A GPU slot's cores are whole physical cores near its GPU (NUMA and SMT, from sysfs or NVML).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.measure.monitor.nvml import gpu_inventory, parse_visible_devices
+from pytest_dlbench.measure.monitor.nvml import (
+    nvml_session,
+    parse_visible_devices,
+    visible_nvml_indices,
+)
 from pytest_dlbench.run.protocol import Env
 from pytest_dlbench.suite import SystemConfig
 
 __all__ = [
+    "GpuDiscovery",
     "Slot",
     "SlotError",
+    "Topology",
     "allowed_cpus",
+    "check_inline_slots",
     "cpu_count",
+    "discover_gpus",
     "gpu_count",
     "gpu_driver_present",
+    "gpu_required",
+    "parse_cpulist",
     "placeholder_context",
     "plan_slots",
+    "read_topology",
     "visible_gpus",
 ]
+
+#: The root of the files that describe this machine (/proc, /sys, /dev); tests point it at a
+#: fake tree.
+HOST_ROOT = Path("/")
 
 
 class SlotError(DlbenchError):
@@ -77,10 +97,49 @@ def cpu_count() -> int:
     return len(allowed_cpus())
 
 
-def visible_gpus() -> list[str]:
-    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES values (honouring it)."""
-    count = len(gpu_inventory().gpus)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def parse_cpulist(text: str | None) -> list[int]:
+    """A kernel CPU list (``"0-3,8,10-11"``) as sorted CPU numbers; ``[]`` for None or junk."""
+    cpus: set[int] = set()
+    for part in (text or "").strip().split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            cpus.update(range(int(low), int(high or low) + 1))
+        except ValueError:
+            continue
+    return sorted(cpus)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _call(fn: Callable[..., Any] | None, *args: Any) -> Any:
+    """``fn(*args)``, or None when there is no such function or it fails."""
+    if fn is None:
+        return None
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001 - a missing fact, never a crash
+        return None
+
+
+def _pci_bus_id(value: Any) -> str | None:
+    """NVML's PCI bus id (``00000000:3B:00.0``) in sysfs' form (``0000:3b:00.0``)."""
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    match = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])",
+                         str(value or "").strip())
+    if match is None:
+        return None
+    domain, bus, device, function = match.groups()
+    return f"{int(domain, 16):04x}:{bus.lower()}:{device.lower()}.{function}"
+
+
+def _visible_ids(visible: str | None, count: int) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` values of the GPUs this process may use, of ``count``."""
     if visible is None:
         return [str(i) for i in range(count)]
     ids = []
@@ -89,6 +148,117 @@ def visible_gpus() -> list[str]:
             break  # CUDA ignores everything from the first invalid id on
         ids.append(entry)
     return ids[:count]
+
+
+@dataclass(frozen=True)
+class GpuDiscovery:
+    """The GPUs this process may use and what is known of where they sit."""
+
+    #: ``CUDA_VISIBLE_DEVICES`` values, one per GPU (indices in PCI bus order, or UUIDs).
+    ids: tuple[str, ...] = ()
+    #: Each GPU's PCI bus id in sysfs' form (``0000:3b:00.0``); None where unknown.
+    bus_ids: tuple[str | None, ...] = ()
+    #: Each GPU's CPUs as NVML's CPU affinity gives them; None where unknown.
+    nvml_cpus: tuple[frozenset[int] | None, ...] = ()
+    #: One line when the GPUs were counted without NVML (there is then no GPU telemetry).
+    note: str = ""
+
+
+def _nvml_affinity(nvml: Any, handle: Any) -> frozenset[int] | None:
+    """The CPUs NVML says are near a GPU (``nvmlDeviceGetCpuAffinity``: 64-bit words)."""
+    # Words enough for every CPU number this process could be allowed (1024 at least).
+    words = max(16, ((os.cpu_count() or 1) + 63) // 64)
+    mask = _call(getattr(nvml, "nvmlDeviceGetCpuAffinity", None), handle, words)
+    if mask is None:
+        return None
+    try:
+        cpus = {64 * w + b for w, word in enumerate(mask) for b in range(64) if int(word) >> b & 1}
+    except (TypeError, ValueError):
+        return None
+    return frozenset(cpus) or None
+
+
+def _nvml_gpus(nvml: Any, visible: str | None) -> GpuDiscovery | None:
+    """The visible GPUs as NVML numbers them, with their PCI bus ids and CPU affinity; None
+    when NVML cannot count them."""
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except Exception:  # noqa: BLE001
+        return None
+    ids = _visible_ids(visible, count)
+    bus_ids: list[str | None] = []
+    affinities: list[frozenset[int] | None] = []
+    for gpu in ids:
+        indices, _ = visible_nvml_indices(nvml, gpu, count)
+        handle = _call(nvml.nvmlDeviceGetHandleByIndex, indices[0]) if indices else None
+        if handle is None:  # a MIG instance, or a GPU NVML cannot open: place unknown
+            bus_ids.append(None)
+            affinities.append(None)
+            continue
+        pci = _call(getattr(nvml, "nvmlDeviceGetPciInfo", None), handle)
+        bus_ids.append(_pci_bus_id(getattr(pci, "busId", None)))
+        affinities.append(_nvml_affinity(nvml, handle))
+    return GpuDiscovery(tuple(ids), tuple(bus_ids), tuple(affinities))
+
+
+#: The driver's list of NVIDIA GPUs (one folder per PCI bus id), and their device nodes.
+_PROC_GPUS = "proc/driver/nvidia/gpus"
+_DEV_GPU = re.compile(r"nvidia\d+")
+
+
+def _driver_gpus(root: Path) -> tuple[list[str | None], str]:
+    """The NVIDIA GPUs the driver's files show (``/proc/driver/nvidia/gpus/<bus id>``, else
+    ``/dev/nvidia<N>``), in PCI bus order: their bus ids (None where only the device node is
+    known), and where they were found. In a container both hold the container's GPUs only;
+    where they disagree the device nodes (what CUDA opens) count."""
+    proc = root / _PROC_GPUS
+    try:
+        bus_ids = sorted(p.name for p in proc.iterdir()) if proc.is_dir() else []
+    except OSError:
+        bus_ids = []
+    try:
+        nodes = [p for p in (root / "dev").iterdir() if _DEV_GPU.fullmatch(p.name)]
+    except OSError:
+        nodes = []
+    if bus_ids and (not nodes or len(nodes) == len(bus_ids)):
+        return list(bus_ids), "/" + _PROC_GPUS
+    return [None] * len(nodes), "/dev/nvidia*"
+
+
+def discover_gpus(nvml: Any = None, *, root: Path | None = None,
+                  visible: str | None = None) -> GpuDiscovery:
+    """The GPUs this process may use (honouring ``CUDA_VISIBLE_DEVICES``, or ``visible``):
+    from NVML (``nvml``: None imports pynvml), else from the driver's files under ``root``.
+
+    Without NVML (no nvidia-ml-py, or a container without the ``utility`` capability) while
+    the driver shows GPUs, CUDA would still see them: each gets its slot all the same, and
+    ``note`` says in one line that they were counted without NVML (no GPU telemetry)."""
+    root = HOST_ROOT if root is None else root
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    reason = ""
+    with nvml_session(nvml) as (binding, why):
+        if binding is not None:
+            found = _nvml_gpus(binding, visible)
+            if found is not None:
+                return found
+            why = "NVML cannot count the GPUs"
+        reason = why
+    bus_ids, source = _driver_gpus(root)
+    if not bus_ids:
+        return GpuDiscovery()
+    ids = _visible_ids(visible, len(bus_ids))
+    # An index is a place in PCI bus order (the slots set CUDA_DEVICE_ORDER=PCI_BUS_ID); a UUID
+    # cannot be placed without NVML.
+    placed = [bus_ids[int(i)] if i.isdigit() and int(i) < len(bus_ids) else None for i in ids]
+    note = (f"{reason}: {len(bus_ids)} GPU(s) found in {source}, one device slot each; "
+            "no GPU telemetry (power, energy, utilisation) without NVML")
+    return GpuDiscovery(tuple(ids), tuple(placed), (None,) * len(ids), note)
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES values (honouring it)."""
+    return list(discover_gpus().ids)
 
 
 #: What a GPU driver leaves on a Linux machine: NVIDIA's control device and proc folder, and
@@ -109,12 +279,124 @@ def gpu_count() -> int:
     return len(visible_gpus())
 
 
+def _slot_gpus(env: Mapping[str, str]) -> list[str]:
+    """The GPUs the controller gave this process's slot (or, in an njobs rank, the run's)."""
+    try:
+        slots = [Slot.from_dict(d) for d in json.loads(env.get(Env.SLOTS) or "[]")]
+    except (ValueError, KeyError, TypeError):
+        return []
+    own = env.get(Env.SLOT)
+    mine = [s for s in slots if str(s.index) == own] if own is not None else slots
+    return [s.gpu for s in mine or slots if s.gpu is not None]
+
+
+def gpu_required(env: Mapping[str, str] | None = None, *, root: Path | None = None) -> str:
+    """Why this process must run on a GPU, or ``""`` when the CPU is its device: its device
+    slot names a GPU, or this machine's driver shows GPUs and ``CUDA_VISIBLE_DEVICES`` does not
+    hide them (``-1`` or ``""`` does). Where it says so, a torch that cannot use CUDA is an
+    error, never a run on the CPU whose numbers would pass for the GPU's."""
+    env = os.environ if env is None else env
+    root = HOST_ROOT if root is None else root
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    named = _slot_gpus(env)
+    if named:
+        return (f"its device slot names GPU {', '.join(named)} "
+                f"(CUDA_VISIBLE_DEVICES={visible if visible is not None else 'unset'})")
+    if visible is not None and not _visible_ids(visible, len(visible) + 1):
+        return ""  # GPUs hidden on purpose: the CPU is the device
+    bus_ids, source = _driver_gpus(root)
+    if bus_ids:
+        return f"this machine has {len(bus_ids)} NVIDIA GPU(s) ({source})"
+    if (root / "dev/kfd").exists():
+        return "this machine has an AMD GPU driver (/dev/kfd)"
+    return ""
+
+
+# -- which cores go with which GPU -------------------------------------------------------------
+@dataclass(frozen=True)
+class Topology:
+    """Which physical core each CPU is a thread of, and which CPUs are near each GPU."""
+
+    #: CPU -> a name of its physical core (CPUs with the same name are SMT siblings).
+    core_of: Mapping[int, str] = field(default_factory=dict)
+    #: GPU id (a ``CUDA_VISIBLE_DEVICES`` value) -> the CPUs of its NUMA node / socket.
+    near: Mapping[str, frozenset[int]] = field(default_factory=dict)
+
+    @property
+    def known(self) -> bool:
+        return bool(self.core_of or self.near)
+
+
+def read_topology(found: GpuDiscovery, cpus: Iterable[int] | None = None, *,
+                  root: Path | None = None) -> Topology:
+    """The topology of ``cpus`` (default: the allowed ones) and of the GPUs ``found``, from
+    sysfs under ``root``: ``thread_siblings_list`` (else ``core_id`` and
+    ``physical_package_id``) for the cores, each GPU's PCI ``local_cpulist`` (else NVML's CPU
+    affinity) for what is near it. What cannot be read is left out."""
+    root = HOST_ROOT if root is None else root
+    cpus = allowed_cpus() if cpus is None else cpus
+    core_of: dict[int, str] = {}
+    for cpu in cpus:
+        base = root / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        siblings = parse_cpulist(_read(base / "thread_siblings_list"))
+        if siblings:
+            core_of[cpu] = f"cpu{siblings[0]}"
+            continue
+        package, core = _read(base / "physical_package_id"), _read(base / "core_id")
+        if package is not None and core is not None:
+            core_of[cpu] = f"package{package}.core{core}"
+    near: dict[str, frozenset[int]] = {}
+    for gpu, bus, nvml_cpus in zip(found.ids, found.bus_ids, found.nvml_cpus, strict=False):
+        local = parse_cpulist(_read(root / "sys/bus/pci/devices" / bus / "local_cpulist")) \
+            if bus else []
+        if local:
+            near[gpu] = frozenset(local)
+        elif nvml_cpus:
+            near[gpu] = nvml_cpus
+    return Topology(core_of, near)
+
+
+def _physical_cores(cpus: Sequence[int], core_of: Mapping[int, str]) -> list[tuple[int, ...]]:
+    """``cpus`` grouped by physical core (a CPU of unknown core alone), in order of first CPU."""
+    groups: dict[str, list[int]] = {}
+    for cpu in cpus:
+        groups.setdefault(core_of.get(cpu, f"alone{cpu}"), []).append(cpu)
+    return sorted((tuple(sorted(group)) for group in groups.values()), key=lambda c: c[0])
+
+
+def _threads_by_depth(cores: Sequence[tuple[int, ...]]) -> list[int]:
+    """The first thread of every core, then the second of every core, and so on."""
+    depth = max(map(len, cores), default=0)
+    return [core[d] for d in range(depth) for core in cores if d < len(core)]
+
+
+def _topology_split(gpus: Sequence[str], share: int, cpus: Sequence[int],
+                    topology: Topology) -> list[tuple[int, ...]] | None:
+    """Each GPU slot's ``share`` CPUs: whole physical cores near its GPU that no other slot
+    has, the first thread of each core before any sibling. None when the slots cannot each
+    have cores of their own (the plain split then)."""
+    cores = _physical_cores(cpus, topology.core_of)
+    per_slot = min(share, len(cores) // len(gpus))
+    if per_slot < 1 or share * len(gpus) > len(cpus):
+        return None
+    free = cores
+    split = []
+    for gpu in gpus:
+        near = topology.near.get(gpu, frozenset())
+        # Near cores first (sorted is stable: each group keeps the cores' order).
+        mine = sorted(free, key=lambda core: not near.intersection(core))[:per_slot]
+        free = [core for core in free if core not in mine]
+        split.append(tuple(sorted(_threads_by_depth(mine)[:share])))
+    return split
+
+
 def plan_slots(
     *,
     workers: int | None = None,
     cpus_per_slot: int | None = None,
-    gpus: list[str] | None = None,
+    gpus: Sequence[str] | GpuDiscovery | None = None,
     cpus: list[int] | None = None,
+    topology: Topology | None = None,
 ) -> list[Slot]:
     """The device slots of this machine.
 
@@ -122,9 +404,19 @@ def plan_slots(
     deciding from the result). With GPUs: one slot per GPU, each with an equal share of the
     cores; fewer workers use the first GPUs, more workers than GPUs is an error. Without GPUs:
     one slot of all cores by default, ``workers`` equal groups, or groups of ``cpus_per_slot``.
+
+    A GPU slot's share is whole physical cores near its GPU (``topology``; read from this
+    machine when the GPUs are discovered here, ``gpus`` None or a :class:`GpuDiscovery`), one
+    thread per core before siblings, no core in two slots. Without topology, or when the
+    slots cannot each have their own cores, the cores are split in order.
     """
-    gpus = visible_gpus() if gpus is None else gpus
     cpus = allowed_cpus() if cpus is None else cpus
+    if gpus is None:
+        gpus = discover_gpus()
+    if isinstance(gpus, GpuDiscovery):
+        if topology is None:
+            topology = read_topology(gpus, cpus)
+        gpus = list(gpus.ids)
     if cpus_per_slot is not None and cpus_per_slot < 1:
         raise SlotError("--bench-cpus-per-slot must be at least 1")
     if gpus:
@@ -135,6 +427,11 @@ def plan_slots(
             )
         count = len(gpus) if workers is None else workers
         share = cpus_per_slot or max(1, len(cpus) // count)
+        used = list(gpus[:count])
+        split = (_topology_split(used, share, cpus, topology)
+                 if topology is not None and topology.known else None)
+        if split is not None:
+            return [Slot(k, used[k], split[k]) for k in range(count)]
         return [
             Slot(k, gpus[k], tuple(cpus[(k * share) % len(cpus):][:share]) or tuple(cpus))
             for k in range(count)
@@ -156,6 +453,20 @@ def plan_slots(
             "worker gets its own cores)"
         )
     return [Slot(k, None, tuple(cpus[k * share:(k + 1) * share])) for k in range(count)]
+
+
+def check_inline_slots(slots: Sequence[Slot]) -> None:
+    """``--bench-isolation=inline`` without xdist runs every item in one process, which sees
+    every GPU: each replica ``[Dk]`` would run on ``cuda:0`` (torch's current device) while its
+    monitor sampled every GPU. Refused with more than one GPU slot (one line, how to run)."""
+    gpus = [slot.gpu for slot in slots if slot.gpu is not None]
+    if len(gpus) > 1:
+        raise SlotError(
+            f"--bench-isolation=inline runs every benchmark in this one process, which sees "
+            f"{len(gpus)} GPUs: every replica would run on cuda:0. Use "
+            f"--bench-isolation=process, -n {len(gpus)} (one worker per GPU), or "
+            "CUDA_VISIBLE_DEVICES=<one GPU>"
+        )
 
 
 def pin_to_slot(slot: Slot) -> None:

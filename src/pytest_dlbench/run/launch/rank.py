@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RankInfo",
     "cpu_share",
+    "cuda_unavailable_reason",
     "destroy_process_group",
     "init_process_group",
     "open_rank_stream",
@@ -158,9 +159,28 @@ def pin_cpu_share(index: int, count: int) -> list[int]:
     return cores
 
 
+def cuda_unavailable_reason() -> str:
+    """Why torch cannot use CUDA here, in one line: ``torch.cuda.init()`` raises with torch's
+    reason (an old driver, no driver, no GPU behind ``CUDA_VISIBLE_DEVICES``, a torch built
+    without CUDA), which ``torch.cuda.is_available()`` only gives as a warning."""
+    import torch
+
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 - its message is the reason
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return lines[0] if lines else type(exc).__name__
+    if torch.cuda.device_count() == 0:
+        return "torch.cuda.device_count() is 0"
+    return "torch.cuda.is_available() is False"
+
+
 @functools.lru_cache(maxsize=1)
 def _rank_device(rank: RankInfo) -> torch.device:
     import torch
+
+    from pytest_dlbench.errors import DeviceError
+    from pytest_dlbench.run.devices import gpu_required
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         if not rank.launched:
@@ -169,6 +189,9 @@ def _rank_device(rank: RankInfo) -> torch.device:
         index = rank.local_rank % torch.cuda.device_count()
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
+    required = gpu_required()
+    if required:  # CPU numbers would pass for the GPU's
+        raise DeviceError(f"{required}, but torch cannot use CUDA: {cuda_unavailable_reason()}")
     if rank.launched:
         pin_cpu_share(rank.local_rank, rank.local_world_size)
     return torch.device("cpu")
@@ -177,7 +200,8 @@ def _rank_device(rank: RankInfo) -> torch.device:
 def rank_device(rank: RankInfo | None = None) -> torch.device:
     """This process's device: ``cuda:LOCAL_RANK`` under torchrun with GPUs, the current GPU
     outside torchrun, else the CPU (under torchrun pinned to the rank's share of the cores).
-    Computed once per process."""
+    Computed once per process. Raises :class:`~pytest_dlbench.errors.DeviceError` when a GPU
+    is expected (:func:`~pytest_dlbench.run.devices.gpu_required`) and torch cannot use CUDA."""
     return _rank_device(RankInfo.from_env() if rank is None else rank)
 
 
