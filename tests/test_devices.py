@@ -278,7 +278,8 @@ def test_a_gpu_slot_without_cuda_fails_with_torchs_reason(monkeypatch, host, fre
     assert "\n" not in message
     assert message.startswith("its device slot names GPU 0 (CUDA_VISIBLE_DEVICES=0)")
     assert message.endswith("torch cannot use CUDA: The NVIDIA driver on your system is too old "
-                            "(found version 10010).")
+                            "(found version 10010). (CUDA_VISIBLE_DEVICES=-1 runs on the CPU on "
+                            "purpose)")
 
 
 def test_a_gpu_slot_without_cuda_fails_with_this_torchs_reason(monkeypatch, host, fresh_device):
@@ -294,6 +295,7 @@ def test_a_gpu_slot_without_cuda_fails_with_this_torchs_reason(monkeypatch, host
 
 def test_a_gpu_machine_needs_cuda_unless_the_gpus_are_hidden(monkeypatch, host):
     FakeMachine(sockets=1, cores_per_socket=2, gpus_per_socket=2).write(host)
+    (host / "dev/kfd").touch()
     assert devices.gpu_required() == "this machine has 2 NVIDIA GPU(s) (/proc/driver/nvidia/gpus)"
     for hidden in ("-1", "", "none"):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
@@ -305,6 +307,8 @@ def test_a_cpu_machine_and_a_cpu_slot_need_no_cuda(monkeypatch, host, fresh_devi
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a variable left in a shell profile
     monkeypatch.setenv(Env.SLOTS, json.dumps([Slot(0, None, (0,)).to_dict()]))
+    (host / "dev").mkdir()
+    (host / "dev/kfd").touch()  # an AMD APU: no GPU to require
     assert devices.gpu_required() == ""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert fresh_device.rank_device() == torch.device("cpu")

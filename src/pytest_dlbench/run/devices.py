@@ -304,12 +304,9 @@ def gpu_required(env: Mapping[str, str] | None = None, *, root: Path | None = No
                 f"(CUDA_VISIBLE_DEVICES={visible if visible is not None else 'unset'})")
     if visible is not None and not _visible_ids(visible, len(visible) + 1):
         return ""  # GPUs hidden on purpose: the CPU is the device
+    # NVIDIA GPUs only: /dev/kfd is on many machines whose only AMD GPU is an APU.
     bus_ids, source = _driver_gpus(root)
-    if bus_ids:
-        return f"this machine has {len(bus_ids)} NVIDIA GPU(s) ({source})"
-    if (root / "dev/kfd").exists():
-        return "this machine has an AMD GPU driver (/dev/kfd)"
-    return ""
+    return f"this machine has {len(bus_ids)} NVIDIA GPU(s) ({source})" if bus_ids else ""
 
 
 # -- which cores go with which GPU -------------------------------------------------------------
@@ -414,7 +411,7 @@ def plan_slots(
     if gpus is None:
         gpus = discover_gpus()
     if isinstance(gpus, GpuDiscovery):
-        if topology is None:
+        if topology is None and gpus.ids:  # only GPU slots are placed by topology
             topology = read_topology(gpus, cpus)
         gpus = list(gpus.ids)
     if cpus_per_slot is not None and cpus_per_slot < 1:

@@ -191,7 +191,8 @@ def _rank_device(rank: RankInfo) -> torch.device:
         return torch.device("cuda", index)
     required = gpu_required()
     if required:  # CPU numbers would pass for the GPU's
-        raise DeviceError(f"{required}, but torch cannot use CUDA: {cuda_unavailable_reason()}")
+        raise DeviceError(f"{required}, but torch cannot use CUDA: {cuda_unavailable_reason()} "
+                          "(CUDA_VISIBLE_DEVICES=-1 runs on the CPU on purpose)")
     if rank.launched:
         pin_cpu_share(rank.local_rank, rank.local_world_size)
     return torch.device("cpu")
