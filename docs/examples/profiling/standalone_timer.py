@@ -10,8 +10,8 @@ import argparse
 import torch
 
 from pytest_dlbench import Timer
-from pytest_dlbench.profile import time_report_from_windows
 from pytest_dlbench.measure.timing import backend_for
+from pytest_dlbench.profile import time_report_from_windows
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=30)
@@ -28,6 +28,7 @@ data = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(8)]
 
 timer = Timer(backend_for(device))  # CUDA events on a GPU, perf_counter on a CPU
 windows = []
+timer.synchronize()  # the model's copy to the device is in no step
 timer.begin()
 for step in range(args.warmup + args.steps):
     x, y = data[step % len(data)]
