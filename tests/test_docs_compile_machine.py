@@ -16,7 +16,7 @@ from pytest_dlbench.results.machine import (
     render_state,
 )
 from pytest_dlbench.suite import resolve_suite
-from pytest_dlbench.workloads.presets import COMPILE_MODES, PRECISIONS, eager_key, run_dimensions
+from pytest_dlbench.suite.presets import COMPILE_MODES, PRECISIONS, eager_key, run_dimensions
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 RUNNING = (DOCS / "running.md").read_text()

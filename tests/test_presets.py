@@ -15,13 +15,13 @@ from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results.compiled import compile_rows, compile_summary
 from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.workloads import WORKLOADS
-from pytest_dlbench.workloads.presets import (
+from pytest_dlbench.suite.presets import (
     TRAINING_DEFINITIONS,
     add_arguments,
     eager_key,
     run_dimensions,
 )
+from pytest_dlbench.workloads import WORKLOADS
 
 TOY = "pytest_dlbench.workloads.toy:main"
 

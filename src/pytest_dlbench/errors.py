@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DeviceError", "DlbenchError", "SuiteError"]
+__all__ = ["DeviceError", "DlbenchError", "SuiteError", "one_line"]
 
 
 class DlbenchError(Exception):
@@ -48,3 +48,11 @@ class SuiteError(DlbenchError):
                     where += f":{self.column}"
         parts = [p for p in (where, self.bench) if p]
         return ": ".join([*parts, self.message])
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first non-empty line of the message`` (just ``Type`` when it has none): how an
+    exception is reported as a run's reason, a logger's warning or a skipped report, so a
+    multi-line message (a traceback text, a compiler log) never breaks a table row."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

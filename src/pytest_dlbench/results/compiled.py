@@ -4,7 +4,7 @@ A run's ``compile`` records (measure/stream.py ``Event.COMPILE``) say what ``tor
 before the timed loop (phase ``warmup``) and whether anything was compiled again during it
 (phase ``loop``). A compiled benchmark's **eager sibling** is the benchmark of the same run
 whose ``config`` has the same definition, the same command line without ``--compile`` and
-``--compile-backend``, and the same plan (workloads/presets.eager_key): whatever the two are
+``--compile-backend``, and the same plan (suite/presets.eager_key): whatever the two are
 called, a matrix over ``--compile`` or two hand-written entries pair the same way. Its speed-up
 is ``perf(compiled) / perf(eager)``, when both have a perf. Pure functions: no torch.
 """

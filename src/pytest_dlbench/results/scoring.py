@@ -23,7 +23,7 @@ from pytest_dlbench.run.layout import (
     stream_paths,
 )
 from pytest_dlbench.run.protocol import Status
-from pytest_dlbench.workloads.presets import eager_key
+from pytest_dlbench.suite.presets import eager_key
 
 __all__ = [
     "BLOCKS",
@@ -133,7 +133,7 @@ class RunResult:
     dtype: str = "fp32"  # the compute type the benchmark's arguments ask for
     # The config record's precision preset (None: not a built-in training workload) and
     # compile settings ({"mode", "backend"}; None: eager), the eager sibling's pairing key
-    # (workloads/presets.eager_key) and the ``compile`` records (results/compiled.py).
+    # (suite/presets.eager_key) and the ``compile`` records (results/compiled.py).
     precision: str | None = None
     compile: Mapping[str, Any] | None = None
     variant: str | None = None

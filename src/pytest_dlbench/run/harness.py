@@ -259,7 +259,7 @@ def start_run(
     )
     rank = RankInfo.from_env()
     stream = open_rank_stream(path, rank)
-    from pytest_dlbench.workloads.presets import run_dimensions  # precision, compile
+    from pytest_dlbench.suite.presets import run_dimensions  # precision, compile
 
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
                  **run_dimensions(spec.definition, spec.args), **rank.describe(),

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.workloads.presets import (
+from pytest_dlbench.suite.presets import (
     COMPILE_MODES,
     DEFAULT_BACKEND,
     EAGER,
     PRECISIONS,
 )
-from pytest_dlbench.workloads.presets import add_arguments as add_training_args
+from pytest_dlbench.suite.presets import add_arguments as add_training_args
 
 if TYPE_CHECKING:
     import torch

@@ -33,7 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.workloads import _common, presets
+from pytest_dlbench.suite import presets
+from pytest_dlbench.workloads import _common
 
 # Imported once by the warm launcher's server (run/forkserver.py), not by each child.
 WARM_IMPORTS = ("open_clip",)

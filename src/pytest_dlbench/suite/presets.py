@@ -6,7 +6,7 @@ stream's ``config`` record, so that a report can show them and pair a compiled b
 its eager sibling (:func:`eager_key`). No torch here: the harness and the reports import it.
 
 - ``--precision {fp32,tf32,bf16,fp16,tf32-fp16}``: fp32 (TF32 off), tf32 (TF32 matmuls and
-  convolutions), bf16 / fp16 autocast (a grad scaler for fp16 on CUDA), tf32-fp16 (both).
+  convolutions), bf16 / fp16 autocast (fp16 with a gradient scaler), tf32-fp16 (both).
 - ``--compile[=MODE]``: ``torch.compile`` the forward and loss (backward through AOTAutograd);
   MODE is default (the bare flag), reduce-overhead, max-autotune or max-autotune-no-cudagraphs;
   ``none`` is eager (handy in a matrix). ``--compile-backend`` picks the backend (inductor).
