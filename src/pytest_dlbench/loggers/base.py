@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ __all__ = [
     "LoggerError",
     "LoggerUnavailable",
     "default_bench_base",
-    "json_safe",
     "missing_logger",
     "require",
     "stderr_line",
@@ -70,14 +68,3 @@ def default_bench_base(run_dir: str | PathLike[str]) -> Path:
     """The ``--bench-base`` a run directory lives in: ``<base>/runs/<run>`` -> ``<base>``."""
     run_dir = Path(run_dir).resolve()
     return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as None (JSON has no NaN) and mappings' keys as text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.loggers.base import Echo, LoggerError, json_safe, require, stderr_line
+from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
@@ -35,6 +35,7 @@ from pytest_dlbench.loggers.source import (
     stream_key,
 )
 from pytest_dlbench.loggers.tables import read_table
+from pytest_dlbench.run.layout import json_safe
 
 __all__ = ["MlflowSink", "TAG", "resolve_tracking_uri"]
 

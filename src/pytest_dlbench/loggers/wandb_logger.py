@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.loggers.base import Echo, json_safe, require, stderr_line
+from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
@@ -36,6 +36,7 @@ from pytest_dlbench.loggers.source import (
 from pytest_dlbench.loggers.source import stream_key as _stream_key
 from pytest_dlbench.loggers.tables import read_table
 from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
+from pytest_dlbench.run.layout import json_safe
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
 

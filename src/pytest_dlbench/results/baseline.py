@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.results.machine import current_machine, git_commit
 from pytest_dlbench.results.scoring import SuiteSummary
+from pytest_dlbench.run.layout import json_safe
 
 __all__ = [
     "MIGRATIONS",
@@ -66,24 +66,13 @@ def summary_dict(summary: SuiteSummary, *, suite: str | None = None) -> dict[str
     return data
 
 
-def _json_safe(value: Any) -> Any:
-    """Non-finite floats become null: strict JSON, readable by any tool (and by jq)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def save_summary(
     summary: SuiteSummary, path: str | PathLike[str], *, suite: str | None = None
 ) -> Path:
     """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_json_safe(summary_dict(summary, suite=suite)), indent=2, allow_nan=False)
+    text = json.dumps(json_safe(summary_dict(summary, suite=suite)), indent=2, allow_nan=False)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text + "\n", encoding="utf-8")
     tmp.replace(path)  # atomic: a baseline is never half written

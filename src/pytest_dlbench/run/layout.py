@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -51,6 +52,7 @@ __all__ = [
     "UnsafeName",
     "check_run_name",
     "item_name",
+    "json_safe",
     "log_path",
     "make_run_dir",
     "parse_item_id",
@@ -71,6 +73,19 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON holds it, for any tool (jq, a tracking server) to read: non-finite
+    floats as null (JSON has no NaN), mappings' keys as text, tuples as lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
 RUNS = "runs"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
