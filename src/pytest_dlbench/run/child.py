@@ -13,15 +13,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_records
 from pytest_dlbench.run.forkserver import ForkedProcess, ForkServer, ForkServerError, fork_blockers
+from pytest_dlbench.run.process import package_path, preexec
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 
-__all__ = ["package_path", "pdeathsig_setter", "preexec", "run_child"]
+__all__ = ["run_child"]
 
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
@@ -66,67 +67,6 @@ def _kill_strays(proc: subprocess.Popen, stream: str) -> None:
     _kill_run_processes(stream)
 
 
-# -- the child's start: pinned, and dead with its parent --------------------------------------
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def pdeathsig_setter() -> Callable[[], None] | None:
-    """A function the forked child calls so that the kernel SIGKILLs it when its parent dies
-    (Linux ``prctl(PR_SET_PDEATHSIG)``); None where that does not exist. Looked up here, in the
-    parent: nothing is loaded between fork and exec."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.restype = ctypes.c_int
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
-
-    def set_pdeathsig() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-    return set_pdeathsig
-
-
-def preexec(cpus: Sequence[int] | None) -> Callable[[], None] | None:
-    """What the child does between fork and exec: die with its parent, then pin itself to its
-    slot's cores (its threads and workers inherit them)."""
-    pdeathsig = pdeathsig_setter()
-    pin = _pinning(cpus)
-    parent = os.getpid()
-    if pdeathsig is None and pin is None:
-        return None
-
-    def setup() -> None:
-        if pdeathsig is not None:
-            pdeathsig()
-            if os.getppid() != parent:  # the parent died before the call: nobody will signal
-                os._exit(1)
-        if pin is not None:
-            pin()
-
-    return setup
-
-
-def _pinning(cpus: Sequence[int] | None) -> Callable[[], None] | None:
-    """Pin the child to its slot's cores before it starts (its threads and workers inherit)."""
-    if not cpus or not hasattr(os, "sched_setaffinity"):
-        return None
-    chosen = set(cpus)
-
-    def pin() -> None:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, chosen)
-
-    return pin
-
-
 # -- the guard: what ends a child when its parent dies ------------------------------------------
 #
 # The child dies with its parent (PR_SET_PDEATHSIG), but what it started in its process group
@@ -151,14 +91,6 @@ def _start_guard(proc: subprocess.Popen, stream: Path) -> subprocess.Popen | Non
         )
     except OSError:
         return None  # no guard: the child still dies with its parent and at its deadline
-
-
-def package_path(env: Mapping[str, str]) -> str:
-    """``PYTHONPATH`` for a helper process (the guard, the fork server) that imports this very
-    package, whatever the parent's working directory."""
-    here = str(Path(__file__).resolve().parents[2])
-    rest = env.get("PYTHONPATH")
-    return os.pathsep.join([here, rest] if rest else [here])
 
 
 def _release_guard(guard: subprocess.Popen | None) -> None:

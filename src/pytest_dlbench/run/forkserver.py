@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.run.process import package_path, preexec
+
 __all__ = ["ForkServer", "ForkServerError", "ForkServerWarning", "ForkedProcess",
            "cuda_driver_loaded", "fork_blockers", "preload_for"]
 
@@ -240,8 +242,6 @@ class ForkServer:
 
     def start(self) -> None:
         """Start the server; its imports go on in the background (see :meth:`wait_ready`)."""
-        from pytest_dlbench.run.child import package_path, preexec
-
         env = {**self.env, "PYTHONPATH": package_path(self.env), **SERVER_ENV}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_dlbench.run.forkserver", json.dumps(self.preload)],
@@ -377,7 +377,7 @@ def _cuda_initialized() -> bool:
 def _become_child(request: dict[str, Any], setup: Callable[[], None] | None,
                   keep_closed: Sequence[int]) -> list[str]:
     """In the forked child: become what a fresh ``python -m pytest`` child would have been.
-    ``setup`` is :func:`~pytest_dlbench.run.child.preexec`'s, made in the server before the
+    ``setup`` is :func:`~pytest_dlbench.run.process.preexec`'s, made in the server before the
     fork (dead with the server, pinned). Returns pytest's arguments."""
     os.setsid()  # its own process group, like start_new_session
     if setup is not None:
@@ -466,8 +466,6 @@ def serve(preload: Sequence[str]) -> int:
             if refused:
                 _send(out, {"error": refused})
                 continue
-            from pytest_dlbench.run.child import preexec
-
             setup = preexec(request.get("cpus"))  # reads the server's pid before the fork
             try:
                 pid = os.fork()
