@@ -49,7 +49,9 @@ __all__ = [
     "SIDES",
     "StreamName",
     "base_dir",
+    "NotARunDir",
     "UnsafeName",
+    "check_run_dir",
     "check_run_name",
     "item_name",
     "json_safe",
@@ -239,6 +241,21 @@ def parse_stream_name(path: str | PathLike[str] | None) -> StreamName:
 def stream_paths(run_dir: str | PathLike[str]) -> list[Path]:
     """Every stream of a run directory, sorted."""
     return sorted(p for p in Path(run_dir).glob("*" + STREAM_SUFFIX) if p.is_file())
+
+
+class NotARunDir(DlbenchError):
+    """A path given as a run directory that is none (``dlbench report/table/profile/log``)."""
+
+
+def check_run_dir(path: str | PathLike[str]) -> Path:
+    """``path`` when it is a run directory (streams or a manifest), else :class:`NotARunDir`
+    with the one line to show."""
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise NotARunDir(f"{run_dir}: not a run directory")
+    if not stream_paths(run_dir) and not (run_dir / MANIFEST).is_file():
+        raise NotARunDir(f"{run_dir}: no run streams (*.data) and no manifest.json")
+    return run_dir
 
 
 def profile_dir(stream: str | PathLike[str], *, rank: int = 0) -> Path:
