@@ -13,6 +13,7 @@ import pytest
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.measure.monitor.nvml import gpu_state
+from pytest_dlbench.measure import machine as probe  # the facts, read from /sys, /proc, NVML
 from pytest_dlbench.results import machine
 from pytest_dlbench.results.machine import (
     machine_differences,
@@ -45,15 +46,15 @@ def fake_tree(tmp_path: Path, *, governors: list[str] | None = None, no_turbo: s
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(machine, "SYS_CPU", str(tmp_path / "cpu"))
-    monkeypatch.setattr(machine, "PROC", str(tmp_path / "proc"))
+    monkeypatch.setattr(probe, "SYS_CPU", str(tmp_path / "cpu"))
+    monkeypatch.setattr(probe, "PROC", str(tmp_path / "proc"))
     monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML: "no GPU"
     return tmp_path
 
 
 def test_a_tuned_machine(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_tree(tree, governors=["performance"] * 4, no_turbo="1", aslr="2")
-    monkeypatch.setattr(machine, "load_average", lambda: [0.05, 0.1, 0.2])
+    monkeypatch.setattr(probe, "load_average", lambda: [0.05, 0.1, 0.2])
     state = machine_state()
     assert (state["governor"], state["turbo"], state["aslr"]) == ("performance", False, 2)
     assert state["gpus"] == [] and "nvidia-ml-py" in state["reason"]
@@ -63,8 +64,8 @@ def test_a_tuned_machine(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_untuned_machine(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_tree(tree, governors=["powersave", "performance"], boost="1", aslr="0")
-    monkeypatch.setattr(machine, "load_average", lambda: [3.5, 2.0, 1.0])
-    monkeypatch.setattr(machine.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(probe, "load_average", lambda: [3.5, 2.0, 1.0])
+    monkeypatch.setattr(probe.os, "cpu_count", lambda: 4)
     state = machine_state()
     assert state["governor"] == "mixed: performance, powersave" and state["turbo"] is True
     assert readiness_problems(state) == [
@@ -200,7 +201,7 @@ def test_a_thermally_slowed_gpu_is_not_ready() -> None:
 def test_require_ready_accepts_an_lgc_locked_gpu(tree: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     fake_tree(tree, governors=["performance"], no_turbo="1", aslr="2")
-    monkeypatch.setattr(machine, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(probe, "load_average", lambda: [0.0, 0.0, 0.0])
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(reasons=IDLE))  # idle, -lgc locked
     assert main(["machine", "--require-ready"]) == 0, capsys.readouterr().out
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(reasons=IDLE | THERMAL_HW))
@@ -265,7 +266,7 @@ def test_the_state_is_in_the_meta_record_and_the_machine_section() -> None:
 def test_dlbench_machine(tree: Path, monkeypatch: pytest.MonkeyPatch,
                          capsys: pytest.CaptureFixture[str]) -> None:
     fake_tree(tree, governors=["performance"], no_turbo="1", aslr="1")
-    monkeypatch.setattr(machine, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(probe, "load_average", lambda: [0.0, 0.0, 0.0])
     assert main(["machine"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:3] == ["CPU governor  performance", "turbo         off",
@@ -277,8 +278,8 @@ def test_dlbench_machine(tree: Path, monkeypatch: pytest.MonkeyPatch,
     data = json.loads(capsys.readouterr().out)
     assert data["aslr"] == 1 and data["problems"] == ["ASLR partial (1)"]
     fake_tree(tree / "ready", governors=["performance"], no_turbo="1", aslr="2")
-    monkeypatch.setattr(machine, "SYS_CPU", str(tree / "ready" / "cpu"))
-    monkeypatch.setattr(machine, "PROC", str(tree / "ready" / "proc"))
+    monkeypatch.setattr(probe, "SYS_CPU", str(tree / "ready" / "cpu"))
+    monkeypatch.setattr(probe, "PROC", str(tree / "ready" / "proc"))
     assert main(["machine", "--require-ready"]) == 0
     assert capsys.readouterr().out.endswith("\nready\n")
 

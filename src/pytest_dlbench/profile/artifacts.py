@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench.profile._format import fmt_bytes
+from pytest_dlbench import numbers as fmt
 from pytest_dlbench.profile.base import register
 
 __all__ = ["SnapshotReport", "TraceReport"]
@@ -42,7 +42,7 @@ class SnapshotReport:
         return [{k: v for k, v in asdict(self).items()}]
 
     def render(self, verbose: bool = False) -> str:
-        text = (f"snapshot: {self.file} ({fmt_bytes(self.bytes)}, {self.steps} steps after "
+        text = (f"snapshot: {self.file} ({fmt.byte_size(self.bytes)}, {self.steps} steps after "
                 f"{self.warmup} warm-up); open it in https://pytorch.org/memory_viz")
         return text + (f"\n  {self.note}" if self.note else "")
 
@@ -70,7 +70,7 @@ class TraceReport:
         return [{k: v for k, v in asdict(self).items()}]
 
     def render(self, verbose: bool = False) -> str:
-        text = (f"trace: {self.file} ({fmt_bytes(self.bytes)}, {self.steps} profiled steps"
+        text = (f"trace: {self.file} ({fmt.byte_size(self.bytes)}, {self.steps} profiled steps"
                 + (f", rank {self.rank}" if self.rank else "")
                 + "); open it in https://ui.perfetto.dev")
         return text + (f"\n  {self.note}" if self.note else "")

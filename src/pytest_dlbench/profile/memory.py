@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from pytest_dlbench.profile._format import fmt_bytes, fmt_count, fmt_seconds, table
+from pytest_dlbench import numbers as fmt
+from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import register
 
 __all__ = ["TABLES", "MemoryReport", "OpStats", "build_memory_report", "is_operator",
@@ -174,13 +175,13 @@ class MemoryReport:
         rows = []
         for op in ops:
             cells = {
-                "calls": fmt_count(op.calls),
-                "self CPU": fmt_seconds(op.self_cpu_time),
-                "CPU total": fmt_seconds(op.cpu_time),
-                "self CPU mem": fmt_bytes(op.self_cpu_memory),
-                "self device": fmt_seconds(op.self_device_time),
-                "device total": fmt_seconds(op.device_time),
-                "self device mem": fmt_bytes(op.self_device_memory),
+                "calls": fmt.count(op.calls),
+                "self CPU": fmt.duration(op.self_cpu_time),
+                "CPU total": fmt.duration(op.cpu_time),
+                "self CPU mem": fmt.byte_size(op.self_cpu_memory),
+                "self device": fmt.duration(op.self_device_time),
+                "device total": fmt.duration(op.device_time),
+                "self device mem": fmt.byte_size(op.self_device_memory),
             }
             rows.append([op.name, *(cells[c] for c in cols)])
         return table(["operator", *cols], rows, indent="    ")

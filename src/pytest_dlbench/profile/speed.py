@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench.profile._format import fmt_num, fmt_seconds
+from pytest_dlbench import numbers as fmt
 from pytest_dlbench.profile._records import Record, steady_rates, steady_region
 from pytest_dlbench.profile.base import register
 
@@ -72,30 +72,30 @@ class SpeedReport:
         u = self.units
         item = u.split("/")[0] if "/" in u else "item"
         item = item[:-1] if item.endswith("s") else item
-        lines = [f"speed: {fmt_num(self.throughput)} {u} scored"
-                 + (f", {fmt_seconds(self.time_per_item)} per {item}"
+        lines = [f"speed: {fmt.number(self.throughput)} {u} scored"
+                 + (f", {fmt.duration(self.time_per_item)} per {item}"
                     if self.time_per_item is not None else "")]
         if self.io_time_per_batch is not None:
-            lines.append(f"  data (io region): {fmt_seconds(self.io_time_per_batch)} per batch, "
-                         f"{fmt_num(self.io_throughput)} {u} ({self.io_source})")
+            lines.append(f"  data (io region): {fmt.duration(self.io_time_per_batch)} per batch, "
+                         f"{fmt.number(self.io_throughput)} {u} ({self.io_source})")
         else:
             lines.append("  data (io region): the benchmark has no io region")
         span = (f" (steps {self.first_step}-{self.last_step})"
                 if self.first_step is not None else "")
         profiled = f"  profiled: {self.profiled_steps} steps{span}"
         if self.profiled_throughput is not None:
-            profiled += f", {fmt_num(self.profiled_throughput)} {u} under the profiler"
+            profiled += f", {fmt.number(self.profiled_throughput)} {u} under the profiler"
         lines.append(profiled)
         if self.profiler_cpu_s is not None:
             per = max(self.profiled_steps, 1)
-            text = (f"  profiler time: CPU {fmt_seconds(self.profiler_cpu_s)} "
-                    f"({fmt_seconds(self.profiler_cpu_s / per)}/step)")
+            text = (f"  profiler time: CPU {fmt.duration(self.profiler_cpu_s)} "
+                    f"({fmt.duration(self.profiler_cpu_s / per)}/step)")
             if self.profiler_device_s is not None:
-                text += (f", device {fmt_seconds(self.profiler_device_s)} "
-                         f"({fmt_seconds(self.profiler_device_s / per)}/step)")
+                text += (f", device {fmt.duration(self.profiler_device_s)} "
+                         f"({fmt.duration(self.profiler_device_s / per)}/step)")
             lines.append(text)
         if verbose and self.items_per_step is not None:
-            lines.append(f"  items per step: {fmt_num(self.items_per_step)}")
+            lines.append(f"  items per step: {fmt.number(self.items_per_step)}")
         if self.note:
             lines.append(f"  {self.note}")
         return "\n".join(lines)

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench.profile._format import fmt_bytes, fmt_count, fmt_si, table
+from pytest_dlbench import numbers as fmt
+from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import NoteReport, register
 
 __all__ = ["LayerRow", "SummaryReport", "build_summary_report", "not_watched"]
@@ -68,20 +69,21 @@ class SummaryReport:
     def render(self, verbose: bool = False) -> str:
         frozen = self.total_params - self.trainable_params
         lines = [
-            f"summary: {self.model}, {fmt_count(self.total_params)} parameters "
-            f"({fmt_count(self.trainable_params)} trainable"
-            + (f", {fmt_count(frozen)} frozen" if frozen else "") + "), "
-            f"{fmt_si(self.mult_adds)} mult-adds for {self.example}",
-            f"  sizes: parameters {fmt_bytes(self.params_bytes)}, input "
-            f"{fmt_bytes(self.input_bytes)}, forward/backward pass "
-            f"{fmt_bytes(self.forward_backward_bytes)}, total {fmt_bytes(self.total_bytes)}",
+            f"summary: {self.model}, {fmt.count(self.total_params)} parameters "
+            f"({fmt.count(self.trainable_params)} trainable"
+            + (f", {fmt.count(frozen)} frozen" if frozen else "") + "), "
+            f"{fmt.si(self.mult_adds)} mult-adds for {self.example}",
+            f"  sizes: parameters {fmt.byte_size(self.params_bytes)}, input "
+            f"{fmt.byte_size(self.input_bytes)}, forward/backward pass "
+            f"{fmt.byte_size(self.forward_backward_bytes)}, "
+            f"total {fmt.byte_size(self.total_bytes)}",
         ]
         if verbose:
             if self.text:
                 lines.extend("  " + line for line in self.text.splitlines())
             else:
-                rows = [["  " * (r.depth - 1) + r.module, r.output_shape, fmt_count(r.params),
-                         fmt_count(r.mult_adds)] for r in self.layers]
+                rows = [["  " * (r.depth - 1) + r.module, r.output_shape, fmt.count(r.params),
+                         fmt.count(r.mult_adds)] for r in self.layers]
                 lines.append(table(["layer", "output", "params", "mult-adds"], rows))
         if self.note:
             lines.append(f"  {self.note}")

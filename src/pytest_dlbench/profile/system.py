@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_dlbench.profile._format import fmt_bytes, fmt_count, fmt_num, fmt_seconds, table
+from pytest_dlbench import numbers as fmt
+from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import register
-from pytest_dlbench.results.telemetry import summarize_telemetry
+from pytest_dlbench.measure.monitor.summary import summarize_telemetry
 
 __all__ = ["MAX_FILES", "DirUsage", "GpuUsage", "SystemReport", "build_system_report",
            "dir_usage"]
@@ -146,14 +147,16 @@ class SystemReport:
         return rows
 
     def render(self, verbose: bool = False) -> str:
-        head = (f"system: wall {fmt_seconds(self.wall_s)}, CPU {fmt_num(self.cpu_percent_mean)}% "
-                f"of a core (mean), peak RSS {fmt_bytes(self.rss_peak)}")
+        head = (f"system: wall {fmt.duration(self.wall_s)}, "
+                f"CPU {fmt.number(self.cpu_percent_mean)}% "
+                f"of a core (mean), peak RSS {fmt.byte_size(self.rss_peak)}")
         if self.energy_j is not None:
-            head += f", GPU energy {fmt_num(self.energy_j / 1000)} kJ"
+            head += f", GPU energy {fmt.number(self.energy_j / 1000)} kJ"
         lines = [head]
         if self.gpus:
-            rows = [[f"GPU {g.index}", f"{fmt_num(g.util_mean)}%", f"{fmt_num(g.util_max)}%",
-                     fmt_bytes(g.mem_mean), fmt_bytes(g.mem_peak), fmt_bytes(g.mem_total)]
+            rows = [[f"GPU {g.index}", f"{fmt.number(g.util_mean)}%", f"{fmt.number(g.util_max)}%",
+                     fmt.byte_size(g.mem_mean), fmt.byte_size(g.mem_peak),
+                     fmt.byte_size(g.mem_total)]
                     for g in self.gpus]
             lines.append(table(["device", "util mean", "util max", "mem mean", "mem peak",
                                 "mem total"], rows))
@@ -163,19 +166,19 @@ class SystemReport:
             if d.bytes is None:
                 lines.append(f"  {d.label} dir {d.path}: does not exist")
                 continue
-            size = ("" if d.complete else ">= ") + fmt_bytes(d.bytes)
-            text = f"  {d.label} dir: {size} in {fmt_count(d.files)} files"
+            size = ("" if d.complete else ">= ") + fmt.byte_size(d.bytes)
+            text = f"  {d.label} dir: {size} in {fmt.count(d.files)} files"
             if d.fs_total:
                 used = (d.fs_used or 0) / d.fs_total
-                text += f"; its disk {used * 100:.0f}% used, {fmt_bytes(d.fs_free)} free"
+                text += f"; its disk {used * 100:.0f}% used, {fmt.byte_size(d.fs_free)} free"
             if verbose:
                 text += f" ({d.path})"
             lines.append(text)
         if verbose:
             lines.append(f"  telemetry: {self.samples} samples"
-                         + (f" every {fmt_seconds(self.interval)}" if self.interval else "")
-                         + f"; disk read {fmt_bytes(self.disk_read_bytes)}, "
-                           f"written {fmt_bytes(self.disk_write_bytes)}")
+                         + (f" every {fmt.duration(self.interval)}" if self.interval else "")
+                         + f"; disk read {fmt.byte_size(self.disk_read_bytes)}, "
+                           f"written {fmt.byte_size(self.disk_write_bytes)}")
         if self.note:
             lines.append(f"  {self.note}")
         return "\n".join(lines)

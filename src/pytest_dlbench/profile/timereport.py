@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from pytest_dlbench.profile._format import fmt_count, fmt_pct, fmt_seconds, p95, table
+from pytest_dlbench import numbers as fmt
+from pytest_dlbench.profile._tables import p95, table
 from pytest_dlbench.profile.base import register
 
 __all__ = [
@@ -147,8 +148,8 @@ class TimeReport:
                     else f"steps {self.first_step}-{self.last_step}")
         where = (f"{span}, after the scored ones (timer only)" if self.source == "profiled window"
                  else f"{self.steps} timed step{'s' if self.steps != 1 else ''} ({span})")
-        return (f"time: {where}; step {fmt_seconds(self.step.mean)} mean, "
-                f"{fmt_seconds(self.step.p95)} p95")
+        return (f"time: {where}; step {fmt.duration(self.step.mean)} mean, "
+                f"{fmt.duration(self.step.p95)} p95")
 
     def render(self, verbose: bool = False) -> str:
         lines = [self._headline()]
@@ -160,16 +161,17 @@ class TimeReport:
         rows = []
         for r in (*self.ordered(), self.rest, self.step):
             label = f"  {r.key} (in {r.parent})" if r.parent else r.key
-            rows.append([label, fmt_count(r.count), fmt_seconds(r.mean), fmt_seconds(r.median),
-                         fmt_seconds(r.p95), fmt_seconds(r.total), fmt_pct(r.share)])
+            rows.append([label, fmt.count(r.count), fmt.duration(r.mean), fmt.duration(r.median),
+                         fmt.duration(r.p95), fmt.duration(r.total), fmt.rough_percent(r.share)])
         lines.append(table(header, rows))
         if self.overlap > 0.01 * self.step.total:
-            lines.append(f"  top-level regions overlap by {fmt_seconds(self.overlap)} "
-                         f"({fmt_pct(self.overlap / self.step.total)} of the step): "
+            lines.append(f"  top-level regions overlap by {fmt.duration(self.overlap)} "
+                         f"({fmt.rough_percent(self.overlap / self.step.total)} of the step): "
                          "rest is short by that much")
         if verbose and self.events:
             lines.append("  top-level profiler events (CPU time, children included)")
-            ev_rows = [[e.name, fmt_count(e.count), fmt_seconds(e.total), fmt_pct(e.share)]
+            ev_rows = [[e.name, fmt.count(e.count), fmt.duration(e.total),
+                        fmt.rough_percent(e.share)]
                        for e in self.events]
             lines.append(table(["event", "count", "total", "share"], ev_rows, indent="    "))
         return "\n".join(lines)

@@ -1,18 +1,23 @@
-"""What a run's telemetry amounts to: GPU and process-tree summaries, from records or live.
-
-The ``telemetry`` records a :class:`~pytest_dlbench.measure.monitor.Monitor` writes are summed
-up here, by the monitor itself as it samples (the ``monitor_summary`` record) and by the report
-and the usage validation from a stream read back. Pure functions over records: no NVML, no
-psutil, no pytest.
+"""What a run's telemetry amounts to in the results: the report's numbers of one run and of a
+benchmark's runs. The summary of the samples (:class:`MonitorSummary`,
+:func:`summarize_telemetry`) is the monitor's own, in :mod:`pytest_dlbench.measure.monitor.summary`,
+and is re-exported here. Pure functions over records: no NVML, no psutil, no pytest.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from pytest_dlbench.measure.monitor.summary import (
+    GpuSummary,
+    MonitorSummary,
+    Summarizer,
+    as_float,
+    as_int,
+    summarize_telemetry,
+    timed_window,
+)
 
 __all__ = [
     "GpuSummary",
@@ -25,259 +30,6 @@ __all__ = [
     "telemetry_stats",
     "timed_window",
 ]
-
-
-def as_float(value: Any) -> float | None:
-    """``value`` as a float; None when it is None or not a number."""
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def as_int(value: Any) -> int | None:
-    """``value`` as an int; None when it is None or not a number."""
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class GpuSummary:
-    index: int
-    samples: int  # samples with a utilisation value
-    mean_util: float | None  # percent
-    max_util: float | None
-    mean_mem_used: float | None  # bytes
-    peak_mem_used: int | None  # bytes, whole device (other processes and the CUDA context too)
-    mem_total: int | None
-    energy_j: float | None
-    peak_power_w: float | None
-    max_temp_c: float | None
-
-    @property
-    def mean_mem_fraction(self) -> float | None:
-        if self.mean_mem_used is None or not self.mem_total:
-            return None
-        return self.mean_mem_used / self.mem_total
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class MonitorSummary:
-    """What a run's telemetry amounts to (the ``monitor_summary`` record)."""
-
-    gpu: bool
-    reason: str  # why there is no GPU telemetry; "" with GPUs
-    interval: float | None
-    samples: int
-    duration_s: float | None
-    gpus: tuple[GpuSummary, ...] = ()
-    peak_rss_bytes: int | None = None
-    mean_cpu_percent: float | None = None
-    disk_read_bytes: int | None = None
-    disk_write_bytes: int | None = None
-    errors: int = 0
-    last_error: str = ""
-
-    @property
-    def peak_gpu_mem_bytes(self) -> int | None:
-        """The largest per-GPU peak (what must fit in one device's memory)."""
-        peaks = [g.peak_mem_used for g in self.gpus if g.peak_mem_used is not None]
-        return max(peaks) if peaks else None
-
-    @property
-    def energy_j(self) -> float | None:
-        """Energy of all sampled GPUs together."""
-        values = [g.energy_j for g in self.gpus if g.energy_j is not None]
-        return sum(values) if values else None
-
-    @property
-    def mean_gpu_util(self) -> float | None:
-        """Mean of the per-GPU mean utilisations, in percent."""
-        values = [g.mean_util for g in self.gpus if g.mean_util is not None]
-        return sum(values) / len(values) if values else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "reason": self.reason,
-            "interval": self.interval,
-            "samples": self.samples,
-            "duration_s": self.duration_s,
-            "gpus": [g.to_dict() for g in self.gpus],
-            "peak_gpu_mem_bytes": self.peak_gpu_mem_bytes,
-            "energy_j": self.energy_j,
-            "mean_gpu_util": self.mean_gpu_util,
-            "peak_rss_bytes": self.peak_rss_bytes,
-            "mean_cpu_percent": self.mean_cpu_percent,
-            "disk_read_bytes": self.disk_read_bytes,
-            "disk_write_bytes": self.disk_write_bytes,
-            "errors": self.errors,
-            "last_error": self.last_error,
-        }
-
-
-class _GpuAcc:
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.util: list[float] = []
-        self.mem: list[float] = []
-        self.peak_mem: int | None = None
-        self.mem_total: int | None = None
-        self.energy: float | None = None
-        self.power: float | None = None
-        self.temp: float | None = None
-
-    def add(self, g: Mapping[str, Any]) -> None:
-        util, used = as_float(g.get("util")), as_int(g.get("mem_used"))
-        if util is not None:
-            self.util.append(util)
-        if used is not None:
-            self.mem.append(float(used))
-            self.peak_mem = used if self.peak_mem is None else max(self.peak_mem, used)
-        self.mem_total = as_int(g.get("mem_total")) or self.mem_total
-        energy = as_float(g.get("energy_j"))
-        if energy is not None:
-            self.energy = energy  # cumulative: the last known value is the run's
-        self.power = _max(self.power, as_float(g.get("power_w")))
-        self.temp = _max(self.temp, as_float(g.get("temp_c")))
-
-    def summary(self) -> GpuSummary:
-        return GpuSummary(
-            index=self.index,
-            samples=len(self.util),
-            mean_util=sum(self.util) / len(self.util) if self.util else None,
-            max_util=max(self.util) if self.util else None,
-            mean_mem_used=sum(self.mem) / len(self.mem) if self.mem else None,
-            peak_mem_used=self.peak_mem,
-            mem_total=self.mem_total,
-            energy_j=self.energy,
-            peak_power_w=self.power,
-            max_temp_c=self.temp,
-        )
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    return a if b is None else max(a, b)
-
-
-class Summarizer:
-    """Running aggregates of ``telemetry`` records (constant memory, however long the run)."""
-
-    def __init__(self) -> None:
-        self.gpus: dict[int, _GpuAcc] = {}
-        self.samples = 0
-        self.first: float | None = None
-        self.last: float | None = None
-        self.rss: int | None = None
-        self.cpu_sum = 0.0
-        self.cpu_n = 0
-        self.disk_read: int | None = None
-        self.disk_write: int | None = None
-
-    def add(self, record: Mapping[str, Any]) -> None:
-        self.samples += 1
-        t = as_float(record.get("time"))
-        if t is not None:
-            self.first = t if self.first is None else min(self.first, t)
-            self.last = t if self.last is None else max(self.last, t)
-        for g in record.get("gpus") or ():
-            index = as_int(g.get("index"))
-            if index is not None:
-                self.gpus.setdefault(index, _GpuAcc(index)).add(g)
-        rss = as_int(record.get("rss_bytes"))
-        if rss is not None:
-            self.rss = rss if self.rss is None else max(self.rss, rss)
-        cpu = as_float(record.get("cpu_percent"))
-        if cpu is not None:
-            self.cpu_sum += cpu
-            self.cpu_n += 1
-        # Cumulative since the start: the last known values are the run's.
-        read, write = as_int(record.get("disk_read_bytes")), as_int(record.get("disk_write_bytes"))
-        self.disk_read = read if read is not None else self.disk_read
-        self.disk_write = write if write is not None else self.disk_write
-
-    def summary(
-        self, *, gpu: bool, reason: str, interval: float | None, errors: int = 0,
-        last_error: str = "",
-    ) -> MonitorSummary:
-        return MonitorSummary(
-            gpu=gpu,
-            reason=reason,
-            interval=interval,
-            samples=self.samples,
-            duration_s=(self.last - self.first) if self.first is not None else None,  # type: ignore[operator]
-            gpus=tuple(self.gpus[i].summary() for i in sorted(self.gpus)),
-            peak_rss_bytes=self.rss,
-            mean_cpu_percent=self.cpu_sum / self.cpu_n if self.cpu_n else None,
-            disk_read_bytes=self.disk_read,
-            disk_write_bytes=self.disk_write,
-            errors=errors,
-            last_error=last_error,
-        )
-
-
-def summarize_telemetry(
-    records: Iterable[Mapping[str, Any]],
-    *,
-    start: float | None = None,
-    end: float | None = None,
-) -> MonitorSummary:
-    """Summarise the ``telemetry`` records of a stream; with ``start``/``end`` (UNIX seconds),
-    only the samples taken in between. Pure: no NVML, no psutil.
-
-    ``gpu`` and ``reason`` come from the ``monitor`` record (without one: whether any sample
-    has GPUs); ``errors`` from the ``monitor_summary`` record.
-    """
-    acc = Summarizer()
-    monitor: Mapping[str, Any] | None = None
-    errors, last_error = 0, ""
-    windowed = start is not None or end is not None
-    for record in records:
-        event = record.get("event")
-        if event == "monitor" and monitor is None:
-            monitor = record
-        elif event == "monitor_summary":
-            errors = int(record.get("errors") or 0)
-            last_error = str(record.get("last_error") or "")
-        elif event == "telemetry":
-            if windowed:
-                t = as_float(record.get("time"))
-                if t is None or (start is not None and t < start) or (end is not None and t > end):
-                    continue
-            acc.add(record)
-    if monitor is not None:
-        gpu, reason = bool(monitor.get("gpu")), str(monitor.get("reason") or "")
-        interval = as_float(monitor.get("interval"))
-    else:
-        gpu, reason, interval = bool(acc.gpus), "", None
-    return acc.summary(
-        gpu=gpu, reason=reason, interval=interval, errors=errors, last_error=last_error
-    )
-
-
-# -- the report's numbers ----------------------------------------------------------------------
-def timed_window(records: Iterable[Mapping[str, Any]]) -> tuple[float, float] | None:
-    """(start, end) in UNIX seconds of the observations (``rate`` records, warm-up included),
-    None without timed observations."""
-    lo = hi = None
-    for r in records:
-        if r.get("event") != "rate":
-            continue
-        t = r.get("time")
-        if not isinstance(t, (int, float)) or not math.isfinite(t):
-            continue
-        seconds = r.get("seconds")
-        start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
-        lo = start if lo is None else min(lo, start)
-        hi = t if hi is None else max(hi, t)
-    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def telemetry_stats(records: Iterable[Mapping[str, Any]]) -> dict[str, float | int | None]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.measure.machine import machine_meta
 from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
-from pytest_dlbench.results.machine import machine_meta
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
 

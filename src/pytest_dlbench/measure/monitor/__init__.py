@@ -5,7 +5,7 @@
   per-GPU sampling and energy);
 - ``process``: the psutil sampler of the benchmark's process tree.
 
-What the samples amount to (``MonitorSummary``) is in :mod:`pytest_dlbench.results.telemetry`.
+- ``summary``: what the samples amount to (:class:`MonitorSummary`), live and read back.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dlbench.results.telemetry import as_float, as_int
+from pytest_dlbench.measure.monitor.summary import as_float, as_int
 
 __all__ = [
     "GpuInfo",

@@ -1,0 +1,153 @@
+"""Numbers as the reports write them: one set of formatters for the terminal, the HTML page,
+the dashboard export and the profile reports (``report/format.py`` is their home in the report
+package; ``profile/`` uses them too, so they sit below both).
+
+Each returns ``missing`` for an unknown value (None, NaN, infinity): ``"-"`` by default, the
+terminal's and the export's; the HTML page passes :data:`DASH`. The exception is
+:func:`number`, which spells ``nan`` and ``inf`` so that a broken measurement shows in the
+table. No terminal probing, no clock, no locale: the output depends on the value only.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "DASH",
+    "MISSING",
+    "byte_size",
+    "count",
+    "duration",
+    "fixed",
+    "gap",
+    "number",
+    "p_value",
+    "percent",
+    "rough_percent",
+    "si",
+    "significant",
+]
+
+#: An unknown value in the terminal and the export.
+MISSING = "-"
+#: An unknown value in the HTML page.
+DASH = "—"
+
+
+def number(value: float | None) -> str:
+    """About three significant digits, never scientific notation for everyday magnitudes."""
+    if value is None:
+        return MISSING
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 1e-4:
+        return f"{value:.3g}"
+    return f"{value:.2e}"
+
+
+def significant(
+    value: float | None, digits: int = 4, *, zeros: bool = True, missing: str = DASH
+) -> str:
+    """``digits`` significant digits, thousands separators for big numbers (a table cell).
+
+    ``zeros`` keeps trailing zeros ("157.0", not "157") so a column reads at one precision.
+    """
+    if value is None or not math.isfinite(value):
+        return missing
+    if value == 0:
+        return "0"
+    # Compared after rounding, so 999.96 becomes "1,000" rather than "1000.".
+    if abs(float(f"{value:.{digits}g}")) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    return f"{value:#.{digits}g}" if zeros else f"{value:.{digits}g}"
+
+
+def percent(
+    value: float | None, digits: int = 1, *, space: bool = False, missing: str = MISSING
+) -> str:
+    """A fraction as a percentage: ``0.123`` -> ``"12.3%"`` (``"12.3 %"`` with ``space``)."""
+    if value is None or not math.isfinite(value):
+        return missing
+    return f"{100 * value:.{digits}f}{' ' if space else ''}%"
+
+
+def fixed(value: float | None, digits: int, *, missing: str = MISSING) -> str:
+    """``digits`` decimals: ratios (3, since at a 3 % tolerance 0.97 could be either side of the
+    threshold), speed-ups and scores (2)."""
+    return missing if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def p_value(value: float | None, *, missing: str = MISSING) -> str:
+    """Three decimals, and ``<0.001`` below them."""
+    if value is None or not math.isfinite(value):
+        return missing
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def byte_size(value: float | None, *, missing: str = MISSING) -> str:
+    """Bytes in GiB or MiB with one decimal (``46.8 MiB``), whole KiB below (``375 KiB``), one
+    unit a value; signed when negative (memory a profiled operator released: ``-8.8 MiB``)."""
+    if value is None or not math.isfinite(value):
+        return missing
+    magnitude = abs(value)
+    sign = "-" if value < 0 else ""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+        if magnitude >= size:
+            return f"{sign}{magnitude / size:.1f} {unit}"
+    kib = round(magnitude / 2**10)
+    return f"{sign if kib else ''}{kib} KiB"
+
+
+def count(value: float | None, *, missing: str = MISSING) -> str:
+    """A whole number with thousands separators: ``1,720``."""
+    return missing if value is None or not math.isfinite(value) else f"{int(value):,}"
+
+
+def si(value: float | None, *, missing: str = MISSING) -> str:
+    """Decimal prefixes for large counts: ``75.1 M``, ``1.82 G`` (:func:`number` below 1000)."""
+    if value is None:
+        return missing
+    for prefix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{number(value / size)} {prefix}"
+    return number(value)
+
+
+def duration(value: float | None, *, missing: str = MISSING) -> str:
+    """Seconds in the unit that reads best: ``1.25 s``, ``83.2 ms``, ``420 µs``."""
+    if value is None:
+        return missing
+    magnitude = abs(value)
+    if magnitude >= 1:
+        return f"{number(value)} s"
+    if magnitude >= 1e-3:
+        return f"{number(value * 1e3)} ms"
+    if magnitude == 0:
+        return "0 s"
+    return f"{number(value * 1e6)} µs"
+
+
+def rough_percent(fraction: float | None, *, missing: str = MISSING) -> str:
+    """A share of a whole: ``42%``, one decimal below 10 % (``3.5%``)."""
+    if fraction is None:
+        return missing
+    return f"{fraction * 100:.1f}%" if abs(fraction) < 0.1 else f"{fraction * 100:.0f}%"
+
+
+def gap(value: float, best: float) -> str:
+    """``value``'s gap to ``best`` as "-8.6 %"; blank for the best itself."""
+    if value >= best or not best:
+        return ""
+    change = (value / best - 1.0) * 100
+    return f"{change:.1f} %" if change <= -0.05 else "-<0.1 %"  # never "-0.0 %"
