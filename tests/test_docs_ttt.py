@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.measure.logparse import make_parser, total_time_secs
+from pytest_dlbench.measure.logparse import StepReader, make_parser, total_time_secs
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.suite import find_suite, resolve_suite
 
@@ -103,7 +103,7 @@ def test_my_script_example_runs_and_its_time_is_its_logs(pytester: pytest.Pytest
     assert bench is not None and bench.lower_is_better
     # The time is the sum of the times the script printed, the first left out.
     (spec,) = resolve_suite(suite).specs
-    reader = make_parser(spec.command["parser"]).reader()  # type: ignore[index]
+    reader = StepReader(make_parser(spec.command["parser"]))  # type: ignore[index]
     steps = reader.read((run_dir / "my-script.D0.log").read_text().splitlines())
     assert len(steps) == 12
     assert bench.total_time_secs == total_time_secs(s.seconds for s in steps)

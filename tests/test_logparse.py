@@ -14,6 +14,7 @@ from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.logparse import (
     OPEN_CLIP,
     LogParseError,
+    StepReader,
     make_parser,
     recipe_format,
     total_time_secs,
@@ -94,14 +95,14 @@ def run_recipe(text: str, tmp_path: Path, script: str = RECIPE) -> str:
 
 
 def parsed_total(text: str) -> float | None:
-    steps = OPEN_CLIP.reader().read(text.splitlines())
+    steps = StepReader(OPEN_CLIP).read(text.splitlines())
     return total_time_secs(s.seconds for s in steps)
 
 
 def streamed_total(text: str) -> float | None:
     """The parsed steps through Bench.log_step and the stream reader: what a run reports."""
     stream = NullStream()
-    steps = OPEN_CLIP.reader().read(text.splitlines())
+    steps = StepReader(OPEN_CLIP).read(text.splitlines())
     stream.write("config", spec={"name": "mmoclip", "metric": TOTAL_TIME}, device=0)
     with Bench(name="mmoclip", stream=stream, skip=1, stop=10**6) as bench:
         for step in steps:
@@ -112,7 +113,7 @@ def streamed_total(text: str) -> float | None:
 
 # -- seed 004's lines ---------------------------------------------------------------------------
 def test_seed_lines_parse_into_steps() -> None:
-    steps = OPEN_CLIP.reader().read(SEED_LINES.splitlines())
+    steps = StepReader(OPEN_CLIP).read(SEED_LINES.splitlines())
     assert [s.seconds for s in steps] == [137.606, 6.655, 6.466]
     assert [s.items for s in steps] == [16384, 16384, 16384]  # 32 GPUs x 512
     assert [s.percent for s in steps] == [1, 1, 2]
@@ -135,14 +136,14 @@ def test_a_long_log_gives_the_recipes_total_to_the_last_bit(tmp_path: Path, seed
     text = long_log(seed)
     printed = run_recipe(text, tmp_path)
     exact = float(run_recipe(text, tmp_path, RECIPE_EXACT))
-    assert len(OPEN_CLIP.reader().read(text.splitlines())) == 400
+    assert len(StepReader(OPEN_CLIP).read(text.splitlines())) == 400
     assert parsed_total(text) == exact  # the same double: a running sum in the same order
     assert streamed_total(text) == exact  # and through the stream (JSON round trip)
     assert printed == f"total_time_secs:{recipe_format(exact)}"
 
 
 def test_long_log_items_follow_the_sample_counter_across_epochs() -> None:
-    steps = OPEN_CLIP.reader().read(long_log().splitlines())
+    steps = StepReader(OPEN_CLIP).read(long_log().splitlines())
     assert {s.items for s in steps} == {512 * 32}
     assert steps[0].percent == 0 and steps[-1].percent == 100
 
@@ -162,7 +163,7 @@ def test_recipe_format_is_awks() -> None:
 # -- parsers from a suite -------------------------------------------------------------------------
 def test_a_regex_parser_with_items_and_seconds() -> None:
     parser = make_parser({"regex": r"step \d+ took (?P<seconds>[\d.]+)s for (?P<items>\d+)"})
-    reader = parser.reader()
+    reader = StepReader(parser)
     assert reader.feed("hello") is None
     step = reader.feed("step 3 took 0.25s for 64 samples")
     assert step is not None and (step.seconds, step.items) == (0.25, 64)
@@ -173,7 +174,7 @@ def test_a_rate_only_parser_needs_items() -> None:
     with pytest.raises(LogParseError, match="items of a step are unknown"):
         make_parser({"regex": r"(?P<rate>[\d.]+) img/s"})
     parser = make_parser({"regex": r"(?P<rate>[\d.]+) img/s", "items_per_step": 32})
-    step = parser.reader().feed("128.0 img/s")
+    step = StepReader(parser).feed("128.0 img/s")
     assert step is not None and (step.items, step.seconds) == (32, 0.25)
 
 
@@ -195,6 +196,6 @@ def test_bad_parsers_are_refused(value: object, match: str) -> None:
 
 def test_open_clip_is_a_ready_parser() -> None:
     assert make_parser("open_clip") is OPEN_CLIP
-    nan = OPEN_CLIP.reader().feed(open_clip_line(0, 16, 32, 0.1, 0.5, 16, 1, 1.0).replace(
+    nan = StepReader(OPEN_CLIP).feed(open_clip_line(0, 16, 32, 0.1, 0.5, 16, 1, 1.0).replace(
         "Loss: 1.0000 (1.0000)", "Loss: nan (nan)"))
     assert nan is not None and math.isnan(nan.loss)

@@ -808,3 +808,54 @@ def test_override_of_a_benchmark_whose_name_has_dots(tmp_path):
     resolved = resolve_suite(suite, ["ddp.scaling.2.argv.--batch-size=4"])
     assert resolved["ddp.scaling.2"].args == ("--batch-size", "4")
     assert resolved["ddp.scaling.1"].args == ("--batch-size", "16")
+
+
+# --- layers --------------------------------------------------------------------------------------
+
+
+def test_resolving_imports_nothing_above_the_suite(tmp_path: Path) -> None:
+    """Resolving a suite (the controller, before anything runs) checks an external command's
+    parser and the monitor's interval with the suite's own modules: it loads no measurement
+    code (docs/architecture.md: suite/ stands on the contracts only)."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, """
+        ttt:
+          voir: {options: {interval: 500ms}}
+          definition:
+            command: [python, train.py]
+            parser: {regex: 'step (?P<seconds>\\d+\\.\\d+)s', items_per_step: 8}
+        clip:
+          definition: {command: [python, train.py], parser: open_clip}
+        """)
+    probe = textwrap.dedent(f"""
+        import sys
+        from pytest_dlbench.suite import resolve_suite
+        resolve_suite({str(path)!r})
+        contracts = ("pytest_dlbench.errors", "pytest_dlbench.schema",
+                     "pytest_dlbench.run.protocol")
+        loaded = sorted(m for m in sys.modules if m.startswith("pytest_dlbench.")
+                        and not m.startswith("pytest_dlbench.suite") and m not in contracts)
+        print(loaded)
+        """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_bad_parser_or_interval_still_fails_the_suite(tmp_path: Path) -> None:
+    """What the suite's modules check is what the runner and the monitor use."""
+    bad_parser = write(tmp_path, """
+        ttt:
+          definition: {command: [python, train.py], parser: {regex: 'no groups'}}
+        """, "parser.yaml")
+    with pytest.raises(SuiteError, match="needs a named group"):
+        resolve_suite(bad_parser)
+    bad_interval = write(tmp_path, """
+        toy:
+          definition: pytest_dlbench.workloads.toy:main
+          voir: {options: {interval: 1ms}}
+        """, "interval.yaml")
+    with pytest.raises(SuiteError, match="interval must be at least 10 ms"):
+        resolve_suite(bad_interval)

@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.measure.logparse import LogParser, make_parser
+from pytest_dlbench.measure.logparse import StepReader
+from pytest_dlbench.suite.logparsers import LogParser, make_parser
 
 __all__ = ["CommandResult", "ExternalCommandError", "command_argv", "main", "run_command"]
 
@@ -168,7 +169,7 @@ def run_command(
         )
     except OSError as exc:
         raise ExternalCommandError(f"cannot start {argv[0]!r}: {exc}") from exc
-    reader = parser.reader()
+    reader = StepReader(parser)
     last_percent: float | None = None
     capped = False
     try:

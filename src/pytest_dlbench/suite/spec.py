@@ -10,7 +10,9 @@ from typing import Any
 
 from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.argv import render_argv
+from pytest_dlbench.suite.interval import IntervalError, parse_interval
 from pytest_dlbench.suite.loader import Located
+from pytest_dlbench.suite.logparsers import LogParseError, make_parser
 
 __all__ = [
     "BenchSpec",
@@ -271,8 +273,6 @@ def _external(value: dict, *, origin: str, name: str) -> dict[str, Any]:
     ``command`` a list of strings with ``{suite_dir}`` filled (the folder of the file the
     string was written in), ``parser`` as given (checked), ``prepare`` resolved like a
     definition, ``cwd`` as given (launch-time placeholders are filled by the runner)."""
-    from pytest_dlbench.measure.logparse import LogParseError, make_parser
-
     def fail(message: str) -> SuiteError:
         return SuiteError(f"definition: {message}", file=origin, bench=name)
 
@@ -415,8 +415,6 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         raise SuiteError(
             f"'weight' must be a finite number >= 0, got {weight!r}", file=origin, bench=name
         )
-    from pytest_dlbench.measure.monitor import IntervalError, parse_interval
-
     try:
         parse_interval(options.get("interval"))
     except IntervalError as exc:
