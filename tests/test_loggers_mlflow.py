@@ -20,7 +20,8 @@ from _logger_runs import (
 )
 
 from pytest_dlbench.loggers.sink import GuardedSink, log_run_dir, open_sinks
-from pytest_dlbench.loggers.source import session_facts, session_summary, streams
+from pytest_dlbench.loggers.source import session_facts, streams
+from pytest_dlbench.results.evaluation import evaluate
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow import MlflowClient  # noqa: E402
@@ -95,7 +96,7 @@ def test_session_and_benchmark_runs_in_sqlite(
                              warn=warned.append)
     assert guarded.failure is None and warned == []
     runs = dump(uri)
-    summary = session_summary(run_dir)
+    summary = evaluate(run_dir).saved_summary
 
     # One parent run for the session, with the score and the failure rate.
     parent = runs.pop(RUN_NAME)
@@ -212,7 +213,7 @@ def test_during_the_run_and_after_it_give_the_same_runs(empty_db: Path, tmp_path
         sink.log_bench_run(live_dir / path.name)
         sink.log_bench_run(live_dir / path.name)  # reported twice (xdist): logged once
     sink.log_bench_run(live_dir / "never-started.D0.data")  # an item without a stream
-    sink.finish_session(session_summary(live_dir), [])
+    sink.finish_session(evaluate(live_dir), [])
     assert sink.failure is None
 
     a, b = without_ids(dump(after)), without_ids(dump(live))

@@ -10,26 +10,28 @@ from pathlib import Path
 import pytest
 from _logger_runs import RUN_NAME, stream_rates, write_run_dir, write_stream
 
+from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.loggers import base as base_mod
 from pytest_dlbench.loggers.base import (
+    LoggerError,
     LoggerUnavailable,
     default_bench_base,
     missing_logger,
     require,
 )
-from pytest_dlbench.loggers.sink import GuardedSink, describe, log_run_dir
+from pytest_dlbench.loggers.sink import GuardedSink, log_run_dir
 from pytest_dlbench.loggers.source import (
     bench_metrics,
     flatten,
-    is_run_dir,
     manifest_facts,
     read_bench_run,
     session_facts,
     session_metrics,
-    session_summary,
     telemetry_values,
 )
 from pytest_dlbench.loggers.tables import read_table, tabulate
+from pytest_dlbench.results.evaluation import evaluate
+from pytest_dlbench.run.layout import check_run_dir
 
 
 def test_read_bench_run_keeps_every_observation(tmp_path: Path) -> None:
@@ -130,7 +132,7 @@ def test_manifest_facts_round_trip(tmp_path: Path) -> None:
 
 
 def test_summary_metrics(tmp_path: Path) -> None:
-    summary = session_summary(write_run_dir(tmp_path))
+    summary = evaluate(write_run_dir(tmp_path)).saved_summary
     per_bench = bench_metrics(summary)
     assert set(per_bench) == {"alpha", "beta", "gamma"}
     assert set(per_bench["alpha"]) >= {"perf", "total", "std_pct", "perf_adj",
@@ -159,9 +161,13 @@ def test_read_table_csv_and_broken(tmp_path: Path) -> None:
     assert read_table(tmp_path / "bad.json") is None
 
 
-def test_is_run_dir_and_bench_base(tmp_path: Path) -> None:
+def test_check_run_dir_and_bench_base(tmp_path: Path) -> None:
     run_dir = write_run_dir(tmp_path)
-    assert is_run_dir(run_dir) and not is_run_dir(tmp_path) and not is_run_dir(tmp_path / "x")
+    assert check_run_dir(run_dir) == run_dir
+    with pytest.raises(DlbenchError, match="no run streams"):
+        check_run_dir(tmp_path)
+    with pytest.raises(DlbenchError, match="x: not a run directory$"):
+        check_run_dir(tmp_path / "x")
     assert default_bench_base(run_dir) == tmp_path.resolve()
 
 
@@ -185,8 +191,8 @@ class Recorder:
     def log_bench_run(self, stream_path):  # noqa: ANN001
         self._record("log_bench_run", Path(stream_path).name)
 
-    def finish_session(self, summary, artifacts):  # noqa: ANN001
-        self._record("finish_session", summary["score"])
+    def finish_session(self, evaluation, artifacts):  # noqa: ANN001
+        self._record("finish_session", evaluation.summary.score)
 
     def close(self) -> None:
         self.closed += 1
@@ -201,7 +207,7 @@ def test_log_run_dir_makes_the_session_calls(tmp_path: Path) -> None:
     assert [c[0] for c in fake.calls] == (
         ["start_session"] + ["log_bench_run"] * 5 + ["finish_session"])
     assert fake.calls[1][1] == "alpha.D0.data"
-    assert fake.calls[-1][1] == pytest.approx(session_summary(run_dir)["score"])
+    assert fake.calls[-1][1] == pytest.approx(evaluate(run_dir).summary.score)
 
 
 def test_a_failing_logger_is_one_warning_line_then_silent(tmp_path: Path) -> None:
@@ -225,10 +231,21 @@ def test_keyboard_interrupt_is_not_swallowed(tmp_path: Path) -> None:
         GuardedSink(Interrupted()).log_bench_run(tmp_path / "x.D0.data")
 
 
-def test_describe() -> None:
-    assert describe(ValueError("")) == "ValueError"
-    assert describe(LoggerUnavailable("mlflow is not installed")) == "mlflow is not installed"
-    assert len(describe(RuntimeError("x" * 1000))) == 300
+@pytest.mark.parametrize(("error", "why"), [
+    (ValueError(""), "ValueError"),
+    (LoggerUnavailable("mlflow is not installed"), "mlflow is not installed"),
+    (LoggerError("cannot reach\n  http://x"), "cannot reach http://x"),  # its own words
+    (RuntimeError("x" * 1000), "RuntimeError: " + "x" * 283 + "..."),
+])
+def test_the_warning_line_says_why_in_one_line(error: Exception, why: str) -> None:
+    class Failing(Recorder):
+        def log_bench_run(self, stream_path):  # noqa: ANN001
+            raise error
+
+    warned: list[str] = []
+    sink = GuardedSink(Failing(), warn=warned.append)
+    sink.log_bench_run("x.D0.data")
+    assert sink.failure == why and warned == [f"dlbench: fake logging disabled: {why}"]
 
 
 def test_missing_logger_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,8 @@ import pytest
 from _logger_runs import RUN_NAME, record_facts, stream_rates, write_run_dir
 
 from pytest_dlbench.loggers.sink import GuardedSink, log_run_dir
-from pytest_dlbench.loggers.source import session_facts, session_summary, streams
+from pytest_dlbench.loggers.source import session_facts, streams
+from pytest_dlbench.results.evaluation import evaluate
 
 pytest.importorskip("wandb")
 from pytest_dlbench.loggers.wandb_logger import WandbSink, run_id_for  # noqa: E402
@@ -60,7 +61,7 @@ def test_offline_runs_hold_the_streams(
     runs = offline_runs(tmp_path)  # <bench-base>/wandb/offline-run-*
     assert sorted(runs) == sorted(["alpha[D0]", "alpha[D1]", "beta[D0-R0]", "beta[D0-R1]",
                                    "gamma[D0]", RUN_NAME])
-    summary = session_summary(run_dir)
+    summary = evaluate(run_dir).saved_summary
     paths = {p.name: p for p in streams(run_dir)}
     total_rows = 0
     for name, run in runs.items():
@@ -154,7 +155,7 @@ def test_during_the_run_and_after_it_give_the_same_runs(tmp_path: Path) -> None:
         sink.log_bench_run(live_dir / path.name)
         sink.log_bench_run(live_dir / path.name)  # reported twice: logged once
     sink.log_bench_run(live_dir / "never-started.D0.data")  # an item without a stream
-    sink.finish_session(session_summary(live_dir), [])
+    sink.finish_session(evaluate(live_dir), [])
     assert sink.failure is None
     a = {n: content(r) for n, r in offline_runs(tmp_path / "a").items()}
     b = {n: content(r) for n, r in offline_runs(tmp_path / "b").items()}

@@ -10,7 +10,6 @@ summaries side by side; ``table`` prints a run's sweep table (seed 004's result 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -20,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.options import REPORT_OPTIONS, SUITE_OPTIONS
+from pytest_dlbench.options import REPORT_OPTIONS, SUITE_OPTIONS, evaluate_options
 from pytest_dlbench.results import gate
+from pytest_dlbench.run.layout import check_run_dir
 from pytest_dlbench.run.protocol import Env
 
 __all__ = ["main"]
@@ -103,84 +103,39 @@ def _verbosity(args: argparse.Namespace) -> int:
     return args.verbose - args.quiet
 
 
-def _load_baseline(path: str) -> tuple[Any, int]:
-    """(summary dict, 0) or (None, exit status) after printing the one-line error."""
+def _load_baseline(path: str) -> gate.BaselineLoad:
+    """The baseline file, read; its one-line error printed when it cannot be used."""
     loaded = gate.load_baseline(path)
     if loaded.status == gate.BASELINE_MISSING:
         _error(f"{loaded.message} (a baseline is required: save one with --save)")
     elif loaded.status:
         _error(loaded.message)
-    return loaded.summary, loaded.status
-
-
-def _run_dir(text: str) -> Path | None:
-    """The run directory a command reads, or None after its one-line error."""
-    from pytest_dlbench.run.layout import read_manifest, stream_paths
-
-    run_dir = Path(text)
-    if not run_dir.is_dir():
-        _error(f"{run_dir}: not a run directory")
-        return None
-    if not stream_paths(run_dir) and read_manifest(run_dir) is None:
-        _error(f"{run_dir}: no run streams (*.data) and no manifest.json")
-        return None
-    return run_dir
+    return loaded
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pytest_dlbench.report.terminal import render_summary
-    from pytest_dlbench.results.compare import compare
-    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.report.evaluation import render_evaluation, write_evaluation
+    from pytest_dlbench.results.evaluation import evaluate
 
-    run_dir = _run_dir(args.run_dir)
-    if run_dir is None:
-        return gate.USAGE_ERROR
-    summary = summarize_dir(run_dir)
-    comparison, status, base = None, gate.OK, None
-    if args.compare:
-        baseline, status = _load_baseline(args.compare)
-        if baseline is not None:
-            comparison = compare(summary, baseline, tolerance=args.tolerance, alpha=args.alpha)
-            comparison = dataclasses.replace(comparison, baseline_path=str(args.compare))
-    else:
-        # A --bench-against run: its base side is in the run directory, and so is the verdict.
-        from pytest_dlbench.results.paired import summarize_paired_dir
-
-        paired = summarize_paired_dir(run_dir, tolerance=args.tolerance, alpha=args.alpha,
-                                      test=args.paired_test, rate=args.paired_rate)
-        if paired is not None:
-            _, base, comparison = paired
-    verbosity = _verbosity(args)
-    if base is not None and verbosity >= 0:
-        from pytest_dlbench.report.terminal import render_paired
-
-        print(render_summary(summary, None, verbosity=verbosity, width=_width(),
-                             price=args.price))
-        print()
-        print(render_paired(comparison, base, verbosity=verbosity, width=_width()))
-    else:
-        print(render_summary(summary, comparison, verbosity=verbosity, width=_width(),
-                             price=args.price))
-    from pytest_dlbench.report.outputs import write_outputs
-
-    write_outputs(summary, comparison=comparison, save=args.save, html=args.html,
-                  export=args.export, price=args.price)
-    return gate.final_status(failed=gate.run_failed(summary), comparison=comparison,
-                             baseline_status=status)
-
-
-def _summary_failed(data: dict[str, Any]) -> bool:
-    benches = data.get("benchmarks") or {}
-    return bool(data.get("incomplete")) or any(b.get("fail") for b in benches.values())
+    run_dir = check_run_dir(args.run_dir)
+    baseline = _load_baseline(args.compare) if args.compare else None
+    # Without --compare, a --bench-against run is judged against its base side, which is in
+    # the run directory with the verdict's settings.
+    options = evaluate_options(lambda dest: getattr(args, dest), baseline=baseline,
+                               require_baseline=True)  # the file it is given must exist
+    evaluation = evaluate(run_dir, options)
+    print(render_evaluation(evaluation, verbosity=_verbosity(args), width=_width()))
+    write_evaluation(evaluation)
+    return evaluation.status
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_comparison
     from pytest_dlbench.results.compare import compare
 
-    baseline, status = _load_baseline(args.baseline)
-    if baseline is None:
-        return status
+    baseline = _load_baseline(args.baseline)
+    if baseline.summary is None:
+        return baseline.status
     from pytest_dlbench.results.baseline import load_summary
 
     try:
@@ -188,9 +143,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except DlbenchError as exc:  # the current file missing is bad input, not "no baseline"
         _error(str(exc))
         return gate.USAGE_ERROR
-    comparison = compare(current, baseline, tolerance=args.tolerance, alpha=args.alpha)
+    comparison = compare(current, baseline.summary, tolerance=args.tolerance, alpha=args.alpha)
     print(render_comparison(comparison, verbosity=_verbosity(args), width=_width()))
-    return gate.final_status(failed=_summary_failed(current), comparison=comparison)
+    return gate.final_status(failed=gate.run_failed(current), comparison=comparison)
 
 
 def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -205,10 +160,7 @@ def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
 def _cmd_profile(args: argparse.Namespace) -> int:
     from pytest_dlbench.profile import profile_sections
 
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        _error(f"{run_dir}: not a run directory")
-        return gate.USAGE_ERROR
+    run_dir = check_run_dir(args.run_dir)
     sections = profile_sections(run_dir, verbose=args.verbose > 0, bench=args.bench)
     if not sections:
         which = f" of {args.bench}" if args.bench else ""
@@ -249,9 +201,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
 
-    run_dir = _run_dir(args.run_dir)
-    if run_dir is None:
-        return gate.USAGE_ERROR
+    run_dir = check_run_dir(args.run_dir)
     rows = sweep_rows(summarize_dir(run_dir), matrix_only=args.matrix)
     if args.csv:
         sys.stdout.write(sweep_csv(rows))

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
 from pytest_dlbench.run.protocol import Env
 
-__all__ = ["REPORT_OPTIONS", "RUN_OPTIONS", "SUITE_OPTIONS", "ReportOption", "results_base"]
+if TYPE_CHECKING:
+    from pytest_dlbench.results.evaluation import EvaluateOptions
+
+__all__ = [
+    "LOGGER_OPTIONS",
+    "REPORT_OPTIONS",
+    "RUN_OPTIONS",
+    "SUITE_OPTIONS",
+    "ReportOption",
+    "evaluate_options",
+    "results_base",
+]
 
 
 def results_base(config: Any) -> Path:
@@ -63,32 +75,6 @@ SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    (
-        "--bench-mlflow",
-        dict(
-            nargs="?",
-            const="",
-            default=None,
-            metavar="TRACKING_URI",
-            help="log the run to MLflow: TRACKING_URI, else $MLFLOW_TRACKING_URI, else "
-            "sqlite:///<bench-base>/mlflow.db (docs/logging.md)",
-        ),
-    ),
-    (
-        "--bench-wandb",
-        dict(
-            nargs="?",
-            const="",
-            default=None,
-            metavar="PROJECT",
-            help="log the run to Weights & Biases (offline unless $WANDB_MODE says otherwise)",
-        ),
-    ),
-    (
-        "--bench-experiment",
-        dict(metavar="NAME", default=None,
-             help="MLflow experiment of the run (default: the suite name)"),
-    ),
     (
         "--bench-profile",
         dict(
@@ -182,8 +168,9 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 @dataclass(frozen=True)
 class ReportOption:
-    """An option of the report and the gate: ``--bench-NAME`` in pytest, ``--NAME`` in
-    ``dlbench report`` (where ``cli`` is true), with the same parsing and the same help."""
+    """An option of the pytest run and of a ``dlbench`` command: ``--bench-NAME`` in pytest,
+    ``--NAME`` in ``dlbench report`` (the report and the gate) or ``dlbench log`` (the loggers),
+    where ``cli`` is true; the same parsing and the same help."""
 
     name: str
     kwargs: dict[str, Any]
@@ -238,3 +225,47 @@ REPORT_OPTIONS: list[ReportOption] = [
         type=gate.parse_price, default=None, metavar="DOLLARS",
         help="price of the machine: adds price/score to the report")),
 ]
+
+#: The loggers (docs/logging.md): ``--bench-mlflow`` during a run, ``dlbench log --mlflow`` after.
+#: None: not asked; ``""``: asked without a value (the default tracking URI or project).
+LOGGER_OPTIONS: list[ReportOption] = [
+    ReportOption("mlflow", dict(
+        nargs="?", const="", default=None, metavar="URI",
+        help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
+        "sqlite:///<bench-base>/mlflow.db (docs/logging.md)")),
+    ReportOption("wandb", dict(
+        nargs="?", const="", default=None, metavar="PROJECT",
+        help="log to Weights & Biases: PROJECT (default $WANDB_PROJECT, else pytest-dlbench); "
+        "offline unless $WANDB_MODE says otherwise")),
+    ReportOption("experiment", dict(
+        metavar="NAME", default=None,
+        help="MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else the suite name)")),
+]
+
+
+def evaluate_options(
+    value: Callable[[str], Any],
+    *,
+    baseline: gate.BaselineLoad | None,
+    require_baseline: bool,
+    paired: bool = True,
+    suite: str | None = None,
+) -> EvaluateOptions:
+    """The end of a run as the report options ask it: ``value(dest)`` is the value of the
+    :data:`REPORT_OPTIONS` entry ``dest`` (pytest's ``bench_<dest>``, ``dlbench report``'s
+    ``<dest>``); ``baseline`` is the ``compare`` file, already read."""
+    from pytest_dlbench.results.evaluation import EvaluateOptions, Outputs
+
+    return EvaluateOptions(
+        tolerance=value("tolerance"),
+        alpha=value("alpha"),
+        paired_test=value("paired_test"),
+        paired_rate=value("paired_rate"),
+        baseline=baseline,
+        baseline_path=value("compare"),
+        require_baseline=require_baseline,
+        paired=paired,
+        price=value("price"),
+        suite=suite,
+        outputs=Outputs(save=value("save"), html=value("html"), export=value("export")),
+    )

@@ -14,7 +14,6 @@ from pytest_dlbench.loggers.source import (
     SessionFacts,
     manifest_facts,
     session_facts,
-    session_summary,
 )
 
 __all__ = [
@@ -28,5 +27,4 @@ __all__ = [
     "missing_logger",
     "open_sinks",
     "session_facts",
-    "session_summary",
 ]

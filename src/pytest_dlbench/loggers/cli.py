@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.options import LOGGER_OPTIONS
+from pytest_dlbench.results.gate import LOGGER_FAILED, OK, USAGE_ERROR
+
 __all__ = ["LOG_EPILOG", "add_log_command", "cmd_log"]
 
-OK, FAILED, USAGE_ERROR = 0, 1, 4
-LOG_EPILOG = ("exit status: 0 logged (or already logged), 1 a logger failed (the warning line "
-              "says why), 4 bad input: not a run directory, no logger asked for, or a logger "
-              "that is not installed")
+LOG_EPILOG = (f"exit status: {OK} logged (or already logged), {LOGGER_FAILED} a logger failed "
+              f"(the warning line says why), {USAGE_ERROR} bad input: not a run directory, no "
+              "logger asked for, or a logger that is not installed")
 
 
 def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,18 +30,9 @@ def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__, epilog=LOG_EPILOG,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
-    parser.add_argument(
-        "--mlflow", nargs="?", const="", default=None, metavar="URI",
-        help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
-             "sqlite:///<bench-base>/mlflow.db next to the run directory",
-    )
-    parser.add_argument(
-        "--wandb", nargs="?", const="", default=None, metavar="PROJECT",
-        help="log to Weights & Biases: PROJECT (default $WANDB_PROJECT, else pytest-dlbench); "
-             "offline unless $WANDB_MODE says otherwise",
-    )
-    parser.add_argument("--experiment", metavar="NAME",
-                        help="MLflow experiment (default: the suite name)")
+    for option in LOGGER_OPTIONS:  # --bench-mlflow ... of the pytest run
+        parser.add_argument(option.cli_flag, dest=option.dest, **option.kwargs)
+    # Only here: in a pytest run the loggers' base is the run's --bench-base.
     parser.add_argument("--bench-base", metavar="DIR",
                         help="where the default sqlite store and wandb/ go (default: the run "
                              "directory's base, <base>/runs/<run>)")
@@ -58,13 +51,15 @@ def _error(message: str) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from pytest_dlbench.errors import DlbenchError
     from pytest_dlbench.loggers.base import missing_logger
     from pytest_dlbench.loggers.sink import log_run_dir
-    from pytest_dlbench.loggers.source import is_run_dir
+    from pytest_dlbench.run.layout import check_run_dir
 
-    run_dir = Path(args.run_dir)
-    if not is_run_dir(run_dir):
-        return _error(f"{run_dir}: not a run directory (no *.data streams, no manifest.json)")
+    try:
+        run_dir = check_run_dir(args.run_dir)
+    except DlbenchError as exc:
+        return _error(str(exc))
     wanted = [name for name in ("mlflow", "wandb") if getattr(args, name) is not None]
     if not wanted:
         return _error("nothing to log to: give --mlflow [URI] and/or --wandb [PROJECT]")
@@ -90,7 +85,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     for sink in guarded:
         if sink.active and getattr(sink.sink, "skipped", False) is not True:
             print(f"dlbench: {sink.name}: logged {run_dir.name}: {_where(sink.sink)}")
-    return FAILED if any(not s.active for s in guarded) else OK
+    return LOGGER_FAILED if any(not s.active for s in guarded) else OK
 
 
 def _where(sink: Any) -> str:

@@ -35,6 +35,7 @@ from pytest_dlbench.loggers.source import (
     stream_key,
 )
 from pytest_dlbench.loggers.tables import read_table
+from pytest_dlbench.results.evaluation import Evaluation
 from pytest_dlbench.run.layout import json_safe
 
 __all__ = ["MlflowSink", "TAG", "resolve_tracking_uri"]
@@ -215,12 +216,13 @@ class MlflowSink:
         if run.end_time is not None:
             self.end_time = max(self.end_time or run.end_time, run.end_time)
 
-    def finish_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None:
+    def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         if self.skipped or self.client is None or self.parent_id is None:
             return
         from mlflow.entities import Metric
 
         assert self.facts is not None
+        summary = evaluation.saved_summary
         end = self.end_time or self.facts.start_time
         with _calling_mlflow():
             # The benchmark's numbers (perf, std%, perf_adj...) on each of its runs.
@@ -232,15 +234,11 @@ class MlflowSink:
             metrics = [Metric(_key(k), v, _ms(end), 0)
                        for k, v in sorted(session_metrics(summary).items())]
             self._metrics(self.parent_id, metrics)
-            incomplete = list(summary.get("incomplete") or [])
-            failed = bool(incomplete) or any(
-                (b.get("fail") or 0) for b in (summary.get("benchmarks") or {}).values()
-            )
-            score = summary.get("score")
+            score = evaluation.summary.score
             self._tags(self.parent_id, {
                 TAG + "score": "" if score is None else f"{score:.6g}",
-                TAG + "incomplete": ",".join(incomplete),
-                TAG + "failed": str(failed).lower(),
+                TAG + "incomplete": ",".join(evaluation.summary.incomplete),
+                TAG + "failed": str(evaluation.failed).lower(),
             })
             self.client.log_dict(self.parent_id, json_safe(dict(summary)),
                                  "dlbench/summary.json")
@@ -251,7 +249,8 @@ class MlflowSink:
                 elif path.is_file():
                     self.client.log_artifact(self.parent_id, str(path))
             self._tags(self.parent_id, {COMPLETE: "true"})  # last: everything is there
-            self.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED",
+            self.client.set_terminated(self.parent_id,
+                                       "FAILED" if evaluation.failed else "FINISHED",
                                        end_time=_ms(end))
 
     def close(self) -> None:

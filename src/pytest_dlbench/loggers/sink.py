@@ -7,42 +7,43 @@ child or an xdist worker) calls, for each sink::
     sink.start_session(run_dir, facts)        # once, when the run directory exists
     sink.log_bench_run(stream_path)           # after each item finished: its stream is complete
                                               # (a path that does not exist is ignored)
-    sink.finish_session(summary, artifacts)   # once, with summary_dict(...) and report files
+    sink.finish_session(evaluation, artifacts)  # once, with the end of the run (the
+                                                # Evaluation the report shows) and its files
 
-:func:`log_run_dir` makes the same calls from a finished run directory (``dlbench log``), so
-both paths produce the same runs and metrics.
+:func:`log_run_dir` makes the same calls from a finished run directory (``dlbench log``), with
+the evaluation ``dlbench report`` makes, so both paths produce the same runs and metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.loggers.base import Echo, LoggerError, stderr_line
-from pytest_dlbench.loggers.source import SessionFacts, session_facts, session_summary, streams
+from pytest_dlbench.loggers.source import SessionFacts, session_facts, streams
+from pytest_dlbench.results.evaluation import EvaluateOptions, Evaluation, evaluate
 
 __all__ = [
     "GuardedSink",
     "LoggerSink",
-    "describe",
     "guard",
     "log_run_dir",
     "open_sinks",
 ]
 
+#: The longest "why" of a warning line (a server's error page can be one long line).
+MAX_WHY = 300
 
-def describe(exc: BaseException) -> str:
-    """One line: a :class:`LoggerError`'s own message, else ``Type: first line``."""
-    if isinstance(exc, LoggerError):
-        text = str(exc)
-    else:
-        first = next((line for line in str(exc).splitlines() if line.strip()), "")
-        text = f"{type(exc).__name__}: {first.strip()}" if first else type(exc).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:297] + "..."
+
+def _why(exc: BaseException) -> str:
+    """The "why" of a logger's warning line: a :class:`LoggerError`'s own message (it was
+    written for the user), else ``Type: first line``; on one line, at most :data:`MAX_WHY`."""
+    text = " ".join((str(exc) if isinstance(exc, LoggerError) else one_line(exc)).split())
+    return text if len(text) <= MAX_WHY else text[: MAX_WHY - 3] + "..."
 
 
 @runtime_checkable
@@ -55,7 +56,7 @@ class LoggerSink(Protocol):
 
     def log_bench_run(self, stream_path: Path) -> None: ...
 
-    def finish_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None: ...
+    def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None: ...
 
     def close(self) -> None:
         """Release what is open (an active run) after a failure; must not raise or block."""
@@ -87,7 +88,7 @@ class GuardedSink:
         try:
             getattr(self.sink, method)(*args)
         except Exception as exc:  # noqa: BLE001 - logging must never fail the run
-            self.failure = describe(exc)
+            self.failure = _why(exc)
             self.warn(f"dlbench: {self.name} logging disabled: {self.failure}")
             with contextlib.suppress(Exception):  # already disabled and warned once
                 self.sink.close()
@@ -99,9 +100,9 @@ class GuardedSink:
         self._call("log_bench_run", Path(stream_path))
 
     def finish_session(
-        self, summary: Mapping[str, Any], artifacts: Sequence[str | PathLike[str]] = ()
+        self, evaluation: Evaluation, artifacts: Sequence[str | PathLike[str]] = ()
     ) -> None:
-        self._call("finish_session", summary, [Path(a) for a in artifacts])
+        self._call("finish_session", evaluation, [Path(a) for a in artifacts])
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing is best effort
@@ -121,7 +122,7 @@ def log_run_dir(
 ) -> list[GuardedSink]:
     """Send a finished run directory to ``sinks``, with the calls a live session makes.
 
-    The summary is recomputed from the streams (as ``dlbench report`` does); ``artifacts``
+    The run is evaluated from the streams as ``dlbench report`` evaluates it; ``artifacts``
     (an HTML report, a saved summary) go to the session run. Returns the guarded sinks: a
     sink's ``failure`` says why it stopped (None when everything was sent).
     """
@@ -135,9 +136,9 @@ def log_run_dir(
         for sink in guarded:
             sink.log_bench_run(path)
     if any(s.active for s in guarded):
-        summary = session_summary(run_dir, suite=facts.suite)
+        evaluation = evaluate(run_dir, EvaluateOptions(suite=facts.suite))
         for sink in guarded:
-            sink.finish_session(summary, [Path(a) for a in artifacts])
+            sink.finish_session(evaluation, [Path(a) for a in artifacts])
     return guarded
 
 

@@ -1,4 +1,5 @@
-"""What the loggers send, read from a run directory: session facts, the summary, one run per stream.
+"""What the loggers send, read from a run directory: session facts, one run per stream, and
+the metrics of the saved summary (the run's :class:`~pytest_dlbench.results.evaluation.Evaluation`).
 
 The loggers read runs through this module only.
 Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by both loggers
@@ -17,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.measure.stream import StreamError, read_stream
-from pytest_dlbench.results.baseline import summary_dict
 from pytest_dlbench.results.machine import git_commit, machine_info, package_versions
-from pytest_dlbench.results.scoring import load_run, run_from_records, summarize_dir
+from pytest_dlbench.results.scoring import load_run, run_from_records
 from pytest_dlbench.run.layout import read_manifest, stream_paths
 
 __all__ = [
@@ -31,13 +31,11 @@ __all__ = [
     "SessionFacts",
     "bench_metrics",
     "flatten",
-    "is_run_dir",
     "manifest_facts",
     "profile_dir",
     "read_bench_run",
     "session_facts",
     "session_metrics",
-    "session_summary",
     "stream_key",
     "streams",
     "telemetry_values",
@@ -78,12 +76,6 @@ class SessionFacts:
         tags.update(flatten(self.machine, prefix="machine."))
         tags.update(flatten(self.versions, prefix="versions."))
         return tags
-
-
-def is_run_dir(path: str | PathLike[str]) -> bool:
-    """A directory with run streams (``*.data``) or a ``manifest.json``."""
-    path = Path(path)
-    return path.is_dir() and (bool(stream_paths(path)) or (path / "manifest.json").is_file())
 
 
 def streams(run_dir: str | PathLike[str]) -> list[Path]:
@@ -167,11 +159,6 @@ def session_facts(run_dir: str | PathLike[str], *, live: bool = False) -> Sessio
         machine=dict(machine or {}),
         versions=dict(versions or {}),
     )
-
-
-def session_summary(run_dir: str | PathLike[str], *, suite: str | None = None) -> dict[str, Any]:
-    """The JSON summary (``--bench-save``'s format) of a run directory, recomputed from it."""
-    return summary_dict(summarize_dir(run_dir), suite=suite)
 
 
 def _metric_name(text: str) -> str:

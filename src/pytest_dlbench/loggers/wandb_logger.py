@@ -36,6 +36,7 @@ from pytest_dlbench.loggers.source import (
 from pytest_dlbench.loggers.source import stream_key as _stream_key
 from pytest_dlbench.loggers.tables import read_table
 from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
+from pytest_dlbench.results.evaluation import Evaluation
 from pytest_dlbench.run.layout import json_safe
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
@@ -125,14 +126,14 @@ class WandbSink:
             self.seen.add(key)
             self.pending.append(Path(stream_path))
 
-    def finish_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None:
+    def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         if self.wandb is None:
             return
-        per_bench = bench_metrics(summary)
+        per_bench = bench_metrics(evaluation.saved_summary)
         for path in self.pending:
             run = read_bench_run(path)
             self._log_bench(run, per_bench.get(run.bench, {}))
-        self._log_session(summary, artifacts)
+        self._log_session(evaluation, artifacts)
         if self.skipped:
             self.echo(f"dlbench: wandb: {len(self.skipped)} run(s) of "
                       f"{self.facts.run_name if self.facts else '?'} already logged "
@@ -215,7 +216,8 @@ class WandbSink:
         self._finish(wb, 0 if run.ok else 1)
         self.logged.append(run_id)
 
-    def _log_session(self, summary: Mapping[str, Any], artifacts: Sequence[Path]) -> None:
+    def _log_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
+        summary = evaluation.saved_summary
         facts = self.facts
         assert facts is not None
         run_id = run_id_for(facts.run_name)
@@ -242,9 +244,7 @@ class WandbSink:
                 path = Path(path)
                 if path.is_file():
                     _copy_into(wb, path, Path(path.name))
-        failed = bool(summary.get("incomplete")) or any(
-            (b.get("fail") or 0) for b in benches.values())
-        self._finish(wb, 1 if failed else 0)
+        self._finish(wb, 1 if evaluation.failed else 0)
         self.logged.append(run_id)
 
 

@@ -10,7 +10,7 @@ import argparse
 
 import pytest
 
-from pytest_dlbench.options import REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
+from pytest_dlbench.options import LOGGER_OPTIONS, REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
 from pytest_dlbench.plugin.fixtures import (
     bench,
     bench_data_dir,
@@ -46,7 +46,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect the benchmarks of a suite: a name (bench_suites/NAME.yaml, or a suite "
         "shipped with pytest-dlbench) or a path to a YAML file; repeatable",
     )
-    for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS):
+    for flag, kwargs in SUITE_OPTIONS:
+        group.addoption(flag, dest=_dest(flag), **kwargs)
+    for option in LOGGER_OPTIONS:  # dlbench log has them too
+        group.addoption(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)
+    for flag, kwargs in RUN_OPTIONS:
         group.addoption(flag, dest=_dest(flag), **kwargs)
     for option in REPORT_OPTIONS:
         group.addoption(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)

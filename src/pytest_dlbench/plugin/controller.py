@@ -10,16 +10,23 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_dlbench.plugin.launcher import Launcher
-from pytest_dlbench.plugin.session import BenchSession
+from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
 from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.suite import ResolvedSuite, SystemConfig
+
+if TYPE_CHECKING:
+    from pytest_dlbench.plugin.xdist import WaveScheduling
+    from pytest_dlbench.run.against import BaseSide
+    from pytest_dlbench.run.barrier import BarrierServer
 
 __all__ = ["ControllerSession"]
 
@@ -27,8 +34,23 @@ __all__ = ["ControllerSession"]
 class ControllerSession(BenchSession):
     role = "controller"
 
-    #: What makes this machine not ready to benchmark (results/machine.readiness_problems).
-    not_ready: list[str]
+    def __init__(
+        self,
+        config: pytest.Config,
+        suites: Sequence[ResolvedSuite],
+        system: SystemConfig,
+        options: RunOptions,
+    ) -> None:
+        super().__init__(config, suites, system, options)
+        #: What makes this machine not ready to benchmark (results/machine.readiness_problems).
+        self.not_ready: list[str] = []
+        #: The replicas' start barrier, with several xdist workers (run/barrier.py).
+        self._barrier_server: BarrierServer | None = None
+        #: xdist's scheduler, when the run is distributed (plugin/xdist.py).
+        self._scheduler: WaveScheduling | None = None
+        #: Puts the SIGTERM handler back once the base worktree is removed (--bench-against).
+        self._restore_sigterm: Callable[[], None] | None = None
+        self._manifest_written = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> ControllerSession:
@@ -37,7 +59,8 @@ class ControllerSession(BenchSession):
         session._check_machine()
         from pytest_dlbench.plugin.reporter import BenchReporter
 
-        config.pluginmanager.register(BenchReporter(session), BenchReporter.PLUGIN_NAME)
+        reporter = BenchReporter(session)
+        config.pluginmanager.register(reporter, BenchReporter.PLUGIN_NAME)
         if session.options.against is not None:
             session._check_out_base(session.options.against)  # a bad revision leaves nothing
         loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
@@ -55,12 +78,13 @@ class ControllerSession(BenchSession):
             # The benchmarks run in children: this process only waits, and can show progress.
             from pytest_dlbench.plugin.progress import ProgressReporter
 
-            progress = ProgressReporter(lambda: session._run_dir)
+            progress = ProgressReporter(session.existing_run_dir)
             config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
         if any(name is not None for name in loggers):
             from pytest_dlbench.plugin.tracking import TrackingPlugin
 
-            config.pluginmanager.register(TrackingPlugin(session), TrackingPlugin.PLUGIN_NAME)
+            tracking = TrackingPlugin(session, reporter)  # it logs what the reporter decided
+            config.pluginmanager.register(tracking, TrackingPlugin.PLUGIN_NAME)
         return session
 
     # -- machine readiness: one warning line at the start, or a usage error -------------------
@@ -142,7 +166,7 @@ class ControllerSession(BenchSession):
     def _remove_base(self) -> None:
         if self.against is not None:
             self.against.remove()
-        restore = getattr(self, "_restore_sigterm", None)
+        restore = self._restore_sigterm
         if restore is not None:
             self._restore_sigterm = None
             restore()
@@ -185,7 +209,7 @@ class ControllerSession(BenchSession):
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: Sequence[str]) -> None:
         # Under xdist the controller does not collect; the workers report the selected ids.
-        if getattr(self, "_manifest_written", False):
+        if self._manifest_written:
             return
         names = {parsed.bench for i in ids if (parsed := layout.parse_item_id(i))}
         self._write_manifest(
@@ -235,7 +259,7 @@ class ControllerSession(BenchSession):
         worker_input = node.workerinput  # type: ignore[attr-defined]
         worker_input["dlbench_run_dir"] = str(self.run_dir())
         worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
-        if self.launcher.barrier_address:
+        if self.launcher is not None and self.launcher.barrier_address:
             worker_input["dlbench_barrier"] = self.launcher.barrier_address
         if self.against is not None:
             worker_input["dlbench_against"] = json.dumps(self.against.to_dict())
@@ -256,9 +280,8 @@ class ControllerSession(BenchSession):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:
-        scheduler = getattr(self, "_scheduler", None)
-        if scheduler is not None:
-            scheduler.node_down(node, error)
+        if self._scheduler is not None:
+            self._scheduler.node_down(node, error)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: object, sched: object) -> None:
@@ -267,7 +290,7 @@ class ControllerSession(BenchSession):
 
     @pytest.hookimpl(tryfirst=True)  # before the reporter scores the streams
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        scheduler = getattr(self, "_scheduler", None)
+        scheduler = self._scheduler
         if scheduler is None or not scheduler.crashed:
             return
         # xdist stops a run when its workers died too often: what never ran is reported.
@@ -292,8 +315,8 @@ class ControllerSession(BenchSession):
                      if parsed is not None and s.name == parsed.bench), None)
         if parsed is None or spec is None:
             return
-        server = getattr(self, "_barrier_server", None)
-        barrier = self.launcher.barrier_for(spec, parsed.repeat)
+        server = self._barrier_server
+        barrier = self.launcher.barrier_for(spec, parsed.repeat) if self.launcher else None
         if server is not None and barrier is not None:
             server.release(barrier[1], barrier[2])
         from pytest_dlbench.measure.stream import Event, StreamWriter
@@ -307,14 +330,14 @@ class ControllerSession(BenchSession):
                          writer="controller")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.launcher.close()
-        server = getattr(self, "_barrier_server", None)
-        if server is not None:
-            server.close()
+        if self.launcher is not None:
+            self.launcher.close()
+        if self._barrier_server is not None:
+            self._barrier_server.close()
         self._remove_base()
 
 
-def _removal_on_exit(side: object):  # -> Callable[[], None] | None
+def _removal_on_exit(side: BaseSide) -> Callable[[], None] | None:
     """The worktree goes also when the process ends without unconfiguring: at exit, and on
     SIGTERM (a CI job cancelled), turned into the KeyboardInterrupt pytest handles as Ctrl-C
     (Ctrl-C itself already is one). Only a SIGTERM handler nobody else set is replaced; the
@@ -323,7 +346,7 @@ def _removal_on_exit(side: object):  # -> Callable[[], None] | None
     import signal
     import threading
 
-    atexit.register(side.remove)  # type: ignore[attr-defined]
+    atexit.register(side.remove)
     if threading.current_thread() is not threading.main_thread():
         return None
     previous = signal.getsignal(signal.SIGTERM)

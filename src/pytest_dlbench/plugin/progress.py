@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,10 +129,11 @@ class ProgressReporter:
 
     PLUGIN_NAME = "dlbench-progress"
 
-    def __init__(self, run_dir: Any, terminal: Any = None, *, in_place: bool = False,
-                 clock: Any = time.monotonic) -> None:
+    def __init__(self, run_dir: Callable[[], Path | None], terminal: Any = None, *,
+                 in_place: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self._run_dir = run_dir  # a callable: the directory exists once something runs
         self.terminal = terminal
+        self._capture: Any = None  # pytest's capture manager, from the session's start
         self.in_place = in_place
         self.clock = clock
         self.runs: dict[Path, LiveRun] = {}
@@ -186,7 +188,7 @@ class ProgressReporter:
     def tick(self) -> None:
         runs = self.running()
         now = self.clock()
-        capture = getattr(self, "_capture", None)
+        capture = self._capture
         uncaptured = (capture.global_and_fixture_disabled() if capture is not None
                       else contextlib.nullcontext())
         with self._lock, uncaptured:

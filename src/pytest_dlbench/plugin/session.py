@@ -37,6 +37,7 @@ from pytest_dlbench.suite import (
 )
 
 if TYPE_CHECKING:
+    from pytest_dlbench.plugin.launcher import Launcher
     from pytest_dlbench.profile import ProfileConfig
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.harness import RunContext
@@ -139,6 +140,9 @@ class BenchSession:
         #: The base side of a paired run (``--bench-against``), set by the controller (which
         #: makes its worktree) and by xdist workers (from the controller's description).
         self.against: BaseSide | None = None
+        #: What starts the children of the items run here: set by the controller and the
+        #: workers once their checks passed (a child runs its benchmark itself: None).
+        self.launcher: Launcher | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> BenchSession:
@@ -193,6 +197,12 @@ class BenchSession:
         if self._run_dir is None:
             self._run_dir = self.make_run_dir()
         return self._run_dir
+
+    def existing_run_dir(self) -> Path | None:
+        """The run's results folder if it was made and is there; None when nothing ran (asking
+        never makes it)."""
+        run_dir = self._run_dir
+        return run_dir if run_dir is not None and run_dir.is_dir() else None
 
     @property
     def runs_inline(self) -> bool:
@@ -285,10 +295,9 @@ class BenchSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # The fork server (the warm launcher) imports what the selected benchmarks need.
-        launcher = getattr(self, "launcher", None)
         specs = [s for item in session.items if (s := getattr(item, "spec", None)) is not None]
-        if launcher is not None and specs and not self.config.option.collectonly:
-            launcher.start_server(specs)
+        if self.launcher is not None and specs and not self.config.option.collectonly:
+            self.launcher.start_server(specs)
 
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]

@@ -10,12 +10,14 @@ what they would have been without it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_dlbench.loggers import GuardedSink
     from pytest_dlbench.plugin.controller import ControllerSession
+    from pytest_dlbench.plugin.reporter import BenchReporter
 
 __all__ = ["TrackingPlugin", "check_loggers"]
 
@@ -26,7 +28,7 @@ def check_loggers(config: pytest.Config) -> None:
 
     for name in ("mlflow", "wandb"):
         if config.getoption(f"bench_{name}") is not None:
-            message = missing_logger(name)  # type: ignore[arg-type]
+            message = missing_logger(name)
             if message:
                 raise pytest.UsageError(f"--bench-{name}: {message}")
 
@@ -34,10 +36,12 @@ def check_loggers(config: pytest.Config) -> None:
 class TrackingPlugin:
     PLUGIN_NAME = "dlbench-tracking"
 
-    def __init__(self, session: ControllerSession) -> None:
+    def __init__(self, session: ControllerSession, reporter: BenchReporter) -> None:
         self.session = session
         self.config = session.config
-        self.sinks: list[Any] = []
+        #: Scores the run at the end: its evaluation is what the loggers send.
+        self.reporter = reporter
+        self.sinks: list[GuardedSink] = []
         self.started = False
 
     def _warn(self, line: str) -> None:
@@ -59,7 +63,7 @@ class TrackingPlugin:
         )
 
     def _start(self) -> Path | None:
-        run_dir = self.session._run_dir
+        run_dir = self.session.existing_run_dir()
         if run_dir is None:
             return None  # nothing ran yet
         if not self.started:
@@ -82,14 +86,9 @@ class TrackingPlugin:
 
     @pytest.hookimpl(trylast=True)  # after the reporter scored the run and wrote its files
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        reporter = self.config.pluginmanager.get_plugin("dlbench-reporter")
-        summary = getattr(reporter, "summary", None)
-        if summary is None or self._start() is None:
+        evaluation = self.reporter.evaluation
+        if evaluation is None or self._start() is None:
             return
-        from pytest_dlbench.results.baseline import summary_dict
-
-        artifacts = [Path(p) for p in (self.config.getoption("bench_html"),
-                                       self.config.getoption("bench_save")) if p]
-        data = summary_dict(summary, suite=self.session.run_name)
+        artifacts = evaluation.options.outputs.artifacts()
         for sink in self.sinks:
-            sink.finish_session(data, [p for p in artifacts if p.is_file()])
+            sink.finish_session(evaluation, artifacts)

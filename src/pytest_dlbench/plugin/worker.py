@@ -43,7 +43,8 @@ class WorkerSession(BenchSession):
         return session
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.launcher.close()
+        if self.launcher is not None:
+            self.launcher.close()
 
     def plan_slots(self) -> list[Slot]:
         given = self.config.workerinput["dlbench_slots"]  # type: ignore[attr-defined]

@@ -1,0 +1,33 @@
+"""How the end of a run is shown and kept, the same in pytest and in ``dlbench report``: the
+text of an :class:`~pytest_dlbench.results.evaluation.Evaluation` and the files it asked for."""
+
+from __future__ import annotations
+
+from pytest_dlbench.report.outputs import write_outputs
+from pytest_dlbench.results.evaluation import Evaluation
+
+__all__ = ["render_evaluation", "write_evaluation"]
+
+
+def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int = 100) -> str:
+    """The summary table and score; a --bench-against run's paired table below it (its
+    verdicts are there, not in the summary's columns). ``verbosity < 0``: the score line."""
+    from pytest_dlbench.report.terminal import render_paired, render_summary
+
+    paired = evaluation.paired and verbosity >= 0
+    text = render_summary(evaluation.summary, None if paired else evaluation.comparison,
+                          verbosity=verbosity, width=width, price=evaluation.options.price)
+    if paired and evaluation.comparison is not None:
+        text += "\n\n" + render_paired(evaluation.comparison, evaluation.base_summary,
+                                       verbosity=verbosity, width=width)
+    return text
+
+
+def write_evaluation(evaluation: Evaluation) -> Evaluation:
+    """Write the files asked for (summary, HTML, export); the evaluation with one line per
+    file written."""
+    outputs = evaluation.options.outputs
+    written = write_outputs(evaluation.summary, comparison=evaluation.comparison,
+                            save=outputs.save, html=outputs.html, export=outputs.export,
+                            price=evaluation.options.price, suite=evaluation.options.suite)
+    return evaluation.with_written(written)

@@ -1,0 +1,146 @@
+"""The end of a run, decided once for ``pytest --bench-...``, ``dlbench report`` and the loggers.
+
+:func:`evaluate` scores a run directory, compares it (with a baseline file, or a
+``--bench-against`` run with its base side, round by round), and says whether the run failed
+and with which exit status. How an :class:`Evaluation` is shown and which files it is written to
+is the report's (:mod:`pytest_dlbench.report.evaluation`); the loggers receive it as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.results import gate
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.compare import Comparison
+    from pytest_dlbench.results.scoring import SuiteSummary
+
+__all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate"]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files a run's report is written to (``--bench-save``, ``--bench-html``,
+    ``--bench-export``); None: not asked."""
+
+    save: str | None = None
+    html: str | None = None
+    export: str | None = None
+
+    def artifacts(self) -> list[Path]:
+        """The files a logger attaches to the session: the HTML report and the saved summary,
+        those that exist."""
+        return [Path(p) for p in (self.html, self.save) if p and Path(p).is_file()]
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What the end of a run is asked to do: the gate's options and the report's files."""
+
+    tolerance: float = gate.TOLERANCE
+    alpha: float = gate.ALPHA
+    #: A --bench-against run's test and what each run contributes (None: the run's own).
+    paired_test: str | None = None
+    paired_rate: str | None = None
+    #: The baseline file asked for (``--compare``), already read: pytest reads it before the
+    #: run, so that a corrupt one stops the run before anything is measured.
+    baseline: gate.BaselineLoad | None = None
+    baseline_path: str | None = None
+    #: A baseline file that does not exist is exit status 7 (``dlbench report`` always; pytest
+    #: with ``--bench-require-baseline``), else a warning.
+    require_baseline: bool = True
+    #: Look for a --bench-against run's base side when there is no baseline file.
+    paired: bool = True
+    price: float | None = None
+    #: The suite named in the saved summary (pytest: the run's name).
+    suite: str | None = None
+    outputs: Outputs = field(default_factory=Outputs)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A scored run: its summary, its comparison (with a baseline, or the paired verdicts of a
+    --bench-against run and its ``base_summary``), the verdict and the exit status."""
+
+    run_dir: Path
+    summary: SuiteSummary
+    options: EvaluateOptions
+    comparison: Comparison | None = None
+    #: The base side of a --bench-against run (None: not a paired run).
+    base_summary: SuiteSummary | None = None
+    #: :func:`gate.run_failed`: the one "did the run fail?" rule.
+    failed: bool = False
+    #: The exit status of :func:`gate.final_status`.
+    status: int = gate.OK
+    #: One line per file written (report/evaluation.write_evaluation), for the user.
+    written: tuple[str, ...] = ()
+
+    @property
+    def paired(self) -> bool:
+        return self.base_summary is not None
+
+    @property
+    def regressed(self) -> bool:
+        return self.comparison is not None and self.comparison.regressed
+
+    @functools.cached_property
+    def saved_summary(self) -> dict[str, Any]:
+        """The summary as ``--bench-save`` writes it (what the loggers send), made once."""
+        from pytest_dlbench.results.baseline import summary_dict
+
+        return summary_dict(self.summary, suite=self.options.suite)
+
+    def with_written(self, lines: list[str]) -> Evaluation:
+        return dataclasses.replace(self, written=(*self.written, *lines))
+
+
+def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = None) -> Evaluation:
+    """Score ``run_dir``, compare it as ``options`` ask, and give the verdict."""
+    options = options or EvaluateOptions()
+    run_dir = Path(run_dir)
+    summary, base, comparison = _score(run_dir, options)
+    baseline = options.baseline
+    if baseline is not None and baseline.summary is not None:
+        from pytest_dlbench.results.compare import compare
+
+        comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
+                             alpha=options.alpha)
+        # The reports name the file the baseline came from.
+        comparison = dataclasses.replace(comparison, baseline_path=options.baseline_path)
+    failed = gate.run_failed(summary)
+    status = gate.final_status(failed=failed, comparison=comparison,
+                               baseline_status=_baseline_status(options))
+    return Evaluation(run_dir, summary, options, comparison, base, failed, status)
+
+
+def _score(
+    run_dir: Path, options: EvaluateOptions
+) -> tuple[SuiteSummary, SuiteSummary | None, Comparison | None]:
+    """(summary, base side, paired comparison): a --bench-against run is paired with its base
+    side when no baseline file was asked for."""
+    if options.paired and options.baseline is None:
+        from pytest_dlbench.results.paired import summarize_paired_dir
+
+        paired = summarize_paired_dir(run_dir, tolerance=options.tolerance, alpha=options.alpha,
+                                      test=options.paired_test, rate=options.paired_rate)
+        if paired is not None:
+            return paired
+    from pytest_dlbench.results.scoring import summarize_dir
+
+    return summarize_dir(run_dir), None, None
+
+
+def _baseline_status(options: EvaluateOptions) -> int:
+    """A corrupt baseline is always bad input; a missing one only when it was required."""
+    loaded = options.baseline
+    if loaded is None or loaded.status == gate.OK:
+        return gate.OK
+    if loaded.status == gate.BASELINE_MISSING and not options.require_baseline:
+        return gate.OK
+    return loaded.status
