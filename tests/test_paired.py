@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,7 @@ from pytest_dlbench.results.compare import (
     REGRESSED,
     UNCHANGED,
 )
-from pytest_dlbench.results.paired import (
-    _hodges_lehmann,
-    _signed_rank_counts,
-    paired_stats,
-    pairs_of,
-    summarize_paired_dir,
-)
+from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.against import round_order
@@ -215,45 +208,6 @@ def test_quantile_test_sees_through_spells_of_half_speed(tmp_path: Path) -> None
     for seed in range(3):  # same code: no false alarm
         same = regime_run(tmp_path / f"same{seed}", base=100.0, cand=100.0, seed=seed)
         assert judge(same)[2].get("x").verdict == UNCHANGED  # type: ignore[union-attr]
-
-
-def test_quantile_stats_exact_and_sampled_permutations() -> None:
-    from pytest_dlbench.results.paired import quantile_stats
-
-    base = [[100.0, 101.0, 99.0]] * 6
-    cand = [[90.0, 91.0, 89.0]] * 6
-    s = quantile_stats(base, cand)
-    assert s is not None and s.n == 6 and s.ratio == pytest.approx(0.9, rel=0.01)
-    assert s.p_lower == pytest.approx(1 / 64)  # every round lower: the exact minimum
-    assert s.p_higher == pytest.approx(1.0)
-    assert quantile_stats(base * 3, cand * 3).p_lower < 0.01  # type: ignore[union-attr]  # sampled
-    one = quantile_stats(base[:1], cand[:1])
-    assert one is not None and one.p_lower is None and one.ci is None
-    assert quantile_stats([], []) is None
-    with pytest.raises(ValueError, match="steps of each round"):
-        paired_stats([0.1], test="quantile")
-
-
-def test_paired_stats_edge_cases() -> None:
-    assert paired_stats([]) is None
-    one = paired_stats([math.log(0.9)])
-    assert one is not None and one.p_lower is None and one.ci is None
-    assert one.ratio == pytest.approx(0.9)
-    flat = paired_stats([math.log(0.9)] * 3)  # no noise at all: a deterministic difference
-    assert flat is not None and flat.p_lower == 0.0 and flat.ci == (
-        pytest.approx(0.9), pytest.approx(0.9))
-    with pytest.raises(ValueError, match="unknown paired test"):
-        paired_stats([0.1, 0.2], test="sign")
-
-
-def test_signed_rank_distribution_and_hodges_lehmann() -> None:
-    counts = _signed_rank_counts(3)  # sums of subsets of {1, 2, 3}
-    assert counts == [1, 1, 1, 2, 1, 1, 1] and sum(counts) == 8
-    estimate, ci = _hodges_lehmann([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 0.05)
-    assert estimate == pytest.approx(0.35)
-    # W+ <= 2 has probability 3/64 <= 0.05: the 3rd smallest and 3rd largest of 21 averages.
-    assert ci == (pytest.approx(0.2), pytest.approx(0.5))
-    assert _hodges_lehmann([0.1, 0.2, 0.3], 0.05)[1] is None  # 2**-3 > 0.05: no interval
 
 
 def test_failed_rounds_are_left_out_and_failures_named(tmp_path: Path) -> None:

@@ -16,17 +16,9 @@ compared as "ratio 1.346, improved"). The spread belongs to the test, which alre
 geometric mean of the benchmarks' rate ratios.
 
 The test is Welch's t-test, one-sided, on the samples of each side: the successful runs' rates
-when a side has two or more runs, else its single run's 5 block rates (batch means). Why Welch:
-
-- each sample is the throughput of a whole run or block, a mean over many steps, so it is close
-  to normal (central limit) even when single steps are not;
-- the two sides usually come from different days or machines, so their variances differ:
-  Welch does not assume equal variances;
-- it uses magnitudes. The rank test (Mann-Whitney) is the usual choice for tiny samples, but its
-  exact p-value cannot go below 0.05 with 3 runs a side (1/C(6,3)), so a gate with 3 repeats
-  could never fire, and ranks cannot be combined across benchmarks for the score;
-- with block samples, s²/n estimates the variance of the run's mean (batch means), so the one
-  formula serves both kinds of samples.
+when a side has two or more runs, else its single run's 5 block rates (batch means). The tests,
+the verdict rule and why they are these live in :mod:`.stats`, shared with :mod:`.paired`: this
+module only assembles the rows.
 
 Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
 README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
@@ -48,12 +40,25 @@ score ratios are over the benchmarks scored on both sides, so a benchmark added 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.scoring import THROUGHPUT, TOTAL_TIME, SuiteSummary, weighted_geomean
+from pytest_dlbench.results.stats import (
+    FAILED,
+    IMPROVED,
+    INCOMPARABLE,
+    REGRESSED,
+    UNCHANGED,
+    check_levels,
+    combined_p,
+    p_in_direction,
+    score_verdict,
+    verdict,
+    welch_p,
+)
 from pytest_dlbench.run.protocol import Status
 
 __all__ = [
@@ -72,13 +77,6 @@ __all__ = [
     "score_verdict",
     "welch_p",
 ]
-
-
-REGRESSED = "regressed"
-IMPROVED = "improved"
-UNCHANGED = "unchanged"
-FAILED = "failed"  # no successful run now, some in the baseline
-INCOMPARABLE = "incomparable"  # no successful run in the baseline (or on either side)
 
 
 @dataclass(frozen=True)
@@ -200,68 +198,6 @@ class Comparison:
         }
 
 
-# -- statistics -------------------------------------------------------------------------------
-def _mean_var(sample: Sequence[float]) -> tuple[float, float]:
-    n = len(sample)
-    mean = math.fsum(sample) / n
-    return mean, math.fsum((x - mean) ** 2 for x in sample) / (n - 1)
-
-
-def welch_p(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, float] | None:
-    """One-sided Welch p-values ``(p_lower, p_higher)``: current below / above baseline.
-
-    None when a side has fewer than two samples (no variance to test against). Two samples
-    without any variance are a deterministic difference: p is 0 in its direction.
-    """
-    if len(current) < 2 or len(baseline) < 2:
-        return None
-    from scipy import stats  # lazily: reading a report without comparing needs no scipy
-
-    mc, vc = _mean_var(current)
-    mb, vb = _mean_var(baseline)
-    if vc == 0 and vb == 0:
-        return (0.0 if mc < mb else 1.0), (0.0 if mc > mb else 1.0)
-    lower = stats.ttest_ind(current, baseline, equal_var=False, alternative="less").pvalue
-    return float(lower), float(1.0 - lower)
-
-
-def _log_mean_var(sample: Sequence[float]) -> tuple[float, float, int] | None:
-    """(ln mean, variance of ln mean by the delta method, n) of a sample, None if untestable."""
-    if len(sample) < 2:
-        return None
-    mean, var = _mean_var(sample)
-    if mean <= 0:
-        return None
-    return math.log(mean), var / (len(sample) * mean * mean), len(sample)
-
-
-def combined_p(
-    pairs: Sequence[tuple[float, Sequence[float], Sequence[float]]],
-) -> float | None:
-    """One-sided p that the weighted mean log ratio is below 0 (Welch-Satterthwaite).
-
-    ``pairs`` are (weight, current samples, baseline samples). None when nothing is testable.
-    """
-    terms = []
-    for weight, cur, base in pairs:
-        a, b = _log_mean_var(cur), _log_mean_var(base)
-        if weight > 0 and a and b:
-            terms.append((weight, a, b))
-    total = sum(w for w, _, _ in terms)
-    if not terms or total <= 0:
-        return None
-    diff = sum(w / total * (a[0] - b[0]) for w, a, b in terms)
-    parts = [((w / total) ** 2 * s[1], s[2]) for w, a, b in terms for s in (a, b)]
-    var = sum(v for v, _ in parts)
-    if var == 0:
-        return 0.0 if diff < 0 else 1.0
-    df_den = sum(v * v / (n - 1) for v, n in parts)
-    df = var * var / df_den if df_den > 0 else math.inf
-    from scipy import stats
-
-    return float(stats.t.cdf(diff / math.sqrt(var), df))
-
-
 # -- summaries as dicts -----------------------------------------------------------------------
 def _as_dict(summary: Any) -> Mapping[str, Any]:
     """A SuiteSummary, a dict from ``SuiteSummary.to_dict`` or a loaded baseline: one shape."""
@@ -285,14 +221,6 @@ def _samples(bench: Mapping[str, Any]) -> tuple[float, ...]:
 def _scored(bench: Mapping[str, Any]) -> bool:
     return bool(bench.get("enabled", True)) and float(bench.get("weight") or 0) > 0 and float(
         bench.get("perf_adj") or 0) > 0
-
-
-def _verdict(ratio: float, p: tuple[float, float] | None, tolerance: float, alpha: float) -> str:
-    if p is not None and ratio < 1 - tolerance and p[0] < alpha:
-        return REGRESSED
-    if p is not None and ratio > 1 + tolerance and p[1] < alpha:
-        return IMPROVED
-    return UNCHANGED
 
 
 def _machine_warnings(
@@ -336,13 +264,13 @@ def _compare_bench(
     cur_s, base_s = _samples(cur), _samples(base)
     p = welch_p(cur_s, base_s)
     if base_rate <= 0:
-        ratio, verdict, p_dir = None, INCOMPARABLE, None
+        ratio, word, p_dir = None, INCOMPARABLE, None
     elif cur_rate <= 0:
-        ratio, verdict, p_dir = 0.0, FAILED, None
+        ratio, word, p_dir = 0.0, FAILED, None
     else:
         ratio = cur_rate / base_rate
-        verdict = _verdict(ratio, p, tolerance, alpha)
-        p_dir = None if p is None else (p[0] if ratio < 1 else p[1])
+        p_dir = p_in_direction(ratio, p)
+        word = verdict(ratio, p_dir, tolerance=tolerance, alpha=alpha).word
     return BenchComparison(
         name=name,
         units=str(cur.get("units") or base.get("units") or ""),
@@ -350,7 +278,7 @@ def _compare_bench(
         current=cur_rate,
         baseline=base_rate,
         ratio=ratio,
-        verdict=verdict,
+        verdict=word,
         p_value=p_dir,
         samples=(len(cur_s), len(base_s)),
         current_adj=cur_adj,
@@ -360,38 +288,6 @@ def _compare_bench(
         current_time=_time(cur),
         baseline_time=_time(base),
     )
-
-
-def score_verdict(
-    rate_ratio: float | None,
-    benches: Sequence[BenchComparison],
-    p_lower: float | None,
-    tolerance: float,
-    alpha: float,
-) -> str:
-    """The score's verdict from its rate ratio, the weighted benchmarks' verdicts and the
-    combined one-sided p (that the score is lower). Shared by both kinds of comparison."""
-    if rate_ratio is None:
-        return INCOMPARABLE
-    weighted = [b for b in benches if b.weight > 0]
-    lower = any(b.verdict == REGRESSED for b in weighted) or (
-        p_lower is not None and p_lower < alpha
-    )
-    higher = any(b.verdict == IMPROVED for b in weighted) or (
-        p_lower is not None and 1 - p_lower < alpha
-    )
-    if rate_ratio < 1 - tolerance and lower:
-        return REGRESSED
-    if rate_ratio > 1 + tolerance and higher:
-        return IMPROVED
-    return UNCHANGED
-
-
-def check_levels(tolerance: float, alpha: float) -> None:
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
 def _time(bench: Mapping[str, Any]) -> float | None:
@@ -419,12 +315,12 @@ def compare(
             and _scored(cur_b[b.name])]
     score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
     rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
-    score_p = combined_p(
+    score_ps = combined_p(
         [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in both]
     )
-    verdict = score_verdict(rate_ratio, benches, score_p, tolerance, alpha)
-    if score_p is not None and rate_ratio is not None and rate_ratio > 1:
-        score_p = 1 - score_p  # reported in the direction of the change, like the benchmarks'
+    score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
+    weighted = {b.verdict for b in benches if b.weight > 0}
+    score = score_verdict(rate_ratio, score_p, weighted, tolerance=tolerance, alpha=alpha)
     return Comparison(
         benchmarks=benches,
         only_current=tuple(n for n in cur_b if n not in base_b),
@@ -432,7 +328,7 @@ def compare(
         current_score=cs,
         baseline_score=bs,
         score_ratio=score_ratio,
-        score_verdict=verdict,
+        score_verdict=score.word,
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,

@@ -1,0 +1,435 @@
+"""The statistics of a comparison and its verdict, in one place (issue 22, item 3).
+
+:mod:`.compare` (a run against a saved baseline) and :mod:`.paired` (the two sides of a
+``--bench-against`` run) only assemble their rows from what is here, so the two kinds of
+comparison cannot judge the same evidence differently.
+
+**The verdict** (:func:`verdict`) needs size *and* evidence: **regressed** when the rate ratio
+(candidate / reference, above 1 is faster) is below ``1 - tolerance`` and the one-sided p-value
+in the direction of the change is below ``alpha``; **improved** in the mirror case; else
+**unchanged**. Size alone flags noise (2-3 % run-to-run noise is common), significance alone
+flags changes too small to matter. Time-to-train benchmarks (lower is better) need no flip here:
+scoring turns their time into the equivalent rate, which a longer time lowers, so their ratio
+reads like every other one. The tests give both one-sided p-values ``(p_lower, p_higher)``;
+:func:`p_in_direction` picks the one a row reports and the verdict judges.
+
+**The tests**:
+
+- :func:`welch_p`, two independent samples (a saved baseline): Welch's t-test, one-sided, on
+  each side's run rates (or one run's block rates). Each sample is the mean of many steps, so
+  close to normal; the sides come from different days, so their variances differ; and it uses
+  magnitudes, where a rank test cannot go below p = 0.05 with 3 runs a side.
+- :func:`paired_stats`, the log ratios ``d = ln(candidate / base)`` of matched rounds: ``"t"``,
+  the paired t-test (``ratio = exp(mean d)``, interval from the t distribution), or
+  ``"wilcoxon"``, the signed-rank test with the Hodges-Lehmann estimate and its
+  distribution-free interval (one disturbed round weighs one rank, not its size).
+- :func:`quantile_stats`, the ``quantile`` paired test: the ratio of the sides' upper quartiles
+  of their steps pooled over the rounds, a paired permutation test and a bootstrap interval.
+- :func:`combined_p` and :func:`combined_paired`, the score: the weighted mean of the
+  benchmarks' log ratios, whose variance is the weighted sum of their variances of the mean
+  (delta method), tested with a t distribution whose degrees of freedom come from
+  Welch-Satterthwaite. :func:`score_verdict` judges it, a weighted benchmark's own verdict
+  counting as evidence too.
+
+Intervals are two-sided at ``1 - 2 alpha`` (90 % at alpha 0.05), so that the t interval's upper
+end is below 1 exactly when the one-sided test says "slower".
+
+A difference measured without any noise is certain in its direction, and no difference measured
+without noise is no evidence of a change either way (:func:`_no_noise`, p = 1 both ways): the
+same rule for every test.
+
+scipy and numpy are imported lazily: reading a report without comparing needs neither.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from pytest_dlbench.results.gate import ALPHA, PAIRED_QUANTILE, PAIRED_TESTS, TOLERANCE
+
+__all__ = [
+    "BOOTSTRAPS",
+    "FAILED",
+    "IMPROVED",
+    "INCOMPARABLE",
+    "PERMUTATIONS",
+    "REGRESSED",
+    "UNCHANGED",
+    "PairedStats",
+    "Verdict",
+    "check_levels",
+    "combined_p",
+    "combined_paired",
+    "p_in_direction",
+    "paired_stats",
+    "quantile_stats",
+    "score_verdict",
+    "verdict",
+    "welch_p",
+]
+
+REGRESSED = "regressed"
+IMPROVED = "improved"
+UNCHANGED = "unchanged"
+FAILED = "failed"  # no successful run on the candidate side, some on the reference side
+INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on either)
+
+#: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
+#: and resamples of the bootstrap interval; both seeded, so a verdict is reproducible.
+PERMUTATIONS = 4096
+BOOTSTRAPS = 2000
+
+#: One-sided p-values (that the candidate is lower, that it is higher).
+Ps = tuple[float, float]
+
+
+# -- the verdict ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict word (REGRESSED, IMPROVED, UNCHANGED) and why, one line."""
+
+    word: str
+    reason: str
+
+
+def check_levels(tolerance: float, alpha: float) -> None:
+    """Refuse a tolerance or alpha no verdict can be made with (the options parse them in
+    results/gate.py; this guards the functions called directly)."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:
+    """The one-sided p-value of the change's own direction: ``p_lower`` for a ratio below 1,
+    else ``p_higher``. What a row reports and what :func:`verdict` judges."""
+    if ps is None:
+        return None
+    return ps[0] if ratio < 1 else ps[1]
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def verdict(
+    ratio: float, p: float | None, *, tolerance: float = TOLERANCE, alpha: float = ALPHA
+) -> Verdict:
+    """The verdict of a rate ratio (above 1 is faster) and the one-sided p-value in its
+    direction (:func:`p_in_direction`; None when nothing could be tested). A ratio exactly at
+    ``1 - tolerance`` (or a p exactly at alpha) is not beyond it: unchanged."""
+    size = f"ratio {ratio:.3f}"
+    if ratio < 1 - tolerance:
+        word, beyond = REGRESSED, f"{size} below {1 - tolerance:.3f}"
+    elif ratio > 1 + tolerance:
+        word, beyond = IMPROVED, f"{size} above {1 + tolerance:.3f}"
+    else:
+        return Verdict(UNCHANGED, f"{size} not beyond ±{_percent(tolerance)}")
+    if p is None:
+        return Verdict(UNCHANGED, f"{beyond}, but no test (too few samples)")
+    if p < alpha:
+        return Verdict(word, f"{beyond} and significant (p {p:.3g} < alpha {alpha:g})")
+    return Verdict(UNCHANGED, f"{beyond}, but not significant (p {p:.3g} >= alpha {alpha:g})")
+
+
+def score_verdict(
+    rate_ratio: float | None,
+    p: float | None,
+    weighted: Collection[str],
+    *,
+    tolerance: float = TOLERANCE,
+    alpha: float = ALPHA,
+) -> Verdict:
+    """The score's verdict: its rate ratio with the combined p in its direction, and the
+    verdicts of the weighted benchmarks (``weighted``): a weighted benchmark that regressed is
+    evidence enough for a score beyond the tolerance, and the combined p catches a drop spread
+    thinly over many benchmarks, none significant alone."""
+    if rate_ratio is None:
+        return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
+    combined = verdict(rate_ratio, p, tolerance=tolerance, alpha=alpha)
+    if combined.word != UNCHANGED:
+        return combined
+    direction = (REGRESSED if rate_ratio < 1 - tolerance
+                 else IMPROVED if rate_ratio > 1 + tolerance else None)
+    if direction is not None and direction in weighted:
+        bound = "below" if direction == REGRESSED else "above"
+        limit = 1 - tolerance if direction == REGRESSED else 1 + tolerance
+        return Verdict(direction, f"rate ratio {rate_ratio:.3f} {bound} {limit:.3f} and a "
+                                  f"weighted benchmark {direction}")
+    return combined
+
+
+# -- shared pieces of the tests ---------------------------------------------------------------
+def _no_noise(diff: float) -> Ps:
+    """The p-values of a difference measured without any noise: certain in its direction; no
+    difference at all is no evidence of a change either way."""
+    if diff < 0:
+        return 0.0, 1.0
+    if diff > 0:
+        return 1.0, 0.0
+    return 1.0, 1.0
+
+
+def _mean_var(sample: Sequence[float]) -> tuple[float, float]:
+    n = len(sample)
+    mean = math.fsum(sample) / n
+    return mean, math.fsum((x - mean) ** 2 for x in sample) / (n - 1)
+
+
+def _t_test(mean: float, var_mean: float, df: float, alpha: float) -> tuple[Ps, tuple[float,
+                                                                                     float]]:
+    """One-sided p-values that a log mean is below / above 0, and its ``1 - 2 alpha`` interval
+    as ratios, from a t distribution (``var_mean`` > 0)."""
+    from scipy import stats
+
+    se = math.sqrt(var_mean)
+    lower = float(stats.t.cdf(mean / se, df))
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    return (lower, 1.0 - lower), (math.exp(mean - half), math.exp(mean + half))
+
+
+# -- two independent samples (a saved baseline) -----------------------------------------------
+def welch_p(current: Sequence[float], baseline: Sequence[float]) -> Ps | None:
+    """One-sided Welch p-values ``(p_lower, p_higher)``: current below / above baseline.
+
+    None when a side has fewer than two samples (no variance to test against). Two samples
+    without any variance are a deterministic difference (:func:`_no_noise`).
+    """
+    if len(current) < 2 or len(baseline) < 2:
+        return None
+    from scipy import stats
+
+    mc, vc = _mean_var(current)
+    mb, vb = _mean_var(baseline)
+    if vc == 0 and vb == 0:
+        return _no_noise(mc - mb)
+    lower = stats.ttest_ind(current, baseline, equal_var=False, alternative="less").pvalue
+    return float(lower), float(1.0 - lower)
+
+
+# -- matched rounds (--bench-against) ---------------------------------------------------------
+@dataclass(frozen=True)
+class PairedStats:
+    """What the pairs of one benchmark say: the ratio, its interval, the one-sided p-values."""
+
+    n: int
+    ratio: float
+    ci: tuple[float, float] | None
+    p_lower: float | None  # that the candidate is slower
+    p_higher: float | None  # that it is faster
+    log_mean: float  # mean log ratio (the score combines these)
+    log_var: float | None  # variance of that mean, None with one pair
+
+    @property
+    def p(self) -> float | None:
+        """The one-sided p-value in the direction of the ratio."""
+        return p_in_direction(self.ratio, (self.p_lower, self.p_higher))
+
+
+def _t_stats(d: Sequence[float], alpha: float) -> PairedStats:
+    n = len(d)
+    mean = math.fsum(d) / n
+    if n < 2:
+        return PairedStats(n, math.exp(mean), None, None, None, mean, None)
+    var_mean = math.fsum((x - mean) ** 2 for x in d) / (n - 1) / n
+    ratio = math.exp(mean)
+    if var_mean == 0:
+        lower, higher = _no_noise(mean)
+        return PairedStats(n, ratio, (ratio, ratio), lower, higher, mean, 0.0)
+    (lower, higher), ci = _t_test(mean, var_mean, n - 1, alpha)
+    return PairedStats(n, ratio, ci, lower, higher, mean, var_mean)
+
+
+def _signed_rank_counts(n: int) -> list[int]:
+    """How many of the 2**n sign patterns give each rank sum W+ = 0 .. n(n+1)/2."""
+    counts = [1]
+    for k in range(1, n + 1):
+        grown = counts + [0] * k
+        for w, c in enumerate(counts):
+            grown[w + k] += c
+        counts = grown
+    return counts
+
+
+def _hodges_lehmann(d: Sequence[float], alpha: float) -> tuple[float, tuple[float, float] | None]:
+    """The median of the Walsh averages and its distribution-free ``1 - 2 alpha`` interval
+    (None when n is too small for one: 2**-n > alpha)."""
+    n = len(d)
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(n) for j in range(i, n))
+    estimate = statistics.median(walsh)
+    counts = _signed_rank_counts(n)
+    total = 2**n
+    # k: the largest number of Walsh averages cut from each end with P(W+ < k) <= alpha.
+    k, cumulative = 0, 0
+    while k < len(counts) and (cumulative + counts[k]) / total <= alpha:
+        cumulative += counts[k]
+        k += 1
+    if k == 0:
+        return estimate, None
+    return estimate, (walsh[k - 1], walsh[len(walsh) - k])
+
+
+def _wilcoxon_stats(d: Sequence[float], alpha: float) -> PairedStats:
+    from scipy import stats
+
+    base = _t_stats(d, alpha)  # the score combines mean log ratios and their variances
+    n = len(d)
+    if n < 2:
+        return base
+    estimate, ci = _hodges_lehmann(d, alpha)
+    ps: tuple[float | None, float | None]
+    if all(x == 0 for x in d):
+        ps = _no_noise(0.0)
+    else:
+        try:
+            lower = float(stats.wilcoxon(d, alternative="less").pvalue)
+            ps = lower, 1.0 - lower
+        except ValueError:
+            ps = None, None
+    return PairedStats(
+        n, math.exp(estimate),
+        (math.exp(ci[0]), math.exp(ci[1])) if ci is not None else None,
+        ps[0], ps[1], base.log_mean, base.log_var,
+    )
+
+
+def paired_stats(
+    log_ratios: Sequence[float], *, test: str = "t", alpha: float = ALPHA
+) -> PairedStats | None:
+    """The ratio, interval and p-values of one benchmark's pairs (``"t"`` or ``"wilcoxon"``);
+    None without any pair."""
+    if test not in PAIRED_TESTS:
+        raise ValueError(f"unknown paired test {test!r}: one of {', '.join(PAIRED_TESTS)}")
+    if test == "quantile":
+        raise ValueError("the quantile test needs the steps of each round: quantile_stats()")
+    d = [float(x) for x in log_ratios]
+    if not d:
+        return None
+    return _wilcoxon_stats(d, alpha) if test == "wilcoxon" else _t_stats(d, alpha)
+
+
+def quantile_stats(
+    base: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], *,
+    alpha: float = ALPHA, q: float = PAIRED_QUANTILE,
+) -> PairedStats | None:
+    """The ``quantile`` test of matched rounds: ``base[i]`` and ``candidate[i]`` hold the step
+    rates of round i's two runs.
+
+    The ratio is the ``q``-th percentile of the candidate's steps pooled over the rounds over
+    the base's. On a machine whose load comes and goes in bursts of seconds, a run's steps mix
+    full-speed steps and slowed ones, and a whole run can be slowed; the upper quartile of all
+    of a side's steps is its full speed as long as a quarter of them got it, where a run's mean
+    or median is moved by the burst that hit it and not its partner.
+
+    The p-values come from a paired permutation test: under "no difference" the two runs of a
+    round are exchangeable, so the ratio is recomputed with the sides swapped in every subset
+    of the rounds (all 2**n up to 12 rounds, else PERMUTATIONS random ones); p is the share of
+    them at or beyond the observed ratio. The interval is the bootstrap's over the rounds
+    (percentiles ``alpha`` and ``1 - alpha``) and gives the variance the score combines."""
+    import numpy as np
+
+    rounds = [(np.asarray(b, float), np.asarray(c, float))
+              for b, c in zip(base, candidate, strict=True) if len(b) and len(c)]
+    n = len(rounds)
+    if n == 0:
+        return None
+
+    def log_ratio(swap: np.ndarray, picks: Sequence[int] | None = None) -> float:
+        chosen = range(n) if picks is None else picks
+        b = np.concatenate([rounds[i][1] if swap[i] else rounds[i][0] for i in chosen])
+        c = np.concatenate([rounds[i][0] if swap[i] else rounds[i][1] for i in chosen])
+        return float(np.log(np.percentile(c, q) / np.percentile(b, q)))
+
+    none = np.zeros(n, bool)
+    observed = log_ratio(none)
+    if n < 2:
+        return PairedStats(n, math.exp(observed), None, None, None, observed, None)
+    rng = np.random.default_rng(0)
+    if n <= 12:
+        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    else:
+        signs = np.vstack([none, rng.integers(0, 2, (PERMUTATIONS - 1, n)).astype(bool)])
+    permuted = np.array([log_ratio(s) for s in signs])
+    tie = 1e-12
+    lower = float(np.mean(permuted <= observed + tie))
+    higher = float(np.mean(permuted >= observed - tie))
+    boot = np.array([log_ratio(none, rng.integers(0, n, n)) for _ in range(BOOTSTRAPS)])
+    ci = (math.exp(float(np.quantile(boot, alpha))), math.exp(float(np.quantile(boot, 1 - alpha))))
+    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)))
+
+
+# -- the score: benchmarks' log ratios combined -----------------------------------------------
+@dataclass(frozen=True)
+class _Combined:
+    log_mean: float
+    ps: Ps
+    ci: tuple[float, float]
+
+
+def _combine(
+    terms: Sequence[tuple[float, float, Sequence[tuple[float, int]]]], alpha: float
+) -> _Combined:
+    """The weighted mean of log ratios and its test. ``terms`` are (weight share, log ratio,
+    (variance of a mean, its sample size) of each independent sample behind the log ratio)."""
+    mean = sum(share * diff for share, diff, _ in terms)
+    parts = [(share**2 * var, n) for share, _, samples in terms for var, n in samples]
+    var = sum(v for v, _ in parts)
+    if var == 0:
+        ratio = math.exp(mean)
+        return _Combined(mean, _no_noise(mean), (ratio, ratio))
+    df_den = sum(v * v / (n - 1) for v, n in parts)
+    df = var * var / df_den if df_den > 0 else math.inf
+    ps, ci = _t_test(mean, var, df, alpha)
+    return _Combined(mean, ps, ci)
+
+
+def _log_mean_var(sample: Sequence[float]) -> tuple[float, float, int] | None:
+    """(ln mean, variance of ln mean by the delta method, n) of a sample, None if untestable."""
+    if len(sample) < 2:
+        return None
+    mean, var = _mean_var(sample)
+    if mean <= 0:
+        return None
+    return math.log(mean), var / (len(sample) * mean * mean), len(sample)
+
+
+def combined_p(
+    pairs: Sequence[tuple[float, Sequence[float], Sequence[float]]], alpha: float = ALPHA
+) -> Ps | None:
+    """One-sided p-values ``(p_lower, p_higher)`` that the weighted mean log ratio of two
+    independent samples per benchmark is below / above 0 (a saved baseline's score).
+
+    ``pairs`` are (weight, current samples, baseline samples); a benchmark with a side that
+    cannot be tested is left out. None when nothing is testable."""
+    terms = []
+    for weight, cur, base in pairs:
+        a, b = _log_mean_var(cur), _log_mean_var(base)
+        if weight > 0 and a and b:
+            terms.append((weight, a, b))
+    total = sum(w for w, _, _ in terms)
+    if not terms or total <= 0:
+        return None
+    return _combine([(w / total, a[0] - b[0], ((a[1], a[2]), (b[1], b[2])))
+                     for w, a, b in terms], alpha).ps
+
+
+def combined_paired(
+    terms: Sequence[tuple[float, PairedStats]], alpha: float = ALPHA
+) -> tuple[float | None, tuple[float, float] | None, Ps | None]:
+    """(rate ratio, its interval, one-sided p-values) of the weighted benchmarks' paired
+    statistics (a ``--bench-against`` run's score), whatever their test: ranks do not add up
+    across benchmarks, mean log ratios and their variances do. A benchmark with one pair has
+    no variance: the ratio, but no interval and no p."""
+    used = [(w, s) for w, s in terms if w > 0]
+    total = sum(w for w, _ in used)
+    if not used or total <= 0:
+        return None, None, None
+    if any(s.log_var is None for _, s in used):
+        return math.exp(sum(w / total * s.log_mean for w, s in used)), None, None
+    combined = _combine([(w / total, s.log_mean, ((s.log_var or 0.0, s.n),)) for w, s in used],
+                        alpha)
+    return math.exp(combined.log_mean), combined.ci, combined.ps
