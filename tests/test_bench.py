@@ -403,13 +403,14 @@ def test_profiled_window_times_are_when_the_device_finished_each_step():
     # step) without a sync: a restart's time must follow the device, not the host that is ahead.
     from pytest_dlbench.profile import ProfileConfig
     from pytest_dlbench.profile.capture import Capture
+    from pytest_dlbench.profile.window import ProfiledWindow
 
     config = ProfileConfig.from_mapping({"time": {"enabled": True, "warmup": 1, "steps": 4}})
     gpu = FakeCuda(launch_overhead=0.0)
     stream = NullStream()
     bench = Bench(stream=stream, timer=Timer(gpu.backend(), wall_clock=gpu.wall), skip=0,
-                  stop=2, window=10, profile=config,
-                  profile_capture=Capture(config, device="cpu", rank=0))
+                  stop=2, window=10,
+                  profiled=ProfiledWindow(config, capture=Capture(config, device="cpu", rank=0)))
     done = []
     for _ in bench.iterate([Batch(8)] * 20):
         gpu.host(0.25)

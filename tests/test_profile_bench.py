@@ -16,6 +16,7 @@ from pytest_dlbench.measure.stream import NullStream
 from pytest_dlbench.measure.timing import FakeCudaBackend, Timer
 from pytest_dlbench.profile import ProfileConfig, finish_profile, load_reports
 from pytest_dlbench.profile.capture import Capture
+from pytest_dlbench.profile.window import ProfiledWindow
 from pytest_dlbench.results.scoring import run_from_records
 
 
@@ -104,9 +105,9 @@ def run(durations: list[float], *, profile: ProfileConfig | None = None, skip: i
     clock = FakeCudaBackend()
     stream = NullStream()
     bench = Bench(stream=stream, timer=Timer(clock, wall_clock=lambda: 100.0), skip=skip,
-                  stop=stop, window=window, device=device, profile=profile,
-                  profile_capture=capture)
-    if profile is not None and capture is None and bench.capture is not None:
+                  stop=stop, window=window, device=device,
+                  profiled=ProfiledWindow(profile, capture=capture) if profile else None)
+    if profile is not None and capture is None and bench.profiled.capture is not None:
         pytest.fail("tests pass a capture with a fake profiler")
     steps = iter(durations)
     while not bench.done:
@@ -202,7 +203,7 @@ def test_a_run_cut_short_in_the_window_keeps_what_it_has(tmp_path: Path) -> None
     clock = FakeCudaBackend()
     stream = NullStream()
     bench = Bench(stream=stream, timer=Timer(clock), skip=1, stop=2, window=10,
-                  profile=CONFIG, profile_capture=fake_capture())
+                  profiled=ProfiledWindow(CONFIG, capture=fake_capture()))
     for i, _ in enumerate(bench.iterate([Batch(2)] * 5)):  # 3 scored + 2 profiled, then out
         clock.advance(0.5)
         assert i < 5
@@ -237,8 +238,8 @@ def test_log_rate_benchmarks_get_a_profiled_window_too() -> None:
     FakeProfiler.made.clear()
     config = ProfileConfig.from_mapping({"memory": {"enabled": True, "warmup": 0, "steps": 2}})
     stream = NullStream()
-    bench = Bench(stream=stream, skip=1, stop=2, profile=config,
-                  profile_capture=fake_capture(config))
+    bench = Bench(stream=stream, skip=1, stop=2,
+                  profiled=ProfiledWindow(config, capture=fake_capture(config)))
     calls = 0
     while not bench.done:
         bench.log_rate(10.0 + calls)
@@ -268,7 +269,7 @@ def test_fake_cuda_snapshot_from_the_end_of_warmup(tmp_path: Path) -> None:
     clock = FakeCudaBackend()
     stream = NullStream()
     bench = Bench(stream=stream, timer=Timer(clock), device="cuda", skip=0, stop=2,
-                  profile=config, profile_capture=capture)
+                  profiled=ProfiledWindow(config, capture=capture))
     for _ in bench.iterate([Batch(2)] * 10):
         clock.advance(0.1)
         seen.append((capture.k, [c[0] for c in memory.calls]))
@@ -295,8 +296,8 @@ def test_fake_cuda_snapshot_from_the_end_of_warmup(tmp_path: Path) -> None:
 def test_snapshot_on_cpu_is_one_line_and_adds_no_step(tmp_path: Path) -> None:
     config = ProfileConfig.parse_cli("snapshot,system")
     stream = NullStream()
-    bench = Bench(stream=stream, skip=0, stop=2, profile=config)
-    assert bench.capture is None  # no window to run
+    bench = Bench(stream=stream, skip=0, stop=2, profiled=ProfiledWindow(config))
+    assert bench.profiled.capture is None  # no window to run
     for _ in bench.iterate([Batch(1)] * 10):
         pass
     bench.close()

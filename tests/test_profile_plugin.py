@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlbench.cli import main as dlbench
+from pytest_dlbench.results.scoring import run_from_records
 
 DEFS = textwrap.dedent(
     """
@@ -97,6 +98,9 @@ def test_a_profiled_run_writes_shows_and_keeps_its_reports(suite: pytest.Pyteste
     records = [json.loads(line) for line in (run_dir / "mlp.D0.data").read_text().splitlines()]
     assert sum(r["event"] == "rate" for r in records) == 12
     assert records[-1]["event"] == "end" and records[-1]["status"] == "ok"
+    # The speed report's throughput is the run's score, handed to the profile by the plugin.
+    speed = json.loads((reports / "speed.json").read_text())
+    assert speed["throughput"] == pytest.approx(run_from_records(records).rate)
     html = (suite.path / "report.html").read_text()
     assert 'id="profiles"' in html and "profile of mlp.D0" in html
 

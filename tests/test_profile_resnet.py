@@ -18,10 +18,12 @@ from pytest_dlbench.measure.stream import StreamWriter, read_stream
 from pytest_dlbench.profile import (
     NoteReport,
     ProfileConfig,
+    ProfiledWindow,
     finish_profile,
     load_reports,
     render_reports,
 )
+from pytest_dlbench.results.scoring import run_from_records
 from pytest_dlbench.workloads import vision
 
 pytestmark = pytest.mark.slow
@@ -40,7 +42,8 @@ def train(run_dir: Path, profile: ProfileConfig | None) -> tuple[Bench, Path]:
     stream_path = run_dir / "resnet18.D0.data"
     with StreamWriter(stream_path) as stream:
         bench = Bench(name="resnet18", args=ARGS, device="cpu", stream=stream, skip=1, stop=2,
-                      window=2, data_dir=run_dir / "data", profile=profile)
+                      window=2, data_dir=run_dir / "data",
+                      profiled=ProfiledWindow(profile) if profile is not None else None)
         with Monitor(stream, interval=0.25):
             vision.train(bench)
         bench.close()
@@ -63,7 +66,8 @@ def one_thread() -> Iterator[None]:
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run_dir = tmp_path_factory.mktemp("run")
     bench, stream_path = train(run_dir, CONFIG)
-    paths = finish_profile(bench, run_dir, stream_path)
+    paths = finish_profile(bench, run_dir, stream_path,
+                           scored_rate=lambda records: run_from_records(records).rate)
     out = run_dir / "resnet18.D0.profile"
     return {"bench": bench, "stream": stream_path, "paths": paths, "out": out,
             "reports": load_reports(out), "records": read_stream(stream_path)}

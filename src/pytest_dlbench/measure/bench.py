@@ -17,11 +17,12 @@ device once, and the window's ``rate``, ``region`` and ``loss`` records are writ
 ``iterate`` call also synchronises once before its first step, so that work queued before the
 loop is in no step and the first window's ``time`` values are when the device finished each step.
 
-Profiling (``profile=ProfileConfig``, docs/profiling.md) never touches those observations: once
-the ``skip + stop`` observations are done, ``iterate`` goes on for a *profiled window* of
-``warmup + steps`` more steps, with torch.profiler on, whose records are ``profile_step``,
-``profile_region`` and ``loss`` records flagged ``"profiled": true`` (no ``rate`` record, so
-scoring reads exactly what it reads without profiling).
+Profiling (docs/profiling.md) never touches those observations: given a *profiled window*
+(``profiled=``, a :class:`ProfiledWindow` such as profile/window.py's, made by the harness), once
+the ``skip + stop`` observations are done ``iterate`` goes on for the window's steps, whose
+records the window writes (``profile_step``, ``profile_region``) and whose ``loss`` records
+carry its :attr:`~ProfiledWindow.marks` (no ``rate`` record, so scoring reads exactly what it
+reads without profiling).
 """
 
 from __future__ import annotations
@@ -30,17 +31,14 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.measure.stream import ClosesOnExit, NullStream, Stream
+from pytest_dlbench.measure.batches import count_items, losses_to_floats
+from pytest_dlbench.measure.stream import ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
 
-if TYPE_CHECKING:
-    from pytest_dlbench.profile.capture import Capture
-    from pytest_dlbench.profile.config import ProfileConfig
-
-__all__ = ["Bench", "NonFiniteLoss", "count_items"]
+__all__ = ["Bench", "NonFiniteLoss", "ProfiledWindow", "count_items"]
 
 T = TypeVar("T")
 
@@ -54,48 +52,6 @@ class NonFiniteLoss(DlbenchError, RuntimeError):
         super().__init__(f"loss is {value} at step {step}")
 
 
-def _leading(value: Any) -> int | None:
-    """Length of the first dimension of a tensor/array/sequence, None for a scalar-like."""
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) > 0 else None
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    return None
-
-
-def count_items(batch: Any) -> int:
-    """Number of samples in a batch, for when ``iterate`` is not given ``batch_size``.
-
-    - a tensor or array: its first dimension;
-    - a tuple/list whose first element is a tensor, array or sequence (a collated ``(x, y)``
-      batch): that element's first dimension;
-    - a mapping (``{"input_ids": ..., ...}``): the first value's first dimension;
-    - another sequence (a list of samples): its length.
-
-    A list of unstacked sample tensors looks like an ``(x, y)`` batch: pass ``batch_size``.
-    """
-    n = _leading(batch) if hasattr(batch, "shape") else None
-    if n is not None:
-        return n
-    if isinstance(batch, (tuple, list)):
-        if not batch:
-            return 0
-        n = _leading(batch[0])
-        return n if n is not None else len(batch)
-    if isinstance(batch, Mapping) and batch:
-        n = _leading(next(iter(batch.values())))
-        if n is not None:
-            return n
-    try:
-        return len(batch)
-    except TypeError:
-        raise TypeError(
-            f"cannot count the items of a {type(batch).__name__} batch; "
-            "pass batch_size= to bench.iterate()"
-        ) from None
-
-
 def _as_device(device: Any) -> Any:
     """A ``torch.device`` when torch is available (what ``.to()`` callers expect), else as given."""
     if device is None:
@@ -107,28 +63,22 @@ def _as_device(device: Any) -> Any:
     return torch.device(device)
 
 
-def _losses_to_floats(values: list[Any]) -> list[float]:
-    """Convert logged losses with one device-to-host copy for all tensors, not one per loss."""
-    out: list[float | None] = [None] * len(values)
-    tensors: list[tuple[int, Any]] = []
-    for i, v in enumerate(values):
-        if hasattr(v, "detach") and hasattr(v, "reshape"):
-            tensors.append((i, v))
-        else:
-            out[i] = float(v)
-    if tensors:
-        import torch
+class ProfiledWindow(Protocol):
+    """Steps after the scored ones, never observations (profile/window.py's). :class:`Bench`
+    calls :meth:`attach` once, :meth:`start` when its scored window has been read,
+    :meth:`step` after each step of the window, :meth:`records` at each read, :meth:`end`."""
 
-        # A non-scalar loss (per-sample losses) is summarised by its mean; scalars (the usual
-        # case) go to the host as they are, so the window read stays cheap.
-        flat = [t if t.dim() == 0 else t.detach().reshape(-1).float().mean() for _, t in tensors]
-        try:
-            converted = torch.stack(flat).tolist()
-        except RuntimeError:  # losses on different devices: convert one by one
-            converted = [float(t) for t in flat]
-        for (i, _), f in zip(tensors, converted, strict=True):
-            out[i] = f
-    return [float(x) for x in out]  # type: ignore[arg-type]
+    total_steps: int  # steps wanted after the scored ones (0: no window)
+    steps: int  # steps of the window so far
+    started: bool
+    marks: Mapping[str, Any]  # fields added to the loss records of its steps
+
+    def attach(self, bench: Bench) -> None: ...
+    def start(self, bench: Bench) -> None: ...
+    def step(self) -> str: ...
+    def log_rate(self, bench: Bench, value: float, units: str | None) -> None: ...
+    def records(self, bench: Bench) -> list[dict[str, Any]]: ...
+    def end(self, bench: Bench) -> None: ...
 
 
 class Bench(ClosesOnExit):
@@ -141,9 +91,9 @@ class Bench(ClosesOnExit):
     reporting rank of an ``njobs`` job passes the world size, so its stream holds the job's
     global throughput (docs/multinode.md).
 
-    ``profile`` (a :class:`~pytest_dlbench.profile.ProfileConfig`) adds the profiled window
-    after the ``skip + stop`` observations (module docstring); ``profile_dir`` is where its
-    files go, next to the stream file by default.
+    ``profiled`` (a :class:`ProfiledWindow`, made by the harness from the run's profiling
+    settings) adds the profiled window after the ``skip + stop`` observations (module
+    docstring).
     """
 
     def __init__(
@@ -161,9 +111,7 @@ class Bench(ClosesOnExit):
         units: str = "items/s",
         start_barrier: Callable[[], Mapping[str, Any]] | None = None,
         items_scale: int = 1,
-        profile: ProfileConfig | None = None,
-        profile_dir: Path | str | None = None,
-        profile_capture: Capture | None = None,
+        profiled: ProfiledWindow | None = None,
     ) -> None:
         if skip < 0:
             raise ValueError(f"skip must be >= 0, got {skip}")
@@ -197,43 +145,14 @@ class Bench(ClosesOnExit):
         # Replicas of a per_gpu benchmark on other devices wait here too, so that their timed
         # windows start together; called once, before the first timed step.
         self._start_barrier = start_barrier
-        #: the profiling settings (None: no profiling); read by ``profile.finish_profile``
-        self.profile = profile
-        #: the profiled window's torch.profiler and snapshot, when the settings need one
-        self.capture: Capture | None = None
         #: ``(model, example)`` from :meth:`watch`, for the model summary
         self.watched: tuple[Any, Any] | None = None
-        self._profiled = 0  # profiled steps so far
-        self._profile_total = 0  # profiled steps wanted after the scored ones
-        self._in_profile = False  # the scored window is read: steps are profiled now
-        self._profile_step = 0  # bench index of the window's first step (skip + stop)
-        self._profile_offset = 0  # bench index - timer index, in the profiled window
-        #: where the profiling files go (next to the stream); None without a stream file
-        self.profile_dir: Path | None = None
-        if profile is not None:
-            self._setup_profile(profile, profile_dir, profile_capture)
-
-    def _setup_profile(
-        self, profile: ProfileConfig, profile_dir: Path | str | None, capture: Capture | None
-    ) -> None:
-        """``capture``: the window's machinery when given (tests pass one with fakes), else
-        made from ``profile``."""
-        from pytest_dlbench.profile.capture import Capture, rank_from_env
-        from pytest_dlbench.profile.writer import SNAPSHOT_FILE, profile_dir_for
-
-        rank = rank_from_env()
-        if profile_dir is None:
-            path = getattr(self.stream, "path", None)
-            profile_dir = profile_dir_for(path, rank=rank) if path is not None else None
-        self.profile_dir = Path(profile_dir) if profile_dir is not None else None
-        if capture is None:
-            capture = Capture(
-                profile, device=self.device, rank=rank,
-                snapshot_path=self.profile_dir / SNAPSHOT_FILE if self.profile_dir else None,
-            )
-        if capture.total_steps > 0:
-            self.capture = capture
-            self._profile_total = capture.total_steps
+        #: the profiled window (None: no profiling); read by ``profile.finish_profile``
+        self.profiled = profiled
+        if profiled is not None:
+            profiled.attach(self)
+        # The window, when it has steps to run (settings without one still make reports).
+        self._window = profiled if profiled is not None and profiled.total_steps > 0 else None
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -252,12 +171,14 @@ class Bench(ClosesOnExit):
     def done(self) -> bool:
         """True once ``skip + stop`` observations have been made (and, when profiling, the
         profiled window's steps after them)."""
-        return self._n >= self.skip + self.stop and self._profiled >= self._profile_total
+        window = self._window
+        return self._n >= self.skip + self.stop and (window is None or
+                                                     window.steps >= window.total_steps)
 
     @property
     def profiled_steps(self) -> int:
         """Steps of the profiled window so far (never observations: they are not scored)."""
-        return self._profiled
+        return self._window.steps if self._window is not None else 0
 
     def watch(self, model: Any, example: Any = None) -> None:
         """Hand the model and an example input to the harness, for the ``summary`` report.
@@ -302,7 +223,7 @@ class Bench(ClosesOnExit):
             timer.synchronize()
             if self._start_barrier is not None:
                 barrier, self._start_barrier = self._start_barrier, None
-                self.stream.write("barrier", **barrier())
+                self.stream.write(Event.BARRIER, **barrier())
             timer.begin()
             for batch in it:
                 items = batch_size if batch_size is not None else count_items(batch)
@@ -320,66 +241,38 @@ class Bench(ClosesOnExit):
             self._read_window()
             if self._n < limit:
                 return
-        if self.capture is not None:
-            yield from self._profiled_loop(it, batch_size)
+        if self._window is not None:
+            yield from self._profiled_loop(self._window, it, batch_size)
 
-    def _profiled_loop(self, it: Iterator[T], batch_size: int | None) -> Iterator[T]:
+    def _profiled_loop(
+        self, window: ProfiledWindow, it: Iterator[T], batch_size: int | None
+    ) -> Iterator[T]:
         """The profiled window's steps, after the scored ones: never ``rate`` observations."""
-        self._start_profile()
+        window.start(self)
         timer = self.timer
-        capture = self.capture
-        assert capture is not None
-        total = self._profile_total
+        total = window.total_steps
         timer.synchronize()  # as before the scored steps: work queued before is in no step
         timer.begin()
         for batch in it:
             items = batch_size if batch_size is not None else count_items(batch)
             yield batch
             timer.step(items)
-            self._profiled += 1
-            capture.step()
-            if self._profiled >= total:
+            window.step()
+            if window.steps >= total:
                 break
             # The profiler's step bookkeeping is in no step. No sync here: the device may still
             # be running the steps before, so the chain's wall time follows the device's clock.
             timer.begin(follow=True)
         self._read_window()
-        if self._profiled >= total:
-            self._end_profile()
-
-    def _start_profile(self) -> None:
-        """Enter the profiled window (idempotent); the scored window has been read."""
-        if self._in_profile:
-            return
-        self._in_profile = True
-        capture = self.capture
-        assert capture is not None
-        first = self.skip + self.stop
-        self._profile_step = first
-        self._profile_offset = first - self.timer.next_index
-        capture.start(timer=self.timer, first_step=first)
-        self.stream.write(
-            "profile", status="start", step=first, steps=capture.total_steps,
-            timed=capture.timed, warmup=capture.warmup, active=capture.active, profiled=True,
-            time=self.timer.wall_clock(),
-        )
-
-    def _end_profile(self) -> None:
-        capture = self.capture
-        if capture is None or not self._in_profile or capture.stopped:
-            return
-        capture.stop()
-        self.stream.write(
-            "profile", status="end", step=self._profile_step, steps=self._profiled,
-            profiled_steps=capture.profiled_steps, notes=dict(capture.notes), profiled=True,
-            time=self.timer.wall_clock(),
-        )
+        if window.steps >= total:
+            window.end(self)
 
     def log_loss(self, loss: Any) -> None:
         """Keep ``loss`` (a tensor or a number) for the next window read; no sync here."""
         detach = getattr(loss, "detach", None)
         # The step in progress: profiled steps are numbered on from the scored ones.
-        self._losses.append((self._n + self._profiled, detach() if detach is not None else loss))
+        self._losses.append((self._n + self.profiled_steps,
+                             detach() if detach is not None else loss))
 
     def log_rate(self, value: float, units: str | None = None) -> None:
         """Record one observation measured by the benchmark itself (e.g. matmul TFLOP/s).
@@ -389,24 +282,25 @@ class Bench(ClosesOnExit):
         ``items_scale`` like the items :meth:`iterate` counts (a rank's rate -> the job's).
         """
         self._check_open()
+        window = self._window
         if self._n >= self.skip + self.stop:
-            if self._profiled < self._profile_total:
-                self._log_profiled_rate(value, units)
+            if window is not None and window.steps < window.total_steps:
+                window.log_rate(self, value, units)
             return
         i = self._written
         self._written += 1
         self._n += 1
         self.stream.write(
-            "rate",
+            Event.RATE,
             value=float(value) * self.items_scale,
             units=units if units is not None else self.units,
             step=i,
             warmup=i < self.skip,
             time=self.timer.wall_clock(),
         )
-        if self._n >= self.skip + self.stop and self.capture is not None:
+        if self._n >= self.skip + self.stop and window is not None:
             # The next calls measure profiled work: the profiler starts now, between two.
-            self._start_profile()
+            window.start(self)
 
     def log_step(
         self,
@@ -436,7 +330,7 @@ class Bench(ClosesOnExit):
         items = float(items) * (self.items_scale if per_rank else 1)
         seconds = float(seconds)
         record = {
-            "event": "rate",
+            "event": Event.RATE.value,
             "value": items / seconds if seconds > 0 else math.inf,
             "units": self.units,
             "step": i,
@@ -456,31 +350,11 @@ class Bench(ClosesOnExit):
         ``done_percent_last``): e.g. 100 when a time-to-train workload finished its epochs."""
         self._check_open()
         self.stream.write(
-            "progress",
+            Event.PROGRESS,
             done_percent=float(done_percent),
             step=self._written - 1 if self._written else None,
             time=self.timer.wall_clock(),
         )
-
-    def _log_profiled_rate(self, value: float, units: str | None) -> None:
-        capture = self.capture
-        assert capture is not None
-        self._start_profile()
-        k = self._profiled
-        self._profiled += 1
-        phase = capture.step()
-        self.stream.write(
-            "profile_step",
-            value=float(value) * self.items_scale,
-            units=units if units is not None else self.units,
-            step=self._profile_step + k,
-            k=k,
-            phase=phase,
-            time=self.timer.wall_clock(),
-            profiled=True,
-        )
-        if self._profiled >= self._profile_total:
-            self._end_profile()
 
     def close(self) -> None:
         """Read the last partial window and write it, and end a profiled window cut short.
@@ -491,7 +365,8 @@ class Bench(ClosesOnExit):
         try:
             self._read_window()
         finally:
-            self._end_profile()
+            if self._window is not None:
+                self._window.end(self)
 
     # -- window reads ----------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -500,7 +375,9 @@ class Bench(ClosesOnExit):
 
     def _read_window(self) -> None:
         self._since_read = 0
-        records = self._profiled_records() if self._in_profile else self._scored_records()
+        window = self._window
+        records = (window.records(self) if window is not None and window.started
+                   else self._scored_records())
         self._write_window(records)
 
     def _scored_records(self) -> list[dict[str, Any]]:
@@ -514,7 +391,7 @@ class Bench(ClosesOnExit):
             items = obs.items * scale
             records.append(
                 {
-                    "event": "rate",
+                    "event": Event.RATE.value,
                     "value": items / obs.seconds if obs.seconds > 0 else math.inf,
                     "units": units,
                     "step": i,
@@ -528,7 +405,7 @@ class Bench(ClosesOnExit):
         for total in window.regions:
             records.append(
                 {
-                    "event": "region",
+                    "event": Event.REGION.value,
                     "key": total.key,
                     "count": total.count,
                     "seconds": total.total_seconds,
@@ -537,59 +414,15 @@ class Bench(ClosesOnExit):
             )
         return records
 
-    def _profiled_records(self) -> list[dict[str, Any]]:
-        """``profile_step`` and ``profile_region`` records: one per step and region interval."""
-        window = self.timer.read(intervals=True)
-        capture = self.capture
-        assert capture is not None
-        units = self.units
-        scale = self.items_scale
-        offset = self._profile_offset
-        first = self.skip + self.stop
-        records: list[dict[str, Any]] = []
-        for obs in window.steps:
-            i = obs.index + offset
-            k = i - first
-            items = obs.items * scale
-            records.append(
-                {
-                    "event": "profile_step",
-                    "value": items / obs.seconds if obs.seconds > 0 else math.inf,
-                    "units": units,
-                    "step": i,
-                    "k": k,
-                    "phase": capture.phase(k),
-                    "time": obs.time,
-                    "items": items,
-                    "seconds": obs.seconds,
-                    "profiled": True,
-                }
-            )
-        for interval in window.intervals:
-            records.append(
-                {
-                    "event": "profile_region",
-                    "key": interval.key,
-                    "step": interval.step + offset,
-                    "seconds": interval.seconds,
-                    "start": interval.start,
-                    "profiled": True,
-                }
-            )
-        return records
-
     def _write_window(self, records: list[dict[str, Any]]) -> None:
-        profiled = self._in_profile
+        window = self._window
+        marks = window.marks if window is not None and window.started else {}
         bad: NonFiniteLoss | None = None
         if self._losses:
             losses, self._losses = self._losses, []
-            values = _losses_to_floats([v for _, v in losses])
+            values = losses_to_floats([v for _, v in losses])
             for (step, _), value in zip(losses, values, strict=True):
-                if profiled:
-                    records.append({"event": "loss", "value": value, "step": step,
-                                    "profiled": True})
-                else:
-                    records.append({"event": "loss", "value": value, "step": step})
+                records.append({"event": Event.LOSS.value, "value": value, "step": step, **marks})
                 if bad is None and not math.isfinite(value):
                     bad = NonFiniteLoss(value, step)
         # The whole window in one write: the records before a NaN are kept, then it fails.

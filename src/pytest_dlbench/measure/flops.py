@@ -91,7 +91,7 @@ def count_step_flops(model: Any, example: Any) -> FlopCount:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from pytest_dlbench.measure.bench import count_items
+    from pytest_dlbench.measure.batches import count_items
 
     if callable(example) and not isinstance(example, torch.Tensor) and not isinstance(
         example, torch.nn.Module

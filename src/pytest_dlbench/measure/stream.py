@@ -57,6 +57,11 @@ class Event(str, enum.Enum):
     COMPILE = "compile"
     PROGRESS = "progress"  # done_percent, step, time: how much of its work the run has done
     COMMAND = "command"  # status (start|end), argv, returncode...: an external command's run
+    # The profiled window after the scored steps (profile/window.py), every record flagged
+    # ``profiled``: never scored, never a ``rate``.
+    PROFILE = "profile"  # status (start|end), step, steps, timed, warmup, active, notes...
+    PROFILE_STEP = "profile_step"  # value, units, step, k, phase, time[, items, seconds]
+    PROFILE_REGION = "profile_region"  # key, step, seconds, start: one region interval
     END = "end"  # status, reason, time[, writer, returncode]: last, exactly once
 
     def __str__(self) -> str:

@@ -167,6 +167,13 @@ class BrokenBench(_BenchNode, pytest.Item):
         raise BenchFailure(Outcome(Status.FAIL, self.error))
 
 
+def _scored_rate(records: Any) -> float | None:
+    """The profile's speed report's throughput: the run's score, as the results compute it."""
+    from pytest_dlbench.results.scoring import run_from_records
+
+    return run_from_records(records).rate
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -221,7 +228,8 @@ class BenchFunction(_BenchNode, pytest.Function):
             with monitor:
                 super(BenchFunction, self).runtest()
                 run.finish_bench()  # reads the last window: a NaN there fails this run
-            run.finish_profile()  # after the monitor stopped: the system report is whole
+            # After the monitor stopped: the system report is whole.
+            run.finish_profile(scored_rate=_scored_rate)
             validate_usage(run.stream, run.spec.validation)
 
         # After a failure the last window (read by bench.close) still goes before ``end``.

@@ -5,7 +5,8 @@ See docs/profiling.md. The harness's surface:
 
 - :class:`ProfileConfig` (``parse_cli``, ``from_mapping``, ``merge``, ``to_dict``/``from_dict``)
   and :class:`ProfileError`;
-- ``Bench(..., profile=config)``: the profiled window after the scored steps;
+- ``Bench(..., profiled=ProfiledWindow(config))``: the profiled window after the scored steps
+  (:class:`ProfiledWindow`, made by the harness: ``measure/`` never imports ``profile/``);
 - :func:`finish_profile` after the run, :func:`load_reports` and :func:`render_reports` to show
   the reports again;
 - :func:`time_report_from_windows` for a standalone :class:`~pytest_dlbench.measure.timing.Timer`.
@@ -24,6 +25,7 @@ from pytest_dlbench.profile.config import (
 )
 from pytest_dlbench.profile.finish import build_reports, finish_profile
 from pytest_dlbench.profile.timereport import TimeReport, time_report_from_windows
+from pytest_dlbench.profile.window import ProfiledWindow
 from pytest_dlbench.profile.writer import (
     load_meta,
     load_reports,
@@ -39,6 +41,7 @@ __all__ = [
     "NoteReport",
     "ProfileConfig",
     "ProfileError",
+    "ProfiledWindow",
     "Report",
     "ReportConfig",
     "TimeReport",

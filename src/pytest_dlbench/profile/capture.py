@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.profile.config import PROFILER_REPORTS, ProfileConfig
 
 __all__ = ["SNAPSHOT_MAX_ENTRIES", "Capture", "rank_from_env"]
@@ -41,11 +42,6 @@ def rank_from_env(env: Any = None) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _device_type(device: Any) -> str:
@@ -263,7 +259,7 @@ class Capture:
         what = "could not start" if starting else "failed"
         for name in PROFILER_REPORTS:
             if self.config.enabled(name):
-                self.notes.setdefault(name, f"torch.profiler {what}: {_one_line(exc)}")
+                self.notes.setdefault(name, f"torch.profiler {what}: {one_line(exc)}")
 
     def _on_region(self, key: str, opening: bool) -> None:
         """Name the timer's regions in the trace (only those of the thread that started the
@@ -294,7 +290,7 @@ class Capture:
             self._memory()._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
             self._recording_history = True
         except Exception as exc:  # noqa: BLE001
-            self.notes["snapshot"] = f"snapshot could not start: {_one_line(exc)}"
+            self.notes["snapshot"] = f"snapshot could not start: {one_line(exc)}"
 
     def _take_snapshot(self) -> None:
         if not self._recording_history:
@@ -308,7 +304,7 @@ class Capture:
             else:
                 self.snapshot = memory._snapshot()
         except Exception as exc:  # noqa: BLE001
-            self.notes["snapshot"] = f"snapshot failed: {_one_line(exc)}"
+            self.notes["snapshot"] = f"snapshot failed: {one_line(exc)}"
         finally:
             self._recording_history = False
             with contextlib.suppress(Exception):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.profile._records import (
     Record,
@@ -24,13 +25,14 @@ from pytest_dlbench.profile._records import (
 )
 from pytest_dlbench.profile.artifacts import SnapshotReport, TraceReport
 from pytest_dlbench.profile.base import NoteReport
-from pytest_dlbench.profile.capture import Capture, _one_line, rank_from_env
+from pytest_dlbench.profile.capture import Capture, rank_from_env
 from pytest_dlbench.profile.config import PROFILER_REPORTS, WINDOW_REPORTS, ProfileConfig
 from pytest_dlbench.profile.memory import build_memory_report, profiler_totals
 from pytest_dlbench.profile.speed import build_speed_report
 from pytest_dlbench.profile.summary import build_summary_report, not_watched
 from pytest_dlbench.profile.system import build_system_report
 from pytest_dlbench.profile.timereport import build_time_report, top_level_events
+from pytest_dlbench.profile.window import ProfiledWindow
 from pytest_dlbench.profile.writer import (
     SNAPSHOT_FILE,
     TIMELINE_FILE,
@@ -38,9 +40,12 @@ from pytest_dlbench.profile.writer import (
     profile_dir_for,
     write_reports,
 )
-from pytest_dlbench.results.scoring import run_from_records
 
-__all__ = ["build_reports", "finish_profile"]
+__all__ = ["ScoredRate", "build_reports", "finish_profile"]
+
+#: The run's score rate from its stream records, scoring's own figure (for the speed report),
+#: handed in by the caller: the profile, below the results, reads no score of its own.
+ScoredRate = Callable[[Sequence[Record]], "float | None"]
 
 
 class _Profiler:
@@ -74,7 +79,7 @@ class _Profiler:
         try:
             return fn(self.prof)
         except Exception as exc:  # noqa: BLE001 - one note instead of a lost run
-            self.error = f"profiler results unreadable: {_one_line(exc)}"
+            self.error = f"profiler results unreadable: {one_line(exc)}"
             return []
 
 
@@ -99,9 +104,11 @@ def build_reports(
     dirs: Mapping[str, str | os.PathLike[str] | None] | None = None,
     units: str | None = None,
     rank: int = 0,
+    scored_rate: ScoredRate | None = None,
 ) -> dict[str, Any]:
     """Every enabled report (name -> report), in report order; writes the trace, snapshot and
-    memory timeline files into ``out_dir`` as it goes."""
+    memory timeline files into ``out_dir`` as it goes. ``scored_rate``: the speed report's
+    throughput (None without it)."""
     out = Path(out_dir)
     start = profile_start(records)
     prof = _Profiler(capture)
@@ -130,10 +137,11 @@ def build_reports(
             reports[name] = _build_one(
                 name, config, records, bench=bench, capture=capture, prof=prof, cuda=cuda,
                 watched=watched, out=out, dirs=dirs, units=units, rank=rank,
+                scored_rate=scored_rate,
                 note=note_for(name) if name in PROFILER_REPORTS else notes.get(name, ""),
             )
         except Exception as exc:  # noqa: BLE001 - the run is not lost for a report
-            reports[name] = NoteReport(name, f"{name}: could not be made: {_one_line(exc)}")
+            reports[name] = NoteReport(name, f"{name}: could not be made: {one_line(exc)}")
     return reports
 
 
@@ -151,6 +159,7 @@ def _build_one(
     dirs: Mapping[str, str | os.PathLike[str] | None] | None,
     units: str,
     rank: int,
+    scored_rate: ScoredRate | None,
     note: str,
 ) -> Any:
     settings = config[name]
@@ -162,7 +171,8 @@ def _build_one(
         if prof.usable:
             cpu_s, device_s = profiler_totals(prof.averages(), device=cuda)
         return build_speed_report(
-            records, scored_rate=run_from_records(records).rate, units=units, profiled=chosen,
+            records, scored_rate=scored_rate(records) if scored_rate is not None else None,
+            units=units, profiled=chosen,
             profiled_io=(len(io_only), sum(iv.seconds for iv in io_only)) if io_only else None,
             profiler_cpu_s=cpu_s, profiler_device_s=device_s, note=note,
         )
@@ -217,7 +227,7 @@ def _timeline(prof: Any, out: Path, capture: Capture | None) -> tuple[str | None
         prof.export_memory_timeline(str(out / TIMELINE_FILE), device=device)
         return TIMELINE_FILE, ""
     except Exception as exc:  # noqa: BLE001
-        return None, f"memory timeline failed: {_one_line(exc)}"
+        return None, f"memory timeline failed: {one_line(exc)}"
 
 
 def _snapshot(capture: Capture | None, out: Path, warmup: int, steps: int,
@@ -245,17 +255,21 @@ def finish_profile(
     records: Sequence[Record] | None = None,
     *,
     data_dir: str | os.PathLike[str] | None = None,
+    scored_rate: ScoredRate | None = None,
 ) -> list[Path]:
     """Build and write the reports of ``bench``'s run (nothing when it was not profiled).
+
+    ``scored_rate``: how the results score the run's rate (the speed report's throughput), e.g.
+    ``lambda records: run_from_records(records).rate`` from ``results/scoring.py``.
 
     ``records``: the run stream's records; when None, those of the bench's in-memory stream
     (a rank that does not report) or of the file at ``stream_path``. Writes into
     ``profile_dir_for(stream_path, rank=...)``; returns the files written (index.json last).
     """
-    config: ProfileConfig | None = getattr(bench, "profile", None)
-    if not config:
+    window: ProfiledWindow | None = getattr(bench, "profiled", None)
+    if window is None or not window.config:
         return []
-    capture: Capture | None = getattr(bench, "capture", None)
+    config, capture = window.config, window.capture
     if capture is not None and not capture.stopped:
         capture.stop()
     rank = capture.rank if capture is not None else rank_from_env()
@@ -274,7 +288,7 @@ def finish_profile(
         watched=getattr(bench, "watched", None), out_dir=out,
         dirs={"data": data_dir if data_dir is not None else getattr(bench, "data_dir", None),
               "results": run_dir},
-        units=getattr(bench, "units", None), rank=rank,
+        units=getattr(bench, "units", None), rank=rank, scored_rate=scored_rate,
     )
     start = profile_start(records)
     meta = {

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_dlbench import numbers as fmt
+from pytest_dlbench.measure.monitor.summary import summarize_telemetry
 from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import register
-from pytest_dlbench.measure.monitor.summary import summarize_telemetry
 
 __all__ = ["MAX_FILES", "DirUsage", "GpuUsage", "SystemReport", "build_system_report",
            "dir_usage"]

@@ -8,19 +8,20 @@ check. Runs without GPU telemetry (CPU runs, no driver) are not checked.
 The means are taken over the timed window (from the first observation's start to the last
 one's end, read from the ``rate`` records) so that model building and data preparation, when
 the GPU idles, do not fail a short benchmark. Pure functions over records or a
-:class:`~pytest_dlbench.results.telemetry.MonitorSummary`: no NVML, no pytest.
+:class:`~pytest_dlbench.measure.monitor.summary.MonitorSummary`: no NVML, no pytest.
+Its :class:`Issue` and :class:`ValidationError` are in ``measure/monitor/usage.py``, where
+the harness that records the failure reads them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
+from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
 from pytest_dlbench.measure.stream import Event, Stream, read_stream
-from pytest_dlbench.results.telemetry import MonitorSummary, summarize_telemetry, timed_window
 
 __all__ = [
     "Issue",
@@ -30,24 +31,6 @@ __all__ = [
 ]
 
 _GIB = 1024**3
-
-
-@dataclass(frozen=True)
-class Issue:
-    level: Literal["fail", "warn"]
-    message: str  # one line
-
-
-class ValidationError(DlbenchError):
-    """The run measured, but not what the suite asked for (GPU load below its threshold).
-
-    ``runner.execute`` classifies it as ``fail``, with this one-line message as the reason.
-    """
-
-    def __init__(self, issues: Iterable[Issue]) -> None:
-        self.issues = tuple(issues)
-        fails = [i.message for i in self.issues if i.level == "fail"]
-        super().__init__("; ".join(fails or [i.message for i in self.issues]))
 
 
 def _threshold(usage: Mapping[str, Any], key: str, issues: list[Issue]) -> float | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.machine import machine_meta
 from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
 from pytest_dlbench.run.protocol import Env, Outcome, Status
@@ -46,6 +47,11 @@ class RunContext:
         """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
         from pytest_dlbench.measure.bench import Bench
 
+        profiled = None
+        if self.profile is not None:
+            from pytest_dlbench.profile.window import ProfiledWindow
+
+            profiled = ProfiledWindow(self.profile)
         self.stream.write(Event.META, **machine_meta(device))
         self.bench = Bench(
             name=self.spec.name,
@@ -58,7 +64,7 @@ class RunContext:
             units=self.spec.units or "items/s",
             items_scale=self.items_scale,
             start_barrier=self._start_barrier(),
-            profile=self.profile,
+            profiled=profiled,
         )
         return self.bench
 
@@ -87,14 +93,17 @@ class RunContext:
             self.stream.write(Event.FLOPS, flops=count.flops, items=count.items,
                               reason=count.reason)
 
-    def finish_profile(self) -> list[Path]:
+    def finish_profile(self, scored_rate: Callable[[Any], float | None] | None = None,
+                       ) -> list[Path]:
         """Build and write the profile reports of a profiled run (never fails the run: a
-        report that cannot be made is a one-line note in it)."""
+        report that cannot be made is a one-line note in it). ``scored_rate``: the results'
+        score of the run's records, for the speed report (profile.finish.ScoredRate)."""
         if self.bench is None or not self.profile:
             return []
         from pytest_dlbench.profile import finish_profile
 
-        return finish_profile(self.bench, self.path.parent, self.path, data_dir=self.data_dir)
+        return finish_profile(self.bench, self.path.parent, self.path, data_dir=self.data_dir,
+                              scored_rate=scored_rate)
 
     def flush_bench(self) -> None:
         """After a failure: write the last measured window if it can still be read (before
@@ -150,27 +159,21 @@ def _is_oom(exc: BaseException) -> bool:
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def classify_exception(exc: BaseException) -> Outcome:
     from pytest_dlbench.measure.bench import NonFiniteLoss
-    from pytest_dlbench.results.validation import ValidationError
+    from pytest_dlbench.measure.monitor.usage import ValidationError
 
     if isinstance(exc, ValidationError | StreamWriteError):
         return Outcome(Status.FAIL, str(exc))
     if isinstance(exc, NonFiniteLoss):
-        return Outcome(Status.NAN, _one_line(exc))
+        return Outcome(Status.NAN, one_line(exc))
     if isinstance(exc, SystemExit):
         # argparse exits with status 2 on a bad argument; its message is in the output.
         return Outcome(Status.FAIL, f"the benchmark exited with status {exc.code} "
                                "(an argument error? see its output)")
     if _is_oom(exc):
-        return Outcome(Status.OOM, f"out of memory: {_one_line(exc)}")
-    return Outcome(Status.FAIL, _one_line(exc))
+        return Outcome(Status.OOM, f"out of memory: {one_line(exc)}")
+    return Outcome(Status.FAIL, one_line(exc))
 
 
 def _write_end(stream: Stream, outcome: Outcome) -> tuple[Outcome, StreamWriteError | None]:
