@@ -1,4 +1,5 @@
-"""Precision presets and torch.compile in the shared training loop (workloads/_common.py).
+"""Precision presets and torch.compile in the shared training loop (workloads/precision.py,
+compilation.py and train.py).
 
 The tests that compile are slow: inductor builds C++ on the first compile of a graph (tens of
 seconds on a small CPU, a few once its cache is warm)."""
@@ -18,7 +19,19 @@ torch = pytest.importorskip("torch")
 from pytest_dlbench.errors import DlbenchError  # noqa: E402
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
 from pytest_dlbench.measure.stream import NullStream  # noqa: E402
-from pytest_dlbench.workloads import _common, toy  # noqa: E402
+from pytest_dlbench.workloads import toy  # noqa: E402
+from pytest_dlbench.workloads.compilation import (  # noqa: E402
+    COMPILE_MIN_STEPS,
+    CompileError,
+    CompileOptions,
+    compile_reason,
+)
+from pytest_dlbench.workloads.precision import (  # noqa: E402
+    precision_unsupported,
+    resolve_precision,
+    setup_precision,
+)
+from pytest_dlbench.workloads.train import train_steps  # noqa: E402
 
 SMOKE = Path(__file__).resolve().parent.parent / "bench_suites" / "smoke.yaml"
 CPU = torch.device("cpu")
@@ -51,21 +64,21 @@ def assert_no_observation_in_compilation(records: list[dict[str, Any]]) -> dict[
 
 # -- precision presets -------------------------------------------------------------------------
 def test_tf32_on_a_cpu_is_unsupported() -> None:
-    reason = _common.precision_unsupported("tf32", CPU)
+    reason = precision_unsupported("tf32", CPU)
     assert reason is not None and "TF32" in reason
-    assert _common.precision_unsupported("tf32-fp16", CPU) is not None
-    assert _common.precision_unsupported("fp32", CPU) is None
+    assert precision_unsupported("tf32-fp16", CPU) is not None
+    assert precision_unsupported("fp32", CPU) is None
 
 
 @pytest.mark.parametrize("kind", ["bf16", "fp16"])
 def test_half_precision_on_a_cpu_depends_on_its_arithmetic(
     monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    monkeypatch.setattr(_common, "_cpu_has", lambda k: False)
-    reason = _common.precision_unsupported(kind, CPU)
+    monkeypatch.setattr("pytest_dlbench.workloads.precision._cpu_has", lambda k: False)
+    reason = precision_unsupported(kind, CPU)
     assert reason is not None and f"no {kind} arithmetic" in reason
-    monkeypatch.setattr(_common, "_cpu_has", lambda k: True)
-    assert _common.precision_unsupported(kind, CPU) is None
+    monkeypatch.setattr("pytest_dlbench.workloads.precision._cpu_has", lambda k: True)
+    assert precision_unsupported(kind, CPU) is None
 
 
 def _args(precision: str, emulate: bool = False) -> argparse.Namespace:
@@ -74,22 +87,22 @@ def _args(precision: str, emulate: bool = False) -> argparse.Namespace:
 
 def test_an_unsupported_preset_is_a_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(pytest.skip.Exception, match="TF32 is a tensor-core mode"):
-        _common.setup_precision(_args("tf32"), CPU)
-    monkeypatch.setattr(_common, "_cpu_has", lambda k: False)
+        setup_precision(_args("tf32"), CPU)
+    monkeypatch.setattr("pytest_dlbench.workloads.precision._cpu_has", lambda k: False)
     with pytest.raises(pytest.skip.Exception, match="--allow-emulated-precision"):
-        _common.setup_precision(_args("bf16"), CPU)
+        setup_precision(_args("bf16"), CPU)
 
 
 def test_emulation_runs_the_preset_as_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_common, "_cpu_has", lambda k: False)
-    assert _common.setup_precision(_args("bf16", True), CPU).autocast_dtype == torch.bfloat16
+    monkeypatch.setattr("pytest_dlbench.workloads.precision._cpu_has", lambda k: False)
+    assert setup_precision(_args("bf16", True), CPU).autocast_dtype == torch.bfloat16
     # fp16 emulated is fp16 (not the bf16 that resolve_precision substitutes by default)
-    assert _common.setup_precision(_args("fp16", True), CPU).autocast_dtype == torch.float16
+    assert setup_precision(_args("fp16", True), CPU).autocast_dtype == torch.float16
 
 
 def test_a_cpu_with_fp16_arithmetic_runs_fp16(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_common, "_cpu_has", lambda k: True)
-    p = _common.setup_precision(_args("fp16"), CPU)
+    monkeypatch.setattr("pytest_dlbench.workloads.precision._cpu_has", lambda k: True)
+    p = setup_precision(_args("fp16"), CPU)
     assert p.autocast_dtype == torch.float16 and p.grad_scaler().is_enabled()  # as on a GPU
 
 
@@ -101,8 +114,8 @@ def test_a_skipped_workload_writes_no_observation() -> None:
 # -- compile options and errors ----------------------------------------------------------------
 def test_compile_options_from_arguments() -> None:
     parser = toy.make_parser()
-    assert not _common.CompileOptions.from_args(parser.parse_args([])).enabled
-    options = _common.CompileOptions.from_args(
+    assert not CompileOptions.from_args(parser.parse_args([])).enabled
+    options = CompileOptions.from_args(
         parser.parse_args(["--compile=max-autotune", "--compile-backend", "aot_eager"]))
     assert (options.mode, options.backend, options.enabled) == ("max-autotune", "aot_eager",
                                                                  True)
@@ -115,15 +128,15 @@ def test_compile_reason_is_the_innermost_error_in_one_line() -> None:
             super().__init__("backend='inductor' raised:\nRuntimeError: ...\n\nSet TORCH...")
 
     inner = RuntimeError("\nC++ compile error: cc1plus: fatal error\nmore lines")
-    assert _common.compile_reason(BackendCompilerFailed(inner)) == (
+    assert compile_reason(BackendCompilerFailed(inner)) == (
         "RuntimeError: C++ compile error: cc1plus: fatal error")
     wrapped = ValueError("outer")
     wrapped.__cause__ = KeyError("k")
-    assert _common.compile_reason(wrapped) == "KeyError: 'k'"
+    assert compile_reason(wrapped) == "KeyError: 'k'"
 
 
 def test_an_unknown_backend_fails_in_one_line() -> None:
-    with pytest.raises(_common.CompileError) as info:
+    with pytest.raises(CompileError) as info:
         run_toy("--compile --compile-backend no-such-backend")
     message = str(info.value)
     assert isinstance(info.value, DlbenchError) and "\n" not in message
@@ -141,7 +154,7 @@ def test_a_backend_that_fails_fails_in_one_line() -> None:
 
     stream = NullStream()
     args = ["--compile", "--compile-backend", "dlbench_test_broken"]
-    with pytest.raises(_common.CompileError) as info, Bench(
+    with pytest.raises(CompileError) as info, Bench(
         name="toy", args=args, device="cpu", stream=stream, skip=1, stop=2
     ) as bench:
         toy.main(bench)
@@ -158,7 +171,7 @@ def test_compiled_toy_compiles_before_the_timed_loop() -> None:
     compiled = assert_no_observation_in_compilation(records)
     assert (compiled["mode"], compiled["backend"]) == ("default", "inductor")
     assert compiled["graphs"] >= 1 and compiled["graph_breaks"] == 0
-    assert compiled["steps"] >= _common.COMPILE_MIN_STEPS and compiled["seconds"] > 0
+    assert compiled["steps"] >= COMPILE_MIN_STEPS and compiled["seconds"] > 0
     # The compile record precedes every observation, and the loop then compiles nothing.
     kinds = [r["event"] for r in records]
     assert kinds.index("compile") < kinds.index("rate")
@@ -181,10 +194,10 @@ def test_graph_breaks_are_counted() -> None:
     data = [(torch.randn(8, 4), torch.randn(8, 1))] * 20
     stream = NullStream()
     with Bench(args=[], device="cpu", stream=stream, skip=1, stop=3) as bench:
-        _common.train_steps(
+        train_steps(
             bench, iter(data), compute_loss=loss_with_a_break, optimizer=optimizer,
-            precision=_common.resolve_precision("fp32", CPU), device=CPU, items_per_step=8,
-            compile=_common.CompileOptions("default", "aot_eager"),
+            precision=resolve_precision("fp32", CPU), device=CPU, items_per_step=8,
+            compile=CompileOptions("default", "aot_eager"),
         )
     compiled = assert_no_observation_in_compilation(stream.records)
     assert compiled["graph_breaks"] == 1 and compiled["graphs"] == 2

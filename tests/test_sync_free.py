@@ -44,7 +44,9 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
 from pytest_dlbench.measure.stream import NullStream  # noqa: E402
 from pytest_dlbench.measure.timing import Timer  # noqa: E402
-from pytest_dlbench.workloads import _common, presets  # noqa: E402
+from pytest_dlbench.suite import presets  # noqa: E402
+from pytest_dlbench.workloads.batches import tensor_batches  # noqa: E402
+from pytest_dlbench.workloads.precision import optimizer_options, resolve_precision  # noqa: E402
 
 # -- the watch: what happens between a window's begin and its read ------------------------------
 
@@ -333,32 +335,32 @@ def test_the_matmul_workload_has_no_host_sync_in_a_step(
     watch: Watch, tmp_path: Path, dtype: str
 ) -> None:
     argv = ["--m", "16", "--n", "8", "--k", "8", "--number", "2", "--dtype", dtype]
-    run_watched(watch, function("pytest_dlbench.workloads.flops:main"), argv, tmp_path)
+    run_watched(watch, function("pytest_dlbench.workloads.matmul:main"), argv, tmp_path)
     assert watch.host_reads == []
 
 
 def test_the_fp16_optimizers_are_fused_where_torch_has_fused_kernels() -> None:
     # Why the fp16 path is sync-free: GradScaler.step leaves the inf check to a fused optimizer.
     cpu = torch.device("cpu")
-    assert _common.optimizer_options(cpu) == {"fused": True}
+    assert optimizer_options(cpu) == {"fused": True}
     for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW):
-        opt = cls([torch.nn.Parameter(torch.zeros(2))], lr=0.1, **_common.optimizer_options(cpu))
+        opt = cls([torch.nn.Parameter(torch.zeros(2))], lr=0.1, **optimizer_options(cpu))
         assert getattr(opt, "_step_supports_amp_scaling", False), cls.__name__
-    assert _common.optimizer_options(torch.device("meta")) == {}
+    assert optimizer_options(torch.device("meta")) == {}
 
 
 def test_fp16_takes_the_grad_scaler_path_on_every_device() -> None:
     import warnings
 
     for device in ("cpu", "cuda"):
-        p = _common.resolve_precision("fp16", torch.device(device), cpu_fp16=True)
+        p = resolve_precision("fp16", torch.device(device), cpu_fp16=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "CUDA is not available": it disables itself
             scaler = p.grad_scaler()
         assert isinstance(scaler, torch.amp.GradScaler)
         if device == "cpu":
             assert scaler.is_enabled()
-    bf16 = _common.resolve_precision("bf16", torch.device("cpu"))
+    bf16 = resolve_precision("bf16", torch.device("cpu"))
     assert bf16.grad_scaler() is None
 
 
@@ -445,7 +447,7 @@ def test_synthetic_batches_come_from_the_device_not_the_host(
 def test_tensor_batches_gather_on_the_device_they_were_moved_to_once() -> None:
     # "meta" is a second device on a CPU-only machine: batches come from there.
     x = torch.arange(10.0)
-    batches = _common.tensor_batches((x, x * 2), 3, device="meta", seed=0)
+    batches = tensor_batches((x, x * 2), 3, device="meta", seed=0)
     first = [next(batches) for _ in range(4)]  # 3 per epoch: a new order on the 4th
     assert all(t.device.type == "meta" and t.shape == (3,) for b in first for t in b)
 
@@ -453,7 +455,7 @@ def test_tensor_batches_gather_on_the_device_they_were_moved_to_once() -> None:
 def test_tensor_batches_on_the_cpu_keep_their_order() -> None:
     # The CPU order is the one a CPU generator seeded so draws (unchanged by the device move).
     x = torch.arange(6)
-    got = [b[0].tolist() for b in itertools.islice(_common.tensor_batches((x,), 2, seed=5), 6)]
+    got = [b[0].tolist() for b in itertools.islice(tensor_batches((x,), 2, seed=5), 6)]
     g = torch.Generator().manual_seed(5)
     want = []
     for _ in range(2):

@@ -17,7 +17,11 @@ torch = pytest.importorskip("torch")
 
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
 from pytest_dlbench.measure.stream import NullStream  # noqa: E402
-from pytest_dlbench.workloads import WORKLOADS, _common  # noqa: E402
+from pytest_dlbench.workloads import WORKLOADS  # noqa: E402
+from pytest_dlbench.workloads.batches import tensor_batches  # noqa: E402
+from pytest_dlbench.workloads.models import build_sized, logits_of  # noqa: E402
+from pytest_dlbench.workloads.precision import Precision, backend_flags, resolve_precision  # noqa: E402
+from pytest_dlbench.workloads.train import train_steps  # noqa: E402
 
 SKIP, STOP = 2, 6
 
@@ -71,6 +75,21 @@ def test_registry_entries_resolve_and_parse_defaults(name: str) -> None:
     parser.parse_args([])  # every argument has a default
     assert parser.format_help()
 
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("pytest_dlbench.workloads.flops:main", "pytest_dlbench.workloads.matmul:main"),
+    ("pytest_dlbench.workloads.loader:main", "pytest_dlbench.workloads.dataloader:main"),
+])
+def test_the_old_workload_paths_run_the_renamed_workloads(old: str, new: str) -> None:
+    """Users' suites name the workloads by their old modules: they still load, as the same
+    benchmark function (and argument parser) as the new names."""
+    from pytest_dlbench.run.definition import load_definition
+
+    assert load_definition(old) is load_definition(new)
+    old_module = importlib.import_module(old.split(":")[0])
+    new_module = importlib.import_module(new.split(":")[0])
+    assert old_module.make_parser is new_module.make_parser
 
 # -- each workload, tiny -------------------------------------------------------------------------
 def test_toy(data_dir: Path) -> None:
@@ -150,8 +169,8 @@ def test_timm_synthetic(data_dir: Path) -> None:
     assert_ran(stream, "items/s")
 
 
-def test_flops(data_dir: Path) -> None:
-    stream = run("pytest_dlbench.workloads.flops:main",
+def test_matmul(data_dir: Path) -> None:
+    stream = run("pytest_dlbench.workloads.matmul:main",
                  "--m 64 --n 32 --k 16 --number 3 --dtype fp32", data_dir)
     assert_ran(stream, "TFLOP/s", losses=False)
     # each step's "items" is its work in TFLOP, so value = TFLOP / seconds
@@ -161,22 +180,22 @@ def test_flops(data_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["tf32", "bf16"])
-def test_flops_dtypes(data_dir: Path, dtype: str) -> None:
-    stream = run("pytest_dlbench.workloads.flops:main", f"--m 32 --n 32 --dtype {dtype}",
+def test_matmul_dtypes(data_dir: Path, dtype: str) -> None:
+    stream = run("pytest_dlbench.workloads.matmul:main", f"--m 32 --n 32 --dtype {dtype}",
                  data_dir)
     assert_ran(stream, "TFLOP/s", losses=False)
 
 
-def test_loader(data_dir: Path) -> None:
-    stream = run("pytest_dlbench.workloads.loader:main",
+def test_dataloader(data_dir: Path) -> None:
+    stream = run("pytest_dlbench.workloads.dataloader:main",
                  "--batch-size 4 --image-size 32 --num-workers 0 --num-images 12", data_dir)
     assert_ran(stream, "items/s", losses=False)
     assert {r["items"] for r in of(stream, "rate")} == {4}
 
 
-def test_loader_rejects_a_folder_smaller_than_a_batch(data_dir: Path) -> None:
+def test_dataloader_rejects_a_folder_smaller_than_a_batch(data_dir: Path) -> None:
     with pytest.raises(ValueError, match="fewer than one batch"):
-        run("pytest_dlbench.workloads.loader:main",
+        run("pytest_dlbench.workloads.dataloader:main",
             "--batch-size 16 --image-size 32 --num-workers 0 --num-images 12", data_dir)
 
 
@@ -224,14 +243,14 @@ def test_lm_rejects_heads_that_do_not_divide(data_dir: Path) -> None:
      ("fp16", "float16", False), ("tf32-fp16", "float16", True)],
 )
 def test_precision_on_cuda(name: str, dtype: str | None, tf32: bool) -> None:
-    p = _common.resolve_precision(name, torch.device("cuda"))
+    p = resolve_precision(name, torch.device("cuda"))
     assert p.autocast_dtype == (getattr(torch, dtype) if dtype else None)
     assert p.tf32 is tf32 and p.device_type == "cuda"
 
 
 def test_fp16_on_cpu_falls_back_to_bf16_with_a_warning() -> None:
     with pytest.warns(RuntimeWarning, match="bf16"):
-        p = _common.resolve_precision("fp16", torch.device("cpu"))
+        p = resolve_precision("fp16", torch.device("cpu"))
     assert p.autocast_dtype == torch.bfloat16
     assert p.grad_scaler() is None  # no scaler off CUDA, none needed for bf16
 
@@ -239,20 +258,20 @@ def test_fp16_on_cpu_falls_back_to_bf16_with_a_warning() -> None:
 def test_no_warning_for_bf16_on_cpu() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        p = _common.resolve_precision("bf16", torch.device("cpu"))
+        p = resolve_precision("bf16", torch.device("cpu"))
     with p.autocast():
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16
 
 
 def test_unknown_precision() -> None:
     with pytest.raises(ValueError, match="unknown precision"):
-        _common.resolve_precision("fp8", torch.device("cpu"))
+        resolve_precision("fp8", torch.device("cpu"))
 
 
 def test_backend_flags_are_restored() -> None:
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
     before = (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
-    with _common.backend_flags(tf32=not before[0], cudnn_benchmark=not before[2]):
+    with backend_flags(tf32=not before[0], cudnn_benchmark=not before[2]):
         assert matmul.allow_tf32 is (not before[0])
         assert cudnn.allow_tf32 is (not before[0])
         assert cudnn.benchmark is (not before[2])
@@ -270,7 +289,7 @@ def test_tensor_batches_move_the_data_to_the_device_once_before_any_batch() -> N
             return super().__torch_function__(func, types, args, kwargs or {})
 
     x = torch.arange(8.0).as_subclass(Spy)
-    batches = _common.tensor_batches((x,), 2, device="cpu")
+    batches = tensor_batches((x,), 2, device="cpu")
     assert moved == ["cpu"]  # at the call, before the first batch is asked for
     next(batches)
     assert moved == ["cpu"]
@@ -278,20 +297,20 @@ def test_tensor_batches_move_the_data_to_the_device_once_before_any_batch() -> N
 
 def test_tensor_batches_cover_each_epoch_once() -> None:
     x = torch.arange(10)
-    it = _common.tensor_batches((x, x * 2), 3, seed=0)
+    it = tensor_batches((x, x * 2), 3, seed=0)
     epoch = [next(it) for _ in range(3)]  # 10 // 3 full batches, last partial one dropped
     seen = torch.cat([b[0] for b in epoch])
     assert len(set(seen.tolist())) == 9
     assert all(torch.equal(b[1], b[0] * 2) for b in epoch)
     with pytest.raises(ValueError, match="cannot fill"):
-        next(_common.tensor_batches((x,), 11))
+        next(tensor_batches((x,), 11))
 
 
 def test_logits_of_model_outputs() -> None:
     t = torch.zeros(2, 3)
-    assert _common.logits_of(t) is t
-    assert _common.logits_of((t, torch.ones(2, 3))) is t  # inception/googlenet aux outputs
-    assert _common.logits_of({"out": t}) is t
+    assert logits_of(t) is t
+    assert logits_of((t, torch.ones(2, 3))) is t  # inception/googlenet aux outputs
+    assert logits_of({"out": t}) is t
 
 
 def test_clip_tiny(data_dir: Path) -> None:
@@ -310,24 +329,24 @@ def test_clip_unknown_model(data_dir: Path) -> None:
 
 
 def test_grad_scaler_only_for_fp16() -> None:
-    cuda_fp16 = _common.Precision("fp16", torch.float16, tf32=False, device_type="cuda")
+    cuda_fp16 = Precision("fp16", torch.float16, tf32=False, device_type="cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "CUDA is not available": the scaler disables itself
         assert isinstance(cuda_fp16.grad_scaler(), torch.amp.GradScaler)
     # fp16 on a CPU (fp16 arithmetic, or emulated) takes the GPU's path: an enabled scaler.
-    cpu_fp16 = _common.Precision("fp16", torch.float16, tf32=False, device_type="cpu")
+    cpu_fp16 = Precision("fp16", torch.float16, tf32=False, device_type="cpu")
     assert cpu_fp16.grad_scaler().is_enabled()
-    for p in (_common.Precision("bf16", torch.bfloat16, tf32=False, device_type="cuda"),
-              _common.Precision("fp32", None, tf32=False, device_type="cuda")):
+    for p in (Precision("bf16", torch.bfloat16, tf32=False, device_type="cuda"),
+              Precision("fp32", None, tf32=False, device_type="cuda")):
         assert p.grad_scaler() is None
 
 
 def test_train_steps_with_a_grad_scaler(monkeypatch: pytest.MonkeyPatch) -> None:
     # The CUDA fp16 path (scale, step, update) exercised with an enabled CPU scaler.
-    precision = _common.Precision("fp16", torch.bfloat16, tf32=False, device_type="cpu")
+    precision = Precision("fp16", torch.bfloat16, tf32=False, device_type="cpu")
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     assert scaler.is_enabled()
-    monkeypatch.setattr(_common.Precision, "grad_scaler", lambda self: scaler)
+    monkeypatch.setattr(Precision, "grad_scaler", lambda self: scaler)
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     before = model.weight.detach().clone()
@@ -335,7 +354,7 @@ def test_train_steps_with_a_grad_scaler(monkeypatch: pytest.MonkeyPatch) -> None
     x, y = torch.randn(8, 4), torch.randn(8, 1)
     stream = NullStream()
     with Bench(args=[], device="cpu", stream=stream, skip=1, stop=3) as bench:
-        steps = _common.train_steps(
+        steps = train_steps(
             bench, iter([(x, y)] * 10),
             compute_loss=lambda b: torch.nn.functional.mse_loss(model(b[0]).float(), b[1]),
             optimizer=optimizer, precision=precision, device=torch.device("cpu"),
@@ -357,7 +376,7 @@ def test_build_sized_passes_the_size_only_where_accepted() -> None:
     def broken(*, num_classes: int, img_size: int = 224) -> Any:
         raise TypeError("something else")
 
-    assert _common.build_sized(vit, "img_size", 64, num_classes=3) == ("vit", 3, 64)
-    assert _common.build_sized(convnet, "img_size", 64, num_classes=3) == ("convnet", 3)
+    assert build_sized(vit, "img_size", 64, num_classes=3) == ("vit", 3, 64)
+    assert build_sized(convnet, "img_size", 64, num_classes=3) == ("convnet", 3)
     with pytest.raises(TypeError, match="something else"):
-        _common.build_sized(broken, "img_size", 64, num_classes=3)
+        build_sized(broken, "img_size", 64, num_classes=3)

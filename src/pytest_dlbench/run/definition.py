@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.errors import DlbenchError, one_line
 
 __all__ = ["DefinitionError", "load_definition"]
 
@@ -38,14 +38,9 @@ def _module_from_file(path: Path) -> Any:
     return module
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
 def _import_failed(prefix: str, what: str, exc: BaseException) -> DefinitionError:
     """The one line a definition that fails to import costs (its own error, not a traceback)."""
-    return DefinitionError(f"{prefix}cannot import {what}: {_one_line(exc)}")
+    return DefinitionError(f"{prefix}cannot import {what}: {one_line(exc)}")
 
 
 def load_definition(definition: str, *, bench: str = "") -> Callable[..., Any]:

@@ -36,7 +36,7 @@ EAGER = "none"
 COMPILE_MODES = (EAGER, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
 
-#: The built-in workloads that take these arguments (flops and loader do not train).
+#: The built-in workloads that take these arguments (matmul and dataloader do not train).
 TRAINING_DEFINITIONS = frozenset({
     "pytest_dlbench.workloads.toy:main",
     "pytest_dlbench.workloads.vision:train",

@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.suite import presets
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.workloads.arguments import device_of, parse, positive_int, skip
+from pytest_dlbench.workloads.batches import tensor_batches
+from pytest_dlbench.workloads.precision import (
+    Precision,
+    backend_flags,
+    cpu_runs_fp16,
+    optimizer_options,
+    resolve_precision,
+)
 
 # Imported once by the warm launcher's server (run/forkserver.py), not by each child.
 WARM_IMPORTS = ("open_clip",)
@@ -71,7 +79,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clip", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="ViT-B-32",
                         help=f"open_clip architecture, or {TINY_NAME} (default ViT-B-32)")
-    parser.add_argument("--batch-size", type=_common.positive_int, default=64,
+    parser.add_argument("--batch-size", type=positive_int, default=64,
                         help="pairs per rank and step (OpenCLIP's local batch size)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="amp is OpenCLIP's default: fp16 autocast and a gradient scaler "
@@ -80,14 +88,14 @@ def make_parser() -> argparse.ArgumentParser:
                         help="fp16 on a CPU without fp16 arithmetic runs as fp16, emulated, "
                              "with a gradient scaler (default: as bf16)")
     presets.add_compile_arguments(parser)
-    parser.add_argument("--image-size", type=_common.positive_int, default=None,
+    parser.add_argument("--image-size", type=positive_int, default=None,
                         help="override the architecture's image size")
-    parser.add_argument("--train-num-samples", type=_common.positive_int, default=None,
+    parser.add_argument("--train-num-samples", type=positive_int, default=None,
                         help="pairs per epoch, read through a DataLoader (time-to-train)")
-    parser.add_argument("--epochs", type=_common.positive_int, default=1)
+    parser.add_argument("--epochs", type=positive_int, default=1)
     parser.add_argument("--workers", type=int, default=0,
                         help="DataLoader worker processes with --train-num-samples (default 0)")
-    parser.add_argument("--num-samples", type=_common.positive_int, default=256,
+    parser.add_argument("--num-samples", type=positive_int, default=256,
                         help="pairs held on the device and cycled without "
                              "--train-num-samples (default 256)")
     parser.add_argument("--local-loss", action="store_true",
@@ -217,16 +225,16 @@ def train(bench: Any) -> None:
 
     from pytest_dlbench.run.launch.rank import destroy_process_group
 
-    args = _common.parse(make_parser(), bench)
-    device = _common.device_of(bench)
+    args = parse(make_parser(), bench)
+    device = device_of(bench)
     if args.compile != presets.EAGER:
         # OpenCLIP's training step is run as its script does: not compiled here yet.
-        _common.skip("the clip workload runs eager only (--compile is not supported here yet)")
+        skip("the clip workload runs eager only (--compile is not supported here yet)")
     name = args.precision
     if name == "amp":  # OpenCLIP's: fp16 and a gradient scaler on a GPU, bf16 on a CPU
         name = "fp16" if device.type == "cuda" else "bf16"
-    precision = _common.resolve_precision(name, device,
-                                          cpu_fp16=_common.cpu_runs_fp16(args, device))
+    precision = resolve_precision(name, device,
+                                  cpu_fp16=cpu_runs_fp16(args, device))
     bench.set_units("items/s")
 
     _register_tiny_config(open_clip)
@@ -242,7 +250,7 @@ def train(bench: Any) -> None:
 
 
 def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[str, Any],
-           device: torch.device, precision: _common.Precision, group: Any, rank: int,
+           device: torch.device, precision: Precision, group: Any, rank: int,
            world: int) -> None:
     import torch
 
@@ -275,7 +283,7 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
     # GradScaler.step read found_inf on the host, a device sync every step.
     optimizer = torch.optim.AdamW(_param_groups(model, args.wd), lr=args.lr,
                                   betas=(args.beta1, args.beta2), eps=args.eps,
-                                  **_common.optimizer_options(device))
+                                  **optimizer_options(device))
     scaler = precision.grad_scaler()
 
     if args.train_num_samples is not None:
@@ -294,8 +302,8 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
                                 context_length=context_length,
                                 vocab_size=text_cfg.get("vocab_size", 49408),
                                 seed=args.seed + rank)
-        loader = _common.tensor_batches(data.tensors, args.batch_size, device=device,
-                                        seed=args.seed + rank)
+        loader = tensor_batches(data.tensors, args.batch_size, device=device,
+                                seed=args.seed + rank)
         sampler, epochs, total = None, 1, bench.skip + bench.stop
     bench.watch(model, lambda: (torch.zeros(args.batch_size, 3, image_size, image_size),
                                 torch.zeros(args.batch_size, context_length, dtype=torch.long)))
@@ -304,7 +312,7 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
     unwrapped = model
     step = 0
     net.train()
-    with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+    with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
         for epoch in range(epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)

@@ -28,7 +28,13 @@ import argparse
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.suite.presets import add_arguments as add_training_args
+from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
+from pytest_dlbench.workloads.batches import tensor_batches, to_device
+from pytest_dlbench.workloads.compilation import CompileOptions
+from pytest_dlbench.workloads.models import build_sized, logits_of
+from pytest_dlbench.workloads.precision import backend_flags, optimizer_options, setup_precision
+from pytest_dlbench.workloads.train import train_steps
 
 if TYPE_CHECKING:
     import torch
@@ -39,15 +45,15 @@ __all__ = ["CommTiming", "make_parser", "train"]
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddp", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18", help="torchvision classifier name")
-    parser.add_argument("--batch-size", type=_common.positive_int, default=64,
+    parser.add_argument("--batch-size", type=positive_int, default=64,
                         help="images per rank and step")
-    parser.add_argument("--image-size", type=_common.positive_int, default=224)
-    parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
-    _common.add_training_args(parser)
+    parser.add_argument("--image-size", type=positive_int, default=224)
+    parser.add_argument("--num-classes", type=positive_int, default=1000)
+    add_training_args(parser)
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--fixed-batch", action="store_true",
                         help="reuse one batch already on the device (pure compute)")
-    parser.add_argument("--num-images", type=_common.positive_int, default=None,
+    parser.add_argument("--num-images", type=positive_int, default=None,
                         help="images per rank, held on the device (default max(256, batch "
                              "size))")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
@@ -100,11 +106,11 @@ def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
     if args.fixed_batch:
         images, labels = synthetic_images(args.batch_size, args.image_size, args.num_classes,
                                           seed=seed).tensors
-        batch = _common.to_device((images, labels), device, channels_last=args.channels_last)
+        batch = to_device((images, labels), device, channels_last=args.channels_last)
         return itertools.repeat(batch)
     n = args.num_images or max(256, args.batch_size)
     dataset = synthetic_images(n, args.image_size, args.num_classes, seed=seed)
-    return _common.tensor_batches(dataset.tensors, args.batch_size, device=device, seed=seed)
+    return tensor_batches(dataset.tensors, args.batch_size, device=device, seed=seed)
 
 
 def train(bench: Any, process_group: Any) -> None:
@@ -116,16 +122,16 @@ def train(bench: Any, process_group: Any) -> None:
     import torch
     import torchvision
 
-    args = _common.parse(make_parser(), bench)
-    device = _common.device_of(bench)
-    precision = _common.setup_precision(args, device)
+    args = parse(make_parser(), bench)
+    device = device_of(bench)
+    precision = setup_precision(args, device)
     bench.set_units("items/s")
     # The same initial weights everywhere; DDP broadcasts rank 0's anyway.
     torch.manual_seed(args.seed)
 
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = _common.build_sized(torchvision.models.get_model, "image_size", args.image_size,
-                                name=args.model, weights=None, num_classes=args.num_classes)
+    model = build_sized(torchvision.models.get_model, "image_size", args.image_size,
+                        name=args.model, weights=None, num_classes=args.num_classes)
     model = model.to(device, memory_format=memory_format)
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
 
@@ -149,16 +155,16 @@ def train(bench: Any, process_group: Any) -> None:
         net.register_comm_hook(None, comm.hook)
 
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
-                                **_common.optimizer_options(device))
+                                **optimizer_options(device))
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         images, labels = batch
-        return loss_fn(_common.logits_of(net(images)), labels)
+        return loss_fn(logits_of(net(images)), labels)
 
     net.train()
-    with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
-        _common.train_steps(
+    with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        train_steps(
             bench,
             _batches(args, device, rank),
             compute_loss=compute_loss,
@@ -168,5 +174,5 @@ def train(bench: Any, process_group: Any) -> None:
             items_per_step=args.batch_size,
             channels_last=args.channels_last,
             after_backward=comm.close if comm is not None else None,
-            compile=_common.CompileOptions.from_args(args),
+            compile=CompileOptions.from_args(args),
         )

@@ -1,56 +1,12 @@
-"""Matrix-multiply throughput (milabench's `flops` bench). Units: TFLOP/s.
+"""The old name of :mod:`pytest_dlbench.workloads.matmul` (the matrix-multiply benchmark).
 
-Each step (one observation) runs `--number` matmuls of (m, k) @ (k, n). The step goes through
-`bench.iterate` with its work, 2·m·n·k·number / 1e12 TFLOP, as the step's item count, so the
-observation is TFLOP/s and the timing is the framework's own: CUDA events with one synchronisation
-per window of steps on a GPU (never one per matmul), host clock on a CPU. A window's rate is then
-Σ TFLOP / Σ seconds, like every other benchmark.
+Renamed because ``flops`` also names what ``measure/flops.py`` counts (the FLOPs of a training
+step). Kept so that users' suites with ``definition: pytest_dlbench.workloads.flops:main``
+still run the same benchmark.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
-from typing import Any
-
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.workloads.matmul import DTYPES, main, make_parser
 
 __all__ = ["DTYPES", "main", "make_parser"]
-
-DTYPES = ("fp32", "tf32", "fp16", "bf16")
-
-
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flops", description=__doc__)
-    parser.add_argument("--m", type=_common.positive_int, default=8192)
-    parser.add_argument("--n", type=_common.positive_int, default=8192)
-    parser.add_argument("--k", type=_common.positive_int, default=None,
-                        help="inner dimension (default: same as --m)")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32",
-                        help="tf32: fp32 tensors with TF32 tensor cores allowed")
-    parser.add_argument("--number", type=_common.positive_int, default=30,
-                        help="matmuls per observation (default 30)")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
-
-
-def main(bench: Any) -> None:
-    """Multiply two random matrices `--number` times per observation."""
-    import torch
-
-    args = _common.parse(make_parser(), bench)
-    device = _common.device_of(bench)
-    k = args.k if args.k is not None else args.m
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.dtype, torch.float32)
-    torch.manual_seed(args.seed)
-    bench.set_units("TFLOP/s")
-
-    a = torch.randn(args.m, k, device=device, dtype=dtype)
-    b = torch.randn(k, args.n, device=device, dtype=dtype)
-    out = torch.empty(args.m, args.n, device=device, dtype=dtype)  # reused: no allocation
-    tflop_per_step = 2.0 * args.m * args.n * k * args.number / 1e12
-    with _common.backend_flags(tf32=args.dtype == "tf32"):
-        for _ in bench.iterate(itertools.count(), batch_size=tflop_per_step):  # type: ignore[arg-type]
-            with bench.timer.region("matmul"):
-                for _ in range(args.number):
-                    torch.matmul(a, b, out=out)

@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.suite.presets import add_arguments as add_training_args
+from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
+from pytest_dlbench.workloads.batches import tensor_batches
+from pytest_dlbench.workloads.compilation import CompileOptions
+from pytest_dlbench.workloads.precision import backend_flags, optimizer_options, setup_precision
+from pytest_dlbench.workloads.train import train_steps
 
 if TYPE_CHECKING:
     import torch
@@ -20,15 +25,15 @@ __all__ = ["build_model", "make_parser", "train"]
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lm", description=__doc__)
-    parser.add_argument("--vocab-size", type=_common.positive_int, default=32000)
-    parser.add_argument("--seq-len", type=_common.positive_int, default=512)
-    parser.add_argument("--d-model", type=_common.positive_int, default=512)
-    parser.add_argument("--n-layers", type=_common.positive_int, default=6)
-    parser.add_argument("--n-heads", type=_common.positive_int, default=8)
-    parser.add_argument("--batch-size", type=_common.positive_int, default=16)
-    _common.add_training_args(parser)
+    parser.add_argument("--vocab-size", type=positive_int, default=32000)
+    parser.add_argument("--seq-len", type=positive_int, default=512)
+    parser.add_argument("--d-model", type=positive_int, default=512)
+    parser.add_argument("--n-layers", type=positive_int, default=6)
+    parser.add_argument("--n-heads", type=positive_int, default=8)
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    add_training_args(parser)
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--num-sequences", type=_common.positive_int, default=256,
+    parser.add_argument("--num-sequences", type=positive_int, default=256,
                         help="random sequences cycled through (default 256)")
     parser.add_argument("--seed", type=int, default=0)
     return parser
@@ -79,16 +84,16 @@ def train(bench: Any) -> None:
 
     from pytest_dlbench.data import token_sequences
 
-    args = _common.parse(make_parser(), bench)
-    device = _common.device_of(bench)
-    precision = _common.setup_precision(args, device)
+    args = parse(make_parser(), bench)
+    device = device_of(bench)
+    precision = setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("tokens/s")
 
     model = build_model(args.vocab_size, args.seq_len, args.d_model, args.n_layers,
                         args.n_heads).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
-                                  **_common.optimizer_options(device))
+                                  **optimizer_options(device))
     vocab = args.vocab_size
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -101,13 +106,13 @@ def train(bench: Any) -> None:
     data = token_sequences(args.num_sequences, args.seq_len, args.vocab_size, seed=args.seed)
     on_device = tuple(t.to(device) for t in data.tensors)
     bench.watch(model, lambda: on_device[0][: args.batch_size])
-    batches = _common.tensor_batches(on_device, args.batch_size, device=device, seed=args.seed)
+    batches = tensor_batches(on_device, args.batch_size, device=device, seed=args.seed)
 
     model.train()
-    with _common.backend_flags(tf32=precision.tf32):
-        _common.train_steps(
+    with backend_flags(tf32=precision.tf32):
+        train_steps(
             bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device,
             items_per_step=args.batch_size * args.seq_len,
-            compile=_common.CompileOptions.from_args(args),
+            compile=CompileOptions.from_args(args),
         )

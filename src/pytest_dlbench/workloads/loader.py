@@ -1,44 +1,11 @@
-"""Data loading alone: JPEG folder -> DataLoader workers (decode, crop, flip, to tensor).
+"""The old name of :mod:`pytest_dlbench.workloads.dataloader` (the JPEG DataLoader benchmark).
 
-milabench's `loader` bench: mostly measures storage, JPEG decoding and worker throughput; by
-default each batch is also copied to the device, as training would. Units: items/s (images).
+Renamed because ``suite/loader.py`` loads suite files. Kept so that users' suites with
+``definition: pytest_dlbench.workloads.loader:main`` still run the same benchmark.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.workloads.dataloader import main, make_parser
 
 __all__ = ["main", "make_parser"]
-
-
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="loader", description=__doc__)
-    parser.add_argument("--batch-size", type=_common.positive_int, default=64)
-    parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
-    parser.add_argument("--to-device", action=argparse.BooleanOptionalAction, default=True,
-                        help="copy each batch to the device (default: yes)")
-    _common.add_image_data_args(parser)
-    return parser
-
-
-def main(bench: Any) -> None:
-    """Iterate the JPEG folder as fast as the loader allows."""
-    import torch
-
-    from pytest_dlbench.data import forever
-
-    args = _common.parse(make_parser(), bench)
-    device = _common.device_of(bench)
-    torch.manual_seed(args.seed)
-    bench.set_units("items/s")
-    copy = args.to_device and device.type != "cpu"  # a copy to the CPU is a no-op
-    loader = _common.jpeg_loader(bench, args, num_classes=args.num_classes,
-                                 batch_size=args.batch_size, pin_memory=copy)
-    timer = bench.timer
-    for batch in bench.iterate(forever(loader), batch_size=args.batch_size):
-        if copy:
-            with timer.region("io"):
-                _common.to_device(batch, device)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.workloads.arguments import parse
+from pytest_dlbench.workloads.models import build_sized
 from pytest_dlbench.workloads.vision import make_parser, train_classifier
 
 # Imported once by the warm launcher's server (run/forkserver.py), not by each child.
@@ -22,12 +23,12 @@ __all__ = ["train"]
 
 def train(bench: Any) -> None:
     """Train a timm model with random weights (SGD, cross-entropy)."""
-    args = _common.parse(make_parser(prog="timm_train", default_model="convnext_tiny"), bench)
+    args = parse(make_parser(prog="timm_train", default_model="convnext_tiny"), bench)
 
     def build(name: str, num_classes: int, image_size: int) -> torch.nn.Module:
         import timm
 
-        return _common.build_sized(timm.create_model, "img_size", image_size,
-                                   model_name=name, pretrained=False, num_classes=num_classes)
+        return build_sized(timm.create_model, "img_size", image_size,
+                           model_name=name, pretrained=False, num_classes=num_classes)
 
     train_classifier(bench, args, build)

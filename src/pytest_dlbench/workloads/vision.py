@@ -10,7 +10,14 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.workloads import _common
+from pytest_dlbench.suite.presets import add_arguments as add_training_args
+from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
+from pytest_dlbench.workloads.batches import tensor_batches, to_device
+from pytest_dlbench.workloads.compilation import CompileOptions
+from pytest_dlbench.workloads.images import add_image_data_args, jpeg_loader
+from pytest_dlbench.workloads.models import build_sized, logits_of
+from pytest_dlbench.workloads.precision import backend_flags, optimizer_options, setup_precision
+from pytest_dlbench.workloads.train import train_steps
 
 # Imported once by the warm launcher's server (run/forkserver.py), not by each child.
 WARM_IMPORTS = ("torchvision",)
@@ -25,8 +32,8 @@ def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argpar
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--model", default=default_model,
                         help=f"classifier name (default {default_model})")
-    parser.add_argument("--batch-size", type=_common.positive_int, default=64)
-    _common.add_training_args(parser)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    add_training_args(parser)
     parser.add_argument("--channels-last", action="store_true",
                         help="NHWC memory layout for the model and its inputs")
     parser.add_argument("--synthetic-data", action="store_true",
@@ -36,20 +43,20 @@ def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argpar
                         help="reuse one synthetic batch already on the device (pure compute)")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--num-classes", type=_common.positive_int, default=1000)
-    _common.add_image_data_args(parser)
+    parser.add_argument("--num-classes", type=positive_int, default=1000)
+    add_image_data_args(parser)
     return parser
 
 
 def train(bench: Any) -> None:
     """Train a torchvision classifier with random weights (SGD, cross-entropy)."""
-    args = _common.parse(make_parser(), bench)
+    args = parse(make_parser(), bench)
 
     def build(name: str, num_classes: int, image_size: int) -> torch.nn.Module:
         import torchvision
 
-        return _common.build_sized(torchvision.models.get_model, "image_size", image_size,
-                                   name=name, weights=None, num_classes=num_classes)
+        return build_sized(torchvision.models.get_model, "image_size", image_size,
+                           name=name, weights=None, num_classes=num_classes)
 
     train_classifier(bench, args, build)
 
@@ -67,8 +74,8 @@ def train_classifier(
 
     from pytest_dlbench.data import synthetic_images
 
-    device = _common.device_of(bench)
-    precision = _common.setup_precision(args, device)
+    device = device_of(bench)
+    precision = setup_precision(args, device)
     torch.manual_seed(args.seed)
     bench.set_units("items/s")
 
@@ -77,37 +84,37 @@ def train_classifier(
     model = model.to(device, memory_format=memory_format)
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                                **_common.optimizer_options(device))
+                                **optimizer_options(device))
     loss_fn = torch.nn.CrossEntropyLoss()
 
     if args.fixed_batch:
         # One batch, moved once: the loop measures the model alone.
         images, labels = synthetic_images(args.batch_size, args.image_size, args.num_classes,
                                           seed=args.seed).tensors
-        batch = _common.to_device((images, labels), device, channels_last=args.channels_last)
+        batch = to_device((images, labels), device, channels_last=args.channels_last)
         batches: Any = itertools.repeat(batch)
     elif args.synthetic_data:
         n = args.num_images or max(256, args.batch_size)  # at least one batch
         dataset = synthetic_images(n, args.image_size, args.num_classes,
                                    seed=args.seed)
-        batches = _common.tensor_batches(dataset.tensors, args.batch_size, device=device,
-                                         seed=args.seed)
+        batches = tensor_batches(dataset.tensors, args.batch_size, device=device,
+                                 seed=args.seed)
     else:
         from pytest_dlbench.data import forever
 
-        loader = _common.jpeg_loader(bench, args, num_classes=args.num_classes,
-                                     batch_size=args.batch_size,
-                                     pin_memory=device.type == "cuda")
+        loader = jpeg_loader(bench, args, num_classes=args.num_classes,
+                             batch_size=args.batch_size,
+                             pin_memory=device.type == "cuda")
         batches = forever(loader)
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         images, labels = batch
-        return loss_fn(_common.logits_of(model(images)), labels)
+        return loss_fn(logits_of(model(images)), labels)
 
     model.train()
-    with _common.backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
-        _common.train_steps(
+    with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        train_steps(
             bench, batches, compute_loss=compute_loss, optimizer=optimizer,
             precision=precision, device=device, items_per_step=args.batch_size,
-            channels_last=args.channels_last, compile=_common.CompileOptions.from_args(args),
+            channels_last=args.channels_last, compile=CompileOptions.from_args(args),
         )

@@ -1,0 +1,80 @@
+"""Training images read from disk: a JPEG ImageFolder (generated once, or the user's) through a
+shuffling DataLoader that decodes and augments, and the arguments that choose it.
+
+torch and torchvision are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pytest_dlbench.workloads.arguments import positive_int
+
+__all__ = ["add_image_data_args", "jpeg_loader"]
+
+
+def add_image_data_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments that choose where training images come from (shared by vision, timm, loader)."""
+    parser.add_argument("--image-size", type=positive_int, default=224,
+                        help="side of the square training crop (default 224)")
+    parser.add_argument("--num-workers", type=int, default=2,
+                        help="DataLoader worker processes for the JPEG folder (default 2)")
+    parser.add_argument("--num-images", type=positive_int, default=None,
+                        help="images in the generated data set (default 1024 on disk, "
+                             "256 on the device with --synthetic-data; at least one batch)")
+    parser.add_argument("--data", default=None,
+                        help="an existing ImageFolder to read instead of the generated one")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch_size: int,
+                pin_memory: bool) -> Any:
+    """A shuffling DataLoader over a JPEG ImageFolder: decode, random crop, flip, normalise.
+
+    `num_classes` bounds the labels (the model's output size).
+
+    Without --data, the folder is generated once under bench.data_dir; its name carries the
+    parameters so that benchmarks with different settings do not rebuild each other's copy.
+    """
+    from pathlib import Path
+
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    from pytest_dlbench.data import jpeg_folder
+
+    if args.data is not None:
+        root = Path(args.data)
+    else:
+        n = args.num_images or max(1024, batch_size)
+        # Stored larger than the crop, like ImageNet's resize-256 / crop-224.
+        disk_size = round(args.image_size * 256 / 224)
+        # At most 100 class folders: the class count does not change the cost of a step.
+        classes = min(num_classes, 100)
+        name = f"jpeg-{classes}c-{n}x{disk_size}px-s{args.seed}"
+        root = jpeg_folder(Path(bench.data_dir) / name, n=n, image_size=disk_size,
+                           num_classes=classes, seed=args.seed)
+    transform = transforms.Compose([
+        transforms.RandomResizedCrop(args.image_size),
+        transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+    ])
+    dataset = datasets.ImageFolder(str(root), transform=transform)
+    if len(dataset.classes) > num_classes:
+        raise ValueError(f"{root} has {len(dataset.classes)} classes, more than {num_classes}")
+    if len(dataset) < batch_size:
+        raise ValueError(f"{root} has {len(dataset)} images, fewer than one batch of {batch_size}")
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=args.num_workers,
+        pin_memory=pin_memory,
+        drop_last=True,  # every step has batch_size items
+        # Workers survive epoch ends: forever() restarts the loader every epoch.
+        persistent_workers=args.num_workers > 0,
+        generator=torch.Generator().manual_seed(args.seed),
+    )

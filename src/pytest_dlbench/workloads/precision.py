@@ -1,0 +1,214 @@
+"""Precision presets on one device: the autocast dtype, TF32, the fp16 loss scaler, whether
+the hardware has the arithmetic (else the benchmark is skipped), the fused optimizers, and the
+process-wide backend switches restored after each run.
+
+What a ``--precision`` name means to the suite is in :mod:`pytest_dlbench.suite.presets`; this
+is how a workload runs it. torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.suite.presets import PRECISIONS
+from pytest_dlbench.workloads.arguments import skip
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "Precision",
+    "backend_flags",
+    "cpu_runs_fp16",
+    "optimizer_options",
+    "precision_unsupported",
+    "resolve_precision",
+    "setup_precision",
+]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a precision name is run on one device."""
+
+    name: str
+    autocast_dtype: torch.dtype | None  # None: no autocast (fp32 / tf32)
+    tf32: bool
+    device_type: str
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        import torch
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+    def grad_scaler(self) -> Any:
+        """A GradScaler for fp16 autocast (fp16 gradients underflow without one), else None.
+
+        On every device, the CPU included (fp16 on a CPU with fp16 arithmetic, or emulated):
+        the CPU then runs the code path a GPU runs, which is what the tests check (no host sync
+        in a step, tests/test_sync_free.py). bf16 has fp32's range and needs no scaler.
+        """
+        import torch
+
+        if self.autocast_dtype is torch.float16:
+            return torch.amp.GradScaler(self.device_type)
+        return None
+
+
+def resolve_precision(name: str, device: torch.device, *, cpu_fp16: bool = False) -> Precision:
+    """The autocast dtype and TF32 switch of ``name`` on ``device``.
+
+    fp16 on a CPU runs as bf16 with a warning, unless ``cpu_fp16`` (the CPU has fp16
+    arithmetic, or emulation was asked for): :func:`setup_precision` decides that.
+    """
+    import torch
+
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+    dtype = {"fp16": torch.float16, "tf32-fp16": torch.float16, "bf16": torch.bfloat16}.get(name)
+    if dtype is torch.float16 and device.type == "cpu" and not cpu_fp16:
+        # CPU fp16 autocast works but runs ~15x slower than bf16 (measured on torch 2.14):
+        # it would benchmark an emulation, not the hardware.
+        warnings.warn(f"precision {name}: fp16 autocast is emulated on CPU; using bf16 instead",
+                      RuntimeWarning, stacklevel=2)
+        dtype = torch.bfloat16
+    return Precision(name=name, autocast_dtype=dtype, tf32="tf32" in name,
+                     device_type=device.type)
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags (``flags`` on x86, ``Features`` on Arm); empty if unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+def _cpu_has(kind: str) -> bool:
+    """Whether oneDNN (torch's CPU kernels) does ``kind`` ("bf16" or "fp16") on this CPU:
+    torch's own check, else the CPU flags that provide it."""
+    import torch
+
+    check = getattr(torch.ops.mkldnn, f"_is_mkldnn_{kind}_supported", None)
+    if check is not None:
+        with contextlib.suppress(Exception):
+            return bool(check())
+    flags = _cpu_flags()
+    wanted = {"bf16": {"avx512_bf16", "amx_bf16", "bf16"},
+              "fp16": {"avx512_fp16", "amx_fp16", "fphp"}}[kind]
+    return bool(flags & wanted)
+
+
+def _cpu_capability() -> str:
+    import torch
+
+    with contextlib.suppress(Exception):
+        return str(torch.backends.cpu.get_cpu_capability())
+    return "unknown"
+
+
+def precision_unsupported(name: str, device: torch.device) -> str | None:
+    """Why the hardware of ``device`` cannot run precision ``name`` (one line), or None.
+
+    - TF32 is a tensor-core format of NVIDIA GPUs from Ampere (compute capability 8.0) on; a
+      CPU would run fp32 and call it tf32.
+    - bf16 / fp16 on a CPU: only where oneDNN has the arithmetic (AVX-512 or AMX for bf16,
+      AVX512-FP16 or AMX-FP16 for fp16; Arm's bf16 and fp16 extensions); elsewhere autocast
+      emulates them, much slower than fp32, which measures the emulation.
+    - bf16 on a GPU needs Ampere or newer (an older GPU emulates it).
+    """
+    import torch
+
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+    half = {"fp16": "fp16", "tf32-fp16": "fp16", "bf16": "bf16"}.get(name)
+    tf32 = "tf32" in name
+    if device.type == "cpu":
+        where = f"this CPU ({_cpu_capability()})"
+        if tf32:
+            return (f"precision {name}: TF32 is a tensor-core mode of NVIDIA GPUs (Ampere or "
+                    f"newer); {where} would run fp32")
+        if half is not None and not _cpu_has(half):
+            need = ("AVX-512 or AMX" if half == "bf16" else "AVX512-FP16 or AMX-FP16")
+            return (f"precision {name}: {where} has no {half} arithmetic (needs {need}); "
+                    "autocast would measure an emulation")
+    elif device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if tf32 and major < 8:
+            return (f"precision {name}: TF32 needs compute capability 8.0 or newer, this GPU "
+                    f"has {major}.{minor}")
+        if half == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+            return f"precision {name}: this GPU ({major}.{minor}) has no bf16 arithmetic"
+    return None
+
+
+def cpu_runs_fp16(args: argparse.Namespace, device: torch.device) -> bool:
+    """Whether fp16 on ``device`` is run as fp16 on a CPU: the CPU has fp16 arithmetic, or
+    ``--allow-emulated-precision`` asked for the emulation (else the CPU runs bf16)."""
+    emulate = bool(getattr(args, "allow_emulated_precision", False))
+    return device.type == "cpu" and (emulate or _cpu_has("fp16"))
+
+
+def setup_precision(args: argparse.Namespace, device: torch.device) -> Precision:
+    """The precision of a training workload's ``--precision``: a skip with the reason when the
+    hardware cannot do it (unless ``--allow-emulated-precision``)."""
+    emulate = bool(getattr(args, "allow_emulated_precision", False))
+    reason = precision_unsupported(args.precision, device)
+    if reason is not None and not emulate:
+        skip(reason + " (--allow-emulated-precision runs it anyway)")
+    return resolve_precision(args.precision, device, cpu_fp16=cpu_runs_fp16(args, device))
+
+
+#: Device types with fused optimizer kernels, when torch does not say (torch 2.4 to 2.14).
+_FUSED_DEVICES = ("cuda", "cpu", "mps", "xpu", "hpu")
+
+
+def optimizer_options(device: torch.device) -> dict[str, Any]:
+    """Keyword arguments of the workloads' optimizers (SGD, Adam, AdamW) on ``device``:
+    ``fused=True`` where torch has fused kernels for the device type.
+
+    Why fused: ``GradScaler.step`` reads ``found_inf`` on the host (``.item()``, a device sync
+    every fp16 step) unless the optimizer skips a step with infs itself, which only fused
+    optimizers do (``_step_supports_amp_scaling``). One implementation for every precision, so
+    presets compare precisions, not optimizers. The CPU has fused kernels too (torch >= 2.4):
+    a CPU run takes the GPU's code path and the tests see its syncs.
+    """
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        supported = tuple(_get_fused_kernels_supported_devices())
+    except (ImportError, AttributeError):  # a private helper: fall back to the known list
+        supported = _FUSED_DEVICES
+    return {"fused": True} if device.type in supported else {}
+
+
+@contextlib.contextmanager
+def backend_flags(*, tf32: bool, cudnn_benchmark: bool = False) -> Iterator[None]:
+    """Set TF32 and cuDNN autotuning for the duration of one benchmark, then restore them.
+
+    These are process-wide switches: restoring them keeps in-process runs independent of order.
+    "fp32" turns TF32 off explicitly (cuDNN allows it by default) so fp32 means fp32.
+    """
+    import torch
+
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
+    matmul.allow_tf32 = tf32
+    cudnn.allow_tf32 = tf32
+    cudnn.benchmark = cudnn_benchmark
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark = saved
