@@ -1,4 +1,5 @@
-"""The saved JSON summary: contents, provenance, errors, and migration of older versions.
+"""The saved JSON summary: contents, provenance, errors, and migration of older versions. The
+format is the type's (SuiteSummary.to_dict/from_dict); results/baseline.py reads and writes files.
 
 How the provenance is gathered (machine, versions, commit) is tested in test_machine.py."""
 
@@ -11,17 +12,16 @@ import pytest
 from _runs import steady_at, write_run
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.results import baseline as bl
+from pytest_dlbench.results import summary_json
 from pytest_dlbench.results.baseline import (
-    SCHEMA,
-    VERSION,
     BaselineError,
     BaselineMissing,
     load_summary,
-    migrate,
     save_summary,
 )
 from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.summary_json import SCHEMA, VERSION, SummaryFormatError, migrate
 
 
 @pytest.fixture
@@ -55,8 +55,28 @@ def test_saved_summary_holds_numbers_and_provenance(summary, tmp_path: Path) -> 
 
 def test_round_trip(summary, tmp_path: Path) -> None:
     loaded = load_summary(save_summary(summary, tmp_path / "base.json"))
-    assert loaded["benchmarks"]["a"]["perf_adj"] == pytest.approx(summary.get("a").perf_adj)
-    assert loaded["suite"] is None
+    assert isinstance(loaded, SuiteSummary)  # typed, not a dict
+    assert loaded.get("a").perf_adj == pytest.approx(summary.get("a").perf_adj)
+    assert loaded.suite is None
+    # Read back, a summary says what it said when saved: from_dict is to_dict's inverse.
+    saved = json.loads((tmp_path / "base.json").read_text())
+    assert loaded.to_dict() == saved
+    assert loaded.provenance is not None and loaded.provenance["machine"] == saved["machine"]
+    assert summary.provenance is None  # scored here: the machine is this one
+
+
+def test_a_summary_read_back_keeps_its_runs_and_noise(summary, tmp_path: Path) -> None:
+    loaded = load_summary(save_summary(summary, tmp_path / "base.json"))
+    for before in summary.benchmarks:
+        after = loaded.get(before.name)
+        assert after is not None
+        assert after.noise_samples == before.noise_samples
+        assert after.noise_from == before.noise_from
+        assert [(r.label, r.status, r.rate, r.block_rates) for r in after.runs] == [
+            (r.label, r.status, r.rate, r.block_rates) for r in before.runs]
+        assert after.per_device == before.per_device
+    assert [r.label for r in loaded.failed_runs] == ["c[D0]"]
+    assert loaded.incomplete == summary.incomplete == ("c",)
 
 
 def test_non_finite_numbers_are_saved_as_null(summary, tmp_path: Path) -> None:
@@ -85,7 +105,13 @@ def test_missing_file(tmp_path: Path) -> None:
         (json.dumps({"schema": SCHEMA, "version": 99}), "newer"),
         (json.dumps({"schema": SCHEMA, "version": 1, "benchmarks": []}), "invalid summary"),
         (json.dumps({"schema": SCHEMA, "version": 1, "benchmarks": {"a": {"perf": 1}}}),
-         "lacks perf_adj"),
+         "invalid summary: benchmarks.a.perf_adj: missing"),
+        (json.dumps({"schema": SCHEMA, "version": 1, "benchmarks": {"a": {
+            "perf_adj": 1, "weight": 1, "n": 1, "fail": 0, "per_device": {"gpu": 1.0}}}}),
+         "invalid summary: benchmarks.a.per_device.gpu.\\[key\\]: must be a device number"),
+        (json.dumps({"schema": SCHEMA, "version": 1, "benchmarks": {"a": {
+            "perf_adj": 1, "weight": 1, "n": 1, "fail": 0, "runs": [{"timing": {"steps": "x"}}]
+        }}}), "invalid summary: benchmarks.a.runs.0.timing.steps: must be an integer"),
         (json.dumps({"schema": SCHEMA, "version": "one", "benchmarks": {}}), "invalid"),
     ],
 )
@@ -124,12 +150,24 @@ V0 = {
 def test_v0_is_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(V0))
-    data = load_summary(path)
-    assert data["version"] == VERSION
-    a = data["benchmarks"]["a"]
-    assert a["std_pct"] == 0.01 and "std%" not in a
-    assert a["rates"] == [99.0, 101.0] and a["runs"] == []
-    assert data["incomplete"] == [] and data["score"] == 42.0
+    loaded = load_summary(path)
+    assert loaded.to_dict()["version"] == VERSION
+    a = loaded.get("a")
+    assert a is not None and a.std_pct == 0.01 and a.runs == ()
+    # v0 kept no samples: its noise was its run rates, as today with two runs or more.
+    assert a.noise_samples == (99.0, 101.0)
+    assert loaded.incomplete == () and loaded.score == 42.0
+
+
+def test_a_saved_dict_reads_back_with_from_dict_alone() -> None:
+    """compare() and the loggers hold dicts, not files: the same reader, the same errors."""
+    loaded = SuiteSummary.from_dict(V0)
+    assert loaded.get("a").perf == 100.0  # type: ignore[union-attr]
+    with pytest.raises(SummaryFormatError, match="not a pytest-dlbench summary"):
+        SuiteSummary.from_dict({"benchmarks": {}})
+    with pytest.raises(SummaryFormatError, match=r"^invalid summary: benchmarks.a.n: must be"):
+        SuiteSummary.from_dict({**V0, "version": 1, "benchmarks": {"a": {
+            "perf_adj": 1, "weight": 1, "n": "one", "fail": 0}}})
 
 
 def test_migration_chain_uses_the_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +177,7 @@ def test_migration_chain_uses_the_hooks(monkeypatch: pytest.MonkeyPatch) -> None
         calls.append(data["version"])
         return {**data, "version": 0}
 
-    monkeypatch.setitem(bl.MIGRATIONS, -1, fake)
+    monkeypatch.setitem(summary_json.MIGRATIONS, -1, fake)
     out = migrate({"schema": SCHEMA, "version": -1, "benchmarks": []})
     assert calls == [-1] and out["version"] == VERSION
 

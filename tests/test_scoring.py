@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from pathlib import Path
 
 import pytest
 from _runs import steady_at, write_manifest, write_run
 
+from pytest_dlbench.results.gate import run_failed
 from pytest_dlbench.results.scoring import (
     MAX_STD_PENALTY,
     UNRELIABLE_STD,
@@ -201,7 +203,24 @@ def test_single_run_std_comes_from_its_block_rates(tmp_path: Path) -> None:
     assert bench.runs[0].block_rates == (8.0, 9.0, 10.0, 11.0, 12.0)
     assert bench.std == pytest.approx(math.sqrt(2.0))  # population std of 8..12
     assert bench.std_pct == pytest.approx(math.sqrt(2.0) / 10.0)
-    assert bench.samples == (8.0, 9.0, 10.0, 11.0, 12.0)
+    assert bench.noise_samples == (8.0, 9.0, 10.0, 11.0, 12.0) and bench.noise_from == "blocks"
+
+
+def test_the_noise_is_on_the_summary_and_the_device_std_pct_follows_its_rule(
+    tmp_path: Path,
+) -> None:
+    """Where a benchmark's noise comes from is decided once, by scoring: the runs' rates with
+    two runs or more (here D0's two runs), else one run's blocks (D1's single run)."""
+    blocks = [(r, 1.0) for r in (8, 8, 9, 9, 10, 10, 11, 11, 12, 12)]  # block rates 8..12
+    write_run(tmp_path, "b", steady_at(100.0), device=0, repeat=0)
+    write_run(tmp_path, "b", steady_at(110.0), device=0, repeat=1)
+    write_run(tmp_path, "b", blocks, device=1, repeat=0)
+    bench = summarize_dir(tmp_path).benchmarks[0]
+    assert bench.noise_from == "runs" and bench.noise_samples == (100.0, 10.0, 110.0)
+    assert bench.std == pytest.approx(statistics.pstdev([100.0, 10.0, 110.0]))
+    assert bench.device_std_pct(0) == pytest.approx(5.0 / 105.0)  # its two runs' rates
+    assert bench.device_std_pct(1) == pytest.approx(math.sqrt(2.0) / 10.0)  # its run's blocks
+    assert bench.device_std_pct(7) is None  # no run there
 
 
 def test_std_pct_is_clipped_to_one_and_noise_never_zeroes_a_passing_run(tmp_path: Path) -> None:
@@ -281,7 +300,7 @@ def test_incomplete_names_weighted_benchmarks_that_did_not_run_or_all_failed(
     broken = summary.get("broken")
     assert broken is not None and (broken.n, broken.fail, broken.perf_adj) == (2, 2, 0.0)
     assert summary.failure_rate == pytest.approx(2 / 3)
-    assert summary.failed
+    assert run_failed(summary)
 
 
 def test_manifest_weights_win_over_the_stream(tmp_path: Path) -> None:
@@ -301,7 +320,7 @@ def test_without_manifest_only_streams_are_known(tmp_path: Path) -> None:
 def test_no_runs_no_score() -> None:
     summary = summarize_runs([])
     assert (summary.score, summary.failure_rate, summary.benchmarks) == (None, 0.0, ())
-    assert not summary.failed
+    assert not run_failed(summary)
 
 
 def test_to_dict_is_plain_json(tmp_path: Path) -> None:

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.scoring import THROUGHPUT, TOTAL_TIME, SuiteSummary, weighted_geomean
+from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
+from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     FAILED,
     IMPROVED,
@@ -59,7 +60,7 @@ from pytest_dlbench.results.stats import (
     verdict,
     welch_p,
 )
-from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = [
     "ALPHA",
@@ -198,45 +199,28 @@ class Comparison:
         }
 
 
-# -- summaries as dicts -----------------------------------------------------------------------
-def _as_dict(summary: Any) -> Mapping[str, Any]:
-    """A SuiteSummary, a dict from ``SuiteSummary.to_dict`` or a loaded baseline: one shape."""
-    if hasattr(summary, "to_dict"):
-        summary = summary.to_dict()
-    if not isinstance(summary, Mapping) or not isinstance(summary.get("benchmarks"), Mapping):
-        raise TypeError("compare() takes a SuiteSummary or a summary dict with 'benchmarks'")
-    return summary
+# -- the two sides (typed summaries) ---------------------------------------------------------
+def _as_summary(summary: Any) -> SuiteSummary:
+    """A SuiteSummary; a saved summary's dict (``SuiteSummary.to_dict``) is read back first."""
+    if isinstance(summary, SuiteSummary):
+        return summary
+    if isinstance(summary, Mapping) and isinstance(summary.get("benchmarks"), Mapping):
+        return SuiteSummary.from_dict(summary)
+    raise TypeError("compare() takes a SuiteSummary or a saved summary's dict with 'benchmarks'")
 
 
-def _samples(bench: Mapping[str, Any]) -> tuple[float, ...]:
-    if bench.get("samples") is not None:
-        return tuple(float(x) for x in bench["samples"])
-    rates = [float(x) for x in bench.get("rates") or ()]
-    if len(rates) >= 2:
-        return tuple(rates)
-    ok = [r for r in bench.get("runs") or () if r.get("status") == Status.OK]
-    return tuple(float(x) for x in ok[0].get("block_rates") or ()) if ok else ()
-
-
-def _scored(bench: Mapping[str, Any]) -> bool:
-    return bool(bench.get("enabled", True)) and float(bench.get("weight") or 0) > 0 and float(
-        bench.get("perf_adj") or 0) > 0
-
-
-def _machine_warnings(
-    current: Any, cur: Mapping[str, Any], base: Mapping[str, Any]
-) -> tuple[str, ...]:
-    """``baseline machine differs: ...`` when both sides say what they ran on. A saved summary
-    says it; a live SuiteSummary ran here and now (results/machine.py)."""
-    if not isinstance(base.get("machine"), Mapping):
+def _machine_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[str, ...]:
+    """``baseline machine differs: ...`` when both sides say what they ran on. A summary read
+    back says what its file says; one scored here ran on this machine, now (results/machine.py)."""
+    base = baseline.provenance
+    if base is None or not isinstance(base.get("machine"), Mapping):
         return ()
     from pytest_dlbench.results import machine
 
-    if isinstance(cur.get("machine"), Mapping):
-        now: Mapping[str, Any] = cur
-    elif isinstance(current, SuiteSummary):
+    now = current.provenance
+    if now is None:
         now = machine.current_machine()
-    else:
+    elif not isinstance(now.get("machine"), Mapping):
         return ()
     differences = machine.machine_differences(now, base)
     return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()
@@ -250,18 +234,17 @@ def _positive(value: Any) -> float:
     return number if math.isfinite(number) and number > 0 else 0.0
 
 
-def _rate(bench: Mapping[str, Any]) -> float:
+def _rate(bench: BenchSummary) -> float:
     """A benchmark's perf (0 when no run succeeded): the rate the verdict judges."""
-    return _positive(bench.get("perf"))
+    return _positive(bench.perf)
 
 
 def _compare_bench(
-    name: str, cur: Mapping[str, Any], base: Mapping[str, Any], tolerance: float, alpha: float
+    name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float
 ) -> BenchComparison:
     cur_rate, base_rate = _rate(cur), _rate(base)
-    cur_adj = float(cur.get("perf_adj") or 0.0)
-    base_adj = float(base.get("perf_adj") or 0.0)
-    cur_s, base_s = _samples(cur), _samples(base)
+    cur_adj, base_adj = cur.perf_adj, base.perf_adj
+    cur_s, base_s = cur.noise_samples, base.noise_samples
     p = welch_p(cur_s, base_s)
     if base_rate <= 0:
         ratio, word, p_dir = None, INCOMPARABLE, None
@@ -273,8 +256,8 @@ def _compare_bench(
         word = verdict(ratio, p_dir, tolerance=tolerance, alpha=alpha).word
     return BenchComparison(
         name=name,
-        units=str(cur.get("units") or base.get("units") or ""),
-        weight=float(cur.get("weight") or 0.0),
+        units=cur.units or base.units,
+        weight=cur.weight,
         current=cur_rate,
         baseline=base_rate,
         ratio=ratio,
@@ -284,39 +267,41 @@ def _compare_bench(
         current_adj=cur_adj,
         baseline_adj=base_adj,
         adj_ratio=cur_adj / base_adj if cur_adj > 0 and base_adj > 0 else None,
-        metric=str(cur.get("metric") or base.get("metric") or THROUGHPUT),
+        metric=TOTAL_TIME if TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
         current_time=_time(cur),
         baseline_time=_time(base),
     )
 
 
-def _time(bench: Mapping[str, Any]) -> float | None:
-    value = bench.get("total_time_secs")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _time(bench: BenchSummary) -> float | None:
+    """A time-to-train benchmark's time (None for other metrics)."""
+    return bench.total_time_secs if bench.lower_is_better else None
 
 
 def compare(
     current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA
 ) -> Comparison:
-    """Compare ``current`` with ``baseline`` (each a SuiteSummary or a summary dict).
+    """Compare ``current`` with ``baseline`` (each a SuiteSummary; a saved summary's dict is
+    read back with ``SuiteSummary.from_dict``).
 
     When the baseline records its machine and the current side does too (a saved summary) or
     is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
     version is one of the comparison's ``warnings``."""
     check_levels(tolerance, alpha)
-    cur, base = _as_dict(current), _as_dict(baseline)
-    cur_b, base_b = cur["benchmarks"], base["benchmarks"]
+    cur, base = _as_summary(current), _as_summary(baseline)
+    cur_b = {b.name: b for b in cur.benchmarks}
+    base_b = {b.name: b for b in base.benchmarks}
     common = [n for n in cur_b if n in base_b]
     benches = tuple(_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common)
-    cs, bs = cur.get("score"), base.get("score")
+    cs, bs = cur.score, base.score
     # Over the benchmarks scored on both sides: with the same set the perf_adj ratio is exactly
     # cs / bs, and a benchmark added or dropped (whose units are arbitrary) cannot move it.
-    both = [b for b in benches if b.ratio and b.weight > 0 and _scored(base_b[b.name])
-            and _scored(cur_b[b.name])]
+    both = [b for b in benches if b.ratio and b.weight > 0 and base_b[b.name].scored
+            and cur_b[b.name].scored]
     score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
     rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
     score_ps = combined_p(
-        [(b.weight, _samples(cur_b[b.name]), _samples(base_b[b.name])) for b in both]
+        [(b.weight, cur_b[b.name].noise_samples, base_b[b.name].noise_samples) for b in both]
     )
     score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
     weighted = {b.verdict for b in benches if b.weight > 0}
@@ -332,6 +317,6 @@ def compare(
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,
-        warnings=_machine_warnings(current, cur, base),
+        warnings=_machine_warnings(cur, base),
         score_rate_ratio=rate_ratio,
     )

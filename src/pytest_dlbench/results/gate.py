@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
     "BASELINE_MISSING",
     "BENCH_FAILED",
     "INTERRUPTED",
+    "LOGGER_FAILED",
     "OK",
     "REGRESSED",
     "USAGE_ERROR",
@@ -47,6 +51,9 @@ __all__ = [
 OK = 0
 #: A benchmark run failed, or a weighted benchmark of the suite did not run. Wins over 6.
 BENCH_FAILED = 1
+#: ``dlbench log``: a logger failed (its one warning line says why). 1, as a failed benchmark
+#: is for the other commands: the command did not do all it was asked.
+LOGGER_FAILED = 1
 #: Interrupted (Ctrl-C), as pytest.
 INTERRUPTED = 2
 #: Bad input: an unreadable, corrupt or foreign baseline file, a bad option, no run directory.
@@ -158,7 +165,7 @@ def parse_price(text: str) -> float:
 class BaselineLoad:
     """A baseline file read for comparison: the summary, or why there is none."""
 
-    summary: dict[str, Any] | None
+    summary: SuiteSummary | None  # typed: results/summary.py
     status: int = OK  # OK, BASELINE_MISSING or USAGE_ERROR
     message: str = ""
 
@@ -180,10 +187,12 @@ def load_baseline(path: str) -> BaselineLoad:
 # -- the verdict -----------------------------------------------------------------------------------
 
 
-def run_failed(summary: Any) -> bool:
-    """The "a benchmark failed" verdict on a scored run (a ``SuiteSummary``), the same for
-    ``pytest --bench-...`` and ``dlbench report``: a run that ended other than ok or skipped
-    (pytest's own verdict on its item), or a weighted benchmark missing from the score."""
+def run_failed(summary: SuiteSummary) -> bool:
+    """The "a benchmark failed" verdict on a scored run, the one rule for ``pytest --bench-...``,
+    ``dlbench report``, ``dlbench compare`` (a summary read back) and the loggers: a run that
+    ended other than ok or skipped (pytest's own verdict on its item), or a weighted benchmark
+    missing from the score, even one that skipped itself everywhere (the score the gate judges
+    lacks it)."""
     from pytest_dlbench.run.protocol import Status
 
     if summary.incomplete:

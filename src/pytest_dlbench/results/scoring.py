@@ -1,7 +1,9 @@
 """Run streams to numbers: per run rate, per benchmark perf/std/perf_adj, the suite score.
 
 Every formula is the one of ``reference/scoring.md`` (seed 001's ``perf_adj`` and weighted
-geometric mean, made precise). Pure functions over stream records: no pytest, no torch.
+geometric mean, made precise). Pure functions over stream records: no pytest, no torch. The
+types they fill are results/run_result.py and results/summary.py (re-exported here while their
+importers move).
 """
 
 from __future__ import annotations
@@ -9,19 +11,29 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass, field, replace
+from dataclasses import astuple, replace
 from os import PathLike
 from typing import Any
 
 from pytest_dlbench.measure.stream import Event, read_records
 from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import dtype_of
-from pytest_dlbench.run.layout import (
-    item_name,
-    parse_stream_name,
-    read_manifest,
-    stream_paths,
+from pytest_dlbench.results.run_result import (
+    METRICS,
+    THROUGHPUT,
+    TOTAL_TIME,
+    Point,
+    RunResult,
+    StepStats,
 )
+from pytest_dlbench.results.summary import (
+    BenchSummary,
+    SuiteSummary,
+    noise_samples,
+    relative_spread,
+    spread,
+)
+from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.run.protocol import Status
 from pytest_dlbench.suite.presets import eager_key
 
@@ -32,15 +44,18 @@ __all__ = [
     "THROUGHPUT",
     "TOTAL_TIME",
     "BenchSummary",
+    "Point",
     "RunResult",
     "StepStats",
     "SuiteSummary",
     "block_rates",
-    "step_stats",
     "load_run",
     "run_from_records",
+    "step_stats",
+    "summarize_bench",
     "summarize_dir",
     "summarize_runs",
+    "weighted_geomean",
 ]
 
 #: Blocks of the steady-state window whose rates estimate a single run's noise (batch means).
@@ -56,359 +71,6 @@ MIN_STEADY = 4 * BLOCKS
 BURST = 0.5
 #: What an MFU above 100 % is (of a datasheet's peak): never a figure to show.
 MFU_ERROR = "MFU above 100 %: error of measurement"
-
-
-Point = tuple[float, float]  # (time, value) of one observation
-
-#: A benchmark's ``metric`` (docs/time-to-train.md): the steady-state throughput (the default),
-#: or the time-to-train of seed 004, ``total_time_secs`` (lower is better).
-THROUGHPUT = "throughput"
-TOTAL_TIME = "total_time_secs"
-METRICS = (THROUGHPUT, TOTAL_TIME)
-
-
-@dataclass(frozen=True)
-class StepStats:
-    """What a run's steps add up to, seed 004's way: every observation with ``items`` and
-    ``seconds`` in step order, the first one skipped (it includes the start-up).
-
-    ``total_time_secs`` is the sum of those steps' seconds (a plain running sum, so it equals
-    seed 004's ``awk '{ sum += $1 }'`` to the last bit), ``items`` the sum of their items,
-    ``throughput_avg`` the mean of their per-step rates and ``time_per_iteration`` their mean
-    duration (the columns of seed 004's result table). All None when the run has fewer than
-    two timed steps, or steps without ``seconds`` (``log_rate`` observations).
-    """
-
-    steps: int = 0  # observations in the stream, the first included
-    total_time_secs: float | None = None
-    items: float | None = None
-    throughput_avg: float | None = None
-    time_per_iteration: float | None = None
-    done_percent: float | None = None  # the last ``progress`` record, else steps / (skip+stop)
-
-    @property
-    def rate(self) -> float | None:
-        """The equivalent throughput: items / total_time_secs."""
-        if self.items is None or not self.total_time_secs:
-            return None
-        return self.items / self.total_time_secs
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "total_time_secs": self.total_time_secs,
-            "items": self.items,
-            "throughput_avg": self.throughput_avg,
-            "time_per_iteration_secs": self.time_per_iteration,
-            "done_percent": self.done_percent,
-        }
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One run (benchmark x device x repeat), as read from its stream."""
-
-    bench: str
-    device: int
-    repeat: int | None
-    status: Status  # the end record's status; OK only when the run succeeded
-    reason: str
-    units: str
-    rate: float | None  # Σitems/Σseconds over the steady window; None when there is none
-    block_rates: tuple[float, ...]
-    steady: tuple[Point, ...]
-    warmup: tuple[Point, ...]
-    weight: float
-    path: str | None
-    # Not in the issue's field list, but a benchmark's summary needs them and they live in the
-    # same config record: the plan method decides ``total``, ``enabled`` the score.
-    method: str = "per_gpu"
-    enabled: bool = True
-    # Peak GPU memory and process RSS, energy, mean GPU load (telemetry.telemetry_stats).
-    telemetry: Mapping[str, Any] = field(default_factory=dict)
-    # FLOPs of one item's forward and backward (the ``flops`` record), or why they are unknown.
-    flops_per_item: float | None = None
-    flops_reason: str = ""
-    device_name: str | None = None  # from the meta record: which peak applies
-    dtype: str = "fp32"  # the compute type the benchmark's arguments ask for
-    # The config record's precision preset (None: not a built-in training workload) and
-    # compile settings ({"mode", "backend"}; None: eager), the eager sibling's pairing key
-    # (suite/presets.eager_key) and the ``compile`` records (results/compiled.py).
-    precision: str | None = None
-    compile: Mapping[str, Any] | None = None
-    variant: str | None = None
-    compiled: Mapping[str, Any] = field(default_factory=dict)
-    # ``file:line: ...`` for each line of the stream left out (corrupt, or of the wrong type).
-    notes: tuple[str, ...] = ()
-    # Time-to-train (docs/time-to-train.md): the metric, the steps' sums, the job's size and
-    # the matrix combination the benchmark was generated from (the sweep table's columns).
-    metric: str = THROUGHPUT
-    timing: StepStats = field(default_factory=StepStats)
-    world_size: int = 1
-    matrix: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
-
-    @property
-    def median_rate(self) -> float | None:
-        """The median of the steady steps' rates: a burst of load over fewer than half of the
-        steps does not move it (paired comparisons, ``--bench-paired-rate=median``). A
-        time-to-train run has its total time's rate: its figure is the whole run."""
-        if self.metric == TOTAL_TIME or not self.steady:
-            return self.rate
-        return statistics.median(value for _, value in self.steady)
-
-    @property
-    def skipped(self) -> bool:
-        """The benchmark skipped itself (it cannot run here): neither a success nor a failure."""
-        return self.status is Status.SKIPPED
-
-    @property
-    def total_time_secs(self) -> float | None:
-        return self.timing.total_time_secs
-
-    @property
-    def label(self) -> str:
-        """``name[D0]`` / ``name[D0-R1]``, the pytest item id of the run."""
-        return item_name(self.bench, self.device, self.repeat)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "repeat": self.repeat,
-            "status": self.status,
-            "reason": self.reason,
-            "rate": self.rate,
-            "block_rates": list(self.block_rates),
-            "path": self.path,
-            "telemetry": dict(self.telemetry),
-            **({"compiled": dict(self.compiled)} if self.compiled else {}),
-            **({"notes": list(self.notes)} if self.notes else {}),
-            # Only for time-to-train runs: summaries of other runs keep their shape.
-            **({"timing": self.timing.to_dict()} if self.metric == TOTAL_TIME else {}),
-        }
-
-
-@dataclass(frozen=True)
-class BenchSummary:
-    """One benchmark over all its runs. ``perf``/``total``/``std``/``std_pct`` are None when no
-    run succeeded (then ``perf_adj`` is 0); ``n`` is 0 for a benchmark that never ran."""
-
-    name: str
-    units: str
-    weight: float
-    n: int
-    fail: int
-    perf: float | None
-    total: float | None
-    std: float | None
-    std_pct: float | None
-    perf_adj: float
-    per_device: dict[int, float]
-    runs: tuple[RunResult, ...]
-    method: str
-    enabled: bool = True
-    #: why the figure cannot be trusted (std% above UNRELIABLE_STD), else None
-    unreliable: str | None = None
-    #: achieved TFLOP/s per GPU (perf per GPU x FLOPs per item: an njobs job's rate over its
-    #: world size), and its share of one GPU's peak
-    tflops: float | None = None
-    mfu: float | None = None
-    peak_source: str | None = None  # where the peak came from (a datasheet, a matmul run)
-    #: why the MFU is not shown although a peak is known: above 100 % is an error of measurement
-    mfu_error: str | None = None
-    flops_reason: str = ""  # why FLOPs are unknown, when they are
-    metric: str = THROUGHPUT
-
-    @property
-    def lower_is_better(self) -> bool:
-        """A time-to-train benchmark: its reported metric is a time (perf stays items/s)."""
-        return self.metric == TOTAL_TIME
-
-    def _ok_mean(self, values: Iterable[float | None]) -> float | None:
-        kept = [v for v in values if v is not None]
-        return statistics.fmean(kept) if kept else None
-
-    @property
-    def total_time_secs(self) -> float | None:
-        """Mean ``total_time_secs`` of the successful runs (seed 004's metric)."""
-        return self._ok_mean(r.timing.total_time_secs for r in self.runs if r.ok)
-
-    @property
-    def throughput_avg(self) -> float | None:
-        return self._ok_mean(r.timing.throughput_avg for r in self.runs if r.ok)
-
-    @property
-    def time_per_iteration(self) -> float | None:
-        return self._ok_mean(r.timing.time_per_iteration for r in self.runs if r.ok)
-
-    @property
-    def done_percent(self) -> float | None:
-        """The least done run's last ``done_percent`` (a sweep row is done when all its runs
-        are)."""
-        values = [r.timing.done_percent for r in self.runs if r.timing.done_percent is not None]
-        return min(values) if values else None
-
-    @property
-    def world_size(self) -> int:
-        """Ranks of an njobs job (1 for per_gpu runs, one device each)."""
-        return max((r.world_size for r in self.runs), default=1)
-
-    @property
-    def perf_per_gpu(self) -> float | None:
-        """``perf`` per device: an njobs job's rate over its ranks; a per_gpu run's rate is
-        already per device."""
-        if self.perf is None:
-            return None
-        return self.perf / self.world_size if self.method == "njobs" else self.perf
-
-    @property
-    def matrix(self) -> dict[str, Any]:
-        """The matrix combination this benchmark was generated from ({} if none)."""
-        return next((dict(r.matrix) for r in self.runs if r.matrix), {})
-
-    @property
-    def rates(self) -> tuple[float, ...]:
-        """The successful runs' rates."""
-        return tuple(r.rate for r in self.runs if r.ok and r.rate is not None)
-
-    @property
-    def samples(self) -> tuple[float, ...]:
-        """What the noise is estimated from: run rates, or one run's block rates."""
-        if len(self.rates) >= 2:
-            return self.rates
-        ok = [r for r in self.runs if r.ok]
-        return ok[0].block_rates if ok else ()
-
-    @property
-    def scored(self) -> bool:
-        """Whether this benchmark enters the score (enabled, weighted, perf_adj > 0)."""
-        return self.enabled and self.weight > 0 and self.perf_adj > 0
-
-    @property
-    def skipped(self) -> bool:
-        """Every run of it skipped itself (e.g. a precision this hardware cannot do)."""
-        return bool(self.runs) and all(r.skipped for r in self.runs)
-
-    @property
-    def precision(self) -> str | None:
-        """The precision preset its runs recorded (None: none recorded)."""
-        return next((r.precision for r in self.runs if r.precision), None)
-
-    @property
-    def compile(self) -> Mapping[str, Any] | None:
-        """``{"mode", "backend"}`` when its runs were compiled, else None (eager)."""
-        return next((r.compile for r in self.runs if r.compile), None)
-
-    @property
-    def variant(self) -> str | None:
-        """The key it shares with its eager (or compiled) sibling."""
-        return next((r.variant for r in self.runs if r.variant), None)
-
-    @property
-    def telemetry(self) -> dict[str, Any]:
-        """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
-        from pytest_dlbench.results.telemetry import combine_stats
-
-        return combine_stats(r.telemetry for r in self.runs)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "units": self.units,
-            "weight": self.weight,
-            "enabled": self.enabled,
-            "method": self.method,
-            "n": self.n,
-            "fail": self.fail,
-            "perf": self.perf,
-            "total": self.total,
-            "std": self.std,
-            "std_pct": self.std_pct,
-            "perf_adj": self.perf_adj,
-            "unreliable": self.unreliable,
-            "tflops": self.tflops,
-            "mfu": self.mfu,
-            "peak_source": self.peak_source,
-            "mfu_error": self.mfu_error,
-            # JSON keys are strings; load_summary leaves them so (compare does not use them).
-            "per_device": {str(k): v for k, v in sorted(self.per_device.items())},
-            "rates": list(self.rates),
-            "samples": list(self.samples),
-            "telemetry": self.telemetry,
-            **({"precision": self.precision} if self.precision else {}),
-            **({"compile": dict(self.compile)} if self.compile else {}),
-            **self._time_to_train(),
-            "runs": [r.to_dict() for r in self.runs],
-        }
-
-    def _time_to_train(self) -> dict[str, Any]:
-        """The saved form of a time-to-train benchmark: its time, said to be lower-is-better
-        (``perf`` and ``perf_adj`` are its equivalent throughput, as for every benchmark)."""
-        if self.metric != TOTAL_TIME:
-            return {}
-        return {
-            "metric": self.metric,
-            "lower_is_better": True,
-            "total_time_secs": self.total_time_secs,
-            "throughput_avg": self.throughput_avg,
-            "time_per_iteration_secs": self.time_per_iteration,
-            "perf_per_gpu": self.perf_per_gpu,
-            "world_size": self.world_size,
-        }
-
-
-@dataclass(frozen=True)
-class SuiteSummary:
-    """A whole run directory: every benchmark, the score and what kept it from being complete."""
-
-    benchmarks: tuple[BenchSummary, ...]
-    score: float | None
-    incomplete: tuple[str, ...]
-    failure_rate: float
-    run_dir: str | None = None
-    suite: str | None = None
-
-    @property
-    def runs(self) -> tuple[RunResult, ...]:
-        return tuple(r for b in self.benchmarks for r in b.runs)
-
-    @property
-    def failed_runs(self) -> tuple[RunResult, ...]:
-        return tuple(r for r in self.runs if not r.ok and not r.skipped)
-
-    @property
-    def skipped_runs(self) -> tuple[RunResult, ...]:
-        """Runs that skipped themselves: in no count, no failure rate, no score."""
-        return tuple(r for r in self.runs if r.skipped)
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        """Lines of the streams left out (``file:line: ...``), every run's."""
-        return tuple(note for r in self.runs for note in r.notes)
-
-    @property
-    def failed(self) -> bool:
-        """A run failed or a weighted benchmark is missing: the "a benchmark failed" status.
-        A benchmark that skipped itself everywhere (it cannot run on this machine) is missing
-        from the score, said so, but is not a failure (pytest reports it as skipped)."""
-        skipped = {b.name for b in self.benchmarks if b.skipped}
-        return bool(self.failed_runs or [n for n in self.incomplete if n not in skipped])
-
-    def get(self, name: str) -> BenchSummary | None:
-        return next((b for b in self.benchmarks if b.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "run_dir": self.run_dir,
-            "score": self.score,
-            "incomplete": list(self.incomplete),
-            "failure_rate": self.failure_rate,
-            "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
-        }
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -623,10 +285,6 @@ def load_run(path: str | PathLike[str]) -> RunResult:
 
 
 # -- one benchmark ----------------------------------------------------------------------------
-def _pstdev(values: Sequence[float]) -> float:
-    return statistics.pstdev(values) if len(values) >= 2 else 0.0
-
-
 def summarize_bench(
     name: str, runs: Sequence[RunResult], entry: Mapping[str, Any] | None = None
 ) -> BenchSummary:
@@ -644,25 +302,27 @@ def summarize_bench(
     # A run that skipped itself (it cannot run here) is neither measured nor failed.
     counted = [r for r in runs if not r.skipped]
     n, fail = len(counted), len(counted) - len(ok)
+    rates = [r.rate for r in ok if r.rate is not None]  # every one of ``ok``, in order
     per_device: dict[int, list[float]] = {}
-    for r in ok:
-        per_device.setdefault(r.device, []).append(r.rate)  # type: ignore[arg-type]
+    for r, rate in zip(ok, rates, strict=True):
+        per_device.setdefault(r.device, []).append(rate)
     device_means = {d: statistics.fmean(v) for d, v in sorted(per_device.items())}
     if not ok:
         return BenchSummary(name, units, weight, n, fail, None, None, None, None, 0.0,
                             device_means, runs, method, enabled, metric=metric)
-    rates = [r.rate for r in ok]
-    perf = statistics.fmean(rates)  # type: ignore[arg-type]
+    perf = statistics.fmean(rates)
     # njobs: rank 0 reports the job's global throughput, so total is the job's rate itself.
     total = sum(device_means.values()) if method == "per_gpu" else perf
-    std = _pstdev(rates) if len(ok) >= 2 else _pstdev(ok[0].block_rates)  # type: ignore[arg-type]
-    std_pct = min(max(std / perf, 0.0), 1.0) if perf > 0 else 1.0
+    samples = noise_samples(ok)
+    std = spread(samples)
+    std_pct = relative_spread(std, perf)
+    std_pct = 1.0 if std_pct is None else std_pct  # no positive rate: all noise
     perf_adj = perf * (1 - min(std_pct, MAX_STD_PENALTY)) * (1 - fail / n)
     per_item = next((r.flops_per_item for r in ok if r.flops_per_item), None)
     summary = BenchSummary(name, units, weight, n, fail, perf, total, std, std_pct, perf_adj,
-                           device_means, runs, method, enabled, _unreliable(std_pct, ok),
+                           device_means, runs, method, enabled, _unreliable(std_pct, ok, samples),
                            flops_reason=next((r.flops_reason for r in ok if r.flops_reason), ""),
-                           metric=metric)
+                           metric=metric, noise_samples=samples)
     # TFLOP/s per GPU, to compare with one GPU's peak: an njobs job's rate is the whole job's.
     per_gpu = summary.perf_per_gpu or 0.0  # perf is known here: never None
     # A matmul benchmark measures TFLOP/s itself.
@@ -670,8 +330,11 @@ def summarize_bench(
                                     per_gpu * per_item / 1e12 if per_item else None))
 
 
-def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:
-    """Why a benchmark's noise makes its figure untrustworthy, or None when it does not."""
+def _unreliable(
+    std_pct: float, ok: Sequence[RunResult], samples: Sequence[float]
+) -> str | None:
+    """Why a benchmark's noise makes its figure untrustworthy, or None when it does not.
+    ``samples``: its noise samples (run rates, or the single run's block rates)."""
     if std_pct <= UNRELIABLE_STD:
         return None
     causes = []
@@ -679,7 +342,6 @@ def _unreliable(std_pct: float, ok: Sequence[RunResult]) -> str | None:
     steady = len(ok[0].steady) if single else None
     if steady is not None and steady < MIN_STEADY:
         causes.append(f"too few observations ({steady} steady)")
-    samples = list(ok[0].block_rates) if single else [r.rate for r in ok if r.rate]
     if len(samples) >= 3:
         middle = statistics.median(samples)
         worst = max(samples, key=lambda x: abs(x - middle))
