@@ -1,4 +1,5 @@
-"""Reading the profiling records (and the scored ones the reports compare with) of a stream."""
+"""Reading the profiling records (and the scored ones the reports compare with) of a stream,
+from its :class:`~pytest_dlbench.measure.records.RunRecords` (records are parsed once)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.profile.timereport import IntervalSample, StepSample
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
 ]
 
 Record = Mapping[str, Any]
+Records = Iterable[Record] | RunRecords
 
 
 def _num(value: Any) -> float | None:
@@ -26,24 +29,19 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def profile_start(records: Iterable[Record]) -> Record | None:
+def profile_start(records: Records) -> Record | None:
     """The ``profile`` record that opened the profiled window, None when it never opened."""
-    for r in records:
-        if r.get("event") == "profile" and r.get("status") == "start":
-            return r
-    return None
+    return RunRecords.of(records).profile_start
 
 
 def profiled_steps(
-    records: Iterable[Record], *, warmup: int | None = None, steps: int | None = None,
+    records: Records, *, warmup: int | None = None, steps: int | None = None,
     phase: str | None = None,
 ) -> list[Record]:
     """``profile_step`` records of window positions ``warmup <= k < warmup + steps``, or of
     torch.profiler's ``phase``."""
     out = []
-    for r in records:
-        if r.get("event") != "profile_step":
-            continue
+    for r in RunRecords.of(records).profile_steps:
         if phase is not None and r.get("phase") != phase:
             continue
         k = r.get("k")
@@ -63,11 +61,11 @@ def step_samples(step_records: Sequence[Record]) -> list[StepSample]:
     ]
 
 
-def profiled_intervals(records: Iterable[Record], steps: set[int]) -> list[IntervalSample]:
+def profiled_intervals(records: Records, steps: set[int]) -> list[IntervalSample]:
     """``profile_region`` records of the given steps."""
     out = []
-    for r in records:
-        if r.get("event") != "profile_region" or r.get("step") not in steps:
+    for r in RunRecords.of(records).profile_regions:
+        if r.get("step") not in steps:
             continue
         seconds = _num(r.get("seconds"))
         if seconds is None:
@@ -77,27 +75,26 @@ def profiled_intervals(records: Iterable[Record], steps: set[int]) -> list[Inter
     return out
 
 
-def steady_rates(records: Iterable[Record]) -> list[Record]:
+def steady_rates(records: Records) -> list[Record]:
     """The scored window's ``rate`` records (warm-up left out)."""
-    return [r for r in records if r.get("event") == "rate" and not r.get("warmup")]
+    return list(RunRecords.of(records).steady)
 
 
-def steady_region(records: Sequence[Record], key: str) -> tuple[int, float] | None:
+def steady_region(records: Records, key: str) -> tuple[int, float] | None:
     """(intervals, seconds) of region ``key`` over the windows of the scored run that hold no
     warm-up step; None when no such window has it.
 
     ``region`` records total a window; their ``step`` is the window's last step, so a window
     is ``(previous record's step, step]``.
     """
-    rates = [r for r in records if r.get("event") == "rate"]
-    warm = [int(r["step"]) for r in rates if r.get("warmup") and isinstance(r.get("step"), int)]
+    run = RunRecords.of(records)
+    warm = [int(r["step"]) for r in run.warmup if isinstance(r.get("step"), int)]
     last_warm = max(warm, default=-1)
-    ends = sorted({int(r["step"]) for r in records
-                   if r.get("event") == "region" and isinstance(r.get("step"), int)})
+    ends = sorted({int(r["step"]) for r in run.regions if isinstance(r.get("step"), int)})
     steady_ends = {end for prev, end in zip([-1, *ends], ends, strict=False) if prev >= last_warm}
     count, seconds = 0, 0.0
-    for r in records:
-        if r.get("event") != "region" or r.get("key") != key or r.get("step") not in steady_ends:
+    for r in run.regions:
+        if r.get("key") != key or r.get("step") not in steady_ends:
             continue
         n, s = r.get("count"), _num(r.get("seconds"))
         if isinstance(n, int) and s is not None:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import one_line
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.profile._records import (
     Record,
-    profile_start,
     profiled_intervals,
     profiled_steps,
     step_samples,
@@ -45,7 +45,8 @@ __all__ = ["ScoredRate", "build_reports", "finish_profile"]
 
 #: The run's score rate from its stream records, scoring's own figure (for the speed report),
 #: handed in by the caller: the profile, below the results, reads no score of its own.
-ScoredRate = Callable[[Sequence[Record]], "float | None"]
+#: It receives the run's :class:`RunRecords` (iterable as the plain records).
+ScoredRate = Callable[[RunRecords], "float | None"]
 
 
 class _Profiler:
@@ -95,7 +96,7 @@ def _window_note(name: str, capture: Capture | None, start: Record | None) -> st
 
 def build_reports(
     config: ProfileConfig,
-    records: Sequence[Record],
+    records: Iterable[Record],
     *,
     bench: str,
     capture: Capture | None,
@@ -109,15 +110,15 @@ def build_reports(
     """Every enabled report (name -> report), in report order; writes the trace, snapshot and
     memory timeline files into ``out_dir`` as it goes. ``scored_rate``: the speed report's
     throughput (None without it)."""
+    run = RunRecords.of(records)  # parsed once, for every report
     out = Path(out_dir)
-    start = profile_start(records)
+    start = run.profile_start
     prof = _Profiler(capture)
     cuda = capture.cuda if capture is not None else False
     notes = dict(capture.notes) if capture is not None else {}
     if units is None:
-        units = next((str(r["units"]) for r in records
-                      if r.get("event") in ("rate", "profile_step") and r.get("units")),
-                     "items/s")
+        units = next((str(r["units"]) for r in (*run.rates, *run.profile_steps)
+                      if r.get("units")), "items/s")
     reports: dict[str, Any] = {}
 
     def note_for(name: str) -> str:
@@ -135,7 +136,7 @@ def build_reports(
                 continue
         try:
             reports[name] = _build_one(
-                name, config, records, bench=bench, capture=capture, prof=prof, cuda=cuda,
+                name, config, run, bench=bench, capture=capture, prof=prof, cuda=cuda,
                 watched=watched, out=out, dirs=dirs, units=units, rank=rank,
                 scored_rate=scored_rate,
                 note=note_for(name) if name in PROFILER_REPORTS else notes.get(name, ""),
@@ -148,7 +149,7 @@ def build_reports(
 def _build_one(
     name: str,
     config: ProfileConfig,
-    records: Sequence[Record],
+    records: RunRecords,
     *,
     bench: str,
     capture: Capture | None,
@@ -282,15 +283,16 @@ def finish_profile(
         else:
             path = Path(stream_path)
             records = read_stream(path) if path.is_file() else []
+    run = RunRecords.of(records)
     out = profile_dir_for(stream_path, rank=rank)
     reports = build_reports(
-        config, records, bench=getattr(bench, "name", "bench"), capture=capture,
+        config, run, bench=getattr(bench, "name", "bench"), capture=capture,
         watched=getattr(bench, "watched", None), out_dir=out,
         dirs={"data": data_dir if data_dir is not None else getattr(bench, "data_dir", None),
               "results": run_dir},
         units=getattr(bench, "units", None), rank=rank, scored_rate=scored_rate,
     )
-    start = profile_start(records)
+    start = run.profile_start
     meta = {
         "bench": getattr(bench, "name", "bench"),
         "stream": Path(stream_path).name,

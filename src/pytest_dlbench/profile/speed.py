@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from pytest_dlbench import numbers as fmt
-from pytest_dlbench.profile._records import Record, steady_rates, steady_region
+from pytest_dlbench.profile._records import Record, Records, steady_rates, steady_region
 from pytest_dlbench.profile.base import register
 
 __all__ = ["SpeedReport", "build_speed_report"]
@@ -102,7 +102,7 @@ class SpeedReport:
 
 
 def build_speed_report(
-    records: Sequence[Record],
+    records: Records,
     *,
     scored_rate: float | None,
     units: str,

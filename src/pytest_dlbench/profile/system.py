@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -184,14 +184,14 @@ class SystemReport:
         return "\n".join(lines)
 
 
-def _wall(records: Sequence[Mapping[str, Any]]) -> float | None:
+def _wall(records: Iterable[Mapping[str, Any]]) -> float | None:
     times = [float(r["time"]) for r in records
              if isinstance(r.get("time"), (int, float)) and not isinstance(r.get("time"), bool)]
     return max(times) - min(times) if len(times) >= 2 else None
 
 
 def build_system_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]],
     *,
     dirs: Mapping[str, str | os.PathLike[str] | None] | None = None,
 ) -> SystemReport:

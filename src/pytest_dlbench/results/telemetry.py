@@ -18,6 +18,7 @@ from pytest_dlbench.measure.monitor.summary import (
     summarize_telemetry,
     timed_window,
 )
+from pytest_dlbench.measure.records import RunRecords
 
 __all__ = [
     "GpuSummary",
@@ -32,7 +33,9 @@ __all__ = [
 ]
 
 
-def telemetry_stats(records: Iterable[Mapping[str, Any]]) -> dict[str, float | int | None]:
+def telemetry_stats(
+    records: Iterable[Mapping[str, Any]] | RunRecords,
+) -> dict[str, float | int | None]:
     """The report's telemetry numbers of one run, from its stream records (None when unknown):
 
     - ``peak_gpu_mem_bytes``: the largest per-GPU peak of memory used (whole run);
@@ -40,7 +43,7 @@ def telemetry_stats(records: Iterable[Mapping[str, Any]]) -> dict[str, float | i
     - ``energy_j``: joules of all sampled GPUs, from the monitor's start to its stop;
     - ``mean_gpu_util``: percent, over the timed window (all samples without one).
     """
-    records = list(records)
+    records = RunRecords.of(records)  # parsed once, read three times
     whole = summarize_telemetry(records)
     window = timed_window(records)
     timed = summarize_telemetry(records, start=window[0], end=window[1]) if window else whole

@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
 from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, Stream, read_stream
 
 __all__ = [
@@ -57,7 +58,7 @@ def _percent(x: float) -> str:
 
 
 def check_usage(
-    source: MonitorSummary | Iterable[Mapping[str, Any]],
+    source: MonitorSummary | Iterable[Mapping[str, Any]] | RunRecords,
     validation: Mapping[str, Any] | None,
 ) -> list[Issue]:
     """The usage issues of a run: ``fail`` for a GPU load below ``gpu_load_threshold``, ``warn``
@@ -75,7 +76,7 @@ def check_usage(
     if isinstance(source, MonitorSummary):
         summary, windowed = source, False
     else:
-        records = list(source)
+        records = RunRecords.of(source)  # parsed once, read twice
         window = timed_window(records)
         windowed = window is not None
         if window is not None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.measure.records import RunRecords
 
 __all__ = [
     "GpuSummary",
@@ -224,7 +224,7 @@ class Summarizer:
 
 
 def summarize_telemetry(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]] | RunRecords,
     *,
     start: float | None = None,
     end: float | None = None,
@@ -235,23 +235,18 @@ def summarize_telemetry(
     ``gpu`` and ``reason`` come from the ``monitor`` record (without one: whether any sample
     has GPUs); ``errors`` from the ``monitor_summary`` record.
     """
+    run = RunRecords.of(records)
     acc = Summarizer()
-    monitor: Mapping[str, Any] | None = None
-    errors, last_error = 0, ""
+    monitor = run.monitor
+    summary = run.monitor_summary or {}
+    errors, last_error = int(summary.get("errors") or 0), str(summary.get("last_error") or "")
     windowed = start is not None or end is not None
-    for record in records:
-        event = record.get("event")
-        if event == Event.MONITOR and monitor is None:
-            monitor = record
-        elif event == Event.MONITOR_SUMMARY:
-            errors = int(record.get("errors") or 0)
-            last_error = str(record.get("last_error") or "")
-        elif event == Event.TELEMETRY:
-            if windowed:
-                t = as_float(record.get("time"))
-                if t is None or (start is not None and t < start) or (end is not None and t > end):
-                    continue
-            acc.add(record)
+    for record in run.telemetry:
+        if windowed:
+            t = as_float(record.get("time"))
+            if t is None or (start is not None and t < start) or (end is not None and t > end):
+                continue
+        acc.add(record)
     if monitor is not None:
         gpu, reason = bool(monitor.get("gpu")), str(monitor.get("reason") or "")
         interval = as_float(monitor.get("interval"))
@@ -263,13 +258,13 @@ def summarize_telemetry(
 
 
 # -- the timed window --------------------------------------------------------------------------
-def timed_window(records: Iterable[Mapping[str, Any]]) -> tuple[float, float] | None:
+def timed_window(
+    records: Iterable[Mapping[str, Any]] | RunRecords,
+) -> tuple[float, float] | None:
     """(start, end) in UNIX seconds of the observations (``rate`` records, warm-up included),
     None without timed observations."""
     lo = hi = None
-    for r in records:
-        if r.get("event") != Event.RATE:
-            continue
+    for r in RunRecords.of(records).rates:
         t = r.get("time")
         if not isinstance(t, (int, float)) or not math.isfinite(t):
             continue
