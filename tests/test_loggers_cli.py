@@ -41,6 +41,25 @@ def dlbench_log(*argv: str) -> int:
     return args.handler(args)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_loggers_options_are_the_pytest_runs(pytester: pytest.Pytester) -> None:
+    """``dlbench log --mlflow/--wandb/--experiment`` are pytest's ``--bench-mlflow``... of the
+    option table (options.LOGGER_OPTIONS): the same values, the same help."""
+    parser = argparse.ArgumentParser(prog="dlbench")
+    log = add_log_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["log", "RUN", "--mlflow", "--wandb=p", "--experiment=e"])
+    config = pytester.parseconfig("--bench-mlflow", "--bench-wandb=p", "--bench-experiment=e")
+    assert (args.mlflow, args.wandb, args.experiment) == ("", "p", "e") == tuple(
+        config.getoption(f"bench_{name}") for name in ("mlflow", "wandb", "experiment"))
+    pytest_help = _one_line(pytester.runpytest("--help").stdout.str())
+    for action in log._actions:
+        if action.dest in ("mlflow", "wandb", "experiment"):
+            assert _one_line(action.help or "") in pytest_help, action.dest
+
+
 def test_not_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert dlbench_log(str(tmp_path / "nope"), "--mlflow") == 4
     err = capsys.readouterr().err
