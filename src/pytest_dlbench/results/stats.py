@@ -338,7 +338,7 @@ def quantile_stats(
     if n == 0:
         return None
 
-    def log_ratio(swap: np.ndarray, picks: Sequence[int] | None = None) -> float:
+    def log_ratio(swap: np.ndarray, picks: Sequence[int] | np.ndarray | None = None) -> float:
         chosen = range(n) if picks is None else picks
         b = np.concatenate([rounds[i][1] if swap[i] else rounds[i][0] for i in chosen])
         c = np.concatenate([rounds[i][0] if swap[i] else rounds[i][1] for i in chosen])
