@@ -112,7 +112,7 @@ def comparison(suite: SuiteSummary) -> Comparison:
     before = bert.to_dict()
     # The verdict judges the rate (perf) since issue 14: the baseline's rate moves with it.
     before.update(perf=bert.perf / slower, perf_adj=bert.perf_adj / slower,
-                  samples=[x / slower for x in bert.samples])
+                  samples=[x / slower for x in bert.noise_samples])
     base = baseline(suite, **{"bert-base": before,
                               "clip-vit": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0}})
     del base["benchmarks"]["vit-b16"]
@@ -139,6 +139,12 @@ def test_score_table_and_plots(suite: SuiteSummary) -> None:
     assert page.count('class="plot rate-plot"') == 3
     assert "device-plot" in page and "distribution-plot" in page
     assert "warm-up" in page  # the shaded warm-up's legend entry
+    # Where std comes from is the summary's word (BenchSummary.noise_from): two runs' rates for
+    # resnet18, the single successful run's 5 blocks for bert-base, nothing for vit-b16.
+    assert page.count('title="std over the rates of 2 runs"') == 2  # std and std% cells
+    assert page.count('title="std over 5 blocks of the single run&#39;s window"') == 2
+    assert {b.name: b.noise_from for b in suite.benchmarks} == {
+        "resnet18": "runs", "bert-base": "blocks", "vit-b16": None}
 
 
 @pytest.mark.slow

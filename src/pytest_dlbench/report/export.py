@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.report.format import number, percent
-from pytest_dlbench.results.scoring import SuiteSummary
+from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 

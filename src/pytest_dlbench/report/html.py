@@ -4,7 +4,7 @@ Everything the page needs is inline: the style sheet, and the plots as SVG (repo
 No script, font or image is fetched when the page is viewed, so the file can be mailed,
 attached to a CI run or opened offline.
 
-The input is a :class:`~pytest_dlbench.results.scoring.SuiteSummary` and, optionally, a
+The input is a :class:`~pytest_dlbench.results.summary.SuiteSummary` and, optionally, a
 :class:`~pytest_dlbench.results.compare.Comparison`. They become a :class:`View` of formatted
 rows (report/format.py) that the jinja2 template (templates/report.html.j2) only lays out.
 jinja2 and matplotlib are imported inside the functions that use them, which keeps importing
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from pytest_dlbench.results.compare import BenchComparison, Comparison
-    from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
+    from pytest_dlbench.results.run_result import RunResult
+    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = ["View", "render_html", "write_html"]
 
@@ -171,12 +172,13 @@ class View:
 
 
 def _std_source(bench: BenchSummary) -> str:
-    """Where ``std`` comes from (reference/scoring.md): the run rates, or one run's blocks."""
-    ok = [r for r in bench.runs if r.ok and r.rate is not None]
-    if len(ok) >= 2:
-        return f"std over the rates of {len(ok)} runs"
-    if ok:
-        return f"std over {len(ok[0].block_rates)} blocks of the single run's window"
+    """Where ``std`` comes from, as the summary says (reference/scoring.md): the run rates, or
+    one run's blocks."""
+    count = len(bench.noise_samples)
+    if bench.noise_from == "runs":
+        return f"std over the rates of {count} runs"
+    if bench.noise_from == "blocks":
+        return f"std over {count} blocks of the single run's window"
     return ""
 
 

@@ -1,4 +1,6 @@
-"""The terminal report: the benchmark table, the score line, failures, and (-v) devices.
+"""The terminal report: the benchmark table, the score line, failures, the comparison (with a
+baseline, or paired) and the tables beside them (report/terminal_tables.py: compiled, scaling,
+sweep, and with -v the devices).
 
 Output depends only on the summary, the comparison and the arguments (no terminal probing, no
 clock), so it is golden-tested at a fixed width.
@@ -6,17 +8,22 @@ clock), so it is golden-tested at a fixed width.
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
 from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_value, percent
+from pytest_dlbench.report.terminal_tables import (
+    SLOW_DEVICE,
+    compile_columns,
+    compile_lines,
+    device_rows,
+    gpu_matrix,
+    render_sweep,
+    scaling_lines,
+    sweep_lines,
+    table,
+)
 from pytest_dlbench.results.compare import Comparison
-from pytest_dlbench.results.compiled import CompileRow
-from pytest_dlbench.results.scoring import BenchSummary, RunResult, SuiteSummary
+from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
     "SLOW_DEVICE",
@@ -28,27 +35,6 @@ __all__ = [
     "score_line",
     "verdict_rule",
 ]
-
-#: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
-SLOW_DEVICE = 0.05
-
-
-def _table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
-    """Right-aligned columns, except ``left`` ones. Never wrapped: a table cut into blocks is
-    harder to read than a long line (``width`` is kept for callers; CI logs do not wrap)."""
-    frame = pd.DataFrame(rows)
-    renames = {}
-    for col in left:
-        if col not in frame:
-            continue
-        size = max([len(col), *(len(v) for v in frame[col])])
-        frame[col] = [v.ljust(size) for v in frame[col]]
-        renames[col] = col.ljust(size)
-    frame = frame.rename(columns=renames)
-    # Two spaces between columns: pandas' single space makes adjacent numbers hard to read.
-    space = {c: max([len(c), *(len(v) for v in frame[c])]) + 1 for c in frame.columns[1:]}
-    text = frame.to_string(index=False, line_width=None, col_space=space)
-    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 # -- the parts --------------------------------------------------------------------------------
@@ -65,22 +51,6 @@ def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
         joules = t.get("energy_j")
         columns["energy"] = MISSING if joules is None else f"{number(joules / 1000)} kJ"
     return columns
-
-
-def _compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
-    """Compile time (``cached``: every graph came from the compile caches), graphs, graph
-    breaks and the speed-up over the eager sibling; ``-`` for an eager benchmark."""
-    if row is None:
-        return {"compile": MISSING, "graphs": MISSING, "breaks": MISSING, "speedup": MISSING}
-    seconds = MISSING if row.seconds is None else f"{fixed(row.seconds, 1)} s"
-    if row.seconds is not None and row.cached:
-        seconds += " cached"
-    return {
-        "compile": seconds,
-        "graphs": MISSING if row.graphs is None else str(row.graphs),
-        "breaks": MISSING if row.graph_breaks is None else str(row.graph_breaks),
-        "speedup": MISSING if row.speedup is None else f"{fixed(row.speedup, 2)}x",
-    }
 
 
 def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
@@ -119,7 +89,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
         if precision:
             row["precision"] = b.precision or MISSING
         if compiled:
-            row.update(_compile_columns(b, compiled.get(b.name)))
+            row.update(compile_columns(b, compiled.get(b.name)))
         if ttt:
             # Time-to-train: the time itself, lower is better (perf is its equivalent rate).
             row[TIME_COLUMN] = seconds(b.total_time_secs) if b.lower_is_better else MISSING
@@ -224,19 +194,6 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
     return lines
 
 
-def _compile_lines(summary: SuiteSummary) -> list[str]:
-    """Compiled benchmarks that compiled again inside their timed loop (a changed shape or
-    guard), or that have no eager sibling to compare with."""
-    from pytest_dlbench.results.compiled import compile_rows
-
-    lines = []
-    for row in compile_rows(summary):
-        if row.loop_graphs:
-            lines.append(f"warning: {row.bench} compiled {row.loop_graphs} graph(s) inside its "
-                         "timed loop: the recompiles are in its observations")
-    return lines
-
-
 def _comparison_lines(comparison: Comparison) -> list[str]:
     lines = []
     if comparison.only_current:
@@ -267,80 +224,6 @@ def verdict_rule(comparison: Comparison) -> str:
             f"({test}, alpha {comparison.alpha:g}); adj ratio: perf_adj, not judged")
 
 
-def _run_std_pct(runs: Sequence[RunResult]) -> float | None:
-    rates = [r.rate for r in runs if r.ok and r.rate is not None]
-    if not rates:
-        return None
-    mean = statistics.fmean(rates)
-    if len(rates) >= 2:
-        std = statistics.pstdev(rates)
-    else:
-        blocks = next(r.block_rates for r in runs if r.ok)
-        std = statistics.pstdev(blocks) if len(blocks) >= 2 else 0.0
-    return min(max(std / mean, 0.0), 1.0) if mean > 0 else None
-
-
-def _device_rows(summary: SuiteSummary) -> list[dict[str, str]]:
-    rows = []
-    for b in summary.benchmarks:
-        devices = sorted({r.device for r in b.runs})
-        median = statistics.median(b.per_device.values()) if b.per_device else None
-        for d in devices:
-            runs = [r for r in b.runs if r.device == d]
-            rate = b.per_device.get(d)
-            rows.append({
-                "bench": b.name,
-                "device": f"D{d}",
-                "n": str(len(runs)),
-                "fail": str(sum(not r.ok for r in runs)),
-                "rate": number(rate),
-                "std%": percent(_run_std_pct(runs)),
-                "vs median": fixed(rate / median, 2) if rate is not None and median else MISSING,
-            })
-    return rows
-
-
-def _slow_mark(ratio: float) -> str:
-    """A device's ratio to the median device, starred when it is slow."""
-    return fixed(ratio, 2) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
-
-
-def _gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
-    """Seed 001's --compare-gpus: each device's perf over the median device's, per benchmark."""
-    benches: list[BenchSummary] = [b for b in summary.benchmarks if len(b.per_device) >= 2]
-    title = (f"devices vs the median device (perf / median; * = {100 * SLOW_DEVICE:g}% or more "
-             "slower)")
-    if not benches:
-        return [title, "  one device per benchmark: nothing to compare"]
-    devices = sorted({d for b in benches for d in b.per_device})
-    ratios: dict[int, list[float]] = {d: [] for d in devices}
-    rows = []
-    for b in benches:
-        median = statistics.median(b.per_device.values())
-        row = {"bench": b.name}
-        for d in devices:
-            rate = b.per_device.get(d)
-            if rate is None or median <= 0:
-                row[f"D{d}"] = "-"
-                continue
-            ratio = rate / median
-            ratios[d].append(ratio)
-            row[f"D{d}"] = _slow_mark(ratio)
-        rows.append(row)
-    # The geometric mean over benchmarks: one figure per device, as the score is per suite.
-    overall = {"bench": "all (geomean)"}
-    for d in devices:
-        values = [r for r in ratios[d] if r > 0]
-        g = math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-        overall[f"D{d}"] = MISSING if g is None else _slow_mark(g)
-    rows.append(overall)
-    slow = [f"D{d}" for d in devices if overall[f"D{d}"].endswith("*")]
-    lines = [title, _table(rows, width, left=["bench"])]
-    if slow:
-        lines.append(f"slow devices: {', '.join(slow)}")
-    return lines
-
-
 # -- the report -------------------------------------------------------------------------------
 def render_summary(
     summary: SuiteSummary,
@@ -367,7 +250,7 @@ def render_summary(
         for row, b in zip(rows, summary.benchmarks, strict=True):
             c = comparison.get(b.name)
             row["p"] = p_value(c.p_value if c else None)
-    out = [_table(rows, width, left=["bench", "units", "verdict"]), "", line]
+    out = [table(rows, width, left=["bench", "units", "verdict"]), "", line]
     out += _time_to_train_line(summary)
     incomplete = _incomplete_line(summary)
     if incomplete:
@@ -379,75 +262,16 @@ def render_summary(
         out += [f"MFU not shown: {b.name} ({b.mfu_error})"
                 for b in summary.benchmarks if b.mfu_error]
     out += _failure_lines(summary)
-    out += _compile_lines(summary)
+    out += compile_lines(summary)
     if comparison is not None:
         out += _comparison_lines(comparison)
-    out += _scaling_lines(summary, width)
-    out += _sweep_lines(summary, width)
+    out += scaling_lines(summary, width)
+    out += sweep_lines(summary, width)
     if verbosity > 0:
-        devices = _device_rows(summary)
-        out += ["", "per device", _table(devices, width, left=["bench"]) if devices else "  -", ""]
-        out += _gpu_matrix(summary, width)
+        devices = device_rows(summary)
+        out += ["", "per device", table(devices, width, left=["bench"]) if devices else "  -", ""]
+        out += gpu_matrix(summary, width)
     return "\n".join(out)
-
-
-def _scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
-    """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
-    from pytest_dlbench.results.scaling import scaling_rows
-
-    rows = [
-        {
-            "scaling": r.base,
-            "slots": str(r.slots),
-            "perf": number(r.perf),
-            "speedup": fixed(r.speedup, 2),
-            "efficiency": percent(r.efficiency, 0),
-        }
-        for r in scaling_rows(summary.benchmarks)
-    ]
-    flags = [f"unreliable: {r.unreliable}" for r in scaling_rows(summary.benchmarks)
-             if r.unreliable]
-    return ["", _table(rows, width, left=["scaling"]), *flags] if rows else []
-
-
-def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
-    """Seed 004's result table (results/sweep.py): the matrix parameters, then
-    done_percent_last, throughput_avg, throughput_per_gpu_avg, time_per_iteration_secs_avg,
-    total_time_secs; and the status."""
-    from pytest_dlbench.results.sweep import param_names
-
-    if not rows:
-        return "no benchmarks"
-    names = param_names(rows)
-    table = []
-    for r in rows:
-        row = {"bench": r.bench}
-        row.update({k: str(r.params.get(k, MISSING)) for k in names})
-        row.update({
-            "gpus": MISSING if r.gpus is None else str(r.gpus),
-            "global_batch": MISSING if r.global_batch is None else str(r.global_batch),
-            "done_percent_last": fixed(r.done_percent_last, 1),
-            "throughput_avg": fixed(r.throughput_avg, 2),
-            "throughput_per_gpu_avg": fixed(r.throughput_per_gpu_avg, 2),
-            "time_per_iteration_secs_avg": fixed(r.time_per_iteration_secs_avg, 3),
-            "total_time_secs": fixed(r.total_time_secs, 2),
-            "status": r.status,
-        })
-        if all(x.global_batch is None for x in rows):
-            del row["global_batch"]
-        table.append(row)
-    return _table(table, width, left=["bench", *names, "status"])
-
-
-def _sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
-    """The sweep table of the matrix benchmarks, when the run has some (seed 004)."""
-    from pytest_dlbench.results.sweep import sweep_rows
-
-    rows = sweep_rows(summary, matrix_only=True)
-    if not rows:
-        return []
-    return ["", "sweep (matrix benchmarks; throughput in items/s, times in seconds)",
-            render_sweep(rows, width)]
 
 
 def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
@@ -479,7 +303,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
         rows.append(row)
     out = []
     if rows:
-        out += [_table(rows, width, left=["bench", "verdict", "units"]), ""]
+        out += [table(rows, width, left=["bench", "verdict", "units"]), ""]
     out.append(line)
     out += _comparison_lines(comparison)
     return "\n".join(out)
@@ -527,7 +351,7 @@ def render_paired(
         rows.append(row)
     out = [paired_title(comparison)]
     if rows:
-        out.append(_table(rows, width, left=["bench", "verdict", "units"]))
+        out.append(table(rows, width, left=["bench", "verdict", "units"]))
     out += ["", score]
     for c in comparison.benchmarks:
         if c.note:

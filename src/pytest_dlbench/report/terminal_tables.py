@@ -1,0 +1,208 @@
+"""The terminal report's tables beside the benchmark table: compiled benchmarks, scaling, the
+sweep (seed 004's result table), per device and the device matrix (seed 001's --compare-gpus),
+and the aligned text table they all use (report/terminal.py assembles them).
+
+Each one formats what results/ computed (results/compiled, scaling, sweep; a benchmark's
+per-device std% is its summary's): nothing here is a formula of its own but the device matrix's
+ratios to the median device.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from pytest_dlbench.report.format import MISSING, fixed, number, percent
+from pytest_dlbench.results.compiled import CompileRow
+from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+
+__all__ = [
+    "SLOW_DEVICE",
+    "compile_columns",
+    "compile_lines",
+    "device_rows",
+    "gpu_matrix",
+    "render_sweep",
+    "scaling_lines",
+    "sweep_lines",
+    "table",
+]
+
+#: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
+SLOW_DEVICE = 0.05
+
+
+def table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
+    """Right-aligned columns, except ``left`` ones. Never wrapped: a table cut into blocks is
+    harder to read than a long line (``width`` is kept for callers; CI logs do not wrap)."""
+    frame = pd.DataFrame(rows)
+    renames = {}
+    for col in left:
+        if col not in frame:
+            continue
+        size = max([len(col), *(len(v) for v in frame[col])])
+        frame[col] = [v.ljust(size) for v in frame[col]]
+        renames[col] = col.ljust(size)
+    frame = frame.rename(columns=renames)
+    # Two spaces between columns: pandas' single space makes adjacent numbers hard to read.
+    space = {c: max([len(c), *(len(v) for v in frame[c])]) + 1 for c in frame.columns[1:]}
+    text = frame.to_string(index=False, line_width=None, col_space=space)
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+# -- compiled benchmarks --------------------------------------------------------------------------
+def compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
+    """Compile time (``cached``: every graph came from the compile caches), graphs, graph
+    breaks and the speed-up over the eager sibling; ``-`` for an eager benchmark."""
+    if row is None:
+        return {"compile": MISSING, "graphs": MISSING, "breaks": MISSING, "speedup": MISSING}
+    seconds = MISSING if row.seconds is None else f"{fixed(row.seconds, 1)} s"
+    if row.seconds is not None and row.cached:
+        seconds += " cached"
+    return {
+        "compile": seconds,
+        "graphs": MISSING if row.graphs is None else str(row.graphs),
+        "breaks": MISSING if row.graph_breaks is None else str(row.graph_breaks),
+        "speedup": MISSING if row.speedup is None else f"{fixed(row.speedup, 2)}x",
+    }
+
+
+def compile_lines(summary: SuiteSummary) -> list[str]:
+    """Compiled benchmarks that compiled again inside their timed loop (a changed shape or
+    guard), or that have no eager sibling to compare with."""
+    from pytest_dlbench.results.compiled import compile_rows
+
+    lines = []
+    for row in compile_rows(summary):
+        if row.loop_graphs:
+            lines.append(f"warning: {row.bench} compiled {row.loop_graphs} graph(s) inside its "
+                         "timed loop: the recompiles are in its observations")
+    return lines
+
+
+# -- devices (-v) --------------------------------------------------------------------------------
+def device_rows(summary: SuiteSummary) -> list[dict[str, str]]:
+    """Each benchmark's runs per device: count, failures, mean rate, std% (the summary's, by
+    the benchmark's rule) and the ratio to the median device."""
+    rows = []
+    for b in summary.benchmarks:
+        devices = sorted({r.device for r in b.runs})
+        median = statistics.median(b.per_device.values()) if b.per_device else None
+        for d in devices:
+            runs = [r for r in b.runs if r.device == d]
+            rate = b.per_device.get(d)
+            rows.append({
+                "bench": b.name,
+                "device": f"D{d}",
+                "n": str(len(runs)),
+                "fail": str(sum(not r.ok for r in runs)),
+                "rate": number(rate),
+                "std%": percent(b.device_std_pct(d)),
+                "vs median": fixed(rate / median, 2) if rate is not None and median else MISSING,
+            })
+    return rows
+
+
+def _slow_mark(ratio: float) -> str:
+    """A device's ratio to the median device, starred when it is slow."""
+    return fixed(ratio, 2) + ("*" if ratio <= 1 - SLOW_DEVICE else " ")
+
+
+def gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
+    """Seed 001's --compare-gpus: each device's perf over the median device's, per benchmark."""
+    benches: list[BenchSummary] = [b for b in summary.benchmarks if len(b.per_device) >= 2]
+    title = (f"devices vs the median device (perf / median; * = {100 * SLOW_DEVICE:g}% or more "
+             "slower)")
+    if not benches:
+        return [title, "  one device per benchmark: nothing to compare"]
+    devices = sorted({d for b in benches for d in b.per_device})
+    ratios: dict[int, list[float]] = {d: [] for d in devices}
+    rows = []
+    for b in benches:
+        median = statistics.median(b.per_device.values())
+        row = {"bench": b.name}
+        for d in devices:
+            rate = b.per_device.get(d)
+            if rate is None or median <= 0:
+                row[f"D{d}"] = "-"
+                continue
+            ratio = rate / median
+            ratios[d].append(ratio)
+            row[f"D{d}"] = _slow_mark(ratio)
+        rows.append(row)
+    # The geometric mean over benchmarks: one figure per device, as the score is per suite.
+    overall = {"bench": "all (geomean)"}
+    for d in devices:
+        values = [r for r in ratios[d] if r > 0]
+        g = math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+        overall[f"D{d}"] = MISSING if g is None else _slow_mark(g)
+    rows.append(overall)
+    slow = [f"D{d}" for d in devices if overall[f"D{d}"].endswith("*")]
+    lines = [title, table(rows, width, left=["bench"])]
+    if slow:
+        lines.append(f"slow devices: {', '.join(slow)}")
+    return lines
+
+
+# -- scaling and the sweep -----------------------------------------------------------------------
+def scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
+    """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
+    from pytest_dlbench.results.scaling import scaling_rows
+
+    rows = [
+        {
+            "scaling": r.base,
+            "slots": str(r.slots),
+            "perf": number(r.perf),
+            "speedup": fixed(r.speedup, 2),
+            "efficiency": percent(r.efficiency, 0),
+        }
+        for r in scaling_rows(summary.benchmarks)
+    ]
+    flags = [f"unreliable: {r.unreliable}" for r in scaling_rows(summary.benchmarks)
+             if r.unreliable]
+    return ["", table(rows, width, left=["scaling"]), *flags] if rows else []
+
+
+def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
+    """Seed 004's result table (results/sweep.py): the matrix parameters, then
+    done_percent_last, throughput_avg, throughput_per_gpu_avg, time_per_iteration_secs_avg,
+    total_time_secs; and the status."""
+    from pytest_dlbench.results.sweep import param_names
+
+    if not rows:
+        return "no benchmarks"
+    names = param_names(rows)
+    cells = []
+    for r in rows:
+        row = {"bench": r.bench}
+        row.update({k: str(r.params.get(k, MISSING)) for k in names})
+        row.update({
+            "gpus": MISSING if r.gpus is None else str(r.gpus),
+            "global_batch": MISSING if r.global_batch is None else str(r.global_batch),
+            "done_percent_last": fixed(r.done_percent_last, 1),
+            "throughput_avg": fixed(r.throughput_avg, 2),
+            "throughput_per_gpu_avg": fixed(r.throughput_per_gpu_avg, 2),
+            "time_per_iteration_secs_avg": fixed(r.time_per_iteration_secs_avg, 3),
+            "total_time_secs": fixed(r.total_time_secs, 2),
+            "status": r.status,
+        })
+        if all(x.global_batch is None for x in rows):
+            del row["global_batch"]
+        cells.append(row)
+    return table(cells, width, left=["bench", *names, "status"])
+
+
+def sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
+    """The sweep table of the matrix benchmarks, when the run has some (seed 004)."""
+    from pytest_dlbench.results.sweep import sweep_rows
+
+    rows = sweep_rows(summary, matrix_only=True)
+    if not rows:
+        return []
+    return ["", "sweep (matrix benchmarks; throughput in items/s, times in seconds)",
+            render_sweep(rows, width)]
