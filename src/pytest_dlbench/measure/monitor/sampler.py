@@ -4,7 +4,7 @@ A :class:`Monitor` wraps one run of a benchmark function::
 
     with Monitor(stream, interval=parse_interval(spec.interval)) as monitor:
         bench_fn(...)
-    monitor.summary  # a results.telemetry.MonitorSummary, also the ``monitor_summary`` record
+    monitor.summary  # a MonitorSummary (monitor/summary.py), also the ``monitor_summary`` record
 
 It writes, into the run's stream (docs/telemetry.md):
 
@@ -24,58 +24,26 @@ No pytest and no torch here; NVML and psutil are imported lazily and may be inje
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.monitor.nvml import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
+from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
 from pytest_dlbench.measure.stream import Event, Stream
-from pytest_dlbench.results.telemetry import MonitorSummary, Summarizer
+from pytest_dlbench.suite.interval import (  # the suite's option
+    DEFAULT_INTERVAL,
+    IntervalError,
+    parse_interval,
+)
 
 __all__ = ["DEFAULT_INTERVAL", "IntervalError", "Monitor", "parse_interval"]
 
-#: Seconds between samples when the suite gives no ``voir.options.interval``.
-DEFAULT_INTERVAL = 1.0
-# Below this the sampling thread would cost more than it tells (psutil walks /proc each time).
-MIN_INTERVAL = 0.01
 # How long stop() waits for a sample in progress (an NVML call on a wedged GPU can hang).
 JOIN_TIMEOUT_S = 5.0
-
-_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0, "min": 60.0}
-_INTERVAL = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[a-z]*)\s*$")
-
-
-class IntervalError(DlbenchError, ValueError):
-    """A ``voir.options.interval`` that is not a positive duration."""
-
-
-def parse_interval(value: Any) -> float:
-    """Seconds from a suite's ``interval``: ``"1s"``, ``"500ms"``, ``"0.5s"``, ``"2m"``, a number
-    of seconds, or ``None`` (the default, 1 s). Raises :class:`IntervalError` otherwise."""
-    if value is None:
-        return DEFAULT_INTERVAL
-    if isinstance(value, bool):  # YAML `interval: yes` is not a duration
-        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        match = _INTERVAL.match(value.lower())
-        if not match or match["unit"] not in _UNITS:
-            raise IntervalError(
-                f"interval must be a duration like '1s' or '500ms', got {value!r}"
-            )
-        seconds = float(match["num"]) * _UNITS[match["unit"]]
-    else:
-        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
-    if not math.isfinite(seconds) or seconds < MIN_INTERVAL:
-        raise IntervalError(f"interval must be at least {MIN_INTERVAL * 1000:g} ms, got {value!r}")
-    return seconds
 
 
 class Monitor:
