@@ -71,7 +71,11 @@ class ProfiledWindow(Protocol):
     total_steps: int  # steps wanted after the scored ones (0: no window)
     steps: int  # steps of the window so far
     started: bool
-    marks: Mapping[str, Any]  # fields added to the loss records of its steps
+
+    @property
+    def marks(self) -> Mapping[str, Any]:
+        """Fields added to the loss records of its steps."""
+        ...
 
     def attach(self, bench: Bench) -> None: ...
     def start(self, bench: Bench) -> None: ...

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.measure.stream import Event
@@ -37,7 +39,7 @@ class ProfiledWindow:
     """
 
     #: Fields added to the loss records of its steps (they are no scored step's).
-    marks = {"profiled": True}
+    marks: Mapping[str, Any] = MappingProxyType({"profiled": True})
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ the harness that records the failure reads them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
@@ -116,7 +116,7 @@ def check_usage(
     return issues
 
 
-def _records_of(stream: Stream) -> list[Mapping[str, Any]]:
+def _records_of(stream: Stream) -> Sequence[Mapping[str, Any]]:
     """What ``stream`` holds so far: a NullStream's list, or a StreamWriter's file (flushed
     after every record, so reading it back in the writing process is complete)."""
     records = getattr(stream, "records", None)
