@@ -31,25 +31,7 @@ ALLOWED.update({
     "plugin": set(ALLOWED) | {"loggers"},
     "cli": set(ALLOWED) | {"loggers"},
 })
-CONTRACTS = {"errors", "schema", "run.protocol"}
-#: Imports against the layers not yet moved (issue 22, item 9): none may be added; the list only
-#: shrinks, to empty.
-KNOWN_WRONG: set[tuple[str, str]] = {
-    ("pytest_dlbench.measure.bench", "pytest_dlbench.profile.capture"),
-    ("pytest_dlbench.measure.bench", "pytest_dlbench.profile.writer"),
-    ("pytest_dlbench.measure.monitor.nvml", "pytest_dlbench.results.telemetry"),
-    ("pytest_dlbench.measure.monitor.sampler", "pytest_dlbench.results.telemetry"),
-    ("pytest_dlbench.profile._format", "pytest_dlbench.report.format"),
-    ("pytest_dlbench.profile.finish", "pytest_dlbench.results.scoring"),
-    ("pytest_dlbench.profile.system", "pytest_dlbench.results.telemetry"),
-    ("pytest_dlbench.run.harness", "pytest_dlbench.results.machine"),
-    ("pytest_dlbench.run.harness", "pytest_dlbench.results.validation"),
-    ("pytest_dlbench.suite.spec", "pytest_dlbench.measure.logparse"),
-    ("pytest_dlbench.suite.spec", "pytest_dlbench.measure.monitor"),
-}
-KNOWN_CIRCLES = {
-    "pytest_dlbench.run.child -> pytest_dlbench.run.forkserver -> pytest_dlbench.run.child",
-}
+CONTRACTS = {"errors", "schema", "numbers", "run.protocol"}
 
 
 def layer(module: str) -> str:
@@ -122,7 +104,7 @@ def test_imports_run_downward() -> None:
             goal = layer(target)
             if goal in (source, "package"):
                 continue
-            if goal not in ALLOWED.get(source, set()) and (module, target) not in KNOWN_WRONG:
+            if goal not in ALLOWED.get(source, set()):
                 wrong.append(f"{module}:{line} ({source}) imports {target} ({goal})")
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
 
@@ -152,7 +134,6 @@ def test_no_import_circle_between_modules() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node)
-    circles = [c for c in circles if c not in KNOWN_CIRCLES]
     assert not circles, "import circles:\n" + "\n".join(circles)
 
 
