@@ -251,8 +251,12 @@ def test_compare_warns_when_the_states_differ() -> None:
     assert machine_differences(side("powersave"), side("performance")) == [
         "CPU governor powersave vs performance"]
     from pytest_dlbench.results.compare import _machine_warnings
+    from pytest_dlbench.results.summary import SuiteSummary
 
-    assert _machine_warnings(None, side("powersave"), side("performance")) == (
+    def saved(governor: str) -> SuiteSummary:  # a summary read back: what its file says
+        return SuiteSummary((), None, (), 0.0, provenance=side(governor))
+
+    assert _machine_warnings(saved("powersave"), saved("performance")) == (
         "baseline machine differs: CPU governor powersave vs performance",)
 
 
