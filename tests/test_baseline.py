@@ -185,3 +185,5 @@ def test_migration_chain_uses_the_hooks(monkeypatch: pytest.MonkeyPatch) -> None
 def test_migration_refuses_unknown_versions() -> None:
     with pytest.raises(ValueError, match="unknown summary version"):
         migrate({"version": -5})
+    with pytest.raises(ValueError, match="unknown summary version False"):
+        migrate({"version": False})  # JSON false is no version 0

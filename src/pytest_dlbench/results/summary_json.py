@@ -58,7 +58,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """Apply the migrations from ``data["version"]`` up to :data:`VERSION` (a new dict)."""
     version = data.get("version")
     while version != VERSION:
-        step = MIGRATIONS.get(version)  # type: ignore[arg-type]
+        step = (MIGRATIONS.get(version)  # ``false`` is no version 0
+                if isinstance(version, int) and not isinstance(version, bool) else None)
         if step is None:
             raise ValueError(f"unknown summary version {version!r}")
         data = step(data)
