@@ -71,8 +71,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             print(f"  metric      {spec.metric}")
         if spec.command:
             parser = spec.command["parser"]
-            shown = parser if isinstance(parser, str) else parser.get("regex")
-            print(f"  parser      {shown}")
+            print(f"  parser      {parser if isinstance(parser, str) else parser.get('regex')}")
             if spec.command.get("prepare"):
                 print(f"  prepare     {spec.command['prepare']}")
         if spec.env:

@@ -114,11 +114,11 @@ def _calling_mlflow() -> Iterator[None]:
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
-        for key, value in saved_env.items():
-            if value is None:
+        for key, saved in saved_env.items():
+            if saved is None:
                 os.environ.pop(key, None)
             else:
-                os.environ[key] = value
+                os.environ[key] = saved
 
 
 _BAD_KEY = re.compile(r"[^\w\-./: ]")
@@ -267,8 +267,8 @@ class MlflowSink:
             return str(found.experiment_id)
         location = None
         if db is not None:  # not ./mlruns of whatever the working directory is
-            location = (db.parent.resolve() / "mlartifacts" / _key(name).replace("/", "_"))
-            location = location.as_uri()
+            folder = db.parent.resolve() / "mlartifacts" / _key(name).replace("/", "_")
+            location = folder.as_uri()
         try:
             return str(self.client.create_experiment(name, artifact_location=location))
         except Exception:

@@ -72,8 +72,8 @@ def tabulate(data: Any) -> Table | None:
         values = list(data.values())
         if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
             columns = tuple(str(k) for k in data)
-            rows = zip(*values, strict=True)
-            return Table(columns, tuple(tuple(_cell(v) for v in row) for row in rows))
+            return Table(columns, tuple(tuple(_cell(v) for v in row)
+                                        for row in zip(*values, strict=True)))
         if all(isinstance(v, Mapping) for v in values):
             return _records(values, first="name", names=[str(k) for k in data])
         if all(_is_scalar(v) for v in values):

@@ -102,7 +102,7 @@ def read_offline_run(path: str | PathLike[str]) -> OfflineRun:
         path = next(path.glob("run-*.wandb"))
     run = OfflineRun(path=path)
     for raw in records(path):
-        record = pb.Record()
+        record = pb.Record()  # type: ignore[attr-defined]  # protoc-generated: no type stubs
         record.ParseFromString(raw)
         kind = record.WhichOneof("record_type")
         if kind == "run":

@@ -7,6 +7,8 @@ Without ``--bench-suite`` this module only declares options: an ordinary test ru
 from __future__ import annotations
 
 import argparse
+from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +22,9 @@ from pytest_dlbench.plugin.fixtures import (
     synthetic_images,
     token_sequences,
 )
+
+if TYPE_CHECKING:
+    from pytest_dlbench.plugin.session import BenchSession
 
 __all__ = [
     "bench",
@@ -73,7 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, session.PLUGIN_NAME)
 
 
-def _session_class(config: pytest.Config) -> type:
+def _session_class(config: pytest.Config) -> type[BenchSession]:
     """Which process of a suite run this is (see :mod:`.session`)."""
     if config.getoption("bench_child_stream"):
         from pytest_dlbench.plugin.child import ChildSession
@@ -102,7 +107,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     # The ``bench`` fixture of an ordinary test writes the run's end record at teardown and
     # needs to know whether the test body failed.
     report = yield

@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,7 +21,7 @@ from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
 from pytest_dlbench.run.protocol import Status
-from pytest_dlbench.suite import ResolvedSuite, SystemConfig
+from pytest_dlbench.suite import BenchSpec, ResolvedSuite, SystemConfig
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.xdist import WaveScheduling
@@ -216,10 +216,10 @@ class ControllerSession(BenchSession):
             spec for suite in self.suites for spec in suite.specs if spec.name in names
         )
 
-    def _write_manifest(self, specs: object) -> None:
+    def _write_manifest(self, selected: Iterable[BenchSpec]) -> None:
         from pytest_dlbench.loggers import manifest_facts
 
-        specs = list(specs)  # type: ignore[call-overload]
+        specs = list(selected)
         facts = manifest_facts()
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
         # logging during the run does.
@@ -228,7 +228,7 @@ class ControllerSession(BenchSession):
             self._write_base_manifest(specs, facts)
         self._manifest_written = True
 
-    def _write_base_manifest(self, specs: list, facts: dict) -> None:
+    def _write_base_manifest(self, specs: list[BenchSpec], facts: dict[str, Any]) -> None:
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and
         ``against.json`` (what the base is, the rounds and their order, the notes)."""
         from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST

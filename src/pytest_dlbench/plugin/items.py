@@ -136,7 +136,9 @@ class BenchItem(_BenchNode, pytest.Item):
         self._init_bench(spec, device, repeat)
 
     def runtest(self) -> None:
-        launched = self.plugin.launcher.run(self.spec, self.device, self.repeat)
+        launcher = self.plugin.launcher
+        assert launcher is not None  # set by the controller and the workers, who run items
+        launched = launcher.run(self.spec, self.device, self.repeat)
         outcome = launched.outcome
         self.user_properties.append(("dlbench_stream", str(launched.stream)))
         self.user_properties.append(("dlbench_status", str(outcome.status)))

@@ -80,7 +80,7 @@ class TrackingPlugin:
         if report.when != "teardown":
             return
         stream = dict(report.user_properties).get("dlbench_stream")
-        if stream and self._start() is not None:
+        if isinstance(stream, str) and stream and self._start() is not None:
             for sink in self.sinks:
                 sink.log_bench_run(stream)
 
