@@ -525,7 +525,7 @@ def test_an_njobs_job_sees_and_samples_only_its_gpus(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        slots: int | None, visible: str,
                                                        sampled: list[int]):
-    from pytest_dlbench.measure.monitor.nvml import GpuSampler
+    from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
     from pytest_dlbench.suite import BenchSpec
 
     plan = {"method": "njobs", **({"slots": slots} if slots else {})}

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_dlbench.measure.monitor.nvml import GpuSampler
+from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
 from pytest_dlbench.measure.stream import Event, Stream
