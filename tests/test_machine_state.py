@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.measure.monitor.nvml import gpu_state
 from pytest_dlbench.measure import machine as probe  # the facts, read from /sys, /proc, NVML
+from pytest_dlbench.measure.monitor.nvml import gpu_state
 from pytest_dlbench.results import machine
 from pytest_dlbench.results.machine import (
     machine_differences,

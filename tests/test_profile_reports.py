@@ -18,7 +18,6 @@ from pytest_dlbench.profile import (
     build_reports,
     load_meta,
     load_reports,
-    profile_dir_for,
     render_reports,
     write_reports,
 )
@@ -31,6 +30,7 @@ from pytest_dlbench.profile.timereport import (
     build_time_report,
     time_report_from_windows,
 )
+from pytest_dlbench.run.layout import profile_dir
 
 
 def iv(key: str, step: int, start: float, end: float) -> IntervalSample:
@@ -247,9 +247,9 @@ def test_write_load_render_round_trip(tmp_path: Path) -> None:
                                       device=False, steps=3),
         "summary": NoteReport("summary", "summary: x never called bench.watch(model, example)"),
     }
-    out = profile_dir_for(tmp_path / "resnet18.D0.data")
+    out = profile_dir(tmp_path / "resnet18.D0.data")
     assert out == tmp_path / "resnet18.D0.profile"
-    assert profile_dir_for(tmp_path / "resnet18.D0.data", rank=3) == out / "rank3"
+    assert profile_dir(tmp_path / "resnet18.D0.data", rank=3) == out / "rank3"
     paths = write_reports(reports, out, meta={"bench": "resnet18"})
     assert sorted(p.name for p in paths) == sorted([
         "time.json", "time.csv", "memory.json", "memory.csv", "summary.json", "summary.csv",

@@ -20,7 +20,7 @@ from typing import Any
 from pytest_dlbench.measure.stream import StreamError, read_stream
 from pytest_dlbench.results.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.results.scoring import load_run, run_from_records
-from pytest_dlbench.run.layout import read_manifest, stream_paths
+from pytest_dlbench.run.layout import profile_dir, read_manifest, stream_paths
 
 __all__ = [
     "PROFILE_SUFFIXES",
@@ -32,7 +32,6 @@ __all__ = [
     "bench_metrics",
     "flatten",
     "manifest_facts",
-    "profile_dir",
     "read_bench_run",
     "session_facts",
     "session_metrics",
@@ -305,12 +304,6 @@ def stream_key(path: str | PathLike[str]) -> str:
     """``<run dir name>/<stream file name>``: what identifies a run in a tracking server."""
     path = Path(path)
     return f"{path.parent.name}/{path.name}"
-
-
-def profile_dir(path: str | PathLike[str]) -> Path:
-    """``<stream-stem>.profile/`` next to the stream: ``toy.D0.data`` -> ``toy.D0.profile``."""
-    path = Path(path)
-    return path.with_name(path.stem + ".profile")
 
 
 def _profile_files(folder: Path) -> tuple[Path, ...]:

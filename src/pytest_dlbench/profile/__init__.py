@@ -29,7 +29,6 @@ from pytest_dlbench.profile.window import ProfiledWindow
 from pytest_dlbench.profile.writer import (
     load_meta,
     load_reports,
-    profile_dir_for,
     profile_sections,
     render_reports,
     write_reports,
@@ -50,7 +49,6 @@ __all__ = [
     "finish_profile",
     "load_meta",
     "load_reports",
-    "profile_dir_for",
     "profile_sections",
     "render_reports",
     "time_report_from_windows",

@@ -37,9 +37,9 @@ from pytest_dlbench.profile.writer import (
     SNAPSHOT_FILE,
     TIMELINE_FILE,
     TRACE_FILE,
-    profile_dir_for,
     write_reports,
 )
+from pytest_dlbench.run.layout import profile_dir
 
 __all__ = ["ScoredRate", "build_reports", "finish_profile"]
 
@@ -265,7 +265,7 @@ def finish_profile(
 
     ``records``: the run stream's records; when None, those of the bench's in-memory stream
     (a rank that does not report) or of the file at ``stream_path``. Writes into
-    ``profile_dir_for(stream_path, rank=...)``; returns the files written (index.json last).
+    ``run.layout.profile_dir(stream_path, rank=...)``; returns the files written (index.json last).
     """
     window: ProfiledWindow | None = getattr(bench, "profiled", None)
     if window is None or not window.config:
@@ -284,7 +284,7 @@ def finish_profile(
             path = Path(stream_path)
             records = read_stream(path) if path.is_file() else []
     run = RunRecords.of(records)
-    out = profile_dir_for(stream_path, rank=rank)
+    out = profile_dir(stream_path, rank=rank)
     reports = build_reports(
         config, run, bench=getattr(bench, "name", "bench"), capture=capture,
         watched=getattr(bench, "watched", None), out_dir=out,

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.profile.capture import Capture, rank_from_env
 from pytest_dlbench.profile.config import ProfileConfig
-from pytest_dlbench.profile.writer import SNAPSHOT_FILE, profile_dir_for
+from pytest_dlbench.profile.writer import SNAPSHOT_FILE
+from pytest_dlbench.run.layout import profile_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.measure.bench import Bench
@@ -64,7 +65,7 @@ class ProfiledWindow:
         rank = rank_from_env()
         if self.profile_dir is None:
             path = getattr(bench.stream, "path", None)
-            self.profile_dir = profile_dir_for(path, rank=rank) if path is not None else None
+            self.profile_dir = profile_dir(path, rank=rank) if path is not None else None
         capture = self._given
         if capture is None:
             capture = Capture(

@@ -38,7 +38,6 @@ __all__ = [
     "TIMELINE_FILE",
     "TRACE_FILE",
     "load_reports",
-    "profile_dir_for",
     "render_reports",
     "write_reports",
 ]
@@ -49,11 +48,6 @@ SNAPSHOT_FILE = "snapshot.pickle"
 TIMELINE_FILE = "memory_timeline.html"
 #: Reports whose content is a file of their own; their dicts live in index.json.
 ARTIFACT_REPORTS = ("snapshot", "trace")
-
-
-def profile_dir_for(stream_path: str | os.PathLike[str], *, rank: int = 0) -> Path:
-    """Where the reports of the run streamed to ``stream_path`` go (see run/layout.py)."""
-    return layout.profile_dir(stream_path, rank=rank)
 
 
 def _json(value: Any) -> Any:
