@@ -47,9 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import REGRESSED, compare
+from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.paired import compare_paired
 from pytest_dlbench.results.scoring import load_run, summarize_runs
+from pytest_dlbench.results.stats import REGRESSED
 from pytest_dlbench.run import layout
 
 TARGETS = {0: ("<=", 0.05), 5: (">=", 0.80), 10: (">=", 0.95)}  # paired mode

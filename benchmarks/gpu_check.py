@@ -268,8 +268,8 @@ def suite_rows(table: Table, out: Path, name: str, title: str, args: Sequence[st
 def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
     """One row per stream: NVML utilisation, memory and energy were recorded. A benchmark that
     skipped itself ran no work (energy 0 within one tick of the counter): its row says so."""
+    from pytest_dlbench.measure.monitor.summary import summarize_telemetry
     from pytest_dlbench.measure.stream import read_stream
-    from pytest_dlbench.results.telemetry import summarize_telemetry
     from pytest_dlbench.run.layout import stream_paths
 
     if run_dir is None:

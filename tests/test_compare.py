@@ -9,16 +9,11 @@ import pytest
 from _runs import steady_at, write_run
 
 from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compare import (
-    FAILED,
-    IMPROVED,
-    INCOMPARABLE,
-    REGRESSED,
-    UNCHANGED,
-    compare,
-)
+from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE, parse_tolerance
-from pytest_dlbench.results.scoring import SuiteSummary, summarize_dir
+from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.stats import FAILED, IMPROVED, INCOMPARABLE, REGRESSED, UNCHANGED
+from pytest_dlbench.results.summary import SuiteSummary
 
 NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs
 QUIET = (-0.001, 0.001, -0.0005, 0.0005, 0.0)  # ±0.1 %
@@ -183,7 +178,7 @@ def machine(gpu: str, torch: str) -> dict:
 
 
 def test_a_baseline_from_another_machine_is_warned_about(tmp_path: Path, monkeypatch) -> None:
-    from pytest_dlbench.results import machine as machine_facts
+    from pytest_dlbench.measure import machine as machine_facts
 
     base = suite(tmp_path / "b", {"x": (100.0, QUIET)})
     cur = suite(tmp_path / "c", {"x": (100.0, QUIET)})

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.measure.logparse import StepReader, make_parser, total_time_secs
+from pytest_dlbench.measure.logparse import StepReader, total_time_secs
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.suite import find_suite, resolve_suite
+from pytest_dlbench.suite.logparsers import make_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

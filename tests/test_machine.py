@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.results.machine import (
+from pytest_dlbench.measure.machine import (
     cpu_model,
     current_machine,
     git_commit,
-    machine_differences,
     machine_info,
     machine_meta,
 )
+from pytest_dlbench.results.machine import machine_differences
 
 
 def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:
 def test_machine_info_and_versions_never_import_torch() -> None:
     code = (
         "import sys\n"
-        "from pytest_dlbench.results.machine import machine_info, package_versions\n"
+        "from pytest_dlbench.measure.machine import machine_info, package_versions\n"
         "info = machine_info(); versions = package_versions()\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert isinstance(info['cores'], int) and isinstance(info['gpus'], list)\n"

@@ -13,13 +13,11 @@ import pytest
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.measure import machine as probe  # the facts, read from /sys, /proc, NVML
+from pytest_dlbench.measure.machine import machine_info, machine_meta, machine_state
 from pytest_dlbench.measure.monitor.nvml import gpu_state
 from pytest_dlbench.results import machine
 from pytest_dlbench.results.machine import (
     machine_differences,
-    machine_info,
-    machine_meta,
-    machine_state,
     readiness_problems,
     render_state,
     state_differences,

@@ -22,20 +22,11 @@ from pytest_dlbench.measure.monitor import (
     parse_interval,
     visible_nvml_indices,
 )
+from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
+from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
-from pytest_dlbench.results.telemetry import (
-    MonitorSummary,
-    combine_stats,
-    summarize_telemetry,
-    telemetry_stats,
-    timed_window,
-)
-from pytest_dlbench.results.validation import (
-    Issue,
-    ValidationError,
-    check_usage,
-    validate_usage,
-)
+from pytest_dlbench.results.telemetry import combine_stats, telemetry_stats
+from pytest_dlbench.results.validation import check_usage, validate_usage
 from pytest_dlbench.run.harness import execute
 
 GIB = 1024**3

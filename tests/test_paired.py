@@ -11,15 +11,9 @@ from _runs import steady_at, write_manifest, write_run
 from pytest_dlbench.cli import main
 from pytest_dlbench.report.terminal import render_paired
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import (
-    FAILED,
-    IMPROVED,
-    INCOMPARABLE,
-    REGRESSED,
-    UNCHANGED,
-)
 from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.stats import FAILED, IMPROVED, INCOMPARABLE, REGRESSED, UNCHANGED
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.against import round_order
 

@@ -21,7 +21,8 @@ import pytest
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html, write_html
 from pytest_dlbench.results.compare import Comparison, compare
-from pytest_dlbench.results.scoring import SuiteSummary, load_run, summarize_runs
+from pytest_dlbench.results.scoring import load_run, summarize_runs
+from pytest_dlbench.results.summary import SuiteSummary
 
 EVIL = "<script>alert('x')</script>"
 
@@ -192,7 +193,7 @@ def test_comparison_values_and_verdicts_without_a_test(suite: SuiteSummary) -> N
 def test_a_baseline_from_another_machine_is_a_warning(
     suite: SuiteSummary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_dlbench.results import machine
+    from pytest_dlbench.measure import machine
 
     def side(gpu: str, torch: str) -> dict[str, Any]:
         return {"machine": {"cpu": "Xeon", "gpus": [{"index": 0, "name": gpu}]},

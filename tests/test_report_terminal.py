@@ -15,7 +15,8 @@ import pytest
 from pytest_dlbench.report.format import number
 from pytest_dlbench.report.terminal import render_comparison, render_summary
 from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.scoring import SuiteSummary, run_from_records, summarize_runs
+from pytest_dlbench.results.scoring import run_from_records, summarize_runs
+from pytest_dlbench.results.summary import SuiteSummary
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100
@@ -104,7 +105,7 @@ def test_compare(current: SuiteSummary) -> None:
 def test_a_baseline_from_another_machine_is_one_warning_line(
     current: SuiteSummary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_dlbench.results import machine
+    from pytest_dlbench.measure import machine
 
     def side(gpu: str, torch: str) -> dict[str, Any]:
         return {"machine": {"cpu": "Xeon", "gpus": [{"index": 0, "name": gpu}]},

@@ -18,7 +18,8 @@ from pytest_dlbench.results import paired as paired_mod
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.paired import compare_paired
-from pytest_dlbench.results.scoring import TOTAL_TIME, SuiteSummary, summarize_dir
+from pytest_dlbench.results.run_result import TOTAL_TIME
+from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.stats import (
     FAILED,
     IMPROVED,
@@ -38,6 +39,7 @@ from pytest_dlbench.results.stats import (
     verdict,
     welch_p,
 )
+from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.run import layout
 
 

@@ -20,13 +20,10 @@ from pytest_dlbench.measure.stream import NullStream, StreamWriter
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compare import REGRESSED, UNCHANGED, compare
-from pytest_dlbench.results.scoring import (
-    TOTAL_TIME,
-    run_from_records,
-    step_stats,
-    summarize_dir,
-)
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.run_result import TOTAL_TIME
+from pytest_dlbench.results.scoring import run_from_records, step_stats, summarize_dir
+from pytest_dlbench.results.stats import REGRESSED, UNCHANGED
 from pytest_dlbench.results.sweep import sweep_rows
 from pytest_dlbench.run.layout import stream_path
 

@@ -172,7 +172,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_machine(args: argparse.Namespace) -> int:
-    from pytest_dlbench.results.machine import machine_state, readiness_problems, render_state
+    from pytest_dlbench.measure.machine import machine_state
+    from pytest_dlbench.results.machine import readiness_problems, render_state
 
     state = machine_state()
     if args.json:
@@ -196,7 +197,7 @@ def _add_machine_command(commands: Any) -> None:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from pytest_dlbench.report.terminal import render_sweep
+    from pytest_dlbench.report.terminal_tables import render_sweep
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
 

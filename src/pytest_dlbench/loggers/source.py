@@ -17,8 +17,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError, read_stream
-from pytest_dlbench.results.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.results.scoring import load_run, run_from_records
 from pytest_dlbench.run.layout import profile_dir, read_manifest, stream_paths
 
@@ -100,10 +101,9 @@ def _meta_facts(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Machine and versions from the first ``meta`` record of the streams (where it ran)."""
     for path in stream_paths(run_dir):
         try:
-            records = read_stream(path)
+            meta = RunRecords.read(path).meta
         except (OSError, StreamError):
             continue
-        meta = next((r for r in records if r.get("event") == "meta"), None)
         if meta is None:
             continue
         machine = {
@@ -352,41 +352,37 @@ def read_bench_run(path: str | PathLike[str]) -> BenchRun:
     """Read one stream (complete, or torn by a crash) into what the loggers send."""
     path = Path(path)
     try:
-        records = read_stream(path)
-        result = run_from_records(records, path=path)
+        run = RunRecords.of(read_stream(path))
+        result = run_from_records(run, path=path)
     except StreamError:
-        records = []
+        run = RunRecords()
         result = load_run(path)  # a failed run with the corrupt-stream reason
-    config = next((r for r in records if r.get("event") == "config"), {})
-    meta = next((r for r in records if r.get("event") == "meta"), {})
+    config = run.config or {}
+    meta = run.meta or {}
     observations: list[Observation] = []
     losses: list[tuple[int, float]] = []
     regions: list[tuple[str, int, float, float | None]] = []
     samples: list[Sample] = []
-    times: list[float] = []
-    for record in records:
-        event = record.get("event")
+    times = [t for t in (_num(record.get("time")) for record in run) if t is not None]
+    for record in run.rates:
+        value = _num(record.get("value"))
+        if value is not None:
+            observations.append(Observation(
+                step=int(record.get("step") or 0), value=value,
+                time=_num(record.get("time")) or 0.0, warmup=bool(record.get("warmup")),
+            ))
+    for record in run.losses:
+        value = _num(record.get("value"))
+        if value is not None:
+            losses.append((int(record.get("step") or 0), value))
+    for record in run.regions:
+        count, seconds = _num(record.get("count")), _num(record.get("seconds"))
+        if count and seconds is not None:
+            regions.append((f"region/{record.get('key')}", int(record.get("step") or 0),
+                            seconds / count, _num(record.get("time"))))
+    for record in run.telemetry:
         t = _num(record.get("time"))
         if t is not None:
-            times.append(t)
-        if event == "rate":
-            value = _num(record.get("value"))
-            if value is None:
-                continue
-            observations.append(Observation(
-                step=int(record.get("step") or 0), value=value, time=t or 0.0,
-                warmup=bool(record.get("warmup")),
-            ))
-        elif event == "loss":
-            value = _num(record.get("value"))
-            if value is not None:
-                losses.append((int(record.get("step") or 0), value))
-        elif event == "region":
-            count, seconds = _num(record.get("count")), _num(record.get("seconds"))
-            if count and seconds is not None:
-                regions.append((f"region/{record.get('key')}", int(record.get("step") or 0),
-                                seconds / count, t))
-        elif event == "telemetry" and t is not None:
             samples.append(Sample(index=len(samples), time=t, elapsed=_num(record.get("elapsed")),
                                   values=telemetry_values(record)))
     start = min(times) if times else None

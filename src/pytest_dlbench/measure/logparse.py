@@ -22,26 +22,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# The parser declarations belong to the suite; re-exported because the runner and users'
-# code read them from here too.
-from pytest_dlbench.suite.logparsers import (
-    GROUPS,
-    OPEN_CLIP,
-    PARSERS,
-    LogParseError,
-    LogParser,
-    make_parser,
-)
+# The parser declarations belong to the suite (suite/logparsers.py), which validates them.
+from pytest_dlbench.suite.logparsers import LogParser
 
 __all__ = [
-    "GROUPS",
-    "OPEN_CLIP",
-    "PARSERS",
-    "LogParser",
-    "LogParseError",
     "LogStep",
     "StepReader",
-    "make_parser",
     "recipe_format",
     "total_time_secs",
 ]

@@ -91,9 +91,10 @@ class ControllerSession(BenchSession):
 
     def _check_machine(self) -> None:
         from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.measure.machine import machine_state
         from pytest_dlbench.results import machine
 
-        self.not_ready = machine.readiness_problems(machine.machine_state())
+        self.not_ready = machine.readiness_problems(machine_state())
         if self.not_ready and self.config.getoption("bench_require_ready"):
             raise DlbenchError(machine.readiness_error(self.not_ready))
 

@@ -60,8 +60,8 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         yield run.make_bench(default_device())
         return
     from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.measure.machine import machine_meta
     from pytest_dlbench.measure.stream import Event, StreamWriter
-    from pytest_dlbench.results.machine import machine_meta
     from pytest_dlbench.run.harness import execute
     from pytest_dlbench.run.layout import stream_path
     from pytest_dlbench.run.protocol import Status

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from pytest_dlbench.results.scoring import BenchSummary, RunResult
+    from pytest_dlbench.results.run_result import RunResult
+    from pytest_dlbench.results.summary import BenchSummary
 
 __all__ = ["Plots", "draw_plots"]
 

@@ -12,12 +12,10 @@ from typing import Any
 
 from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_value, percent
 from pytest_dlbench.report.terminal_tables import (
-    SLOW_DEVICE,
     compile_columns,
     compile_lines,
     device_rows,
     gpu_matrix,
-    render_sweep,
     scaling_lines,
     sweep_lines,
     table,
@@ -26,12 +24,10 @@ from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
-    "SLOW_DEVICE",
     "ci_text",
     "render_comparison",
     "render_paired",
     "render_summary",
-    "render_sweep",
     "score_line",
     "verdict_rule",
 ]

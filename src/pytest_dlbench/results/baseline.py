@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.results.machine import current_machine, git_commit
+from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import SummaryFormatError
 from pytest_dlbench.run.layout import json_safe

@@ -49,10 +49,8 @@ from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     FAILED,
-    IMPROVED,
     INCOMPARABLE,
     REGRESSED,
-    UNCHANGED,
     check_levels,
     combined_p,
     p_in_direction,
@@ -63,20 +61,9 @@ from pytest_dlbench.results.stats import (
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = [
-    "ALPHA",
-    "FAILED",
-    "IMPROVED",
-    "INCOMPARABLE",
-    "REGRESSED",
-    "TOLERANCE",
-    "UNCHANGED",
     "BenchComparison",
     "Comparison",
-    "check_levels",
-    "combined_p",
     "compare",
-    "score_verdict",
-    "welch_p",
 ]
 
 
@@ -215,11 +202,12 @@ def _machine_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[st
     base = baseline.provenance
     if base is None or not isinstance(base.get("machine"), Mapping):
         return ()
+    from pytest_dlbench.measure import machine as facts
     from pytest_dlbench.results import machine
 
     now = current.provenance
     if now is None:
-        now = machine.current_machine()
+        now = facts.current_machine()
     elif not isinstance(now.get("machine"), Mapping):
         return ()
     differences = machine.machine_differences(now, base)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.scoring import BenchSummary, SuiteSummary
+    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = ["CompileRow", "compile_rows", "compile_summary", "eager_siblings"]
 
@@ -89,7 +89,7 @@ def _max_int(values: Iterable[Any]) -> int | None:
 
 def compile_rows(summary: SuiteSummary | Sequence[BenchSummary]) -> list[CompileRow]:
     """One row per compiled benchmark, in the summary's order."""
-    benches = list(getattr(summary, "benchmarks", summary))
+    benches = list(summary if isinstance(summary, Sequence) else summary.benchmarks)
     siblings = eager_siblings(benches)
     rows = []
     for b in benches:

@@ -19,7 +19,7 @@ from pytest_dlbench.results import gate
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
-    from pytest_dlbench.results.scoring import SuiteSummary
+    from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate"]
 

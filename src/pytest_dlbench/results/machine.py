@@ -2,8 +2,8 @@
 differs between a run's machine and its baseline's, and ``dlbench machine``'s text.
 
 The facts themselves (host, CPU, GPUs, versions, git commit, the state that changes numbers on
-the same hardware) are probed on the machine by :mod:`pytest_dlbench.measure.machine`, and
-re-exported here. :func:`readiness_problems` names what is off in a state; a run warns once at
+the same hardware) are probed on the machine by :mod:`pytest_dlbench.measure.machine`.
+:func:`readiness_problems` names what is off in a state; a run warns once at
 its start (``--bench-require-ready``: an error), and ``dlbench machine`` prints it all
 (:func:`render_state`). :func:`machine_differences` compares two summaries' machines: a
 comparison across machines is worth a warning.
@@ -14,25 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_dlbench.measure.machine import (
-    cpu_model,
-    current_machine,
-    git_commit,
-    machine_info,
-    machine_meta,
-    machine_state,
-    package_versions,
-)
-
 __all__ = [
-    "cpu_model",
-    "current_machine",
-    "git_commit",
     "machine_differences",
-    "machine_info",
-    "machine_meta",
-    "machine_state",
-    "package_versions",
     "readiness_error",
     "readiness_problems",
     "readiness_warning",

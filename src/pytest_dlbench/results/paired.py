@@ -22,7 +22,7 @@ score's rate ratio, interval and p-value; :func:`.stats.score_verdict` judges it
 :mod:`.compare`. ``score_ratio`` stays the ratio of the two sides' perf_adj scores (seed 001),
 shown beside.
 
-Pure functions over two :class:`~.scoring.SuiteSummary` (no pytest, no git): ``dlbench report``
+Pure functions over two :class:`~.summary.SuiteSummary` (no pytest, no git): ``dlbench report``
 recomputes the same verdicts from a finished run directory.
 """
 
@@ -43,12 +43,8 @@ from pytest_dlbench.results.gate import (
     PAIRED_TESTS,
     TOLERANCE,
 )
-from pytest_dlbench.results.scoring import (
-    TOTAL_TIME,
-    BenchSummary,
-    SuiteSummary,
-    weighted_geomean,
-)
+from pytest_dlbench.results.run_result import TOTAL_TIME
+from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     FAILED,
     INCOMPARABLE,
@@ -61,6 +57,7 @@ from pytest_dlbench.results.stats import (
     score_verdict,
     verdict,
 )
+from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = [
     "Pair",

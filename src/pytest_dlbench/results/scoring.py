@@ -2,8 +2,7 @@
 
 Every formula is the one of ``reference/scoring.md`` (seed 001's ``perf_adj`` and weighted
 geometric mean, made precise). Pure functions over stream records: no pytest, no torch. The
-types they fill are results/run_result.py and results/summary.py (re-exported here while their
-importers move).
+types they fill are in results/run_result.py and results/summary.py.
 """
 
 from __future__ import annotations
@@ -15,14 +14,13 @@ from dataclasses import astuple, replace
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, read_records
 from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import dtype_of
 from pytest_dlbench.results.run_result import (
-    METRICS,
     THROUGHPUT,
     TOTAL_TIME,
-    Point,
     RunResult,
     StepStats,
 )
@@ -40,14 +38,6 @@ from pytest_dlbench.suite.presets import eager_key
 __all__ = [
     "BLOCKS",
     "MFU_ERROR",
-    "METRICS",
-    "THROUGHPUT",
-    "TOTAL_TIME",
-    "BenchSummary",
-    "Point",
-    "RunResult",
-    "StepStats",
-    "SuiteSummary",
     "block_rates",
     "load_run",
     "run_from_records",
@@ -154,50 +144,32 @@ def step_stats(
 
 
 def run_from_records(
-    records: Iterable[Mapping[str, Any]], *, path: str | PathLike[str] | None = None
+    records: Iterable[Mapping[str, Any]] | RunRecords, *, path: str | PathLike[str] | None = None
 ) -> RunResult:
-    """Score one run's stream records (see docs/running.md for the events)."""
+    """Score one run's stream records (see docs/running.md for the events); ``records`` are
+    parsed once (:class:`RunRecords`), a :class:`RunRecords` is read as is."""
     from pytest_dlbench.results.telemetry import telemetry_stats
 
-    records = list(records)  # read twice: the scores, then the telemetry
+    run = RunRecords.of(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None
     bench, device, repeat = astuple(parse_stream_name(path_s))
-    spec: Mapping[str, Any] = {}
-    end: Mapping[str, Any] | None = None
-    steady: list[Mapping[str, Any]] = []
-    warmup: list[Mapping[str, Any]] = []
-    bad_loss: Mapping[str, Any] | None = None
-    flops: Mapping[str, Any] = {}
-    device_name: str | None = None
-    config: Mapping[str, Any] = {}
-    compiles: list[Mapping[str, Any]] = []
-    observations: list[Mapping[str, Any]] = []
-    progress: float | None = None
+    config: Mapping[str, Any] = run.last(Event.CONFIG) or {}
+    spec: Mapping[str, Any] = config.get("spec") or {}
     world_size = 1
-    for record in records:
-        event = record.get("event")
-        if event == Event.FLOPS:
-            flops = record
-        elif event == Event.META:
-            device_name = record.get("device_name") or device_name
-        if event == Event.RATE:
-            (warmup if record.get("warmup") else steady).append(record)
-            observations.append(record)
-        elif event == Event.PROGRESS and _finite(record.get("done_percent")):
-            progress = float(record["done_percent"])
-        elif event == Event.COMPILE:
-            compiles.append(record)
-        elif event == Event.CONFIG:
-            config = record
-            spec = record.get("spec") or {}
-            device = int(record.get("device", device) or 0)
-            repeat = record.get("repeat", repeat)
-            distributed = record.get("distributed") or {}
-            world_size = int(distributed.get("world_size") or 1)
-        elif event == Event.END:
-            end = record  # the last one wins (the parent appends after a torn child)
-        elif event == Event.LOSS and bad_loss is None and not _finite(record.get("value")):
-            bad_loss = record
+    if config:
+        device = int(config.get("device", device) or 0)
+        repeat = config.get("repeat", repeat)
+        distributed = config.get("distributed") or {}
+        world_size = int(distributed.get("world_size") or 1)
+    end = run.end  # the last one wins (the parent appends after a torn child)
+    steady, warmup, observations = list(run.steady), list(run.warmup), list(run.rates)
+    bad_loss = next((r for r in run.losses if not _finite(r.get("value"))), None)
+    flops: Mapping[str, Any] = run.flops or {}
+    device_name = next((m["device_name"] for m in reversed(run.kind(Event.META))
+                        if m.get("device_name")), None)
+    progress = next((float(r["done_percent"]) for r in reversed(run.progress)
+                     if _finite(r.get("done_percent"))), None)
+    compiles = run.compiles
     bench = str(spec.get("name") or bench)
     metric = str(spec.get("metric") or THROUGHPUT)
     planned = int(spec.get("skip") or 0) + int(spec.get("stop") or 0)
@@ -243,7 +215,7 @@ def run_from_records(
         path=path_s,
         method=str(plan.get("method") or "per_gpu"),
         enabled=bool(spec.get("enabled", True)),
-        telemetry=telemetry_stats(records),
+        telemetry=telemetry_stats(run),
         flops_per_item=_per_item(flops),
         flops_reason=str(flops.get("reason") or ""),
         device_name=str(device_name) if device_name else None,
@@ -276,7 +248,7 @@ def load_run(path: str | PathLike[str]) -> RunResult:
     except OSError as exc:
         run = run_from_records([], path=path)
         return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
-    run = replace(run_from_records(read.records, path=path), notes=read.notes)
+    run = replace(run_from_records(RunRecords.of(read.records), path=path), notes=read.notes)
     if read.damaged is None:
         return run
     if run.ok:

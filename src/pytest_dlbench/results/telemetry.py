@@ -1,7 +1,7 @@
 """What a run's telemetry amounts to in the results: the report's numbers of one run and of a
 benchmark's runs. The summary of the samples (:class:`MonitorSummary`,
-:func:`summarize_telemetry`) is the monitor's own, in :mod:`pytest_dlbench.measure.monitor.summary`,
-and is re-exported here. Pure functions over records: no NVML, no psutil, no pytest.
+:func:`summarize_telemetry`) is the monitor's own, in :mod:`pytest_dlbench.measure.monitor.summary`.
+Pure functions over records: no NVML, no psutil, no pytest.
 """
 
 from __future__ import annotations
@@ -10,26 +10,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_dlbench.measure.monitor.summary import (
-    GpuSummary,
-    MonitorSummary,
-    Summarizer,
-    as_float,
-    as_int,
     summarize_telemetry,
     timed_window,
 )
 from pytest_dlbench.measure.records import RunRecords
 
 __all__ = [
-    "GpuSummary",
-    "MonitorSummary",
-    "Summarizer",
-    "as_float",
-    "as_int",
     "combine_stats",
-    "summarize_telemetry",
     "telemetry_stats",
-    "timed_window",
 ]
 
 

@@ -25,8 +25,6 @@ from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, Stream, read_stream
 
 __all__ = [
-    "Issue",
-    "ValidationError",
     "check_usage",
     "validate_usage",
 ]

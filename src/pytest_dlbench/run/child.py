@@ -15,8 +15,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from pytest_dlbench.measure.records import Record, RunRecords
 from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_records
 from pytest_dlbench.run.forkserver import ForkedProcess, ForkServer, ForkServerError, fork_blockers
 from pytest_dlbench.run.process import package_path, preexec
@@ -162,13 +162,12 @@ def _guard(pgid: int, stream: str, parent: int) -> int:
     return 0
 
 
-def _last_end(stream: Path) -> dict[str, Any] | None:
+def _last_end(stream: Path) -> Record | None:
     try:
         records = read_records(stream).records  # a damaged line elsewhere hides no end
     except OSError:
         return None
-    ends = [r for r in records if r.get("event") == Event.END]
-    return ends[-1] if ends else None
+    return RunRecords.of(records).end
 
 
 def _append_end(stream: Path, outcome: Outcome) -> Outcome:

@@ -52,6 +52,7 @@ from typing import IO, Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.logparse import StepReader
+from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.suite.logparsers import LogParser, make_parser
 
 __all__ = ["CommandResult", "ExternalCommandError", "command_argv", "main", "run_command"]
@@ -157,7 +158,7 @@ def run_command(
     run_cwd = Path(command_argv([str(cwd)], workdir=workdir)[0]) if cwd else workdir
     result = CommandResult(argv=argv)
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    bench.stream.write("command", status="start", argv=argv, cwd=str(run_cwd),
+    bench.stream.write(Event.COMMAND, status="start", argv=argv, cwd=str(run_cwd),
                        parser=parser.to_dict(), time=time.time())
     full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
     try:
@@ -189,7 +190,7 @@ def run_command(
                 capped = True
                 if time_to_train:
                     bench.stream.write(
-                        "warning",
+                        Event.WARNING,
                         message=f"time-to-train: only the first {result.recorded} steps are "
                                 "recorded (skip + stop); total_time_secs covers those",
                     )
@@ -208,7 +209,7 @@ def run_command(
         result.lines = reader.lines
         result.steps = reader.steps
         result.tail = list(tail)
-        bench.stream.write("command", status="end", returncode=proc.returncode,
+        bench.stream.write(Event.COMMAND, status="end", returncode=proc.returncode,
                            lines=reader.lines, steps=reader.steps, recorded=result.recorded,
                            stopped=result.stopped, time=time.time())
     if not result.stopped and result.returncode != 0:

@@ -169,7 +169,7 @@ class _Parser:
             self.take(")")
             return ("len", tree)
         if kind == "name" and text not in _KEYWORDS:
-            tree: tuple = ("name", text)
+            tree = ("name", text)
             while self.peek("["):
                 self.take()
                 tree = ("item", tree, self.condition())

@@ -86,7 +86,7 @@ class Located(str):
         return (Located, (str(self), self.origin))
 
 
-class _SuiteLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _SuiteLoader(_BaseLoader):
     """Safe YAML plus ``!delete``, refusing duplicate keys (PyYAML keeps the last silently),
     alias bombs, self-referencing aliases and deep nesting (:func:`_check_events`)."""
 

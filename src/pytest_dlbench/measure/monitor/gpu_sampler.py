@@ -4,6 +4,7 @@ read once per run are in measure/monitor/nvml.py, the owner of NVML."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ class GpuSampler:
             gpu = _Gpu(index, handle)
             counter = self._call(gpu, "energy", nvml.nvmlDeviceGetTotalEnergyConsumption)
             gpu.counter_base_mj = gpu.counter_last_mj = as_float(counter)
-            info = gpu_info(nvml, index, handle, lambda name, fn, g=gpu: self._call(g, name, fn))
+            info = gpu_info(nvml, index, handle, functools.partial(self._call, gpu))
             self.info.append({
                 "index": index,
                 "name": info.name,

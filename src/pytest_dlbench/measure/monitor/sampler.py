@@ -188,9 +188,10 @@ class Monitor:
         psutil = self._psutil
         if psutil is None:
             try:
-                import psutil
+                import psutil as installed
             except ImportError:
                 return None
+            psutil = installed
         try:
             return ProcessTree(psutil, self.pid)
         except Exception as exc:  # noqa: BLE001 - no such pid, no permission: no CPU fields
