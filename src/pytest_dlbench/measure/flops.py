@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.errors import one_line
+
 __all__ = ["FlopCount", "count_step_flops", "model_device", "to_device"]
 
 
@@ -111,8 +113,7 @@ def count_step_flops(model: Any, example: Any) -> FlopCount:
                 return FlopCount(None, items, "the model's output has no gradient to count")
             sum(t.float().sum() for t in outputs).backward()  # type: ignore[union-attr]
     except Exception as exc:  # noqa: BLE001 - an uncountable model says why, never fails a run
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return FlopCount(None, items, f"{type(exc).__name__}: {first}"[:200])
+        return FlopCount(None, items, one_line(exc)[:200])
     finally:
         zero = getattr(model, "zero_grad", None)
         if zero is not None:

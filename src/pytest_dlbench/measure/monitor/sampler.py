@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
@@ -207,7 +208,7 @@ class Monitor:
 
     def _error(self, exc: BaseException) -> None:
         self._errors += 1
-        self._last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        self._last_error = one_line(exc)
 
     @property
     def gpu(self) -> bool:
