@@ -54,7 +54,7 @@ def count_items(batch: Any) -> int:
 
 def losses_to_floats(values: list[Any]) -> list[float]:
     """Convert logged losses with one device-to-host copy for all tensors, not one per loss."""
-    out: list[float | None] = [None] * len(values)
+    out: list[Any] = [None] * len(values)  # each one set below: a float, or a tolist() number
     tensors: list[tuple[int, Any]] = []
     for i, v in enumerate(values):
         if hasattr(v, "detach") and hasattr(v, "reshape"):
@@ -73,4 +73,4 @@ def losses_to_floats(values: list[Any]) -> list[float]:
             converted = [float(t) for t in flat]
         for (i, _), f in zip(tensors, converted, strict=True):
             out[i] = f
-    return [float(x) for x in out]  # type: ignore[arg-type]
+    return [float(x) for x in out]

@@ -111,7 +111,7 @@ def count_step_flops(model: Any, example: Any) -> FlopCount:
             outputs = [t for t in _tensors(_call(model, example)) if t.requires_grad]
             if not outputs:
                 return FlopCount(None, items, "the model's output has no gradient to count")
-            sum(t.float().sum() for t in outputs).backward()  # type: ignore[union-attr]
+            sum(t.float().sum() for t in outputs).backward()
     except Exception as exc:  # noqa: BLE001 - an uncountable model says why, never fails a run
         return FlopCount(None, items, one_line(exc)[:200])
     finally:

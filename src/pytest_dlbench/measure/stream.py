@@ -116,6 +116,10 @@ def _to_json(value: Any) -> Any:
 _C = TypeVar("_C", bound="ClosesOnExit")
 
 
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
 class ClosesOnExit:
     """``with obj:`` returns ``obj`` and calls ``obj.close()`` on the way out."""
 
@@ -123,12 +127,12 @@ class ClosesOnExit:
         return self
 
     def __exit__(
-        self,
+        self: _Closes,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()  # type: ignore[attr-defined]
+        self.close()
 
 
 class StreamWriteError(DlbenchError, OSError):

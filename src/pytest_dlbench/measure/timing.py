@@ -192,7 +192,7 @@ class FakeCudaBackend:
 class StepObservation(NamedTuple):
     """One step: its index since the Timer was made, item count, duration, wall time at its end."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # a field named like tuple.index, on purpose
     items: int
     seconds: float
     time: float
@@ -202,7 +202,7 @@ class RegionTotal(NamedTuple):
     """All intervals of one region key that ended in a window."""
 
     key: str
-    count: int
+    count: int  # type: ignore[assignment]  # a field named like tuple.count, on purpose
     total_seconds: float
 
 

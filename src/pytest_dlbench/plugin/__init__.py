@@ -14,6 +14,7 @@ import pytest
 
 from pytest_dlbench.options import LOGGER_OPTIONS, REPORT_OPTIONS, RUN_OPTIONS, SUITE_OPTIONS
 from pytest_dlbench.plugin.fixtures import (
+    CALL_FAILED,
     bench,
     bench_data_dir,
     image_text_pairs,
@@ -115,5 +116,5 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call" and report.failed and "bench" in getattr(item, "fixturenames", ()):
         reason = call.excinfo.exconly().splitlines()[0] if call.excinfo else "failed"
-        item._dlbench_call_failed = reason  # type: ignore[attr-defined]
+        item.stash[CALL_FAILED] = reason
     return report

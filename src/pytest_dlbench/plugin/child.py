@@ -35,7 +35,7 @@ class ChildSession(BenchSession):
         return [ResolvedSuite(path=find_suite(name, config.rootpath), specs=[spec])]
 
     @property
-    def only_bench(self) -> str | None:  # type: ignore[override]
+    def only_bench(self) -> str | None:
         return self.suites[0].specs[0].name
 
     @property

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from pytest_dlbench.run.barrier import BarrierServer
 
 __all__ = ["ControllerSession"]
+
+
+class _WorkerNode(Protocol):
+    """xdist's ``WorkerController``, as far as :meth:`~ControllerSession.pytest_configure_node`
+    uses it (xdist ships no types)."""
+
+    workerinput: dict[str, Any]
 
 
 class ControllerSession(BenchSession):
@@ -256,8 +263,8 @@ class ControllerSession(BenchSession):
     # -- xdist ----------------------------------------------------------------------------------
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: object) -> None:
-        worker_input = node.workerinput  # type: ignore[attr-defined]
+    def pytest_configure_node(self, node: _WorkerNode) -> None:
+        worker_input = node.workerinput
         worker_input["dlbench_run_dir"] = str(self.run_dir())
         worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
         if self.launcher is not None and self.launcher.barrier_address:

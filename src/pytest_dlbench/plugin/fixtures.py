@@ -21,6 +21,10 @@ __all__ = [
     "token_sequences",
 ]
 
+#: Why an ordinary test's body failed (``pytest_runtest_makereport``), for its ``bench``'s end.
+CALL_FAILED = pytest.StashKey[str]()
+_TESTS_RUN_DIR = pytest.StashKey[Path]()
+
 
 def default_device() -> Any:
     """The pinned device: the (only) visible GPU of this worker, else the CPU; in a torchrun
@@ -75,7 +79,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
         yield instance
-        failed = getattr(request.node, "_dlbench_call_failed", None)
+        failed = request.node.stash.get(CALL_FAILED, None)
         outcome, exc = execute(instance.close, stream, final=False)
         if exc is not None:
             raise exc
@@ -88,10 +92,10 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
 def _tests_run_dir(config: pytest.Config) -> Path:
     from pytest_dlbench.run.layout import make_run_dir
 
-    cached = getattr(config, "_dlbench_tests_run_dir", None)
+    cached = config.stash.get(_TESTS_RUN_DIR, None)
     if cached is None:
         cached = make_run_dir(results_base(config), "tests")
-        config._dlbench_tests_run_dir = cached  # type: ignore[attr-defined]
+        config.stash[_TESTS_RUN_DIR] = cached
     return cached
 
 

@@ -17,7 +17,14 @@ from pytest_dlbench.suite import BenchSpec, ResolvedSuite
 from pytest_dlbench.suite.spec import porting_error
 
 if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
     from pytest_dlbench.plugin.session import BenchSession
+
+    # What _BenchNode is mixed into, for the type checker; at run time it is a plain mixin.
+    _ItemBase = pytest.Item
+else:
+    _ItemBase = object
 
 __all__ = ["SuiteFile", "BenchItem", "BenchFunction", "BenchFailure"]
 
@@ -78,16 +85,16 @@ class SuiteFile(pytest.File):
                         )
 
 
-def _split_params_from_name(node: object) -> None:
+def _split_params_from_name(node: pytest.Item) -> None:
     """pytest >= 9.2 keeps node ids structured (path, names, params). A node built from a name
     like ``resnet50[D0]`` gets no params, while ids read back from the cache (``--lf``) or the
     command line are parsed into ``resnet50`` + ``D0``, so they would never match; re-parse."""
     ident = getattr(node, "_id", None)
     if ident is not None and getattr(ident, "params", "") is None and hasattr(ident, "parse"):
-        node._id = type(ident).parse(str(ident))  # type: ignore[attr-defined]
+        node._id = type(ident).parse(str(ident))
 
 
-class _BenchNode:
+class _BenchNode(_ItemBase):
     """What both item kinds share: identity, markers, location."""
 
     spec: BenchSpec
@@ -100,21 +107,25 @@ class _BenchNode:
         self.device = device
         self.repeat = repeat
         for tag in spec.tags:
-            self.add_marker(tag)  # type: ignore[attr-defined]
+            self.add_marker(tag)
         reason = self.plugin.skip_reason(spec)  # requires_capabilities, num_machines
         if reason:
-            self.add_marker(pytest.mark.skip(reason=reason))  # type: ignore[attr-defined]
+            self.add_marker(pytest.mark.skip(reason=reason))
         if spec.group:
-            self.extra_keyword_matches.add(spec.group)  # type: ignore[attr-defined]
+            self.extra_keyword_matches.add(spec.group)
 
     @property
     def plugin(self) -> BenchSession:
-        return self.parent.session_plugin  # type: ignore[attr-defined]
+        parent = self.parent
+        assert isinstance(parent, SuiteFile)  # a suite file's children, all of them
+        return parent.session_plugin
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, 0, f"{self.spec.name} ({self.spec.definition})"  # type: ignore
+        return self.path, 0, f"{self.spec.name} ({self.spec.definition})"
 
-    def repr_failure(self, excinfo, **kwargs):  # type: ignore[override]
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, BenchFailure):
             failure = excinfo.value
             lines = [failure.outcome.reason or failure.outcome.status]
@@ -125,7 +136,9 @@ class _BenchNode:
             return "\n".join(lines)
         if isinstance(excinfo.value, DlbenchError):
             return f"{self.spec.name}: {excinfo.value}"
-        return super().repr_failure(excinfo, **kwargs)  # type: ignore[misc]
+        if style is None:  # pytest.Function's takes no style
+            return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo, style)
 
 
 class BenchItem(_BenchNode, pytest.Item):

@@ -156,9 +156,9 @@ class Launcher:
                 return Launched(Outcome(Status.SKIPPED, reason), stream, log)
             from pytest_dlbench.run.launch.torchrun import plan_nodes_reason
 
-            reason = plan_nodes_reason(spec.plan.get("nodes"), session.system)
-            if reason:  # a step of a sweep over nodes (docs/time-to-train.md)
-                return Launched(Outcome(Status.SKIPPED, reason), stream, log)
+            nodes_reason = plan_nodes_reason(spec.plan.get("nodes"), session.system)
+            if nodes_reason:  # a step of a sweep over nodes (docs/time-to-train.md)
+                return Launched(Outcome(Status.SKIPPED, nodes_reason), stream, log)
             launch = self.njobs_launch(spec, cmd, cwd=cwd)
             cmd, env = launch.argv, {**env, **launch.env}
             # The job's slots' cores (an xdist worker is pinned to its own); ranks split them.

@@ -209,8 +209,10 @@ class BenchSession:
         """Items call their benchmark in this process (a child, or ``--bench-isolation=inline``)."""
         return self.options.isolation == "inline"
 
-    #: Only this benchmark's definition is imported (a child runs one benchmark).
-    only_bench: str | None = None
+    @property
+    def only_bench(self) -> str | None:
+        """Only this benchmark's definition is imported (a child runs one benchmark)."""
+        return None
 
     def stream_path(self, spec: BenchSpec, device: int, repeat: int | None) -> Path:
         return layout.stream_path(self.run_dir(), spec.name, device, repeat)

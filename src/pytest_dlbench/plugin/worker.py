@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,11 @@ from pytest_dlbench.run.protocol import Env
 __all__ = ["WorkerSession"]
 
 
+def _worker_input(config: pytest.Config) -> dict[str, Any]:
+    """What the controller gave this worker (``pytest_configure_node``)."""
+    return config.workerinput  # type: ignore[attr-defined]  # xdist sets it on a worker's config
+
+
 class WorkerSession(BenchSession):
     role = "worker"
 
@@ -28,7 +34,7 @@ class WorkerSession(BenchSession):
     def from_config(cls, config: pytest.Config) -> WorkerSession:
         session = super().from_config(config)
         assert isinstance(session, WorkerSession)
-        worker_input = config.workerinput  # type: ignore[attr-defined]
+        worker_input = _worker_input(config)
         session.launcher = Launcher(session, worker_input.get("dlbench_barrier"))
         if worker_input.get("dlbench_against"):
             from pytest_dlbench.run.against import BaseSide
@@ -47,8 +53,8 @@ class WorkerSession(BenchSession):
             self.launcher.close()
 
     def plan_slots(self) -> list[Slot]:
-        given = self.config.workerinput["dlbench_slots"]  # type: ignore[attr-defined]
+        given = _worker_input(self.config)["dlbench_slots"]
         return [Slot.from_dict(d) for d in json.loads(given)]
 
     def make_run_dir(self) -> Path:
-        return Path(self.config.workerinput["dlbench_run_dir"])  # type: ignore[attr-defined]
+        return Path(_worker_input(self.config)["dlbench_run_dir"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 __all__ = ["NoteReport", "Report", "register", "report_from_dict"]
 
@@ -35,9 +35,21 @@ class Report(Protocol):
 _READERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
 
 
-def register(cls: type) -> type:
+class _Readable(Protocol):
+    """A report class that :func:`register` takes: its ``name`` and how it reads its dicts."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any: ...
+
+
+_R = TypeVar("_R", bound=_Readable)
+
+
+def register(cls: type[_R]) -> type[_R]:
     """Class decorator: ``report_from_dict`` reads dicts whose ``report`` is ``cls.name``."""
-    _READERS[cls.name] = cls.from_dict  # type: ignore[attr-defined]
+    _READERS[cls.name] = cls.from_dict
     return cls
 
 

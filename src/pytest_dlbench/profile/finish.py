@@ -209,7 +209,7 @@ def _build_one(
     if name == "trace":
         if settings.trace_rank0_only and rank != 0:
             return NoteReport(name, f"trace: none on rank {rank} (trace_rank0_only)")
-        if not prof.usable:
+        if not prof.usable or prof.prof is None:  # (a usable one has a profiler)
             return NoteReport(name, note or "trace: torch.profiler recorded no step")
         out.mkdir(parents=True, exist_ok=True)
         path = out / TRACE_FILE

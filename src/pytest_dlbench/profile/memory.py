@@ -14,6 +14,7 @@ nodes (``evaluate_function`` wrappers, ``AccumulateGrad``) are not operators.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -227,7 +228,7 @@ def build_memory_report(
         chosen = [op for op in ops if getattr(op, key)]
         if key.endswith("memory"):
             chosen = [op for op in chosen if getattr(op, key) > 0]
-        chosen.sort(key=lambda op, k=key: getattr(op, k), reverse=True)  # type: ignore[misc]
+        chosen.sort(key=operator.attrgetter(key), reverse=True)
         tables[name] = tuple(chosen[:top])
     return MemoryReport(device=device, steps=steps, top=top, tables=tables,
                         timeline=timeline, note=note)

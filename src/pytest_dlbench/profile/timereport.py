@@ -42,7 +42,7 @@ _SLACK_S = 2e-6
 
 
 class StepSample(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # a field named like tuple.index, on purpose
     seconds: float
 
 

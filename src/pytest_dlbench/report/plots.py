@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import BenchSummary
@@ -46,7 +47,7 @@ _FAIL_COLOUR = "#b91c1c"
 # matplotlib settings for every figure: text as <text> (small, selectable, searchable), a fixed
 # hash salt (clip-path ids do not change between runs), and no mathtext, so a benchmark name
 # with "$" in it is drawn as written instead of failing to parse.
-_RC: dict[str, Any] = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "pytest-dlbench",
     "text.parse_math": False,

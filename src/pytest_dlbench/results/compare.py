@@ -86,7 +86,6 @@ class BenchComparison:
     # that its upper end is below 1 exactly when the one-sided test is significant.
     ci: tuple[float, float] | None = None
     note: str = ""  # why there is no verdict, one line (paired: "not in the suite at main")
-    samples: tuple[int, int]  # (current, baseline) sample sizes
     # Time-to-train benchmarks (docs/time-to-train.md): their times, lower is better. The
     # verdict is the one of their equivalent throughput (perf_adj): a longer time is a lower
     # throughput, so a time that grew beyond the tolerance is a regression.

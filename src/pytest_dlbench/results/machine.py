@@ -81,7 +81,8 @@ def _on_off(value: Any, on: str = "on", off: str = "off") -> str:
     return "unknown" if value is None else (on if value else off)
 
 
-_ASLR = {0: "off (0)", 1: "partial (1)", 2: "full (2)"}
+# Looked up with whatever a state says (an int, None when unknown).
+_ASLR: Mapping[object, str] = {0: "off (0)", 1: "partial (1)", 2: "full (2)"}
 
 
 def render_state(state: Mapping[str, Any]) -> str:
@@ -90,7 +91,7 @@ def render_state(state: Mapping[str, Any]) -> str:
     lines = [
         ("CPU governor", state.get("governor") or "unknown (no cpufreq)"),
         ("turbo", _on_off(state.get("turbo"))),
-        ("ASLR", _ASLR.get(state.get("aslr"), "unknown")),  # type: ignore[arg-type]
+        ("ASLR", _ASLR.get(state.get("aslr"), "unknown")),
         ("load average", (", ".join(f"{x:.2f}" for x in load) if load else "unknown")
          + (f" on {cores} cores" if cores else "")),
         ("driver", state.get("driver") or "-"),

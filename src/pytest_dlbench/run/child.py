@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from pytest_dlbench.measure.records import Record, RunRecords
 from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_records
@@ -23,6 +24,19 @@ from pytest_dlbench.run.process import package_path, preexec
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 
 __all__ = ["run_child"]
+
+
+class _Child(Protocol):
+    """What supervising a child needs of it: a ``Popen`` or a :class:`ForkedProcess`."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
 
 # After SIGTERM a child gets this long to flush before SIGKILL.
 KILL_GRACE_S = 3.0
@@ -38,7 +52,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _kill_group(proc: subprocess.Popen, stream: str, grace: float = KILL_GRACE_S) -> None:
+def _kill_group(proc: _Child, stream: str, grace: float = KILL_GRACE_S) -> None:
     """SIGTERM the child's whole process group (data-loader workers too), then SIGKILL."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -51,7 +65,7 @@ def _kill_group(proc: subprocess.Popen, stream: str, grace: float = KILL_GRACE_S
     _kill_strays(proc, stream)
 
 
-def _kill_strays(proc: subprocess.Popen, stream: str) -> None:
+def _kill_strays(proc: _Child, stream: str) -> None:
     """SIGKILL what is left of the run once the child itself has ended, after a normal exit
     and a crash too: its process group (data-loader workers, a server it started), then every
     process marked as the run's (:data:`Env.STREAM`) that escaped the group.
@@ -78,7 +92,7 @@ def _kill_strays(proc: subprocess.Popen, stream: str) -> None:
 _DONE = b"done"
 
 
-def _start_guard(proc: subprocess.Popen, stream: Path) -> subprocess.Popen | None:
+def _start_guard(proc: _Child, stream: Path) -> subprocess.Popen | None:
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "pytest_dlbench.run.child", "guard", str(proc.pid),
@@ -245,7 +259,7 @@ def run_child(
         proc = _start(cmd, env=env, cwd=cwd, log=log, cpus=cpus, server=server, stack=stack)
         guard = _start_guard(proc, stream)
         try:
-            returncode = proc.wait(timeout=timeout)
+            returncode: int | None = proc.wait(timeout=timeout)
             timed_out = False
             _kill_strays(proc, env[Env.STREAM])
         except subprocess.TimeoutExpired:

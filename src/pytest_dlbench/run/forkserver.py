@@ -396,7 +396,10 @@ def _become_child(request: dict[str, Any], setup: Callable[[], None] | None,
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     sys.stdout = _unbuffered(1)
     sys.stderr = _unbuffered(2)
-    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    # typeshed marks sys.__stdout__ and co. Final; the forked child rebinds them to its streams.
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = (  # type: ignore[misc]
+        sys.stdout, sys.stderr, sys.stdin
+    )
     os.chdir(request["cwd"])
     sys.path[0] = os.getcwd()  # as ``python -m`` puts it
     os.environ.clear()
@@ -410,7 +413,7 @@ def _become_child(request: dict[str, Any], setup: Callable[[], None] | None,
 
 def _unbuffered(fd: int) -> io.TextIOWrapper:
     raw = open(fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 - the interpreter's stream
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace",  # type: ignore[arg-type]
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace",
                             line_buffering=True, write_through=True)
 
 

@@ -31,7 +31,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_dlbench.suite import presets
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int, skip
@@ -353,17 +353,21 @@ def _pipeline(open_clip: Any, args: argparse.Namespace, image_size: int, device:
               rank: int, world: int) -> tuple[Any, Any]:
     """OpenCLIP's synthetic-data loader, over distinct pairs: (DataLoader, sampler or None)."""
     import torch
-    from torch.utils.data import DataLoader, DistributedSampler
+    from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
     from pytest_dlbench.data import ImageTextDataset
 
-    dataset = ImageTextDataset(
+    # Map-style by its len and indexing (data.py imports no torch to subclass Dataset), which is
+    # all DataLoader and DistributedSampler use; torch's stubs ask for a Dataset.
+    dataset = cast(Dataset[tuple[Any, Any]], ImageTextDataset(
         args.train_num_samples, image_size=image_size, seed=args.seed,
         transform=open_clip.image_transform(image_size, is_train=True),
         tokenizer=open_clip.get_tokenizer(args.model),
+    ))
+    sampler: DistributedSampler[tuple[Any, Any]] | None = (
+        DistributedSampler(dataset, num_replicas=world, rank=rank, seed=args.seed)
+        if world > 1 else None
     )
-    sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, seed=args.seed)
-               if world > 1 else None)
     generator = torch.Generator().manual_seed(args.seed)
     loader = DataLoader(
         dataset, batch_size=args.batch_size, shuffle=sampler is None, sampler=sampler,

@@ -49,6 +49,8 @@ def build_model(
         raise ValueError(f"--d-model {d_model} is not divisible by --n-heads {n_heads}")
 
     class TinyGPT(nn.Module):
+        causal_mask: torch.Tensor  # a buffer (register_buffer below)
+
         def __init__(self) -> None:
             super().__init__()
             self.tokens = nn.Embedding(vocab_size, d_model)

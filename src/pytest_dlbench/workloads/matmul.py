@@ -51,7 +51,7 @@ def main(bench: Any) -> None:
     out = torch.empty(args.m, args.n, device=device, dtype=dtype)  # reused: no allocation
     tflop_per_step = 2.0 * args.m * args.n * k * args.number / 1e12
     with backend_flags(tf32=args.dtype == "tf32"):
-        for _ in bench.iterate(itertools.count(), batch_size=tflop_per_step):  # type: ignore[arg-type]
+        for _ in bench.iterate(itertools.count(), batch_size=tflop_per_step):
             with bench.timer.region("matmul"):
                 for _ in range(args.number):
                     torch.matmul(a, b, out=out)

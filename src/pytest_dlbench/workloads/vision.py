@@ -81,7 +81,8 @@ def train_classifier(
 
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = build(args.model, args.num_classes, args.image_size)
-    model = model.to(device, memory_format=memory_format)
+    # torch's stubs omit Module.to(device, memory_format=...), which it takes (one copy).
+    model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                                 **optimizer_options(device))

@@ -212,7 +212,10 @@ class Summarizer:
             reason=reason,
             interval=interval,
             samples=self.samples,
-            duration_s=(self.last - self.first) if self.first is not None else None,  # type: ignore[operator]
+            duration_s=(
+                self.last - self.first
+                if self.first is not None and self.last is not None else None
+            ),
             gpus=tuple(self.gpus[i].summary() for i in sorted(self.gpus)),
             peak_rss_bytes=self.rss,
             mean_cpu_percent=self.cpu_sum / self.cpu_n if self.cpu_n else None,
