@@ -56,7 +56,7 @@ def test_a_cpu_benchmark_starts_without_torch(tmp_path: Path) -> None:
         "import sys\n"
         "from pytest_dlbench.plugin.fixtures import default_device\n"
         "from pytest_dlbench.measure.bench import Bench\n"
-        "from pytest_dlbench.results.machine import machine_meta\n"
+        "from pytest_dlbench.measure.machine import machine_meta\n"
         "device = default_device(); meta = machine_meta(device); bench = Bench(device=device)\n"
         "assert device == 'cpu' and 'torch' not in sys.modules, 'torch imported'\n"
         "assert meta['device'] == 'cpu' and meta['device_name'] == meta['cpu']\n"
