@@ -24,8 +24,8 @@ from pytest_dlbench.run.forkserver import (
     ForkServerWarning,
     cuda_driver_loaded,
     fork_blockers,
-    preload_for,
 )
+from pytest_dlbench.run.preloads import preload_for
 
 # A "pytest" the server runs: a conftest-free directory whose test reports what the child saw.
 # Its switches are DLBENCH_ variables: a variable the server does not know to be read at run time

@@ -94,7 +94,8 @@ class Launcher:
                 or session.against is not None  # both sides of a paired run start fresh
                 or (session.role == "controller" and _has_xdist_workers(config))):
             return
-        from pytest_dlbench.run.forkserver import ForkServer, ForkServerError, preload_for
+        from pytest_dlbench.run.forkserver import ForkServer, ForkServerError
+        from pytest_dlbench.run.preloads import preload_for
 
         if specs is None:
             specs = [s for suite in session.suites for s in suite.specs]
