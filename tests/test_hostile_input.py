@@ -107,7 +107,10 @@ SUITE_CASES += [
         "a value nested 100,000 levels deep",
         f"t: {{definition: {TOY}, x: {'[' * 100_000}{']' * 100_000}}}",
         (),
-        "FILE:1:117: nested deeper than 64 levels",
+        # Our bound (MAX_DEPTH), or libyaml's own (1000 levels, in the scanner's look-ahead of a
+        # flow collection) where PyYAML's wheel bundles a libyaml that has it (PyYAML 6.0.4).
+        re.compile(r"FILE:1:(117: nested deeper than 64 levels"
+                   r"|\d+: YAML syntax error: exceeded maximum nesting depth)"),
     ),
     (
         "`--bench-override 't.argv=&a [*a]'`",
@@ -177,13 +180,16 @@ def _suite(tmp_path: Path, text: str) -> Path:
     ids=[case[0] for case in SUITE_CASES],
 )
 def test_bad_suite_input_is_one_line(tmp_path: Path, text: str, overrides: tuple[str, ...],
-                                     message: str) -> None:
+                                     message: str | re.Pattern[str]) -> None:
     path = _suite(tmp_path, text)
     with pytest.raises(SuiteError) as info:
         resolve_suite(path, overrides)
     got = str(info.value)
     assert "\n" not in got
-    assert got.replace(str(path), "FILE") == message
+    if isinstance(message, re.Pattern):
+        assert message.fullmatch(got.replace(str(path), "FILE")), got
+    else:
+        assert got.replace(str(path), "FILE") == message
     assert str(path) in got or got.startswith("--bench-override")
 
 
