@@ -19,10 +19,12 @@ MIB = 2**20
     (1014.1 * MIB, "1014.1 MiB"),
     (46.8 * MIB, "46.8 MiB"),
     (375 * 2**10, "375 KiB"),
-    (0, "0 KiB"),
+    (0, "0 B"),
+    (512, "512 B"),
     (-8.75 * MIB, "-8.8 MiB"),  # a release of memory (a profiled operator): signed, same unit
     (-375 * 2**10, "-375 KiB"),
-    (-100, "0 KiB"),  # never "-0 KiB"
+    (-100, "-100 B"),
+    (-0.2, "0 B"),  # never "-0 B"
     (None, "-"),
     (math.nan, "-"),
 ])

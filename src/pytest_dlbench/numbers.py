@@ -96,17 +96,19 @@ def p_value(value: float | None, *, missing: str = MISSING) -> str:
 
 
 def byte_size(value: float | None, *, missing: str = MISSING) -> str:
-    """Bytes in GiB or MiB with one decimal (``46.8 MiB``), whole KiB below (``375 KiB``), one
-    unit a value; signed when negative (memory a profiled operator released: ``-8.8 MiB``)."""
+    """Bytes in GiB or MiB with one decimal (``46.8 MiB``), whole KiB below (``375 KiB``), whole
+    bytes under one KiB (``0 B``: a profiled operator that allocates nothing); signed when
+    negative (memory a profiled operator released: ``-8.8 MiB``)."""
     if value is None or not math.isfinite(value):
         return missing
     magnitude = abs(value)
     sign = "-" if value < 0 else ""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if magnitude >= size:
-            return f"{sign}{magnitude / size:.1f} {unit}"
-    kib = round(magnitude / 2**10)
-    return f"{sign if kib else ''}{kib} KiB"
+            scaled = magnitude / size
+            return f"{sign}{scaled:.1f} {unit}" if unit != "KiB" else f"{sign}{round(scaled)} KiB"
+    whole = round(magnitude)
+    return f"{sign if whole else ''}{whole} B"
 
 
 def count(value: float | None, *, missing: str = MISSING) -> str:
