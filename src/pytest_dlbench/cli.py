@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.options import REPORT_OPTIONS, SUITE_OPTIONS, evaluate_options
+from pytest_dlbench.options import (
+    REPORT_OPTIONS,
+    SUITE_OPTIONS,
+    check_outputs,
+    evaluate_options,
+)
 from pytest_dlbench.results import gate
 from pytest_dlbench.run.layout import check_run_dir
 from pytest_dlbench.run.protocol import Env
@@ -118,13 +123,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     run_dir = check_run_dir(args.run_dir)
     baseline = _load_baseline(args.compare) if args.compare else None
+    check_outputs(lambda dest: getattr(args, dest), cli=True)  # before anything is scored
     # Without --compare, a --bench-against run is judged against its base side, which is in
     # the run directory with the verdict's settings.
     options = evaluate_options(lambda dest: getattr(args, dest), baseline=baseline,
                                require_baseline=True)  # the file it is given must exist
     evaluation = evaluate(run_dir, options)
     print(render_evaluation(evaluation, verbosity=_verbosity(args), width=_width()))
-    write_evaluation(evaluation)
+    evaluation = write_evaluation(evaluation)
+    sys.stdout.flush()  # the table and the score first, then what could not be written
+    for line in evaluation.unwritten:
+        _error(line)
     return evaluation.status
 
 

@@ -19,7 +19,9 @@ __all__ = [
     "REPORT_OPTIONS",
     "RUN_OPTIONS",
     "SUITE_OPTIONS",
+    "OUTPUT_OPTIONS",
     "ReportOption",
+    "check_outputs",
     "evaluate_options",
     "results_base",
 ]
@@ -241,6 +243,20 @@ LOGGER_OPTIONS: list[ReportOption] = [
         metavar="NAME", default=None,
         help="MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else the suite name)")),
 ]
+
+
+#: The report options that name a file written at the end of a run.
+OUTPUT_OPTIONS = ("save", "html", "export")
+
+
+def check_outputs(value: Callable[[str], Any], *, cli: bool) -> None:
+    """Check the output files asked for (``value(dest)`` as in :func:`evaluate_options`) before
+    anything runs, naming each by its flag (``--bench-save`` in pytest, ``--save`` in ``dlbench
+    report`` when ``cli``): a DlbenchError, one line (run/layout.check_outputs)."""
+    from pytest_dlbench.run.layout import check_outputs as check
+
+    check({(option.cli_flag if cli else option.pytest_flag): value(option.dest)
+           for option in REPORT_OPTIONS if option.name in OUTPUT_OPTIONS})
 
 
 def evaluate_options(

@@ -68,6 +68,11 @@ class ControllerSession(BenchSession):
 
         reporter = BenchReporter(session)
         config.pluginmanager.register(reporter, BenchReporter.PLUGIN_NAME)
+        if not config.option.collectonly:
+            # An output that could not be written at the end stops the run before it starts.
+            from pytest_dlbench.options import check_outputs
+
+            check_outputs(lambda dest: config.getoption(f"bench_{dest}"), cli=False)
         if session.options.against is not None:
             session._check_out_base(session.options.against)  # a bad revision leaves nothing
         loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))

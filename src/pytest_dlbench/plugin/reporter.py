@@ -115,6 +115,8 @@ class BenchReporter:
             self._write_profiles(terminalreporter, evaluation, verbose=verbosity > 0)
         for note in (*self.notes, *evaluation.written):
             terminalreporter.write_line(note)
+        for line in evaluation.unwritten:  # after the table and the score: they are not lost
+            terminalreporter.write_line(f"error: {line}", red=True)
         terminalreporter.write_line(f"results: {evaluation.run_dir}")
         if evaluation.regressed:
             assert evaluation.comparison is not None

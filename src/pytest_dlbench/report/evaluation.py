@@ -25,9 +25,9 @@ def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int 
 
 def write_evaluation(evaluation: Evaluation) -> Evaluation:
     """Write the files asked for (summary, HTML, export); the evaluation with one line per
-    file written."""
+    file written, one per file that could not be (``unwritten``) and its status for them."""
     outputs = evaluation.options.outputs
     written = write_outputs(evaluation.summary, comparison=evaluation.comparison,
                             save=outputs.save, html=outputs.html, export=outputs.export,
                             price=evaluation.options.price, suite=evaluation.options.suite)
-    return evaluation.with_written(written)
+    return evaluation.with_written(written.lines, written.failed)

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_dlbench.report.format import number, percent
 from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.run.layout import write_atomic
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 
@@ -53,8 +54,4 @@ def benchmark_action_entries(summary: SuiteSummary) -> list[dict[str, Any]]:
 
 def export_benchmark_action(summary: SuiteSummary, path: str | PathLike[str]) -> Path:
     """Write the github-action-benchmark JSON list for ``summary`` to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(benchmark_action_entries(summary), indent=2) + "\n",
-                    encoding="utf-8")
-    return path
+    return write_atomic(path, json.dumps(benchmark_action_entries(summary), indent=2) + "\n")

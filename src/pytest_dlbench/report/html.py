@@ -416,9 +416,9 @@ def write_html(
     title: str | None = None,
     price: float | None = None,
 ) -> Path:
-    """Render the report (see :func:`render_html`) to ``path`` (parents created); return it."""
-    out = Path(path)
+    """Render the report (see :func:`render_html`) to ``path`` (parents created, written
+    atomically: the previous report stays whole if this one cannot be written); return it."""
+    from pytest_dlbench.run.layout import write_atomic
+
     text = render_html(summary, comparison=comparison, title=title, price=price)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out
+    return write_atomic(path, text)

@@ -1,12 +1,35 @@
-"""The files a report can be written to, shared by the pytest run and ``dlbench report``."""
+"""The files a report can be written to, shared by the pytest run and ``dlbench report``.
+
+Their paths are checked before the run (``run/layout.check_outputs``, through
+``options.check_outputs``); each is written atomically (``run/layout.write_atomic``). A write
+that still fails at the end (a full disk) costs that file only: one line naming it and the
+reason, after the table and the score.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_outputs"]
+__all__ = ["Written", "write_outputs"]
+
+
+@dataclass
+class Written:
+    """One line per file written, and one per file that could not be (its path, the reason)."""
+
+    lines: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def attempt(self, what: str, done: str, path: str | PathLike[str],
+                write: Callable[[], Path]) -> None:
+        try:
+            self.lines.append(f"{done}: {write()}")
+        except OSError as exc:
+            self.failed.append(f"cannot write the {what} {path}: {exc.strerror or exc}")
 
 
 def write_outputs(
@@ -18,21 +41,23 @@ def write_outputs(
     export: str | PathLike[str] | None = None,
     price: float | None = None,
     suite: str | None = None,
-) -> list[str]:
-    """Write the JSON summary, the HTML page and the dashboard export that were asked for;
-    return one line per file written, for the user."""
-    written: list[str] = []
+) -> Written:
+    """Write the JSON summary, the HTML page and the dashboard export that were asked for; a
+    file that cannot be written is a line of ``failed``, and the others are still written."""
+    written = Written()
     if save:
         from pytest_dlbench.results.baseline import save_summary
 
-        written.append(f"summary saved: {save_summary(summary, save, suite=suite)}")
+        written.attempt("summary", "summary saved", save,
+                        lambda: save_summary(summary, save, suite=suite))
     if html:
         from pytest_dlbench.report.html import write_html  # lazily: jinja2 and matplotlib are heavy
 
-        path: Path = write_html(summary, html, comparison=comparison, price=price)
-        written.append(f"HTML report: {path}")
+        written.attempt("HTML report", "HTML report", html,
+                        lambda: write_html(summary, html, comparison=comparison, price=price))
     if export:
         from pytest_dlbench.report.export import export_benchmark_action
 
-        written.append(f"benchmark-action JSON: {export_benchmark_action(summary, export)}")
+        written.attempt("benchmark-action JSON", "benchmark-action JSON", export,
+                        lambda: export_benchmark_action(summary, export))
     return written

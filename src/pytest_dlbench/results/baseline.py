@@ -21,7 +21,7 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import SummaryFormatError
-from pytest_dlbench.run.layout import json_safe
+from pytest_dlbench.run.layout import json_safe, write_atomic
 
 __all__ = [
     "BaselineError",
@@ -64,13 +64,8 @@ def save_summary(
     summary: SuiteSummary, path: str | PathLike[str], *, suite: str | None = None
 ) -> Path:
     """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(json_safe(summary_dict(summary, suite=suite)), indent=2, allow_nan=False)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    tmp.replace(path)  # atomic: a baseline is never half written
-    return path
+    return write_atomic(path, text + "\n")  # a baseline is never half written
 
 
 # -- loading -----------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ class Evaluation:
     status: int = gate.OK
     #: One line per file written (report/evaluation.write_evaluation), for the user.
     written: tuple[str, ...] = ()
+    #: One line per file that could not be written at the end (its path and the reason).
+    unwritten: tuple[str, ...] = ()
 
     @property
     def paired(self) -> bool:
@@ -96,8 +98,13 @@ class Evaluation:
 
         return summary_dict(self.summary, suite=self.options.suite)
 
-    def with_written(self, lines: list[str]) -> Evaluation:
-        return dataclasses.replace(self, written=(*self.written, *lines))
+    def with_written(self, lines: list[str], unwritten: list[str] | None = None) -> Evaluation:
+        """With the lines of the files written, and of those that could not be (the status
+        becomes :data:`gate.OUTPUT_FAILED` if it was OK)."""
+        unwritten = unwritten or []
+        return dataclasses.replace(
+            self, written=(*self.written, *lines), unwritten=(*self.unwritten, *unwritten),
+            status=gate.output_status(self.status, unwritten=bool(unwritten)))
 
 
 def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = None) -> Evaluation:

@@ -2,8 +2,8 @@
 exit statuses, the option values they parse, the baseline loader and the final verdict.
 
 0, 1, 2 and 4 mean what they mean for pytest (``pytest.ExitCode``), so a CI script can treat
-``pytest --bench-...`` and ``dlbench report`` alike; 6 and 7 are ours, above pytest's 0-5, so that
-CI can tell "slower" and "nothing to compare with" from "broken".
+``pytest --bench-...`` and ``dlbench report`` alike; 6, 7 and 8 are ours, above pytest's 0-5, so
+that CI can tell "slower", "nothing to compare with" and "an output was lost" from "broken".
 
 Kept light (no scoring, no pandas): the pytest plugin imports it at start-up.
 """
@@ -24,6 +24,7 @@ __all__ = [
     "INTERRUPTED",
     "LOGGER_FAILED",
     "OK",
+    "OUTPUT_FAILED",
     "REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
@@ -37,6 +38,7 @@ __all__ = [
     "BaselineLoad",
     "OptionValueError",
     "final_status",
+    "output_status",
     "run_failed",
     "load_baseline",
     "parse_alpha",
@@ -62,6 +64,9 @@ USAGE_ERROR = 4
 REGRESSED = 6
 #: A baseline was required (``--compare``/``--bench-compare``) but its file does not exist.
 BASELINE_MISSING = 7
+#: Measured, passed and nothing regressed, but an output (``--bench-save``, ``--bench-html``,
+#: ``--bench-export``) could not be written at the end (a full disk): the one line says which.
+OUTPUT_FAILED = 8
 
 
 #: Defaults of the comparison (smallest change that counts; significance level), tuned with
@@ -212,3 +217,9 @@ def final_status(*, failed: bool, comparison: Any = None, baseline_status: int =
     if comparison is not None and comparison.regressed:
         return REGRESSED
     return OK
+
+
+def output_status(status: int, *, unwritten: bool) -> int:
+    """The exit status once the outputs are written: a status that says what the run measured
+    (1, 4, 6, 7) keeps its meaning; a run that is otherwise OK but lost an output is 8."""
+    return OUTPUT_FAILED if unwritten and status == OK else status
