@@ -165,6 +165,16 @@ SUITE_CASES += [
         (),
         "FILE: t: 'weight' must be a finite number >= 0, got -1.0",
     ),
+] + [
+    (
+        f"`plan: {{{plan}}}`",
+        f"t: {{definition: {TOY}, plan: {{{plan}}}}}",
+        (),
+        f"FILE: t: 'plan.{key}' must be a positive integer, got {shown}",
+    )
+    for plan, key, shown in (("method: njobs, n: 0", "n", "0"),
+                             ("method: njobs, n: -3", "n", "-3"),
+                             ("method: njobs, slots: 0", "slots", "0"))
 ]
 
 

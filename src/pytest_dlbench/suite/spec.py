@@ -329,14 +329,15 @@ def _plan(config: dict, *, origin: str, name: str) -> dict[str, Any]:
         value = plan.get(key)
         if isinstance(value, str) and value.strip().isdigit():
             plan[key] = int(value)
-    nodes = plan.get("nodes")
-    if nodes is not None:
-        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-            raise SuiteError(f"'plan.nodes' must be a positive integer, got {nodes!r}",
+    for key in ("n", "slots", "nodes"):
+        count = plan.get(key)
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 1):
+            raise SuiteError(f"'plan.{key}' must be a positive integer, got {count!r}",
                              file=origin, bench=name)
-        if plan["method"] != "njobs":
-            raise SuiteError("'plan.nodes' needs 'method: njobs' (one job over the nodes)",
-                             file=origin, bench=name)
+    if plan.get("nodes") is not None and plan["method"] != "njobs":
+        raise SuiteError("'plan.nodes' needs 'method: njobs' (one job over the nodes)",
+                         file=origin, bench=name)
     return plan
 
 
