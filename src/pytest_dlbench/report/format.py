@@ -4,34 +4,7 @@ are the report package's number formats under this name."""
 
 from __future__ import annotations
 
-from pytest_dlbench.numbers import (
-    DASH,
-    MISSING,
-    byte_size,
-    count,
-    duration,
-    fixed,
-    gap,
-    number,
-    p_value,
-    percent,
-    rough_percent,
-    si,
-    significant,
-)
+from pytest_dlbench import numbers as _numbers
+from pytest_dlbench.numbers import *  # noqa: F403 - the same formatters, not a copy of them
 
-__all__ = [
-    "DASH",
-    "MISSING",
-    "byte_size",
-    "count",
-    "duration",
-    "fixed",
-    "gap",
-    "number",
-    "p_value",
-    "percent",
-    "rough_percent",
-    "si",
-    "significant",
-]
+__all__ = list(_numbers.__all__)
