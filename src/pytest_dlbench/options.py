@@ -248,6 +248,35 @@ LOGGER_OPTIONS: list[ReportOption] = [
 #: The report options that name a file written at the end of a run.
 OUTPUT_OPTIONS = ("save", "html", "export")
 
+#: ``pytest --help`` shows the ``--bench-*`` options by task: (group, title, options). An
+#: option in no group here is shown under "run" (plugin/__init__.py registers them).
+OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("select", "dlbench: what to run",
+     ("--bench-suite", "--bench-system", "--bench-override", "--bench-select",
+      "--bench-exclude")),
+    ("run", "dlbench: how it runs",
+     ("--bench-repeat", "--bench-isolation", "--bench-launcher", "--bench-require-ready",
+      "--bench-run-name", "--bench-base")),
+    ("devices", "dlbench: devices", ("--bench-cpus-per-slot",)),
+    ("gate", "dlbench: compare and gate",
+     ("--bench-compare", "--bench-require-baseline", "--bench-against", "--bench-rounds",
+      "--bench-tolerance", "--bench-alpha", "--bench-paired-test", "--bench-paired-rate")),
+    ("outputs", "dlbench: the table and the files written",
+     ("--bench-columns", "--bench-sort", "--bench-save", "--bench-html", "--bench-export",
+      "--bench-price")),
+    ("profile", "dlbench: profiling", ("--bench-profile",)),
+    ("logging", "dlbench: logging (MLflow, W&B)",
+     ("--bench-mlflow", "--bench-wandb", "--bench-experiment")),
+]
+
+
+def option_group(flag: str) -> tuple[str, str]:
+    """The (group, title) ``flag`` is shown under in ``pytest --help`` (:data:`OPTION_GROUPS`)."""
+    for name, title, flags in OPTION_GROUPS:
+        if flag in flags:
+            return f"dlbench-{name}", title
+    return "dlbench-run", "dlbench: how it runs"
+
 
 def check_outputs(value: Callable[[str], Any], *, cli: bool) -> None:
     """Check the output files asked for (``value(dest)`` as in :func:`evaluate_options`) before
