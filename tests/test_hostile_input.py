@@ -219,7 +219,14 @@ OPTION_CASES: list[tuple[str, tuple[str, ...], str]] = [
     (
         "`--bench-run-name=../up`",
         ("--bench-run-name=../up",),
-        "--bench-run-name: run name '../up' is not a safe file name",
+        "--bench-run-name: run name '../up' contains a path separator: a name is used as a "
+        "file name (use letters, digits, '-', '_' and '.')",
+    ),
+    (
+        "`--bench-run-name=LONG`, 250 characters",
+        ("--bench-run-name=LONG",),
+        "--bench-run-name: run name 'LONG' is longer than 200 bytes: a name is used as a "
+        "file name (use letters, digits, '-', '_' and '.')",
     ),
     # The outputs, checked before the run (issue 24): DIR is a directory of the test's folder.
     (
@@ -265,7 +272,8 @@ def test_bad_options_are_one_line_before_anything_runs(pytester: pytest.Pytester
     adir.mkdir()
 
     def fill(text: str) -> str:
-        return text.replace("FILE", str(afile)).replace("DIR", str(adir))
+        return (text.replace("FILE", str(afile)).replace("DIR", str(adir))
+                .replace("LONG", "n" * 250))
 
     result = pytester.runpytest("--bench-suite=s.yaml", *map(fill, args))
     assert result.ret == pytest.ExitCode.USAGE_ERROR

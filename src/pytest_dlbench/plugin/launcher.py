@@ -236,26 +236,28 @@ class Launcher:
             suite_path = next(s.path for s in session.suites if spec in s.specs)
             rootdir, inipath, run_dir = config.rootpath, config.inipath, session.run_dir()
         selection = f"{suite_path}::{layout.item_name(spec.name, device, repeat)}"
+        # Every value as --opt=value: a value that starts with '-' (--bench-run-name=-x) is
+        # never read as an option of its own.
         cmd = [
             sys.executable, "-m", "pytest", selection,
             "-p", "no:cacheprovider",  # the parent's --lf data must not be touched
             "-q", "-s", "--no-header",
-            "--rootdir", str(rootdir),
-            "--bench-suite", str(suite_path),
-            "--bench-isolation", "inline",
-            "--bench-child-stream", str(stream),
-            "--bench-child-spec", str(spec_file),
-            "--bench-child-run-dir", str(run_dir),
-            "--bench-base", str(session.options.base),
-            "--bench-repeat", str(session.options.repeat),
-            "--bench-run-name", session.run_name,
+            f"--rootdir={rootdir}",
+            f"--bench-suite={suite_path}",
+            "--bench-isolation=inline",
+            f"--bench-child-stream={stream}",
+            f"--bench-child-spec={spec_file}",
+            f"--bench-child-run-dir={run_dir}",
+            f"--bench-base={session.options.base}",
+            f"--bench-repeat={session.options.repeat}",
+            f"--bench-run-name={session.run_name}",
         ]
         if inipath is not None:
-            cmd += ["-c", str(inipath)]
+            cmd.append(f"--config-file={inipath}")
         if config.getoption("bench_profile") is not None:
             cmd.append(f"--bench-profile={config.getoption('bench_profile')}")
         if config.getoption("bench_system"):
-            cmd += ["--bench-system", str(Path(config.getoption("bench_system")).resolve())]
+            cmd.append(f"--bench-system={Path(config.getoption('bench_system')).resolve()}")
         if config.pluginmanager.hasplugin("xdist"):
             cmd += ["-n", "0"]  # the child runs exactly one item, never with workers
         # Start-up a child does not need: hypothesis' plugin (~1 s), assertion rewriting of

@@ -140,8 +140,13 @@ def _bench_component(bench: str) -> str:
 
 
 def check_run_name(name: str) -> str:
-    """A run name (``--bench-run-name``) that can name the run directory, or UnsafeName."""
-    return _component(name, "run name")
+    """A run name (``--bench-run-name``) that can name the run directory, or UnsafeName: the
+    rules of a benchmark's name (suite.spec.name_problem), so that ``<name>.<time>`` fits too."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise UnsafeName(f"run name {name!r} {problem}: a name is used as a file name "
+                         "(use letters, digits, '-', '_' and '.')")
+    return name
 
 
 # -- the run directory ---------------------------------------------------------------------------
