@@ -17,12 +17,41 @@ __all__ = ["Table", "read_table", "tabulate"]
 
 @dataclass(frozen=True)
 class Table:
+    """Columns and rows, one type to a column: a column's cells are all numbers, all booleans
+    or all strings, None for a missing cell. A column that mixes them (``key, value`` of a
+    report, a CSV's empty cells) has its values as text: ``wandb.Table`` refuses a column of
+    two types ("Data row contained incompatible types"), and the table would be lost."""
+
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", _one_type_per_column(len(self.columns), self.rows))
 
     def as_columns(self) -> dict[str, list[Any]]:
         """``{column: [values...]}``, what ``MlflowClient.log_table`` takes."""
         return {c: [row[i] for row in self.rows] for i, c in enumerate(self.columns)}
+
+
+def _kind(value: Any) -> str | None:
+    """The type of a cell as a table sees it (None: missing)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, int | float) else "str"
+
+
+def _text(value: Any) -> Any:
+    """A cell of a text column: strings and None as they are, numbers and booleans as JSON."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _one_type_per_column(width: int, rows: Sequence[Sequence[Any]]) -> tuple[tuple[Any, ...], ...]:
+    mixed = [len({_kind(row[i] if i < len(row) else None) for row in rows} - {None}) > 1
+             for i in range(width)]
+    return tuple(tuple(_text(v) if i < width and mixed[i] else v for i, v in enumerate(row))
+                 for row in rows)
 
 
 def _cell(value: Any) -> Any:
@@ -85,6 +114,9 @@ def tabulate(data: Any) -> Table | None:
 
 
 def _number(text: str) -> Any:
+    """A CSV cell: a number where it reads as one, None where it is empty (missing)."""
+    if not text:
+        return None
     for kind in (int, float):
         try:
             return kind(text)

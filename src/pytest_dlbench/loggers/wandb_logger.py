@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.errors import one_line
 from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
@@ -34,7 +35,7 @@ from pytest_dlbench.loggers.source import (
     session_metrics,
 )
 from pytest_dlbench.loggers.source import stream_key as _stream_key
-from pytest_dlbench.loggers.tables import read_table
+from pytest_dlbench.loggers.tables import Table, read_table
 from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
 from pytest_dlbench.results.evaluation import Evaluation
 from pytest_dlbench.run.layout import json_safe
@@ -173,6 +174,10 @@ class WandbSink:
         self.active = run
         return run
 
+    def _table(self, table: Table) -> Any:
+        """A ``wandb.Table`` of a table whose columns each hold one type (loggers.tables)."""
+        return self.wandb.Table(columns=list(table.columns), data=[list(r) for r in table.rows])
+
     def _finish(self, run: Any, exit_code: int) -> None:
         run.finish(exit_code=exit_code)
         self.active = None
@@ -203,8 +208,11 @@ class WandbSink:
                 table = read_table(path)
                 name = run.profile_name(path).rsplit(".", 1)[0]
                 if table is not None and table.columns:
-                    tables[f"profile/{name}"] = self.wandb.Table(
-                        columns=list(table.columns), data=[list(r) for r in table.rows])
+                    try:
+                        tables[f"profile/{name}"] = self._table(table)
+                    except (TypeError, ValueError) as exc:  # the file is still uploaded
+                        self.echo(f"dlbench: wandb: {run.label}: {run.profile_name(path)} not "
+                                  f"logged as a table: {one_line(exc)}")
                 if run.profile_root is not None and self.mode != "disabled":
                     _copy_into(wb, path, path.relative_to(run.profile_root.parent))
             if tables:
@@ -231,10 +239,10 @@ class WandbSink:
         benches = summary.get("benchmarks") or {}
         columns = ["bench", "units", "weight", "n", "fail", "perf", "total", "std_pct",
                    "perf_adj"]
-        rows = [[name, *(json_safe(b.get(c)) for c in columns[1:])]
+        rows = [(name, *(json_safe(b.get(c)) for c in columns[1:]))
                 for name, b in benches.items()]
         if not (wb.resumed and wb.starting_step > 0):
-            wb.log({"benchmarks": self.wandb.Table(columns=columns, data=rows)}, step=0)
+            wb.log({"benchmarks": self._table(Table(tuple(columns), tuple(rows)))}, step=0)
         wb.summary.update({**session_metrics(summary),
                            "incomplete": list(summary.get("incomplete") or [])})
         if self.mode != "disabled":  # a disabled run's dir is a made-up temporary path
