@@ -31,7 +31,7 @@ ALLOWED.update({
     "plugin": set(ALLOWED) | {"loggers"},
     "cli": set(ALLOWED) | {"loggers"},
 })
-CONTRACTS = {"errors", "schema", "numbers", "run.protocol"}
+CONTRACTS = {"errors", "schema", "numbers", "untrusted", "run.protocol"}
 
 
 def layer(module: str) -> str:

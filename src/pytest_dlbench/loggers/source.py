@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
@@ -306,12 +308,35 @@ def stream_key(path: str | PathLike[str]) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
+def _real_dir(folder: Path) -> bool:
+    """``folder`` is a directory itself, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(folder.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def _profile_files(folder: Path) -> tuple[Path, ...]:
-    if not folder.is_dir():
+    """The files of a run's profile folder that are uploaded: regular files inside the run
+    directory only. No symbolic link is followed (to a file or to a folder, the profile folder
+    itself included): a link planted in a run directory cannot send what it points at (a key
+    in the home directory) to a tracking server."""
+    if not _real_dir(folder):
         return ()
-    return tuple(sorted(
-        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in PROFILE_SUFFIXES
-    ))
+    run_dir = os.path.realpath(folder.parent)
+    if not os.path.realpath(folder).startswith(run_dir + os.sep):
+        return ()
+    found = []
+    for where, _dirs, names in os.walk(folder, followlinks=False):
+        for name in names:
+            path = Path(where) / name
+            try:
+                regular = stat.S_ISREG(path.lstat().st_mode)
+            except OSError:
+                continue
+            if regular and path.suffix.lower() in PROFILE_SUFFIXES:
+                found.append(path)
+    return tuple(sorted(found))
 
 
 def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
@@ -421,7 +446,7 @@ def read_bench_run(path: str | PathLike[str]) -> BenchRun:
         telemetry=tuple(samples),
         stats=stats,
         profile_files=_profile_files(folder),
-        profile_root=folder if folder.is_dir() else None,
+        profile_root=folder if _real_dir(folder) else None,
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path, PurePath
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
+from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 
 __all__ = [
@@ -303,29 +304,49 @@ class NullStream(ClosesOnExit):
         self.closed = True
 
 
+def _lines(path: str | PathLike[str]) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(line number, line, last)`` of a stream's non-blank lines, one in memory at a time
+    (a line over :data:`~pytest_dlbench.untrusted.MAX_LINE_BYTES` is None); ``last`` marks the
+    last one, the only one a killed writer may have torn."""
+    pending: tuple[int, bytes | None] | None = None
+    for number, raw in untrusted.lines(path):
+        if raw is not None and not raw.strip():
+            continue
+        if pending is not None:
+            yield (*pending, False)
+        pending = (number, raw)
+    if pending is not None:
+        yield (*pending, True)
+
+
+def _parse(raw: bytes | None) -> dict[str, Any]:
+    """One line's record; ``ValueError`` (one line) for a line that is not a JSON object, is
+    nested too deep or too long to be one."""
+    if raw is None:
+        raise ValueError(f"longer than {untrusted.MAX_LINE_BYTES} bytes")
+    record = untrusted.loads(raw.decode("utf-8"))  # its depth bounded before it is parsed
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
 def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
     """Read all records of a stream file.
 
     A corrupt or truncated last line (a writer killed mid-record) is dropped; a corrupt line
     anywhere else raises :class:`StreamError` (a ``ValueError``) naming ``file:line``.
-    Blank lines are ignored.
+    Blank lines are ignored. A file that is not a regular one is a ``ValueError``
+    (:class:`~pytest_dlbench.untrusted.FileRefused`).
     """
-    data = Path(path).read_bytes()
-    lines = data.split(b"\n")
-    # Index of the last non-blank line: the only one allowed to be torn.
-    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     records: list[dict[str, Any]] = []
-    for i, raw in enumerate(lines):
-        if not raw.strip():
-            continue
+    for number, raw, last in _lines(path):
         try:
-            record = json.loads(raw.decode("utf-8"))
-            if not isinstance(record, dict):
-                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+            record = _parse(raw)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            if i == last:
+            if last:
                 break
-            raise StreamError(f"corrupt record: {exc}", path=path, line=i + 1) from exc
+            raise StreamError(f"corrupt record: {' '.join(str(exc).split())}", path=path,
+                              line=number) from exc
         records.append(record)
     return records
 
@@ -417,31 +438,25 @@ def read_records(path: str | PathLike[str]) -> StreamRead:
 
     As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
     and noted, and the stream is marked :attr:`~StreamRead.damaged`; a record whose fields have
-    the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable.
+    the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable,
+    ``ValueError`` (:class:`~pytest_dlbench.untrusted.FileRefused`) if not a regular file.
     """
-    data = Path(path).read_bytes()
-    lines = data.split(b"\n")
-    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     records: list[dict[str, Any]] = []
     notes: list[str] = []
     damaged: str | None = None
-    for i, raw in enumerate(lines):
-        if not raw.strip():
-            continue
+    for number, raw, last in _lines(path):
         try:
-            record = json.loads(raw.decode("utf-8"))
-            if not isinstance(record, dict):
-                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+            record = _parse(raw)
         except ValueError as exc:
-            if i == last:
+            if last:
                 break
-            note = f"{path}:{i + 1}: corrupt record: {' '.join(str(exc).split())}"
+            note = f"{path}:{number}: corrupt record: {' '.join(str(exc).split())}"
             notes.append(note)
             damaged = damaged or note
             continue
         problem = check_record(record)
         if problem is not None:
-            notes.append(f"{path}:{i + 1}: {record.get('event')} record left out: {problem}")
+            notes.append(f"{path}:{number}: {record.get('event')} record left out: {problem}")
             continue
         records.append(record)
     return StreamRead(records, tuple(notes), damaged)

@@ -153,6 +153,8 @@ class BenchItem(_BenchNode, pytest.Item):
         assert launcher is not None  # set by the controller and the workers, who run items
         launched = launcher.run(self.spec, self.device, self.repeat)
         outcome = launched.outcome
+        if outcome.ok:
+            outcome = _scored(launched.stream) or outcome
         self.user_properties.append(("dlbench_stream", str(launched.stream)))
         self.user_properties.append(("dlbench_status", str(outcome.status)))
         if outcome.status is Status.SKIPPED:
@@ -162,6 +164,18 @@ class BenchItem(_BenchNode, pytest.Item):
             )
         if not outcome.ok:
             raise BenchFailure(outcome, log=launched.log, tail=_tail(launched.log))
+
+
+def _scored(stream: Path) -> Outcome | None:
+    """The report's verdict on a run whose child ended ok, when it is another one: the stream
+    as the table scores it (results/scoring.load_run). A stream its own benchmark corrupted
+    fails in the table, so its item fails too, with the same reason: one verdict."""
+    from pytest_dlbench.results.scoring import load_run
+
+    run = load_run(stream)
+    if run.ok or run.status is Status.SKIPPED:
+        return None
+    return Outcome(run.status, run.reason)
 
 
 class BrokenBench(_BenchNode, pytest.Item):

@@ -21,23 +21,32 @@ step count) are kept in ``index.json`` only. Rank ``r > 0`` of a job writes into
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.profile.base import report_from_dict
+from pytest_dlbench import untrusted
+from pytest_dlbench.errors import DlbenchError, one_line
+from pytest_dlbench.profile.base import NoteReport, report_from_dict
 from pytest_dlbench.profile.config import REPORTS, ProfileConfig
 from pytest_dlbench.run import layout
 
 __all__ = [
     "ARTIFACT_REPORTS",
     "INDEX_FILE",
+    "ProfileIndex",
+    "ProfileWriteError",
     "SNAPSHOT_FILE",
     "TIMELINE_FILE",
     "TRACE_FILE",
+    "load_meta",
     "load_reports",
+    "profile_sections",
+    "read_index",
     "render_reports",
     "write_reports",
 ]
@@ -58,15 +67,28 @@ def _json(value: Any) -> Any:
     return str(value)
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+class ProfileWriteError(DlbenchError, OSError):
+    """A report file that cannot be written (a full disk): one line naming the file. The file
+    that was there is untouched (written atomically: never an empty ``index.json``)."""
+
+
+def _write(path: Path, text: str) -> Path:
+    try:
+        return layout.write_atomic(path, text)
+    except OSError as exc:
+        raise ProfileWriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
     columns: list[str] = []
     for row in rows:
         columns.extend(k for k in row if k not in columns)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns or ["note"])
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=columns or ["note"])
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return out.getvalue()
 
 
 def write_reports(
@@ -77,10 +99,15 @@ def write_reports(
 ) -> list[Path]:
     """Write ``reports`` (report name -> report) into ``out_dir``; return the files written.
 
-    ``meta`` (bench, rank, settings...) goes into ``index.json`` with every report's dict.
+    ``meta`` (bench, rank, settings...) goes into ``index.json`` with every report's dict. Each
+    file is written atomically; one that cannot be written is a :class:`ProfileWriteError`
+    naming it.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProfileWriteError(f"cannot make {out}: {exc.strerror or exc}") from None
     written: list[Path] = []
     index: dict[str, Any] = {**(meta or {}), "reports": {}}
     for name in _ordered(reports):
@@ -89,14 +116,11 @@ def write_reports(
         index["reports"][name] = data
         if name in ARTIFACT_REPORTS:
             continue
-        json_path = out / f"{name}.json"
-        json_path.write_text(json.dumps(data, indent=2, default=_json) + "\n", encoding="utf-8")
-        csv_path = out / f"{name}.csv"
-        _write_csv(csv_path, report.rows())
+        json_path = _write(out / f"{name}.json",
+                           json.dumps(data, indent=2, default=_json) + "\n")
+        csv_path = _write(out / f"{name}.csv", _csv_text(report.rows()))
         written += [json_path, csv_path]
-    index_path = out / INDEX_FILE
-    index_path.write_text(json.dumps(index, indent=2, default=_json) + "\n", encoding="utf-8")
-    written.append(index_path)
+    written.append(_write(out / INDEX_FILE, json.dumps(index, indent=2, default=_json) + "\n"))
     return written
 
 
@@ -105,33 +129,105 @@ def _ordered(names: Iterable[str]) -> list[str]:
     return [n for n in REPORTS if n in names] + [n for n in names if n not in REPORTS]
 
 
+def _index_schema() -> Any:
+    """What the readers use of ``index.json`` (pydantic, imported by readers only)."""
+    from pytest_dlbench.schema import Int, Loose, Map, Str
+
+    class Report(Loose):
+        report: Str
+
+    class Index(Loose):
+        bench: Str | None = None
+        stream: Str | None = None
+        rank: Int | None = None
+        profile: Map | None = None
+        window: Map | None = None
+        notes: Map | None = None
+        reports: dict[str, Report] | None = None
+
+    return Index
+
+
+@dataclass(frozen=True)
+class ProfileIndex:
+    """``index.json`` as the reports read it: the meta (bench, rank, settings, window), the
+    reports' dicts, and the one note that says why the file could not be used (then both are
+    empty)."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    reports: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
+
+
+def read_index(profile_dir: str | os.PathLike[str]) -> ProfileIndex:
+    """``<profile_dir>/index.json``, read as a file someone else wrote (untrusted.py: a regular
+    file, bounded) and typed: corrupt, empty, a list, a missing or mistyped field is
+    :attr:`ProfileIndex.note`, one line naming the file; no file is an empty index."""
+    from pytest_dlbench.schema import problem
+
+    path = Path(profile_dir) / INDEX_FILE
+    try:
+        data = untrusted.read_json(path)
+    except FileNotFoundError:
+        return ProfileIndex()
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return ProfileIndex(note=f"{path}: unreadable profile index: {' '.join(reason.split())}")
+    wrong = problem(_index_schema(), data)
+    if wrong is not None:
+        return ProfileIndex(note=f"{path}: invalid profile index: {wrong}")
+    meta = {k: v for k, v in data.items() if k != "reports"}
+    return ProfileIndex(meta, dict(data.get("reports") or {}))
+
+
+#: What a report's dict of the wrong shape raises when it is read back or shown.
+_BAD_REPORT = (ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError)
+
+
+def _report(name: str, data: Any, where: Path) -> Any:
+    """The report of one dict of ``index.json``, or a NoteReport saying why it cannot be
+    shown: read back and rendered once here, so a report of the wrong shape costs its own
+    section, never the run's report."""
+    try:
+        report = report_from_dict(data)
+        report.render(False)
+        report.render(True)
+        report.rows()
+    except _BAD_REPORT as exc:
+        return NoteReport(name, f"{where}: report {name!r} left out: {one_line(exc)}")
+    return report
+
+
 def load_reports(profile_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The reports written into ``profile_dir``, in report order (``{}`` when there are none).
 
     Reads ``index.json``; without one (a run cut short while writing), the ``<report>.json``
-    files that exist.
+    files that exist. An index that cannot be used is one :class:`NoteReport` (``index``); a
+    report that cannot be read back is a :class:`NoteReport` of its own name.
     """
     root = Path(profile_dir)
-    index_path = root / INDEX_FILE
-    dicts: dict[str, Any] = {}
-    if index_path.is_file():
-        dicts = dict(json.loads(index_path.read_text(encoding="utf-8")).get("reports") or {})
-    else:
+    index = read_index(root)
+    if index.note is not None:
+        return {"index": NoteReport("index", index.note)}
+    dicts: dict[str, Any] = index.reports
+    where = root / INDEX_FILE
+    if not (root / INDEX_FILE).exists():
         for name in REPORTS:
             path = root / f"{name}.json"
             if path.is_file():
-                dicts[name] = json.loads(path.read_text(encoding="utf-8"))
-    return {name: report_from_dict(dicts[name]) for name in _ordered(dicts)}
+                try:
+                    dicts[name] = untrusted.read_json(path)
+                except (OSError, ValueError) as exc:
+                    dicts[name] = {"report": name, "skipped": True,
+                                   "note": f"{path}: unreadable: {one_line(exc)}"}
+        where = root
+    return {name: _report(name, dicts[name], where) for name in _ordered(dicts)}
 
 
 def load_meta(profile_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """``index.json`` without the reports: bench, rank, settings, window."""
-    path = Path(profile_dir) / INDEX_FILE
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data.pop("reports", None)
-    return data
+    """``index.json`` without the reports: bench, rank, settings, window (``{}`` when it
+    cannot be read: :func:`load_reports` says why)."""
+    return read_index(profile_dir).meta
 
 
 def render_reports(
@@ -145,7 +241,10 @@ def render_reports(
     (``-v``); ``config`` (a :class:`ProfileConfig` or its ``to_dict()``, as in ``index.json``)
     makes the reports with ``verbose: true`` full too."""
     if config is not None and not isinstance(config, ProfileConfig):
-        config = ProfileConfig.from_dict(config)
+        try:  # the settings of an index.json: a wrong one shows the reports concise
+            config = ProfileConfig.from_dict(config)
+        except (DlbenchError, ValueError, TypeError):
+            config = None
     parts = [title] if title else []
     for name in _ordered(reports):
         full = verbose or (config is not None and name in REPORTS and config[name].verbose)
@@ -163,7 +262,7 @@ def profile_sections(
         if bench is not None and layout.parse_stream_name(stream).bench != bench:
             continue
         out = layout.profile_dir(stream)
-        if not (out / "index.json").is_file():
+        if not (out / INDEX_FILE).exists():
             continue
         meta = load_meta(out)
         text = render_reports(load_reports(out), verbose, config=meta.get("profile"))

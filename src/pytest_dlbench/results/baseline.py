@@ -17,6 +17,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
@@ -78,15 +79,23 @@ def load_summary(path: str | PathLike[str]) -> SuiteSummary:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = untrusted.read_bytes(path)  # a regular file of bounded size: never /dev/zero
     except FileNotFoundError:
         raise BaselineMissing(path, "no such baseline file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(path, f"cannot read: {exc}") from exc
+    except untrusted.FileRefused as exc:
+        raise BaselineError(path, f"cannot read: {exc}") from None
+    except OSError as exc:
+        raise BaselineError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(path, f"cannot read: {exc}") from None
+    try:
+        data = untrusted.loads(text)  # its depth bounded before it is parsed
+    except untrusted.FileRefused as exc:
+        raise BaselineError(path, f"not read: {exc}") from None
     except ValueError as exc:
-        raise BaselineError(path, f"not valid JSON: {exc}") from exc
+        raise BaselineError(path, f"not valid JSON: {exc}") from None
     try:
         return SuiteSummary.from_dict(data)
     except SummaryFormatError as exc:

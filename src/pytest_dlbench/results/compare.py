@@ -50,9 +50,11 @@ from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     FAILED,
     INCOMPARABLE,
+    MAX_FIGURE,
     REGRESSED,
     check_levels,
     combined_p,
+    out_of_range,
     p_in_direction,
     score_verdict,
     verdict,
@@ -226,12 +228,39 @@ def _rate(bench: BenchSummary) -> float:
     return _positive(bench.perf)
 
 
+def _units_note(cur: BenchSummary, base: BenchSummary) -> str | None:
+    """Why two sides measured in different units (TFLOP/s against items/s) are no pair."""
+    if cur.units and base.units and cur.units != base.units:
+        return (f"not compared: measured in {cur.units} here and in {base.units} in the "
+                "baseline")
+    return None
+
+
+def _range_note(cur: BenchSummary, base: BenchSummary) -> str | None:
+    """Why figures no test can take (a rate of 1e308: its square overflows) are no pair."""
+    for side, bench in (("this run", cur), ("the baseline", base)):
+        figures = [bench.perf, bench.perf_adj, *bench.noise_samples]
+        wrong = next((x for x in figures if x is not None and out_of_range(x)), None)
+        if wrong is not None:
+            return (f"not compared: {side} has a rate of {wrong:.3g}, beyond what the "
+                    f"statistics can take (at most {MAX_FIGURE:.0e} in magnitude)")
+    return None
+
+
 def _compare_bench(
     name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float
 ) -> BenchComparison:
     cur_rate, base_rate = _rate(cur), _rate(base)
     cur_adj, base_adj = cur.perf_adj, base.perf_adj
     cur_s, base_s = cur.noise_samples, base.noise_samples
+    note = _units_note(cur, base) or _range_note(cur, base)
+    if note is not None:
+        return BenchComparison(
+            name=name, units=cur.units or base.units, weight=cur.weight, current=cur_rate,
+            baseline=base_rate, ratio=None, verdict=INCOMPARABLE, p_value=None,
+            samples=(len(cur_s), len(base_s)), current_adj=cur_adj, baseline_adj=base_adj,
+            note=note,
+        )
     p = welch_p(cur_s, base_s)
     if base_rate <= 0:
         ratio, word, p_dir = None, INCOMPARABLE, None
@@ -253,11 +282,20 @@ def _compare_bench(
         samples=(len(cur_s), len(base_s)),
         current_adj=cur_adj,
         baseline_adj=base_adj,
-        adj_ratio=cur_adj / base_adj if cur_adj > 0 and base_adj > 0 else None,
+        adj_ratio=_ratio(cur_adj, base_adj),
         metric=TOTAL_TIME if TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
         current_time=_time(cur),
         baseline_time=_time(base),
     )
+
+
+def _ratio(current: float, baseline: float) -> float | None:
+    """current / baseline of two positive figures; None when either is not, or the ratio of
+    two figures far apart is not a finite, non-zero float."""
+    if not (current > 0 and baseline > 0):
+        return None
+    ratio = current / baseline
+    return ratio if 0 < ratio < math.inf else None
 
 
 def _time(bench: BenchSummary) -> float | None:
@@ -304,6 +342,8 @@ def compare(
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,
-        warnings=_machine_warnings(cur, base),
+        # A pair refused (units, range) is said where every report shows warnings.
+        warnings=_machine_warnings(cur, base) + tuple(
+            f"{b.name}: {b.note}" for b in benches if b.note),
         score_rate_ratio=rate_ratio,
     )

@@ -245,7 +245,7 @@ def load_run(path: str | PathLike[str]) -> RunResult:
     (its measurements are shown) but is a failed run, whose reason names the first bad line."""
     try:
         read = read_records(path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not a regular file (untrusted.py)
         run = run_from_records([], path=path)
         return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
     run = replace(run_from_records(RunRecords.of(read.records), path=path), notes=read.notes)

@@ -55,6 +55,7 @@ __all__ = [
     "FAILED",
     "IMPROVED",
     "INCOMPARABLE",
+    "MAX_FIGURE",
     "PERMUTATIONS",
     "REGRESSED",
     "UNCHANGED",
@@ -63,6 +64,7 @@ __all__ = [
     "check_levels",
     "combined_p",
     "combined_paired",
+    "out_of_range",
     "p_in_direction",
     "paired_stats",
     "quantile_stats",
@@ -84,6 +86,17 @@ BOOTSTRAPS = 2000
 
 #: One-sided p-values (that the candidate is lower, that it is higher).
 Ps = tuple[float, float]
+
+
+#: The largest magnitude of a figure the tests take: they square rates (a variance), so a
+#: finite rate of 1e308 from a hand-made baseline would overflow; no measurement comes near.
+MAX_FIGURE = 1e100
+
+
+def out_of_range(value: float) -> bool:
+    """Whether a rate (or a sample) is one the statistics cannot take: not finite, or beyond
+    :data:`MAX_FIGURE` in magnitude. Such a side is "incomparable" (results/compare.py)."""
+    return not math.isfinite(value) or abs(value) > MAX_FIGURE
 
 
 # -- the verdict ------------------------------------------------------------------------------
@@ -201,6 +214,8 @@ def welch_p(current: Sequence[float], baseline: Sequence[float]) -> Ps | None:
     """
     if len(current) < 2 or len(baseline) < 2:
         return None
+    if any(out_of_range(x) for x in (*current, *baseline)):
+        return None  # no test of figures whose squares overflow: no evidence either way
     from scipy import stats
 
     mc, vc = _mean_var(current)
@@ -389,7 +404,7 @@ def _combine(
 
 def _log_mean_var(sample: Sequence[float]) -> tuple[float, float, int] | None:
     """(ln mean, variance of ln mean by the delta method, n) of a sample, None if untestable."""
-    if len(sample) < 2:
+    if len(sample) < 2 or any(out_of_range(x) for x in sample):
         return None
     mean, var = _mean_var(sample)
     if mean <= 0:

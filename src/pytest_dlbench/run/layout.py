@@ -39,6 +39,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.suite import BenchSpec
 from pytest_dlbench.suite.spec import name_problem
@@ -303,11 +304,11 @@ def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     """``<run_dir>/against.json``, or None: not a paired run."""
     path = Path(run_dir) / AGAINST
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = untrusted.read_json(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable: {exc}") from exc
+        raise DlbenchError(f"{path}: unreadable: {_reason(exc)}") from None
     return data if isinstance(data, dict) else None
 
 
@@ -432,12 +433,12 @@ def _manifest_entry(spec: BenchSpec) -> dict[str, Any]:
 def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     """``<run_dir>/manifest.json`` written when the run started, or None without one."""
     path = Path(run_dir) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of bounded size and depth: a FIFO named manifest.json never hangs
+        data = untrusted.read_json(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable manifest: {' '.join(str(exc).split())}") from None
+        raise DlbenchError(f"{path}: unreadable manifest: {_reason(exc)}") from None
     problem = _manifest_problem(data)
     if problem is not None:
         raise DlbenchError(f"{path}: invalid manifest: {problem}")
@@ -477,7 +478,14 @@ def write_spec(run_dir: str | PathLike[str], spec: BenchSpec) -> Path:
 
 def read_spec(path: str | PathLike[str]) -> BenchSpec:
     try:
-        data = json.loads(Path(path).read_text())
+        data = untrusted.read_json(path)
         return BenchSpec.from_json(data)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise DlbenchError(f"{path}: unreadable benchmark spec: {exc}") from exc
+        raise DlbenchError(f"{path}: unreadable benchmark spec: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """An error reading a file, in one line (an OSError's own words, without the file name the
+    caller gives anyway)."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return " ".join(text.split())
