@@ -175,6 +175,21 @@ SUITE_CASES += [
     for plan, key, shown in (("method: njobs, n: 0", "n", "0"),
                              ("method: njobs, n: -3", "n", "-3"),
                              ("method: njobs, slots: 0", "slots", "0"))
+] + [
+    (
+        "an `env` key `X;touch${IFS}pwned;Y` (a remote shell would run it)",
+        f"t: {{definition: {TOY}, env: {{'X;touch${{IFS}}pwned;Y': 1}}}}",
+        (),
+        "FILE: t: 'env' key 'X;touch${IFS}pwned;Y' is not a variable name (letters, digits "
+        "and '_', not starting with a digit)",
+    ),
+    (
+        "`--bench-override 't.env.1X=2'`",
+        f"t: {{definition: {TOY}}}",
+        ("t.env.1X=2",),
+        "FILE: t: 'env' key '1X' is not a variable name (letters, digits and '_', not "
+        "starting with a digit)",
+    ),
 ]
 
 

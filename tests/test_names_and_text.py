@@ -33,3 +33,40 @@ def test_a_run_name_that_starts_with_a_dash_reaches_the_child(tmp_path: Path) ->
     assert run_dir.name.startswith("-x.")
     records = [json.loads(line) for line in (run_dir / "a.D0.data").read_text().splitlines()]
     assert records[-1]["event"] == "end" and records[-1]["status"] == "ok"
+
+
+# -- item 13: what reaches a remote shell ---------------------------------------------------
+
+
+def test_the_ssh_command_quotes_everything_it_sends_to_the_remote_shell(tmp_path: Path) -> None:
+    from pytest_dlbench.run.launch.torchrun import ssh_command
+    from pytest_dlbench.suite.system import Node
+
+    folder = tmp_path / "a dir; touch pwned"
+    folder.mkdir()
+    value = "it's $(touch pwned) `touch pwned` ;touch pwned"
+    argv = [sys.executable, "-c", "import os, sys; print(os.environ['NOTE'], sys.argv[1])",
+            "$(touch pwned)"]
+    remote = ssh_command(Node("n", "10.0.0.2"), argv, cwd=folder, env={"NOTE": value})[-1]
+    # The remote side runs it with a shell: here, sh in the test's folder.
+    out = subprocess.run(["sh", "-c", remote], cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout
+    assert out == f"{value} $(touch pwned)\n"
+    assert not list(tmp_path.rglob("pwned"))
+
+
+@pytest.mark.parametrize("env", [{"X;touch${IFS}pwned;Y": "1"}, {"1X": "1"}, {"": "1"}])
+def test_the_ssh_command_refuses_a_name_that_is_no_variable(env: dict[str, str]) -> None:
+    from pytest_dlbench.run.launch.torchrun import ssh_command
+    from pytest_dlbench.suite.system import Node
+
+    with pytest.raises(ValueError, match="is not a variable name"):
+        ssh_command(Node("n", "10.0.0.2"), ["true"], env=env)
+
+
+def test_the_ssh_command_refuses_a_target_ssh_would_read_as_an_option() -> None:
+    from pytest_dlbench.run.launch.torchrun import ssh_command
+    from pytest_dlbench.suite.system import Node
+
+    with pytest.raises(ValueError, match="would be read by ssh as an option"):
+        ssh_command(Node("n", "-oProxyCommand=touch pwned"), ["true"])

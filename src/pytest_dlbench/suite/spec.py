@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -247,6 +248,20 @@ def _check_name(name: str, config: dict[str, Any], origin: str) -> None:
         )
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_env(env: dict[Any, Any], *, origin: str, name: str) -> None:
+    """Variable names a shell takes as they are (a node launcher's ssh command puts them in a
+    remote shell's command line) and values a process environment can hold."""
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            raise SuiteError(f"'env' key {key!r} is not a variable name (letters, digits and "
+                             "'_', not starting with a digit)", file=origin, bench=name)
+        if value is not None and "\0" in str(value):
+            raise SuiteError(f"'env.{key}' contains a NUL character", file=origin, bench=name)
+
+
 def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
     """``module:function`` stays; a path is made absolute against the file it was written in."""
     if value is None:
@@ -394,6 +409,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     env = config.get("env") or {}
     if not isinstance(env, dict):
         raise SuiteError("'env' must be a mapping", file=origin, bench=name)
+    _check_env(env, origin=origin, name=name)
     voir = config.get("voir") or {}
     options = voir.get("options") if isinstance(voir, dict) else None
     options = options or {}

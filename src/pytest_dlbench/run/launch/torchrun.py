@@ -17,6 +17,7 @@ Inside a rank, :mod:`.rank` reads torchrun's environment and picks the device.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import socket
 import sys
@@ -47,6 +48,8 @@ __all__ = [
 
 #: The c10d rendezvous port when the main node has no ``port`` (torchrun's own default).
 DEFAULT_RDZV_PORT = 29400
+#: A variable name, which a remote shell takes as it is (ssh_command).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: ``main`` on the node whose local rank 0 writes the stream, ``worker`` on the others.
 ROLE_ENV = Env.NODE_ROLE
 #: Seconds torchrun waits for its workers after SIGTERM before SIGKILL (its default is 30). Less
@@ -230,11 +233,18 @@ def ssh_command(
     prompting for a password nobody will type.
     """
     target = f"{node.user}@{node.ip}" if node.user else node.ip
+    if target.startswith("-"):
+        raise ValueError(f"node {node.name!r}: {target!r} would be read by ssh as an option")
     cmd = ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
     if sshkey:
         cmd += ["-i", os.path.expanduser(sshkey)]
     remote = shlex.join(argv)
     if env:
+        # Everything in the remote shell's command line is a variable name (checked here too:
+        # the suite's are checked when it is resolved) or quoted.
+        bad = [k for k in env if not _ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"environment variable name {bad[0]!r} is not a variable name")
         remote = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + remote
     if cwd is not None:
         remote = f"cd {shlex.quote(str(cwd))} && {remote}"
