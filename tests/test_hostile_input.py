@@ -269,6 +269,18 @@ OPTION_CASES: list[tuple[str, tuple[str, ...], str]] = [
         ("--bench-save=FILE", "--bench-html=FILE"),
         "--bench-save and --bench-html are the same file FILE: each output needs its own",
     ),
+    # issue 25 item 4: a mistyped name or path says so before the run.
+    (
+        "`--bench-compare=DIR/nope.json`, a file that does not exist",
+        ("--bench-compare=DIR/nope.json",),
+        "--bench-compare: baseline not found: DIR/nope.json",
+    ),
+    (
+        "`--bench-select=aa`, a name no benchmark, group or tag has",
+        ("--bench-select=aa",),
+        "--bench-select: no benchmark, group or tag is named 'aa' (did you mean a?); "
+        "`dlbench resolve s` lists them",
+    ),
 ]
 
 

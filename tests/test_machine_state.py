@@ -295,17 +295,45 @@ def not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "readiness_problems", lambda state: ["turbo on", "ASLR on"])
 
 
+QUICK = "quick:\n  definition: defs.py:quick\n  voir: {options: {skip: 1, stop: 4}}\n"
+QUICK_DEFS = "def quick(bench):\n    for _ in bench.iterate(range(8), batch_size=1):\n        pass\n"
+
+
 def test_a_machine_that_is_not_ready_warns_once(pytester: pytest.Pytester, not_ready: None):
-    pytester.makefile(".yaml", suite=SUITE)
-    result = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only",
-                                          "--bench-base=out")
+    pytester.makefile(".yaml", suite=QUICK)
+    pytester.makepyfile(defs=QUICK_DEFS)
+    args = ("--bench-suite=suite.yaml", "--bench-isolation=inline", "--bench-base=out")
+    result = pytester.runpytest_inprocess(*args)
     line = ("dlbench: warning: machine not ready: turbo on, ASLR on (numbers may be noisy; "
             "see dlbench machine)")
     assert result.stdout.lines.count(line) == 1
     assert result.ret == 0
-    quiet = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only", "-q",
-                                         "--bench-base=out")
+    quiet = pytester.runpytest_inprocess(*args, "-q")
     assert quiet.stdout.lines.count(line) == 1  # no header: the line stands alone
+
+
+def test_collect_only_does_not_judge_the_machine(pytester: pytest.Pytester,
+                                                 not_ready: None) -> None:
+    # issue 25 item 4: nothing is measured, so whether the machine is ready does not matter.
+    pytester.makefile(".yaml", suite=SUITE)
+    for extra in ((), ("-q",), ("--bench-require-ready",)):
+        result = pytester.runpytest_inprocess("--bench-suite=suite.yaml", "--collect-only",
+                                              "--bench-base=out", *extra)
+        assert result.ret == 0
+        assert "machine not ready" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(("load", "cores", "busy"), [
+    ([1.2, 1.0, 0.9], 2, False),  # issue 25 item 4: one core of your own last run
+    ([1.9, 1.0, 0.9], 8, False),
+    ([2.1, 1.0, 0.9], 2, True),
+    ([6.5, 1.0, 0.9], 64, False),  # 1 + 6.4
+    ([7.5, 1.0, 0.9], 64, True),
+])
+def test_the_load_threshold(load: list[float], cores: int, busy: bool) -> None:
+    problems = readiness_problems({"load": load, "cores": cores})
+    assert problems == ([f"load {load[0]:.1f} on {cores} cores"] if busy else [])
+    assert machine.load_threshold(cores) == 1 + max(1, cores / 10)
 
 
 def test_require_ready_is_a_usage_error(pytester: pytest.Pytester, not_ready: None) -> None:

@@ -52,8 +52,9 @@ def test_summary_table_and_score_after_the_run(suite):
     assert result.ret == 0
     # Peak RSS of this in-process run: MiB or GiB, as big as the test process has grown.
     result.stdout.fnmatch_lines(
-        ["*= dlbench =*", "bench *fail*n*perf*total*std%*perf_adj*weight*units*",
-         "fast *0 *1 *items/s *iB", "other *0 *1 *items/s *iB", "", "score: *",
+        ["*= dlbench =*", "bench *perf*units*std%*perf_adj*weight",
+         "fast *items/s *", "other *items/s *", "",
+         "bench *peak rss", "fast *iB", "other *iB", "", "score: *",
          "failure rate: 0.0% (0 of 2 runs)*", "results: *out/runs/s.*"]
     )
 
@@ -101,10 +102,15 @@ def test_failed_benchmark_wins_over_regression(suite):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_missing_baseline_warns_and_passes(suite):
+def test_missing_baseline_is_one_line_and_status_4_before_the_run(suite):
+    # issue 25 item 4: it was exit 0 with a PytestWarning pointing at the plugin's source, twice.
     result = run(suite, "--bench-compare=nope.json")
-    assert result.ret == 0
-    result.stdout.fnmatch_lines(["*baseline not found: nope.json*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = "\n".join([*result.outlines, *result.errlines])
+    assert output.count("baseline not found: nope.json") == 1
+    result.stderr.fnmatch_lines(["ERROR: --bench-compare: baseline not found: nope.json"])
+    assert "PytestWarning" not in output and "warnings summary" not in output
+    assert not (suite.path / "out").exists()  # nothing ran
 
 
 @pytest.mark.slow

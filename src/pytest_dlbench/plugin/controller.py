@@ -58,11 +58,13 @@ class ControllerSession(BenchSession):
         #: Puts the SIGTERM handler back once the base worktree is removed (--bench-against).
         self._restore_sigterm: Callable[[], None] | None = None
         self._manifest_written = False
+        self._readiness_said = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> ControllerSession:
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
+        session._check_selection()
         session._check_machine()
         from pytest_dlbench.plugin.reporter import BenchReporter
 
@@ -99,6 +101,17 @@ class ControllerSession(BenchSession):
             config.pluginmanager.register(tracking, TrackingPlugin.PLUGIN_NAME)
         return session
 
+    def _check_selection(self) -> None:
+        """A ``--bench-select`` word that names no benchmark, group or tag (a typo: ``resnt``)
+        is a usage error naming the close names, before anything runs."""
+        from pytest_dlbench.suite.selection import unknown_selection
+
+        specs = [spec for suite in self.suites for spec in suite.specs]
+        line = unknown_selection(specs, self.options.select)
+        if line is not None:
+            names = " ".join(suite.name for suite in self.suites)
+            raise pytest.UsageError(f"{line}; `dlbench resolve {names}` lists them")
+
     # -- machine readiness: one warning line at the start, or a usage error -------------------
 
     def _check_machine(self) -> None:
@@ -106,14 +119,21 @@ class ControllerSession(BenchSession):
         from pytest_dlbench.measure.machine import machine_state
         from pytest_dlbench.results import machine
 
+        if self.config.option.collectonly:
+            return  # nothing is measured: whether the machine is ready does not matter
         self.not_ready = machine.readiness_problems(machine_state())
         if self.not_ready and self.config.getoption("bench_require_ready"):
             raise DlbenchError(machine.readiness_error(self.not_ready))
 
     def readiness_line(self) -> str | None:
+        """The warning, the first time it is asked for (the header, or the session's start
+        with -q): one line per session."""
         from pytest_dlbench.results.machine import readiness_warning
 
-        return readiness_warning(self.not_ready) if self.not_ready else None
+        if not self.not_ready or self._readiness_said:
+            return None
+        self._readiness_said = True
+        return readiness_warning(self.not_ready)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = super().pytest_report_header(config)
@@ -122,13 +142,14 @@ class ControllerSession(BenchSession):
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # -q and --no-header hide the header: the warning is written on its own instead.
-        line = self.readiness_line()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if line is None or reporter is None:
+        if reporter is None:
             return
         if getattr(reporter, "showheader", True) and not getattr(reporter, "no_header", False):
             return
-        reporter.write_line(line, yellow=True)
+        line = self.readiness_line()
+        if line is not None:
+            reporter.write_line(line, yellow=True)
 
     def plan_slots(self) -> list[Slot]:
         found = discover_gpus()

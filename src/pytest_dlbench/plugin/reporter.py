@@ -46,13 +46,9 @@ class BenchReporter:
         if loaded.status == gate.USAGE_ERROR:
             raise pytest.UsageError(loaded.message)
         if loaded.status == gate.BASELINE_MISSING:
-            if required:
-                self.missing_required = loaded.message
-            else:
-                self.notes.append(f"warning: {loaded.message}; nothing to compare with")
-                self.config.issue_config_time_warning(
-                    pytest.PytestWarning(f"dlbench: {loaded.message}"), stacklevel=2
-                )
+            if not required:  # a mistyped path: one line, exit status 4, before the run
+                raise pytest.UsageError(f"--bench-compare: {loaded.message}")
+            self.missing_required = loaded.message
         return loaded
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

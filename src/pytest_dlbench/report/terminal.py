@@ -127,9 +127,11 @@ def score_line(
     summary: SuiteSummary, comparison: Comparison | None = None, price: float | None = None
 ) -> str:
     if summary.score is None:
-        line = "score: - (no weighted benchmark succeeded)"
+        from pytest_dlbench.results.evaluation import no_score_reason
+
+        line = f"score: - ({no_score_reason(summary)})"
     else:
-        line = f"score: {fixed(summary.score, 2)}"
+        line = f"score: {number(summary.score)}"  # the table's significant figures
     if comparison is not None:
         line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.summary import SuiteSummary
 
-__all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate"]
+__all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "no_score_reason"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,12 @@ def _baseline_status(options: EvaluateOptions) -> int:
     if loaded.status == gate.BASELINE_MISSING and not options.require_baseline:
         return gate.OK
     return loaded.status
+
+
+def no_score_reason(summary: SuiteSummary) -> str:
+    """Why a run has no score, in the words of its score line: no benchmark of weight > 0 was
+    selected (``-k toy``, a weight-0 benchmark), or none of those selected succeeded."""
+    weighted = [b for b in summary.benchmarks if b.weight > 0]
+    if not weighted and not summary.incomplete:
+        return "no weighted benchmark was selected"
+    return "no weighted benchmark succeeded"

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "machine_differences",
+    "load_threshold",
     "readiness_error",
     "readiness_problems",
     "readiness_warning",
@@ -23,9 +24,18 @@ __all__ = [
     "state_differences",
 ]
 
-#: A 1-minute load average above ``max(LOAD_FLOOR, LOAD_PER_CORE x cores)`` is a busy machine.
+#: A 1-minute load average above ``LOAD_OWN + max(LOAD_FLOOR, LOAD_PER_CORE x cores)`` is a busy
+#: machine (docs/machine.md). ``LOAD_OWN``: the one core your own previous run kept busy, which
+#: the 1-minute average still counts for a minute after it ended (back-to-back runs, a run
+#: right after ``pip install``, would otherwise warn about themselves).
+LOAD_OWN = 1.0
 LOAD_FLOOR = 1.0
 LOAD_PER_CORE = 0.1
+
+
+def load_threshold(cores: int) -> float:
+    """The 1-minute load above which a machine of ``cores`` cores is busy."""
+    return LOAD_OWN + max(LOAD_FLOOR, LOAD_PER_CORE * cores)
 
 
 def readiness_problems(state: Mapping[str, Any]) -> list[str]:
@@ -34,7 +44,7 @@ def readiness_problems(state: Mapping[str, Any]) -> list[str]:
 
     Off: a CPU governor other than ``performance``, turbo on, ASLR not fully on (as pyperf: each
     benchmark runs in its own process, and repeats in new processes average over memory
-    layouts instead of measuring one), a 1-minute load above ``max(1, cores / 10)``, other
+    layouts instead of measuring one), a 1-minute load above :func:`load_threshold`, other
     processes on a GPU, a GPU slowed down (thermal, power brake: ``slowdown``), persistence
     mode off. Whether clocks are locked is shown and compared, not judged: NVML cannot see an
     ``nvidia-smi -lgc`` lock on an idle GPU, and a locked GPU is the one to benchmark on. The
@@ -50,7 +60,7 @@ def readiness_problems(state: Mapping[str, Any]) -> list[str]:
     if isinstance(level, int) and level != 2:
         out.append(f"ASLR {_ASLR.get(level, level)}")
     load, cores = state.get("load"), state.get("cores") or 1
-    if load and load[0] > max(LOAD_FLOOR, LOAD_PER_CORE * cores):
+    if load and load[0] > load_threshold(cores):
         out.append(f"load {load[0]:.1f} on {cores} cores")
     for gpu in state.get("gpus") or []:
         name = f"GPU {gpu.get('index')}"

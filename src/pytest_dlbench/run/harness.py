@@ -159,7 +159,9 @@ def _is_oom(exc: BaseException) -> bool:
     )
 
 
-def classify_exception(exc: BaseException) -> Outcome:
+def classify_exception(exc: BaseException, stderr: list[str] | None = None) -> Outcome:
+    """How a run that raised ``exc`` ended; ``stderr``: the last lines it wrote there (the
+    cause of a ``SystemExit``, run/exit_reason.py)."""
     from pytest_dlbench.measure.bench import NonFiniteLoss
     from pytest_dlbench.measure.monitor.usage import ValidationError
 
@@ -168,9 +170,10 @@ def classify_exception(exc: BaseException) -> Outcome:
     if isinstance(exc, NonFiniteLoss):
         return Outcome(Status.NAN, one_line(exc))
     if isinstance(exc, SystemExit):
-        # argparse exits with status 2 on a bad argument; its message is in the output.
-        return Outcome(Status.FAIL, f"the benchmark exited with status {exc.code} "
-                               "(an argument error? see its output)")
+        # argparse exits with status 2 on a bad argument; its message is the last error line.
+        from pytest_dlbench.run.exit_reason import exit_reason
+
+        return Outcome(Status.FAIL, exit_reason(exc, stderr))
     if _is_oom(exc):
         return Outcome(Status.OOM, f"out of memory: {one_line(exc)}")
     return Outcome(Status.FAIL, one_line(exc))
@@ -204,8 +207,12 @@ def execute(
     ``before_end`` runs after a failure, before ``end`` is written: what it writes (the last
     measurements) comes before ``end``, which is always the last record.
     KeyboardInterrupt is recorded, then re-raised."""
+    from pytest_dlbench.run.exit_reason import stderr_tail
+
+    tail = None
     try:
-        call()
+        with stderr_tail() as tail:
+            call()
     except KeyboardInterrupt:
         _write_end(stream, Outcome(Status.FAIL, "interrupted"))
         raise
@@ -213,7 +220,7 @@ def execute(
         if isinstance(exc, skip_types):
             outcome = Outcome(Status.SKIPPED, str(getattr(exc, "msg", "") or exc))
         else:
-            outcome = classify_exception(exc)
+            outcome = classify_exception(exc, tail.last_lines() if tail else None)
         if before_end is not None:
             with contextlib.suppress(Exception):
                 before_end()
