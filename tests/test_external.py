@@ -22,7 +22,7 @@ from pytest_dlbench.run.external import ExternalCommandError, command_argv, run_
 from pytest_dlbench.run.harness import classify_exception
 from pytest_dlbench.run.protocol import Status
 from pytest_dlbench.suite import resolve_suite
-from pytest_dlbench.suite.spec import EXTERNAL_RUNNER
+from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER
 
 #: A stand-in for a training script: prints "step i took Xs for N items loss L" lines.
 TRAIN = textwrap.dedent(

@@ -70,3 +70,43 @@ def test_the_ssh_command_refuses_a_target_ssh_would_read_as_an_option() -> None:
 
     with pytest.raises(ValueError, match="would be read by ssh as an option"):
         ssh_command(Node("n", "-oProxyCommand=touch pwned"), ["true"])
+
+
+# -- item 14: one cap for failure reasons ---------------------------------------------------
+
+
+def test_every_reason_has_the_one_cap() -> None:
+    from pytest_dlbench.errors import MAX_REASON, one_line
+    from pytest_dlbench.run.exit_reason import exit_reason
+    from pytest_dlbench.run.external import reason_line
+    from pytest_dlbench.run.protocol import Outcome, Status
+
+    python = one_line(RuntimeError("x" * 20_000_000))
+    assert python == "RuntimeError: " + "x" * (MAX_REASON - 17) + "..."
+    external = reason_line(["step 1", "RuntimeError: " + "y" * 1000, ""])
+    assert external == "RuntimeError: " + "y" * (MAX_REASON - 17) + "..."
+    exited = exit_reason(SystemExit(2), ["prog: error: " + "z" * 1000])
+    assert exited.endswith("z" * 10 + "...") and len(exited) <= MAX_REASON + 60
+    # However a reason was put together, a run's outcome holds at most MAX_REASON characters.
+    assert Outcome(Status.FAIL, "w" * 10**6).reason == "w" * (MAX_REASON - 3) + "..."
+    assert Outcome(Status.FAIL, "short").reason == "short"
+
+
+@pytest.mark.slow
+def test_a_huge_exception_message_is_in_the_log_not_in_the_results(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text(
+        "def main(bench):\n    raise RuntimeError('x' * 20_000_000)\n")
+    (tmp_path / "s.yaml").write_text("big: {definition: big.py:main}\n")
+    result = _pytest(tmp_path, "--bench-suite=s.yaml", "--bench-base=out",
+                     "--bench-save=out/s.json", "--bench-html=out/r.html")
+    assert result.returncode == 1
+    assert len(result.stdout) + len(result.stderr) < 20_000, result.stdout[-3000:]
+    (run_dir,) = (tmp_path / "out" / "runs").iterdir()
+    records = [json.loads(line) for line in (run_dir / "big.D0.data").read_text().splitlines()]
+    end = records[-1]
+    assert end["event"] == "end" and end["status"] == "fail"
+    assert end["reason"].startswith("RuntimeError: xxx") and len(end["reason"]) == 300
+    assert "x" * 20_000_000 in (run_dir / "big.D0.log").read_text()
+    for output in ("s.json", "r.html"):
+        assert (tmp_path / "out" / output).stat().st_size < 100_000
+    assert "fail: RuntimeError: xxx" in result.stdout

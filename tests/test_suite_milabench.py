@@ -365,11 +365,13 @@ def test_an_entry_without_definition_is_deselected(pytester: pytest.Pytester) ->
 
 def test_a_milabench_folder_definition_says_how_to_port(standard) -> None:
     message = porting_error(standard["resnet50"])
+    folder = (MILABENCH.parent / "benchmarks" / "torchvision").resolve()
     assert message == (
-        "resnet50: definition '../benchmarks/torchvision' is a milabench benchmark folder; "
-        "pytest-dlbench runs a Python function: set 'definition' to module:function or "
-        "file.py:function (a function taking the bench fixture and reading the same argv from "
-        "bench.args), see 'Porting a milabench suite' in docs/suites.md"
+        f"resnet50: definition '../benchmarks/torchvision' names a milabench benchmark folder, "
+        f"but {folder} is not there (is the suite in a milabench checkout?): a folder with "
+        "main.py and voirfile.py runs through voir; else set 'definition' to a Python function "
+        "(module:function, file.py:function) or an external command ({command: [...], parser: "
+        "...}), see 'Porting a milabench suite' in docs/suites.md"
     )
     ported = resolve_suite(Path(__file__).parent.parent / "docs" / "examples"
                            / "suite-milabench-port.yaml")
@@ -408,8 +410,8 @@ def test_plugin_fails_a_milabench_folder_without_a_child(
     result = pytester.runpytest(f"--bench-suite={one_slot}", "--bench-select=resnet50,fp16")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*resnet50: definition '../benchmarks/torchvision' is a milabench benchmark folder; "
-        "pytest-dlbench runs a Python function*Porting a milabench suite*",
+        "*resnet50: definition '../benchmarks/torchvision' names a milabench benchmark folder, "
+        "but *is not there*runs through voir*Porting a milabench suite*",
     ])
 
 
@@ -451,4 +453,5 @@ def test_what_is_a_milabench_folder(tmp_path: Path, definition: str, folder: boo
     error = porting_error(resolve_suite(path)["a"])
     assert (error is not None) is folder
     if folder:
-        assert error.startswith(f"a: definition '{definition}' is a milabench benchmark folder")
+        assert error.startswith(f"a: definition '{definition}' names a milabench benchmark "
+                                "folder, but ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DeviceError", "DlbenchError", "SuiteError", "one_line"]
+__all__ = ["MAX_REASON", "DeviceError", "DlbenchError", "SuiteError", "one_line", "shorten"]
 
 
 class DlbenchError(Exception):
@@ -50,9 +50,21 @@ class SuiteError(DlbenchError):
         return ": ".join([*parts, self.message])
 
 
+#: The longest failure reason a run records, whatever gave it (a Python exception's message, an
+#: external command's error line, a ``sys.exit`` cause): the whole text is in the run's log.
+MAX_REASON = 300
+
+
+def shorten(text: str, limit: int = MAX_REASON) -> str:
+    """``text`` in at most ``limit`` characters, cut with ``...``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def one_line(exc: BaseException) -> str:
-    """``Type: first non-empty line of the message`` (just ``Type`` when it has none): how an
-    exception is reported as a run's reason, a logger's warning or a skipped report, so a
-    multi-line message (a traceback text, a compiler log) never breaks a table row."""
+    """``Type: first non-empty line of the message`` (just ``Type`` when it has none), at most
+    :data:`MAX_REASON` characters: how an exception is reported as a run's reason, a logger's
+    warning or a skipped report, so a multi-line message (a traceback text, a compiler log) never
+    breaks a table row, and a 20 MB one does not fill the terminal, the report and the
+    baseline."""
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return shorten(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.errors import DlbenchError, shorten
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.run.layout import item_name
@@ -203,12 +204,16 @@ def _scored_rate(records: Any) -> float | None:
     return run_from_records(records).rate
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 15, *, width: int = 1000, size: int = 64 << 10) -> str:
+    """The last ``lines`` lines of a child's log, each cut to ``width`` characters (a 20 MB
+    exception message is in the log, not on the terminal), from its last ``size`` bytes."""
     try:
-        text = path.read_text(errors="replace")
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    return "\n".join(shorten(line, width) for line in text.rstrip().splitlines()[-lines:])
 
 
 class BenchFunction(_BenchNode, pytest.Function):

@@ -17,7 +17,11 @@ stopping its ranks) kills the command too. It reads the command's output line by
 it to its own output (the run's ``.log``), and turns each line the parser reads into one
 observation (:meth:`Bench.log_step`: items and seconds, the loss, the progress).
 
-- ``python`` as the first word, or ``{python}`` anywhere, is this interpreter.
+- ``python`` as the first word, or ``{python}`` anywhere, is this interpreter; ``voir`` as the
+  first word is this environment's voir.
+- ``parser: voir`` reads voir's data channel instead of the output: a pipe named by ``DATA_FD``
+  (run/voir_data.py); a milabench folder (``definition: ../benchmarks/torchvision``) is run
+  that way by run/voir.py.
 - ``{workdir}`` is the run's own working folder (``<run>/<bench>.D0.work``), also the command's
   working directory unless ``cwd`` says otherwise: ``--logs logs`` lands there.
 - Launch-time placeholders (``{data}``, ``{cpu_per_gpu}``, ...) are filled as in every argv.
@@ -28,6 +32,8 @@ observation (:meth:`Bench.log_step`: items and seconds, the loss, the progress).
   rank would leave the others hanging in a collective) and its later lines are not recorded.
 - It fails with a one-line reason when the command exits non-zero (or is killed), or when the
   reporting rank's command printed no line the parser reads; the output stays in the run's log.
+- A throughput command that ends before ``skip + stop`` observations leaves a warning, and
+  fails below ``min(stop, MIN_STEADY)`` steady ones (:func:`check_observations`).
 
 Under torchrun every rank runs its own copy of the command, which reads torchrun's variables
 (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) as if torchrun had started it: the benchmark's
@@ -41,26 +47,39 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.errors import DlbenchError, shorten
 from pytest_dlbench.measure.logparse import StepReader
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.suite.logparsers import LogParser, make_parser
+from pytest_dlbench.run.voir_data import STOP, DataChannel
+from pytest_dlbench.suite.logparsers import VOIR, LogParser, make_parser
 
-__all__ = ["CommandResult", "ExternalCommandError", "command_argv", "main", "run_command"]
+__all__ = [
+    "BENCHMATE_ENV", "MIN_STEADY", "CommandResult", "ExternalCommandError", "check_observations",
+    "command_argv", "environment_voir", "main", "reason_line", "run_command",
+]
 
 #: Seconds a command gets to exit after SIGTERM before SIGKILL.
 STOP_GRACE_S = 10.0
 #: Lines of output kept to explain a failure.
 TAIL_LINES = 30
+#: The fewest steady observations a command's run may end with when it ends before its
+#: ``skip + stop`` (or ``stop``, when smaller): ``std%`` needs one per block of the window.
+MIN_STEADY = 5
+#: The ``source`` of the warning record of a run that ended with too few observations.
+OBSERVATIONS = "observations"
+#: What benchmate is told on voir's data channel: push every step as it happens (not in one
+#: burst at an epoch's end), with its own seconds (``elapsed``).
+BENCHMATE_ENV = {"BENCHMATE_EAGER_SYNC": "1", "BENCHMATE_LOG_MODE": "all"}
 
 
 class ExternalCommandError(DlbenchError, RuntimeError):
@@ -83,13 +102,25 @@ class CommandResult:
 def command_argv(args: Sequence[str], *, workdir: Path | str,
                  python: str = sys.executable) -> list[str]:
     """The command line to start: ``{python}`` and ``{workdir}`` filled, a leading ``python``
-    (or ``python3``) replaced by this interpreter (the benchmark's environment)."""
+    (or ``python3``) replaced by this interpreter and a leading ``voir`` by this environment's
+    (:func:`environment_voir`): the benchmark's environment."""
     from pytest_dlbench.suite.argv import fill_all
 
     argv = fill_all(list(args), {"python": python, "workdir": str(workdir)})
     if argv and argv[0] in ("python", "python3"):
         argv[0] = python
+    elif argv and argv[0] == "voir":
+        argv[:1] = environment_voir(python)
     return argv
+
+
+def environment_voir(python: str = sys.executable) -> list[str]:
+    """The benchmark environment's ``voir``: the script beside ``python`` (a virtual
+    environment's ``bin/``), else ``python -m voir``."""
+    script = Path(python).parent / "voir"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [python, "-m", "voir"]
 
 
 def _stop(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
@@ -105,19 +136,19 @@ def _stop(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
         proc.wait()
 
 
-def _reason_line(tail: Sequence[str]) -> str:
+def reason_line(tail: Sequence[str]) -> str:
     """The line that best says why the command failed: the last error-looking line of its
-    output, else its last line (shortened)."""
+    output, else its last line (shortened to errors.MAX_REASON, like every reason)."""
     lines = [t.strip() for t in tail if t.strip()]
     errors = [t for t in lines if "Error" in t or "error:" in t or "Exception" in t
               or "out of memory" in t.lower()]
     line = (errors or lines or [""])[-1]
-    return line if len(line) <= 200 else line[:197] + "..."
+    return shorten(line)
 
 
-def _failure(result: CommandResult) -> ExternalCommandError:
+def _failure(result: CommandResult, reason: str | None = None) -> ExternalCommandError:
     code = result.returncode
-    last = _reason_line(result.tail)
+    last = reason or reason_line(result.tail)
     said = f": {last}" if last else ""
     if code is not None and code < 0:
         try:
@@ -134,11 +165,36 @@ def _failure(result: CommandResult) -> ExternalCommandError:
     return ExternalCommandError(f"the command exited with status {code}{said}")
 
 
+def _read_lines(streams: Mapping[int, str]) -> Iterator[tuple[str, bytes]]:
+    """(name, line) from several pipes as their lines come, until all of them are closed: the
+    output and voir's data channel are read apart, neither waiting for the other."""
+    selector = selectors.DefaultSelector()
+    buffers: dict[int, bytes] = {}
+    for fd, name in streams.items():
+        selector.register(fd, selectors.EVENT_READ, name)
+        buffers[fd] = b""
+    try:
+        while selector.get_map():
+            for key, _ in selector.select():
+                fd = key.fd
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    selector.unregister(fd)
+                    if buffers[fd]:
+                        yield key.data, buffers[fd]
+                    continue
+                *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
+                for line in lines:
+                    yield key.data, line + b"\n"
+    finally:
+        selector.close()
+
+
 def run_command(
     bench: Any,
     args: Sequence[str],
     *,
-    parser: LogParser | str | Mapping[str, Any],
+    parser: LogParser | str | Mapping[str, Any] | None,
     workdir: Path | str,
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
@@ -146,11 +202,18 @@ def run_command(
     stop_when_done: bool = True,
     time_to_train: bool = False,
     out: IO[str] | None = None,
+    channel: DataChannel | None = None,
 ) -> CommandResult:
     """Run ``args`` (see :func:`command_argv`), recording each step ``parser`` reads in
     ``bench``. Raises :class:`ExternalCommandError` when it fails (module docstring);
-    ``reporting=False`` (a rank that does not write the stream) only requires a clean exit."""
-    parser = make_parser(parser)
+    ``reporting=False`` (a rank that does not write the stream) only requires a clean exit.
+
+    With a ``channel`` (voir's, run/voir_data.py) the command gets a data pipe: its write end
+    is inherited by the command, named by ``DATA_FD``; its lines, not the output's, are the
+    steps, and voir's ``stop`` ends the command as the run's own ``skip + stop`` does."""
+    if channel is None and (parser is None or parser == VOIR):
+        raise ValueError("voir's lines are read from its data channel: pass a channel")
+    log_parser = make_parser(parser) if channel is None else None
     out = sys.stdout if out is None else out
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -159,27 +222,66 @@ def run_command(
     result = CommandResult(argv=argv)
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     bench.stream.write(Event.COMMAND, status="start", argv=argv, cwd=str(run_cwd),
-                       parser=parser.to_dict(), time=time.time())
+                       parser=log_parser.to_dict() if log_parser else {"name": VOIR},
+                       time=time.time())
     full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    data_read = data_write = -1
+    if channel is not None:
+        # A real pipe, inherited by the command alone (pass_fds); subprocess closes every
+        # other descriptor above 2, so without it voir's data would go to /dev/null.
+        data_read, data_write = os.pipe()
+        full_env["DATA_FD"] = str(data_write)
     try:
         proc = subprocess.Popen(
             argv, cwd=run_cwd, env=full_env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(data_write,) if channel is not None else (),
             # Deliberately no new session: the child's process group is the command's, so the
             # supervisor's timeout kill (and torchrun's) reaches it.
         )
     except OSError as exc:
+        if channel is not None:
+            os.close(data_read)
         raise ExternalCommandError(f"cannot start {argv[0]!r}: {exc}") from exc
-    reader = StepReader(parser)
+    finally:
+        if channel is not None:
+            os.close(data_write)  # the command's copy is the only writer: EOF when it ends
+    reader = StepReader(log_parser) if log_parser else None
     last_percent: float | None = None
     capped = False
+    output_lines = 0  # with a channel: the parser reads none of them
+
+    def stop_now() -> None:
+        if not result.stopped:
+            result.stopped = True
+            _stop(proc)
+
     try:
         assert proc.stdout is not None
-        for raw in proc.stdout:
+        streams = {proc.stdout.fileno(): "out"}
+        if channel is not None:
+            streams[data_read] = "data"
+        for name, raw in _read_lines(streams):
             line = raw.decode("utf-8", errors="replace")
+            if channel is not None:
+                data = [line] if name == "data" else []
+                if name == "out":
+                    output_lines += 1
+                    line, data = channel.unsmuggle(line)
+                    if line.strip() or not data:
+                        out.write(line)
+                        out.flush()
+                        tail.append(line.rstrip("\n"))
+                for text in data:
+                    if channel.feed(text) == STOP and reporting:
+                        stop_now()  # voir's early stop: milabench ends the command here
+                if reporting and bench.done and stop_when_done:
+                    stop_now()
+                continue
             out.write(line)
             out.flush()
             tail.append(line.rstrip("\n"))
+            assert reader is not None
             step = reader.feed(line)
             if step is None or not reporting or result.stopped:
                 continue
@@ -197,29 +299,56 @@ def run_command(
             if step.percent is not None and step.percent != last_percent:
                 last_percent = step.percent
                 bench.log_progress(step.percent)
-            if bench.done and stop_when_done and not result.stopped:
-                result.stopped = True
-                _stop(proc)
+            if bench.done and stop_when_done:
+                stop_now()
         result.returncode = proc.wait()
     except BaseException:
         # Ctrl-C, a NaN loss, a broken stream: the command must not outlive the run.
         _stop(proc, grace=3.0)
         raise
     finally:
-        result.lines = reader.lines
-        result.steps = reader.steps
+        if channel is not None:
+            os.close(data_read)
+            result.recorded = min(channel.rates, bench.observations)
+        result.lines = reader.lines if reader else output_lines
+        result.steps = reader.steps if reader else channel.rates if channel else 0
         result.tail = list(tail)
         bench.stream.write(Event.COMMAND, status="end", returncode=proc.returncode,
-                           lines=reader.lines, steps=reader.steps, recorded=result.recorded,
+                           lines=result.lines, steps=result.steps, recorded=result.recorded,
                            stopped=result.stopped, time=time.time())
     if not result.stopped and result.returncode != 0:
-        raise _failure(result)
+        raise _failure(result, channel.error if channel is not None else None)
     if reporting and result.steps == 0:
+        if log_parser is None:
+            raise ExternalCommandError(
+                f"voir's data channel gave no train rate ({channel.lines} data lines, "
+                f"{result.lines} lines of output): does the voirfile log 'rate'?"
+            )
         raise ExternalCommandError(
-            f"the command printed no line the {parser.name!r} parser reads "
+            f"the command printed no line the {log_parser.name!r} parser reads "
             f"({result.lines} lines of output)"
         )
     return result
+
+
+def check_observations(bench: Any, spec: Any, result: CommandResult) -> None:
+    """A throughput command that ended before its ``skip + stop`` observations (docs/suites.md):
+    a ``warning`` record (the table and the report show it), or a failure when its steady
+    window has fewer than ``min(stop, MIN_STEADY)`` observations. A time-to-train command's
+    ``stop`` only caps its steps: it is not checked."""
+    if spec.metric == "total_time_secs":
+        return
+    wanted, have = bench.skip + bench.stop, bench.observations
+    if have >= wanted:
+        return
+    steady = max(0, have - bench.skip)
+    minimum = min(bench.stop, MIN_STEADY)
+    how = "voir said stop" if result.stopped else "the command ended"
+    said = (f"too few observations: {how} after {have} of the {wanted} wanted "
+            f"(skip {bench.skip} + stop {bench.stop}), {steady} steady")
+    if steady < minimum:
+        raise ExternalCommandError(f"{said}; a figure needs {minimum} steady at least")
+    bench.stream.write(Event.WARNING, source=OBSERVATIONS, message=said)
 
 
 def main(bench: Any, request: Any) -> None:
@@ -242,15 +371,28 @@ def main(bench: Any, request: Any) -> None:
     prepare = command.get("prepare")
     if prepare:
         load_definition(prepare, bench=spec.name)(bench)
-    run_command(
-        bench,
-        bench.args,
-        parser=command["parser"],
-        workdir=work_dir(run.path),
-        cwd=command.get("cwd"),
-        reporting=RankInfo.from_env().is_main,
-        # A time-to-train command runs to its end (its time is the whole run); a throughput one
-        # is stopped once the window is measured. njobs ranks stop together, at their end.
-        stop_when_done=not spec.is_njobs and spec.metric != "total_time_secs",
-        time_to_train=spec.metric == "total_time_secs",
-    )
+    reporting = RankInfo.from_env().is_main
+    workdir = work_dir(run.path)
+    voir = command["parser"] == VOIR
+    with contextlib.ExitStack() as stack:
+        channel = None
+        if voir:  # ``parser: voir``: the data pipe, as for a voir folder (run/voir.py)
+            workdir.mkdir(parents=True, exist_ok=True)
+            keep = stack.enter_context(open(workdir / "voir.data.jsonl", "w", encoding="utf-8"))
+            channel = DataChannel(bench, keep=keep, units=spec.units)
+        result = run_command(
+            bench,
+            bench.args,
+            parser=command["parser"],
+            workdir=workdir,
+            cwd=command.get("cwd"),
+            env=BENCHMATE_ENV if voir else None,
+            reporting=reporting,
+            # A time-to-train command runs to its end (its time is the whole run); a throughput
+            # one is stopped once the window is measured. njobs ranks stop together, at their end.
+            stop_when_done=not spec.is_njobs and spec.metric != "total_time_secs",
+            time_to_train=spec.metric == "total_time_secs",
+            channel=channel,
+        )
+    if reporting:
+        check_observations(bench, spec, result)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from pytest_dlbench.errors import shorten
+
 __all__ = ["Env", "Outcome", "Status"]
 
 
@@ -83,4 +85,8 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
+    def __post_init__(self) -> None:
+        # One cap for every reason, however it was made (errors.MAX_REASON).
+        object.__setattr__(self, "reason", shorten(self.reason))
+
         return self.status is Status.OK

@@ -31,7 +31,11 @@ from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
 
-__all__ = ["GROUPS", "OPEN_CLIP", "PARSERS", "LogParseError", "LogParser", "make_parser"]
+__all__ = ["GROUPS", "OPEN_CLIP", "PARSERS", "VOIR", "LogParseError", "LogParser", "make_parser"]
+
+#: ``parser: voir``: not a regular expression over the output but voir's data channel, a pipe
+#: of JSON lines (run/voir_data.py); the runner opens it (run/external.py).
+VOIR = "voir"
 
 #: The named groups a parser may use (others are allowed and ignored).
 GROUPS = ("seconds", "items", "samples", "rate", "loss", "percent")
@@ -102,12 +106,15 @@ def make_parser(value: Any) -> LogParser:
     (and optionally ``items_per_step`` and ``name``)."""
     if isinstance(value, LogParser):
         return value
+    if value == VOIR:
+        raise LogParseError(f"parser {VOIR!r} reads voir's data channel, not the output: the "
+                            "runner opens it (definition: {voir: FOLDER} or parser: voir)")
     if isinstance(value, str):
         parser = PARSERS.get(value)
         if parser is None:
             raise LogParseError(
                 f"unknown parser {value!r}; ready parsers: {', '.join(sorted(PARSERS))} "
-                "(or give a mapping with a 'regex')"
+                f"and {VOIR} (or give a mapping with a 'regex')"
             )
         return parser
     if isinstance(value, Mapping):

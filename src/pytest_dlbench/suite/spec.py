@@ -11,13 +11,10 @@ from typing import Any
 
 from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.argv import render_argv
+from pytest_dlbench.suite.definitions import VOIR_FILES, plain_value, resolve_definition
 from pytest_dlbench.suite.interval import IntervalError, parse_interval
-from pytest_dlbench.suite.loader import Located
-from pytest_dlbench.suite.logparsers import LogParseError, make_parser
 
 __all__ = [
-    "BenchSpec",
-    "build_spec",
     "BenchSpec",
     "build_spec",
     "ignored_keys",
@@ -26,7 +23,6 @@ __all__ = [
     "porting_error",
     "DEFAULT_STOP",
     "DEFAULT_SKIP",
-    "EXTERNAL_RUNNER",
     "IGNORED_KEYS",
     "METRICS",
 ]
@@ -38,9 +34,6 @@ PLAN_METHODS = ("per_gpu", "njobs")
 #: What a benchmark reports (docs/time-to-train.md): the steady-state throughput (default), or
 #: seed 004's time-to-train, ``total_time_secs`` (lower is better).
 METRICS = ("throughput", "total_time_secs")
-#: The built-in function that runs an external command (``definition: {command: [...]}``).
-EXTERNAL_RUNNER = "pytest_dlbench.run.external:main"
-EXTERNAL_KEYS = ("command", "parser", "cwd", "prepare")
 
 # Keys whose misspelling earns a warning. Unknown keys that are not close to one are kept quietly.
 KNOWN_KEYS = {
@@ -95,7 +88,8 @@ class BenchSpec:
     metric: str | None = None
     #: an external command (``definition: {command: ...}``): ``command``, ``parser``, ``cwd``,
     #: ``prepare``. ``args`` is then the whole command line (command, then the rendered argv)
-    #: and ``definition`` the built-in runner, :data:`EXTERNAL_RUNNER`.
+    #: and ``definition`` the built-in runner (suite/definitions.py). A voir definition's has
+    #: ``voir`` (the folder), ``script``, ``parser: voir`` and ``cwd`` (the folder) too.
     command: dict[str, Any] | None = None
 
     @property
@@ -106,7 +100,7 @@ class BenchSpec:
     def to_json(self) -> dict[str, Any]:
         """Every field as plain JSON; :meth:`from_json` gives an equal spec back (the parent
         hands this to the child process that runs the benchmark)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: plain_value(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchSpec:
@@ -117,7 +111,7 @@ class BenchSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolver's JSON view: every merged key, then the normalised fields over them."""
-        data = {k: _plain(v) for k, v in self.config.items() if k != "matrix_values"}
+        data = {k: plain_value(v) for k, v in self.config.items() if k != "matrix_values"}
         data.update(
             name=self.name,
             definition=self.definition,
@@ -126,8 +120,8 @@ class BenchSpec:
             group=self.group,
             weight=self.weight,
             enabled=self.enabled,
-            plan=_plain(self.plan),
-            argv=_plain(self.argv),
+            plan=plain_value(self.plan),
+            argv=plain_value(self.argv),
             env=dict(self.env),
             max_duration=self.max_duration,
             stop=self.stop,
@@ -137,20 +131,10 @@ class BenchSpec:
         if self.metric is not None:
             data["metric"] = self.metric
         if self.command is not None:
-            data["command"] = _plain(self.command)
+            data["command"] = plain_value(self.command)
         if "matrix_values" in self.config:
-            data["matrix"] = _plain(self.config["matrix_values"])
+            data["matrix"] = plain_value(self.config["matrix_values"])
         return data
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Located):
-        return str(value)
-    return value
 
 
 def misspelled_keys(config: dict[str, Any]) -> list[tuple[str, str]]:
@@ -186,24 +170,31 @@ def ignored_keys(config: dict[str, Any]) -> list[str]:
 
 
 def porting_error(spec: BenchSpec) -> str | None:
-    """The one-line error for a definition that names a milabench benchmark folder, else None.
+    """The one-line error for a definition that names a folder this run cannot use, else None.
 
-    milabench's ``definition`` is a folder (``../benchmarks/torchvision``: benchfile.py,
-    prepare.py, main.py) that it installs and prepares; here a definition is a Python function.
+    milabench's ``definition`` is a folder (``../benchmarks/torchvision``: main.py,
+    voirfile.py, prepare.py); one that holds ``main.py`` and ``voirfile.py`` runs through voir
+    (:data:`VOIR_RUNNER`). Any other folder (one that is not there: the suite outside a
+    milabench checkout) cannot run.
     """
     if spec.definition is None or ":" in spec.definition:
-        return None  # ``module:function`` or ``file.py:function``
+        return None  # ``module:function``, ``file.py:function``, the built-in runners
     path = Path(spec.definition)  # a path is absolute by now; a module name is not
     folder = path.is_dir() or (not path.exists() and not path.suffix)
     if not path.is_absolute() or path.suffix == ".py" or not folder:
         return None  # a module, a file.py, or another file that load_definition reports
     written = spec.config.get("definition", spec.definition)
+    missing = [name for name in VOIR_FILES if not (path / name).is_file()]
+    where = f"{path} has no {' and no '.join(missing)}" if path.is_dir() else (
+        f"{path} is not there (is the suite in a milabench checkout?)")
     return (
-        f"{spec.name}: definition '{written}' is a milabench benchmark folder; pytest-dlbench "
-        "runs a Python function: set 'definition' to module:function or file.py:function (a "
-        "function taking the bench fixture and reading the same argv from bench.args), see "
-        "'Porting a milabench suite' in docs/suites.md"
+        f"{spec.name}: definition '{written}' names a milabench benchmark folder, but {where}: "
+        "a folder with main.py and voirfile.py runs through voir; else set 'definition' to a "
+        "Python function (module:function, file.py:function) or an external command "
+        "({command: [...], parser: ...}), see 'Porting a milabench suite' in docs/suites.md"
     )
+
+
 #: A benchmark name becomes a file name (``<name>.D0.data``, ``specs/<name>.json``) and an item id
 #: (``<name>[D0]``): at most this many bytes, so that the longest file name stays under 255.
 MAX_NAME_BYTES = 200
@@ -260,76 +251,6 @@ def _check_env(env: dict[Any, Any], *, origin: str, name: str) -> None:
                              "'_', not starting with a digit)", file=origin, bench=name)
         if value is not None and "\0" in str(value):
             raise SuiteError(f"'env.{key}' contains a NUL character", file=origin, bench=name)
-
-
-def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
-    """``module:function`` stays; a path is made absolute against the file it was written in."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise SuiteError("'definition' must be a non-empty string", file=origin, bench=name)
-    # Split as load_definition does: the function follows the last ':'.
-    target, _, function = value.rpartition(":") if ":" in value else (value, "", "")
-    looks_like_path = target.endswith(".py") or "/" in target or target.startswith(".")
-    if not looks_like_path:
-        return value
-    base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
-    resolved = (base / target).resolve()
-    return f"{resolved}:{function}" if function else str(resolved)
-
-
-def _suite_dir(value: Any, origin: str) -> str:
-    base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
-    return str(base.resolve())
-
-
-def _external(value: dict, *, origin: str, name: str) -> dict[str, Any]:
-    """Validate an external command's definition (docs/time-to-train.md) into plain values:
-    ``command`` a list of strings with ``{suite_dir}`` filled (the folder of the file the
-    string was written in), ``parser`` as given (checked), ``prepare`` resolved like a
-    definition, ``cwd`` as given (launch-time placeholders are filled by the runner)."""
-    def fail(message: str) -> SuiteError:
-        return SuiteError(f"definition: {message}", file=origin, bench=name)
-
-    unknown = sorted(set(value) - set(EXTERNAL_KEYS))
-    if unknown:
-        raise fail(f"unknown keys {unknown} (an external command has "
-                   f"{', '.join(EXTERNAL_KEYS)})")
-    command = value.get("command")
-    if isinstance(command, str):
-        import shlex
-
-        located = command
-        command = [Located(part, located.origin) if isinstance(located, Located) else part
-                   for part in shlex.split(command)]
-    if not isinstance(command, list) or not command:
-        raise fail("'command' must be a non-empty list (or a command line string)")
-    words = []
-    for part in command:
-        if isinstance(part, bool) or not isinstance(part, str | int | float):
-            raise fail(f"'command' items must be strings or numbers, got {part!r}")
-        text = str(part)
-        if "{suite_dir}" in text:
-            text = text.replace("{suite_dir}", _suite_dir(part, origin))
-        words.append(text)
-    if "parser" not in value:
-        raise fail("an external command needs a 'parser' (a ready one, e.g. 'open_clip', or "
-                   "a mapping with a 'regex'): it is how its steps are read")
-    parser = value["parser"]
-    try:
-        make_parser(parser)
-    except LogParseError as exc:
-        raise fail(str(exc)) from None
-    result: dict[str, Any] = {"command": words, "parser": _plain(parser)}
-    cwd = value.get("cwd")
-    if cwd is not None:
-        if not isinstance(cwd, str):
-            raise fail("'cwd' must be a path")
-        result["cwd"] = cwd.replace("{suite_dir}", _suite_dir(cwd, origin))
-    prepare = value.get("prepare")
-    if prepare is not None:
-        result["prepare"] = _resolve_definition(prepare, origin=origin, name=name)
-    return result
 
 
 def _plan(config: dict, *, origin: str, name: str) -> dict[str, Any]:
@@ -436,13 +357,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         parse_interval(options.get("interval"))
     except IntervalError as exc:
         raise SuiteError(f"voir.options.interval: {exc}", file=origin, bench=name) from None
-    raw_definition = config.get("definition")
-    command = None
-    if isinstance(raw_definition, dict):
-        command = _external(raw_definition, origin=origin, name=name)
-        definition: str | None = EXTERNAL_RUNNER
-    else:
-        definition = _resolve_definition(raw_definition, origin=origin, name=name)
+    definition, command = resolve_definition(config.get("definition"), origin=origin, name=name)
     _check_requirements(config, origin=origin, name=name)
     metric = config.get("metric")
     if metric is not None and metric not in METRICS:

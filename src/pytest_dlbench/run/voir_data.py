@@ -1,0 +1,175 @@
+"""voir's data channel, read: one JSON object per line, turned into the run's records.
+
+A program run through ``voir`` (milabench's benchmark folders, docs/suites.md "milabench's
+folders through voir") writes its data to the file descriptor ``DATA_FD`` names, one JSON object
+per line, apart from its stdout and stderr:
+
+- ``{"rate": R, "units": U, "task": "train"[, "elapsed": S]}``: one observation, ``S`` seconds
+  of ``R x S`` items when ``elapsed`` is there (benchmate's ``BENCHMATE_LOG_MODE=all``), else
+  the rate ``R`` as given, in ``U``;
+- ``{"loss": L, "task": "train"}``: a ``loss`` record (a NaN or an infinity fails the run as
+  ``nan``);
+- ``{"progress": [i, n], "task": "early_stop"}``: a ``progress`` record (the live progress line);
+- ``{"gpudata": {...}}``, ``{"process": {...}}``: kept as ``command`` records of status
+  ``telemetry`` (our own monitor samples the same processes and GPUs: not counted twice);
+- ``{"$event": "error", "$data": {"type": T, "message": M}}``: the failure reason ``T: M`` if
+  the command fails;
+- ``{"$event": "stop"}``: voir's early stop, the command is ended as milabench ends it.
+
+Rates of another task (``"task": "valid"``), phases and lines that are not JSON objects are
+only kept in the data file (``voir.data.jsonl`` in the run's work folder). With ``DATA_FD`` 1 or
+2, voir smuggles its lines into the output as escape sequences (voir/smuggle.py);
+:meth:`DataChannel.unsmuggle` takes them out of an output line.
+
+Pure Python, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from typing import IO, Any
+
+from pytest_dlbench.measure.bench import NonFiniteLoss
+from pytest_dlbench.measure.stream import Event
+
+__all__ = ["STOP", "DataChannel", "decode_smuggled"]
+
+#: What :meth:`DataChannel.feed` returns for voir's ``{"$event": "stop"}``.
+STOP = "stop"
+#: The task whose rates are the benchmark's observations.
+TRAIN = "train"
+# voir/smuggle.py: ESC [ then the data's UTF-8 bytes in hex written with the 16 characters
+# 0-9 : ; < = > ?, then "z".
+_SMUGGLED = re.compile("\x1b\\[([0-9:;<=>?]*)z")
+_HEX = str.maketrans("0123456789:;<=>?", "0123456789abcdef")
+
+
+def decode_smuggled(text: str) -> tuple[str, list[str]]:
+    """``text`` without voir's escape sequences, and what they held (decoded, in order)."""
+    found: list[str] = []
+
+    def take(match: re.Match[str]) -> str:
+        try:
+            found.append(bytes.fromhex(match.group(1).translate(_HEX)).decode("utf-8"))
+        except ValueError:
+            return match.group(0)  # not voir's: leave it in the output
+        return ""
+
+    plain = _SMUGGLED.sub(take, text)
+    return plain, found
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class DataChannel:
+    """Turns voir's data lines into ``bench``'s records (module docstring).
+
+    ``keep``: where every data line is copied as it came (the run's ``voir.data.jsonl``);
+    ``units``: the suite's units, which win over the lines' own."""
+
+    def __init__(self, bench: Any, *, keep: IO[str] | None = None,
+                 units: str | None = None) -> None:
+        self.bench = bench
+        self.keep = keep
+        self.units = units
+        self.lines = 0  # data lines read
+        self.rates = 0  # train rates read (recorded or not: skip + stop caps the records)
+        self.error: str | None = None  # "Type: message" of voir's last error event
+        self.stopped = False  # voir said stop
+        self._progress: float | None = None
+
+    # -- input -------------------------------------------------------------------------------
+    def unsmuggle(self, line: str) -> tuple[str, list[str]]:
+        """An output line without voir's smuggled data, and the data lines it held."""
+        if "\x1b[" not in line:
+            return line, []
+        plain, found = decode_smuggled(line)
+        # A smuggled JSON line ends with its own "\n": split what one write held.
+        data = [part for chunk in found for part in chunk.splitlines() if part.strip()]
+        return plain, data
+
+    def feed(self, line: str) -> str | None:
+        """Read one data line; :data:`STOP` when voir asks the command to end."""
+        text = line.strip()
+        if not text:
+            return None
+        self.lines += 1
+        if self.keep is not None:
+            self.keep.write(text + "\n")
+            self.keep.flush()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        signal = data.get("$event")
+        if signal is not None:
+            return self._signal(signal, data.get("$data"))
+        task = data.get("task")
+        if "rate" in data and task in (None, TRAIN):
+            self._rate(data)
+        if "loss" in data and task in (None, TRAIN):
+            self._loss(data.get("loss"))
+        if "progress" in data:
+            self._progress_line(data.get("progress"))
+        if "gpudata" in data or "process" in data:
+            kept = {k: data[k] for k in ("gpudata", "process", "task") if k in data}
+            self.bench.stream.write(Event.COMMAND, status="telemetry", time=time.time(), **kept)
+        return None
+
+    # -- each kind of line -------------------------------------------------------------------
+    def _signal(self, signal: Any, payload: Any) -> str | None:
+        if signal == STOP:
+            self.stopped = True
+            return STOP
+        if signal == "error" and isinstance(payload, dict):
+            kind = str(payload.get("type") or "error")
+            message = " ".join(str(payload.get("message") or "").split())
+            self.error = f"{kind}: {message}" if message else kind
+        return None
+
+    def _rate(self, data: dict[str, Any]) -> None:
+        rate = _number(data.get("rate"))
+        if rate is None or not math.isfinite(rate) or rate <= 0:
+            return
+        self.rates += 1
+        bench = self.bench
+        units = self.units or data.get("units")
+        if isinstance(units, str) and units and units != bench.units:
+            bench.set_units(units)
+        elapsed = _number(data.get("elapsed"))
+        if elapsed is not None and math.isfinite(elapsed) and elapsed > 0:
+            # The step's own time: the steady window is items over seconds, as for every step.
+            bench.log_step(rate * elapsed, elapsed, per_rank=False)
+        elif not bench.done:
+            bench.log_rate(rate)
+
+    def _loss(self, value: Any) -> None:
+        loss = _number(value)
+        if loss is None:
+            if not (isinstance(value, str) and value.lower() in ("nan", "inf", "-inf")):
+                return
+            loss = float(value)
+        step = max(self.bench.observations - 1, 0)
+        self.bench.stream.write(Event.LOSS, value=loss, step=step)
+        if not math.isfinite(loss):
+            raise NonFiniteLoss(loss, step)
+
+    def _progress_line(self, value: Any) -> None:
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            return
+        done, total = _number(value[0]), _number(value[1])
+        if done is None or not total or total <= 0:
+            return
+        percent = min(100.0, max(0.0, 100.0 * done / total))
+        if percent != self._progress:
+            self._progress = percent
+            self.bench.log_progress(percent)
