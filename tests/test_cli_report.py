@@ -144,7 +144,7 @@ def test_html_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (summary, path, comparison, kw), = calls
     assert path == out and summary.get("resnet") is not None
     assert comparison is not None and comparison.baseline_path == str(base)
-    assert kw == {"price": 100.0}
+    assert kw == {"price": 100.0, "status": 0}  # the banner states the exit status
     assert [e["name"] for e in json.loads(export.read_text())] == ["bert", "resnet", "score"]
 
 

@@ -29,5 +29,6 @@ def write_evaluation(evaluation: Evaluation) -> Evaluation:
     outputs = evaluation.options.outputs
     written = write_outputs(evaluation.summary, comparison=evaluation.comparison,
                             save=outputs.save, html=outputs.html, export=outputs.export,
-                            price=evaluation.options.price, suite=evaluation.options.suite)
+                            price=evaluation.options.price, suite=evaluation.options.suite,
+                            status=evaluation.status)
     return evaluation.with_written(written.lines, written.failed)

@@ -21,18 +21,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_dlbench.report.format import DASH, gap, percent, significant
+from pytest_dlbench.report.html_compare import (
+    ComparisonView,
+    GateBanner,
+    comparison_view,
+    gate_banner,
+)
+from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from pytest_dlbench.results.compare import BenchComparison, Comparison
+    from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = ["View", "render_html", "write_html"]
-
-_VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral"}
-
 
 # -- view model ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -111,36 +115,6 @@ class DeviceRow:
     cells: list[DeviceCell]
 
 
-@dataclass(frozen=True)
-class ComparisonRow:
-    name: str
-    baseline: str
-    current: str
-    ratio: str
-    change: str
-    verdict: str
-    verdict_class: str
-    p_value: str
-    adj_ratio: str = "—"
-    ci: str = ""  # the ratio's interval (paired comparisons)
-
-
-@dataclass(frozen=True)
-class ComparisonView:
-    rows: list[ComparisonRow]
-    score_ratio: str
-    score_verdict: str
-    score_verdict_class: str
-    only_current: list[str]
-    only_baseline: list[str]
-    tolerance: str
-    baseline: str | None  # the baseline file
-    warnings: list[str]
-    score_rate_ratio: str = "—"
-    paired: str | None = None  # "main (1a2b3c4), 6 rounds": a --bench-against comparison
-    ci_level: str = ""  # "90 %": the level of the intervals shown (paired only)
-
-
 @dataclass
 class View:
     """Everything the template shows, already formatted (the template only lays it out)."""
@@ -162,13 +136,16 @@ class View:
     comparison: ComparisonView | None
     # Inline SVGs (markupsafe.Markup once drawn), filled in by render_html.
     rate_plots: list[str]
-    profiles: list[tuple[str, str]]
+    profiles: list[ProfileView]
     has_flops: bool
     show_precision: bool = False
     compiled: list[CompileView] = dataclasses.field(default_factory=list)
     device_plot: str | None = None
     distribution_plot: str | None = None
     has_time_to_train: bool = False  # a total_time_secs column (docs/time-to-train.md)
+    gate: GateBanner | None = None  # the gate's verdict and the exit status, at the top
+    #: The rule perf_adj is computed with (results/scoring.py), as the page states it.
+    perf_adj_rule: str = ""
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -277,50 +254,16 @@ def _device_rows(benches: tuple[BenchSummary, ...], devices: list[int]) -> list[
     return rows
 
 
-def _comparison_row(c: BenchComparison) -> ComparisonRow:
-    return ComparisonRow(
-        name=c.name,
-        baseline=significant(c.baseline),
-        current=significant(c.current),
-        ratio=significant(c.ratio, 3),
-        change=percent(c.ratio - 1.0, space=True, missing=DASH) if c.ratio is not None else DASH,
-        verdict=c.verdict,
-        verdict_class=_VERDICT_CLASS.get(c.verdict, "other"),
-        p_value=significant(c.p_value, 3, zeros=False),
-        adj_ratio=significant(c.adj_ratio, 3),
-        ci=(f"{significant(c.ci[0], 3)} – {significant(c.ci[1], 3)}" if c.ci is not None
-            else ""),
-    )
+def perf_adj_rule() -> str:
+    """``perf_adj`` as results/scoring.py computes it, std% capped at its MAX_STD_PENALTY."""
+    from pytest_dlbench.results.scoring import MAX_STD_PENALTY
 
-
-def _comparison_view(comparison: Comparison) -> ComparisonView:
-    return ComparisonView(
-        rows=[_comparison_row(c) for c in comparison.benchmarks],
-        score_ratio=significant(comparison.score_ratio, 3),
-        score_verdict=comparison.score_verdict,
-        score_verdict_class=_VERDICT_CLASS.get(comparison.score_verdict, "other"),
-        only_current=list(comparison.only_current),
-        only_baseline=list(comparison.only_baseline),
-        tolerance=percent(comparison.tolerance, space=True, missing=DASH),
-        baseline=comparison.baseline_path,
-        warnings=list(comparison.warnings),
-        score_rate_ratio=significant(comparison.score_rate_ratio, 3),
-        paired=_paired_label(comparison),
-        ci_level=(f"{100 * (1 - 2 * comparison.alpha):g} %" if comparison.against is not None
-                  else ""),
-    )
-
-
-def _paired_label(comparison: Comparison) -> str | None:
-    against = comparison.against
-    if against is None:
-        return None
-    sha = str(against.get("sha") or "")[:10]
-    return f"{against.get('rev')} ({sha}), {against.get('rounds')} rounds"
+    return f"perf_adj = perf × (1 − min(std%, {100 * MAX_STD_PENALTY:g} %)) × (1 − fail/n)"
 
 
 def _view(
-    summary: SuiteSummary, comparison: Comparison | None, title: str | None, price: float | None
+    summary: SuiteSummary, comparison: Comparison | None, title: str | None,
+    price: float | None, status: int | None = None, link_base: str | PathLike[str] | None = None,
 ) -> View:
     benches = summary.benchmarks
     incomplete = list(summary.incomplete)
@@ -345,23 +288,16 @@ def _view(
         runs=runs,
         devices=devices,
         device_rows=_device_rows(benches, devices),
-        comparison=_comparison_view(comparison) if comparison is not None else None,
+        comparison=comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
-        profiles=_profiles(summary.run_dir),
+        profiles=profile_views(summary.run_dir, link_base),
         has_flops=any(b.tflops is not None and b.units != "TFLOP/s" for b in benches),
         show_precision=any(b.precision for b in benches),
         compiled=_compile_views(summary),
         has_time_to_train=any(b.lower_is_better for b in benches),
+        gate=gate_banner(summary, comparison, status),
+        perf_adj_rule=perf_adj_rule(),
     )
-
-
-def _profiles(run_dir: str | None) -> list[tuple[str, str]]:
-    """The profile reports of the run's profiled benchmarks, in full (docs/profiling.md)."""
-    if not run_dir or not Path(run_dir).is_dir():
-        return []
-    from pytest_dlbench.profile import profile_sections
-
-    return profile_sections(run_dir, verbose=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -386,19 +322,26 @@ def render_html(
     comparison: Comparison | None = None,
     title: str | None = None,
     price: float | None = None,
+    status: int | None = None,
+    link_base: str | PathLike[str] | None = None,
 ) -> str:
     """The report of ``summary`` as one self-contained HTML document.
 
-    ``comparison`` adds the baseline section; ``price`` adds the price/score line (seed 001);
-    ``title`` replaces the default page title.
+    ``comparison`` adds the baseline section (and the baseline's perf on the rate plots);
+    ``price`` adds the price/score line (seed 001); ``title`` replaces the default page title;
+    ``status`` is the run's exit status, which the banner at the top states (by default the
+    gate's rule on ``summary`` and ``comparison``); ``link_base``: the folder the page will be
+    in, which its links to profile files are relative to (else ``file:`` URIs).
     """
     from markupsafe import Markup
 
     from pytest_dlbench import __version__
     from pytest_dlbench.report.plots import draw_plots
 
-    view = _view(summary, comparison, title, price)
-    plots = draw_plots(summary.benchmarks)
+    view = _view(summary, comparison, title, price, status, link_base)
+    baselines = ({c.name: c.baseline for c in comparison.benchmarks if c.baseline > 0}
+                 if comparison is not None else {})
+    plots = draw_plots(summary.benchmarks, baselines=baselines)
     # The SVGs are matplotlib's output, with text already XML-escaped by matplotlib.
     view.rate_plots = [Markup(svg) for svg in plots.rates]
     view.device_plot = Markup(plots.devices) if plots.devices is not None else None
@@ -415,10 +358,12 @@ def write_html(
     comparison: Comparison | None = None,
     title: str | None = None,
     price: float | None = None,
+    status: int | None = None,
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
     from pytest_dlbench.run.layout import write_atomic
 
-    text = render_html(summary, comparison=comparison, title=title, price=price)
+    text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
+                       link_base=Path(path).parent)
     return write_atomic(path, text)

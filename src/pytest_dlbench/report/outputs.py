@@ -41,9 +41,11 @@ def write_outputs(
     export: str | PathLike[str] | None = None,
     price: float | None = None,
     suite: str | None = None,
+    status: int | None = None,
 ) -> Written:
     """Write the JSON summary, the HTML page and the dashboard export that were asked for; a
-    file that cannot be written is a line of ``failed``, and the others are still written."""
+    file that cannot be written is a line of ``failed``, and the others are still written.
+    ``status``: the run's exit status, which the HTML page's banner states."""
     written = Written()
     if save:
         from pytest_dlbench.results.baseline import save_summary
@@ -54,7 +56,8 @@ def write_outputs(
         from pytest_dlbench.report.html import write_html  # lazily: jinja2 and matplotlib are heavy
 
         written.attempt("HTML report", "HTML report", html,
-                        lambda: write_html(summary, html, comparison=comparison, price=price))
+                        lambda: write_html(summary, html, comparison=comparison, price=price,
+                                           status=status))
     if export:
         from pytest_dlbench.report.export import export_benchmark_action
 

@@ -12,7 +12,7 @@ import io
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,8 @@ _PALETTE = (
 )
 _WARMUP_COLOUR = "#9ca3af"
 _FAIL_COLOUR = "#b91c1c"
+_PERF_COLOUR = "#111827"
+_BASELINE_COLOUR = "#b45309"
 
 # matplotlib settings for every figure: text as <text> (small, selectable, searchable), a fixed
 # hash salt (clip-path ids do not change between runs), and no mathtext, so a benchmark name
@@ -112,11 +114,17 @@ def _device_colour(device: int) -> str:
     return _PALETTE[device % len(_PALETTE)]
 
 
-def _rate_plot(bench: BenchSummary, prefix: str) -> str | None:
-    """Rate over time of each run of one benchmark, the warm-up shaded; ``None`` if no data.
+def _rate_plot(bench: BenchSummary, prefix: str, baseline: float | None = None) -> str | None:
+    fig = rate_figure(bench, baseline)
+    return _to_svg(fig, prefix) if fig is not None else None
+
+
+def rate_figure(bench: BenchSummary, baseline: float | None = None) -> Figure | None:
+    """Rate over time of each run of one benchmark, the warm-up shaded, its perf and the
+    baseline's perf (a comparison) as horizontal lines; ``None`` if no data.
 
     Runs are coloured by device (repeats of a device share its colour), so a slow device reads
-    the same here as in the per-device plot.
+    the same here as in the per-device plot. The legend is below the axes, never over a line.
     """
     runs = [r for r in bench.runs if any(_observations(r))]
     if not runs:
@@ -182,8 +190,13 @@ def _rate_plot(bench: BenchSummary, prefix: str) -> str | None:
         handles.append(Line2D([], [], color=_device_colour(device), lw=1.3, label=label))
     perf = bench.perf
     if perf is not None and math.isfinite(perf):
-        ax.axhline(perf, color="#111827", lw=0.9, ls=":")
-        handles.append(Line2D([], [], color="#111827", lw=0.9, ls=":", label="perf"))
+        ax.axhline(perf, color=_PERF_COLOUR, lw=0.9, ls=":")
+        handles.append(Line2D([], [], color=_PERF_COLOUR, lw=0.9, ls=":", label="perf"))
+    if baseline is not None and math.isfinite(baseline) and baseline > 0:
+        # pytest-benchmark's compare histogram: both sides on one axis.
+        ax.axhline(baseline, color=_BASELINE_COLOUR, lw=1.1, ls="-.")
+        handles.append(Line2D([], [], color=_BASELINE_COLOUR, lw=1.1, ls="-.",
+                              label="baseline perf"))
     if warm_ends:
         handles.append(Patch(color=_WARMUP_COLOUR, alpha=0.35, lw=0, label="warm-up"))
     if any(not r.ok for r in runs):
@@ -195,11 +208,12 @@ def _rate_plot(bench: BenchSummary, prefix: str) -> str | None:
     ax.set_xlabel("observation" if by_index else "seconds since the run's first observation")
     ax.set_ylabel(bench.units)
     ax.set_title(bench.name, loc="left")
-    if len(handles) <= 8:
-        ax.legend(handles=handles, loc="lower right", ncols=min(4, len(handles)))
-    else:  # many devices: beside the axes, where it cannot hide the lines
+    if len(handles) <= 8:  # below the axes, where it cannot hide the lines
+        fig.legend(handles=handles, loc="outside lower center",
+                   ncols=len(handles) if len(handles) <= 5 else 4)
+    else:  # many devices: beside the axes
         fig.legend(handles=handles, loc="outside right upper", ncols=1 + len(handles) // 13)
-    return _to_svg(fig, prefix)
+    return fig
 
 
 def _device_plot(benchmarks: Sequence[BenchSummary], prefix: str) -> str | None:
@@ -288,12 +302,16 @@ class Plots:
     distribution: str | None
 
 
-def draw_plots(benchmarks: Sequence[BenchSummary]) -> Plots:
-    """Every plot of the report of ``benchmarks``, with the report's matplotlib settings."""
+def draw_plots(benchmarks: Sequence[BenchSummary],
+               baselines: Mapping[str, float] | None = None) -> Plots:
+    """Every plot of the report of ``benchmarks``, with the report's matplotlib settings;
+    ``baselines``: a baseline's perf by benchmark name, drawn on its rate plot."""
     import matplotlib
 
+    baselines = baselines or {}
     with matplotlib.rc_context(_RC):
-        rates = [_rate_plot(bench, f"r{i}-") for i, bench in enumerate(benchmarks)]
+        rates = [_rate_plot(bench, f"r{i}-", baselines.get(bench.name))
+                 for i, bench in enumerate(benchmarks)]
         return Plots(
             rates=[svg for svg in rates if svg is not None],
             devices=_device_plot(benchmarks, "d-"),

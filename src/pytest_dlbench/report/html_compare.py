@@ -1,0 +1,214 @@
+"""The HTML report's verdicts: the gate's banner at the top of the page and the comparison
+section (per-benchmark ratios, drawn as bars around 1 with the tolerance shaded).
+
+The banner says what the exit status says (results/gate.py), in words, so that the page never
+contradicts the run: a comparison that exited 6 is "Gate failed" in red, whatever the score's
+own ratio is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_dlbench.report.format import DASH, percent, significant
+from pytest_dlbench.results import gate
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.compare import BenchComparison, Comparison
+    from pytest_dlbench.results.summary import SuiteSummary
+
+__all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
+           "gate_banner", "page_status"]
+
+VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral"}
+
+#: The widest change a ratio bar draws (beyond it the bar is clipped at the cell's edge).
+MAX_SPAN = 1.0
+#: The narrowest: a table of changes within ±1 % is drawn at ±5 %, not blown up.
+MIN_SPAN = 0.05
+
+
+@dataclass(frozen=True)
+class RatioBar:
+    """A bar from the centre (ratio 1) of its cell: % of the cell's width."""
+
+    left: float
+    width: float
+    tol_left: float  # the tolerance band, shaded
+    tol_width: float
+    clipped: bool  # the change is beyond the cell's span
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    name: str
+    baseline: str
+    current: str
+    ratio: str
+    change: str
+    verdict: str
+    verdict_class: str
+    p_value: str
+    adj_ratio: str = "—"
+    ci: str = ""  # the ratio's interval (paired comparisons)
+    bar: RatioBar | None = None
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    rows: list[ComparisonRow]
+    score_ratio: str
+    score_verdict: str
+    score_verdict_class: str
+    only_current: list[str]
+    only_baseline: list[str]
+    tolerance: str
+    baseline: str | None  # the baseline file
+    warnings: list[str]
+    score_rate_ratio: str = "—"
+    paired: str | None = None  # "main (1a2b3c4), 6 rounds": a --bench-against comparison
+    ci_level: str = ""  # "90 %": the level of the intervals shown (paired only)
+    span: str = ""  # the bars' scale: "±10 %"
+    regressed: bool = False  # the gate's answer (a benchmark or the score regressed)
+
+
+@dataclass(frozen=True)
+class GateBanner:
+    """The page's first line: the gate's verdict and the exit status it means."""
+
+    status: int
+    css: str  # "good", "bad" or "warn"
+    headline: str
+    detail: str
+
+
+def _span(comparison: Comparison) -> float:
+    changes = [abs(c.ratio - 1.0) for c in comparison.benchmarks if c.ratio is not None]
+    widest = max([2 * comparison.tolerance, *changes], default=MIN_SPAN)
+    return min(MAX_SPAN, max(MIN_SPAN, widest * 1.1))
+
+
+def _bar(ratio: float | None, tolerance: float, span: float) -> RatioBar | None:
+    if ratio is None or not math.isfinite(ratio):
+        return None
+    change = ratio - 1.0
+    clipped = abs(change) > span
+    width = min(abs(change), span) / span * 50
+    tol = min(tolerance, span) / span * 50
+    return RatioBar(left=round(50 - width if change < 0 else 50.0, 2), width=round(width, 2),
+                    tol_left=round(50 - tol, 2), tol_width=round(2 * tol, 2), clipped=clipped)
+
+
+def _row(c: BenchComparison, tolerance: float, span: float) -> ComparisonRow:
+    return ComparisonRow(
+        name=c.name,
+        baseline=significant(c.baseline),
+        current=significant(c.current),
+        ratio=significant(c.ratio, 3),
+        change=percent(c.ratio - 1.0, space=True, missing=DASH) if c.ratio is not None else DASH,
+        verdict=c.verdict,
+        verdict_class=VERDICT_CLASS.get(c.verdict, "other"),
+        p_value=significant(c.p_value, 3, zeros=False),
+        adj_ratio=significant(c.adj_ratio, 3),
+        ci=(f"{significant(c.ci[0], 3)} – {significant(c.ci[1], 3)}" if c.ci is not None
+            else ""),
+        bar=_bar(c.ratio, tolerance, span),
+    )
+
+
+def comparison_view(comparison: Comparison) -> ComparisonView:
+    span = _span(comparison)
+    return ComparisonView(
+        rows=[_row(c, comparison.tolerance, span) for c in comparison.benchmarks],
+        score_ratio=significant(comparison.score_ratio, 3),
+        score_verdict=comparison.score_verdict,
+        score_verdict_class=VERDICT_CLASS.get(comparison.score_verdict, "other"),
+        only_current=list(comparison.only_current),
+        only_baseline=list(comparison.only_baseline),
+        tolerance=percent(comparison.tolerance, space=True, missing=DASH),
+        baseline=comparison.baseline_path,
+        warnings=list(comparison.warnings),
+        score_rate_ratio=significant(comparison.score_rate_ratio, 3),
+        paired=_paired_label(comparison),
+        ci_level=(f"{100 * (1 - 2 * comparison.alpha):g} %" if comparison.against is not None
+                  else ""),
+        span=f"±{significant(100 * span, 2, zeros=False)} %",
+        regressed=comparison.regressed,
+    )
+
+
+def _paired_label(comparison: Comparison) -> str | None:
+    against = comparison.against
+    if against is None:
+        return None
+    sha = str(against.get("sha") or "")[:10]
+    return f"{against.get('rev')} ({sha}), {against.get('rounds')} rounds"
+
+
+def _names(names: list[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def page_status(summary: SuiteSummary, comparison: Comparison | None) -> int:
+    """The exit status the run has, when the caller did not say: the gate's rule
+    (results/gate.py) on the summary and the comparison shown."""
+    return gate.final_status(failed=gate.run_failed(summary), comparison=comparison)
+
+
+def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
+                status: int | None = None) -> GateBanner:
+    """The banner for ``status`` (the run's exit status; by default the gate's rule on
+    ``summary`` and ``comparison``): its meaning in words, and why."""
+    if status is None:
+        status = page_status(summary, comparison)
+    regressed = ([c.name for c in comparison.benchmarks if c.verdict == "regressed"]
+                 if comparison is not None else [])
+    also = ""
+    if comparison is not None and comparison.regressed:
+        what = _names(regressed) if regressed else "the score"
+        also = f"; against the baseline, {what} regressed"
+    code = f"exit status {status}"
+    if status == gate.REGRESSED:
+        tol = percent(comparison.tolerance, space=True) if comparison is not None else ""
+        what = _names(regressed) if regressed else "the score"
+        return GateBanner(status, "bad", "Gate failed: performance regressed",
+                          f"{code}: every benchmark ran, but {what} regressed against the "
+                          f"baseline (slower beyond the {tol} tolerance, and significant).")
+    if status == gate.BENCH_FAILED:
+        failed = sorted({r.bench for r in summary.runs if not r.ok and not r.skipped})
+        missing = [n for n in summary.incomplete if n not in failed]
+        parts = []
+        if failed:
+            parts.append(f"{_names(failed)} failed")
+        if missing:
+            parts.append(f"{_names(missing)} did not run")
+        why = " and ".join(parts) or "a benchmark failed"
+        return GateBanner(status, "bad", "A benchmark failed",
+                          f"{code}: {why}{also}. A failure wins over the comparison.")
+    if status == gate.BASELINE_MISSING:
+        return GateBanner(status, "warn", "No baseline to compare with",
+                          f"{code}: the baseline file asked for does not exist, so nothing was "
+                          "judged.")
+    if status == gate.OUTPUT_FAILED:
+        return GateBanner(status, "warn", "An output could not be written",
+                          f"{code}: measured and passed, but a file asked for (--bench-save, "
+                          "--bench-html, --bench-export) could not be written.")
+    if status == gate.USAGE_ERROR:
+        return GateBanner(status, "bad", "Bad input", f"{code}: an option or a file given "
+                          "could not be used; see the command's output.")
+    if status == gate.INTERRUPTED:
+        return GateBanner(status, "warn", "Interrupted",
+                          f"{code}: the run was stopped before its end; what ran is shown.")
+    if status != gate.OK:
+        return GateBanner(status, "warn", f"Exit status {status}", f"{code}.")
+    if comparison is None:
+        return GateBanner(status, "good", "Every benchmark ran",
+                          f"{code}: no baseline was compared (--bench-compare, "
+                          "--bench-against), so there is no gate verdict.")
+    tol = percent(comparison.tolerance, space=True)
+    return GateBanner(status, "good", "Gate passed: nothing regressed",
+                      f"{code}: every benchmark ran and none is slower than the baseline beyond "
+                      f"the {tol} tolerance.")
