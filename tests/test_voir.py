@@ -332,3 +332,24 @@ def test_prepare_runs_once_per_data_folder_and_its_failure_is_one_line(tmp_path:
         prepare_folder(bench, FOLDER, ["--prepare-fail"], data_dir=data, env=env, out=out)
     assert "RuntimeError: cannot write the data set" in out.getvalue()  # in the log
     assert not prepare_folder(bench, tmp_path, [], data_dir=data, env=env, out=out)  # none
+
+
+# -- dlbench resolve ------------------------------------------------------------------------------
+def test_resolve_shows_the_folder_and_the_launch_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_dlbench.cli import main
+
+    root = checkout(tmp_path)
+    suite = str(root / "config" / "standard.yaml")
+    assert main(["resolve", suite, "--bench-select=resnet50", "--launch",
+                 f"--bench-base={tmp_path / 'base'}"]) == 0
+    out = capsys.readouterr().out
+    folder = (root / "benchmarks" / "torchvision").resolve()
+    data = (tmp_path / "base" / "data").resolve()
+    assert f"  cwd         {folder}\n  data        {data}\n" in out
+    assert f"--data {data}/FakeImageNet --model resnet50" in out  # {milabench_data} at launch
+    assert main(["resolve", suite, "--bench-select=resnet50", "--launch", "--json",
+                 f"--bench-base={tmp_path / 'base'}"]) == 0
+    shown = json.loads(capsys.readouterr().out)["resnet50"]
+    assert shown["launch_data"] == str(data) and shown["command"]["cwd"] == str(folder)

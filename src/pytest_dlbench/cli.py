@@ -46,8 +46,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         print(f"warning: {note}", file=sys.stderr)
     specs = select_specs(suite.specs, args.bench_select, args.bench_exclude)
     system = load_system(args.bench_system) if args.bench_system else None  # checked either way
-    # The data folder of a run started here without --bench-base ({data}, {milabench_data}).
-    data_dir = Path(os.environ.get(Env.BASE) or ".dlbench").resolve() / "data"
+    # The data folder of a run started here ({data}, {milabench_data}, MILABENCH_DIR_DATA):
+    # --bench-base, else $DLBENCH_BASE, else .dlbench, as pytest's.
+    data_dir = Path(args.bench_base or os.environ.get(Env.BASE) or ".dlbench").resolve() / "data"
 
     def launch_args(spec: Any) -> list[str]:
         context = placeholder_context(system=system, bench_name=spec.name, data_dir=data_dir)
@@ -59,6 +60,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         if args.launch:
             for spec in specs:
                 shown[spec.name]["launch_args"] = launch_args(spec)
+                shown[spec.name]["launch_data"] = str(data_dir)
         print(json.dumps(shown, indent=2, default=str))
         return 0
     plural = "" if len(specs) == 1 else "s"
@@ -79,6 +81,10 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             print(f"  parser      {parser if isinstance(parser, str) else parser.get('regex')}")
             if spec.command.get("prepare"):
                 print(f"  prepare     {spec.command['prepare']}")
+            # Where the command runs (a voir folder: the folder) and, at launch, its data folder.
+            print(f"  cwd         {spec.command.get('cwd') or '{workdir} (the run work folder)'}")
+            if args.launch:
+                print(f"  data        {data_dir}")
         if spec.env:
             print(f"  env         {spec.env}")
         needs = spec.config.get("requires_capabilities")
@@ -281,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--json", action="store_true", help="machine-readable, keyed by name")
     resolve.add_argument(
         "--launch", action="store_true", help="also show args with launch-time placeholders filled"
+    )
+    resolve.add_argument(
+        "--bench-base", metavar="DIR", dest="bench_base",
+        help="the base folder a run would use (its data/ is {data} at launch), as pytest's",
     )
     _add_suite_options(resolve)
     resolve.set_defaults(handler=_cmd_resolve)
