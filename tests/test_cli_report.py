@@ -31,7 +31,7 @@ def _columns(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_report_prints_table_and_score(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["report", str(make_run(tmp_path / "run"))]) == gate.OK
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:3] == ["bench", "fail", "n"]
+    assert out.splitlines()[0].split()[:3] == ["bench", "perf", "units"]
     assert "resnet" in out and "score: " in out and "failure rate: 0.0%" in out
 
 

@@ -262,8 +262,10 @@ def test_render_paired_table(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0] == ("against main (aaaaaaaaaa): 6 rounds, base and candidate alternating "
                         "in ABBA order")
-    assert lines[1].split() == ["bench", "base", "candidate", "ratio", "90%", "CI", "verdict",
-                                "p", "pairs", "adj", "ratio", "units"]
+    assert lines[1].split() == ["bench", "base", "candidate", "units", "ratio", "90%", "CI",
+                                "verdict"]  # p, pairs and adj ratio with -v (issue 25, item 1)
+    verbose = render_paired(comparison, base, width=120, verbosity=1).splitlines()[1].split()
+    assert verbose[-4:] == ["p", "pairs", "adj", "ratio"]
     resnet = next(line for line in lines if line.startswith("resnet"))
     assert "0.900" in resnet and "regressed" in resnet and "[0.89" in resnet
     assert any(line.startswith("score: ") and "regressed; rate ratio 0.9" in line

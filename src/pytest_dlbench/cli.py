@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.numbers import printable, printable_lines
 from pytest_dlbench.options import (
     REPORT_OPTIONS,
     SUITE_OPTIONS,
@@ -32,9 +33,31 @@ from pytest_dlbench.run.protocol import Env
 __all__ = ["main"]
 
 
+DESCRIPTION = """\
+Look at suites and results without running pytest.
+
+  resolve   what a suite resolves to: every benchmark and its arguments
+  report    the table and score of a run directory, recomputed from its streams (and
+            compared with a baseline, saved, written as HTML)
+  compare   two saved summaries side by side
+  profile   the profile reports of a run again
+  table     the sweep table of a run: one row per benchmark and its matrix parameters
+  log       send a finished run to MLflow or Weights & Biases
+  machine   the machine's state, and whether it is ready to benchmark
+
+Every option is spelled as in pytest (--bench-compare, --bench-select, --bench-base); the
+short spelling (--compare, --select, --base) is accepted too.
+"""
+
+
+def short_flag(flag: str) -> str:
+    """``--bench-select`` -> ``--select``: the other spelling every ``dlbench`` command takes."""
+    return "--" + flag.removeprefix("--bench-")
+
+
 def _add_suite_options(parser: argparse.ArgumentParser) -> None:
     for flag, kwargs in SUITE_OPTIONS:
-        parser.add_argument(flag, **kwargs)
+        parser.add_argument(flag, short_flag(flag), dest=flag[2:].replace("-", "_"), **kwargs)
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
@@ -102,7 +125,7 @@ _RESULT_COMMANDS = ("report", "compare", "profile", "log", "table")
 
 
 def _error(message: str) -> None:
-    print(f"dlbench: error: {message}", file=sys.stderr)
+    print(f"dlbench: error: {printable(message)}", file=sys.stderr)
 
 
 def _width() -> int:
@@ -135,7 +158,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     options = evaluate_options(lambda dest: getattr(args, dest), baseline=baseline,
                                require_baseline=True)  # the file it is given must exist
     evaluation = evaluate(run_dir, options)
-    print(render_evaluation(evaluation, verbosity=_verbosity(args), width=_width()))
+    print(render_evaluation(evaluation, verbosity=_verbosity(args), width=_width(),
+                            columns=args.columns, sort=args.sort))
     evaluation = write_evaluation(evaluation)
     sys.stdout.flush()  # the table and the score first, then what could not be written
     for line in evaluation.unwritten:
@@ -158,7 +182,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _error(str(exc))
         return gate.USAGE_ERROR
     comparison = compare(current, baseline.summary, tolerance=args.tolerance, alpha=args.alpha)
-    print(render_comparison(comparison, verbosity=_verbosity(args), width=_width()))
+    print(render_comparison(comparison, verbosity=_verbosity(args), width=_width(),
+                            sort=args.sort))
     return gate.final_status(failed=gate.run_failed(current), comparison=comparison)
 
 
@@ -166,7 +191,8 @@ def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
     """The report and gate options of the pytest run (``--bench-NAME``) as ``--NAME``."""
     for option in REPORT_OPTIONS:
         if option.cli and (not names or option.name in names):
-            parser.add_argument(option.cli_flag, dest=option.dest, **option.kwargs)
+            parser.add_argument(option.pytest_flag, option.cli_flag, dest=option.dest,
+                                **option.kwargs)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail")
     parser.add_argument("-q", "--quiet", action="count", default=0, help="the score line only")
 
@@ -180,9 +206,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         which = f" of {args.bench}" if args.bench else ""
         _error(f"{run_dir}: no profile reports{which} (run with --bench-profile)")
         return gate.USAGE_ERROR
-    for title, text in sections:
-        print(f"== {title}")
-        print(text)
+    for title, text in sections:  # notes written by the profiled child: shown, not obeyed
+        print(printable_lines(f"== {title}\n{text}"))
     return gate.OK
 
 
@@ -206,13 +231,14 @@ def _add_machine_command(commands: Any) -> None:
         epilog="exit status: 0, or 4 with --require-ready on a machine that is not ready",
     )
     machine.add_argument("--json", action="store_true", help="machine-readable")
-    machine.add_argument("--require-ready", action="store_true",
+    machine.add_argument("--bench-require-ready", "--require-ready", action="store_true",
+                         dest="require_ready",
                          help="exit with status 4 when the machine is not ready (for CI)")
     machine.set_defaults(handler=_cmd_machine)
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from pytest_dlbench.report.terminal_tables import render_sweep
+    from pytest_dlbench.report.terminal_tables import SWEEP_NOTE, render_sweep
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
 
@@ -221,7 +247,9 @@ def _cmd_table(args: argparse.Namespace) -> int:
     if args.csv:
         sys.stdout.write(sweep_csv(rows))
     else:
-        print(render_sweep(rows, _width()))
+        print(printable_lines(render_sweep(rows, _width())))
+        if rows:
+            print(SWEEP_NOTE)
     return gate.OK
 
 
@@ -243,7 +271,7 @@ def _add_result_commands(commands: Any) -> None:
     )
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
-    _add_report_options(cmp, "tolerance", "alpha")  # not paired-*: two files, no pairs
+    _add_report_options(cmp, "tolerance", "alpha", "sort")  # not paired-*: no pairs
     cmp.set_defaults(handler=_cmd_compare)
 
     profile = commands.add_parser(
@@ -256,9 +284,9 @@ def _add_result_commands(commands: Any) -> None:
     profile.set_defaults(handler=_cmd_profile)
 
     table = commands.add_parser(
-        "table", help="seed 004's result table of a run: one row per benchmark, its matrix "
-                      "parameters, throughput_avg, time_per_iteration_secs_avg, "
-                      "total_time_secs, done_percent_last",
+        "table", help="the sweep table of a run: one row per benchmark, its matrix "
+                      "parameters, done_percent_last, throughput_avg (the mean of the steps' "
+                      "rates, not perf), time_per_iteration_secs_avg, total_time_secs",
         epilog="exit status: 0 ok, 4 not a run directory",
     )
     table.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
@@ -278,7 +306,8 @@ def _command(argv: Sequence[str] | None) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="dlbench", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser(
         "resolve", help="print what a suite resolves to (every benchmark, its args)"
@@ -303,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+    from pytest_dlbench.report.console import tolerant_output
+
+    tolerant_output()  # a name the terminal's encoding cannot show is escaped, not a traceback
     except SystemExit as exc:
         # argparse exits 2 on a bad option; report/compare say 4 (usage), as pytest does.
         if exc.code == 2 and _command(argv) in _RESULT_COMMANDS:
@@ -313,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so that a closed pipe is seen below, not at exit
         return status
     except DlbenchError as exc:
-        print(f"dlbench: error: {exc}", file=sys.stderr)
+        print(f"dlbench: error: {printable(exc)}", file=sys.stderr)
         # report/compare: a corrupt file of the run (its manifest) is bad input, as documented.
         return gate.USAGE_ERROR if args.command in _RESULT_COMMANDS else 2
     except BrokenPipeError:

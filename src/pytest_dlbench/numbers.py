@@ -11,6 +11,7 @@ table. No terminal probing, no clock, no locale: the output depends on the value
 from __future__ import annotations
 
 import math
+import re
 
 __all__ = [
     "DASH",
@@ -23,6 +24,8 @@ __all__ = [
     "number",
     "p_value",
     "percent",
+    "printable",
+    "printable_lines",
     "rough_percent",
     "si",
     "significant",
@@ -153,3 +156,26 @@ def gap(value: float, best: float) -> str:
         return ""
     change = (value / best - 1.0) * 100
     return f"{change:.1f} %" if change <= -0.05 else "-<0.1 %"  # never "-0.0 %"
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates (text that reorders
+# what follows it on screen): what a terminal would obey rather than show.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` as one line a terminal shows rather than obeys: every control character (an
+    escape sequence's ESC, a newline, a tab, a bidi override) written as ``\\x1b``/``\\u202e``.
+    For text that came from a file or a benchmark (names, units, reasons, notes)."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` for each line of ``text``: its newlines kept, nothing else obeyed (the
+    last step of every terminal output: pytest's table, ``dlbench report/compare/profile``)."""
+    return "\n".join(printable(line) for line in text.split("\n"))

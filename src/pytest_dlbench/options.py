@@ -191,6 +191,18 @@ class ReportOption:
         return self.name.replace("-", "_")
 
 
+def _columns(text: str) -> tuple[str, ...]:
+    from pytest_dlbench.report.columns import parse_columns
+
+    return parse_columns(text)
+
+
+def _sort(text: str) -> str:
+    from pytest_dlbench.report.columns import parse_sort
+
+    return parse_sort(text)
+
+
 REPORT_OPTIONS: list[ReportOption] = [
     ReportOption("save", dict(metavar="PATH", default=None,
                               help="write the run's JSON summary (a baseline)")),
@@ -226,16 +238,27 @@ REPORT_OPTIONS: list[ReportOption] = [
     ReportOption("price", dict(
         type=gate.parse_price, default=None, metavar="DOLLARS",
         help="price of the machine: adds price/score to the report")),
-]
-
-#: The loggers (docs/logging.md): ``--bench-mlflow`` during a run, ``dlbench log --mlflow`` after.
-#: None: not asked; ``""``: asked without a value (the default tracking URI or project).
-LOGGER_OPTIONS: list[ReportOption] = [
+    ReportOption("columns", dict(
+        metavar="LIST", type=_columns, default=None,
+        help="the table's columns, comma-separated (pytest-benchmark's --benchmark-columns): "
+        "perf, units, std%%, perf_adj, weight, n, fail, total, ratio, verdict, 'adj ratio', p, "
+        "TFLOP/s, MFU, precision, compile, graphs, breaks, speedup, total_time_secs, peak, "
+        "energy (default: a compact table, and a second one for what some benchmarks have)")),
+    ReportOption("sort", dict(
+        metavar="COL", type=_sort, default=None,
+        help="the rows' order: suite (default), name, perf, perf_adj, std%%, weight, fail, "
+        "ratio; figures largest first, ratio smallest first (pytest-benchmark's "
+        "--benchmark-sort)")),
     ReportOption("mlflow", dict(
         nargs="?", const="", default=None, metavar="URI",
         help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
         "sqlite:///<bench-base>/mlflow.db (docs/logging.md)")),
     ReportOption("wandb", dict(
+]
+
+#: The loggers (docs/logging.md): ``--bench-mlflow`` during a run, ``dlbench log --mlflow`` after.
+#: None: not asked; ``""``: asked without a value (the default tracking URI or project).
+LOGGER_OPTIONS: list[ReportOption] = [
         nargs="?", const="", default=None, metavar="PROJECT",
         help="log to Weights & Biases: PROJECT (default $WANDB_PROJECT, else pytest-dlbench); "
         "offline unless $WANDB_MODE says otherwise")),
@@ -262,8 +285,8 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
      ("--bench-compare", "--bench-require-baseline", "--bench-against", "--bench-rounds",
       "--bench-tolerance", "--bench-alpha", "--bench-paired-test", "--bench-paired-rate")),
     ("outputs", "dlbench: the table and the files written",
-     ("--bench-columns", "--bench-sort", "--bench-save", "--bench-html", "--bench-export",
-      "--bench-price")),
+     ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
+      "--bench-export", "--bench-price")),
     ("profile", "dlbench: profiling", ("--bench-profile",)),
     ("logging", "dlbench: logging (MLflow, W&B)",
      ("--bench-mlflow", "--bench-wandb", "--bench-experiment")),

@@ -27,13 +27,17 @@ def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
     (``args.handler(args)`` returns the exit status)."""
     parser = subparsers.add_parser(
         "log", help="send a finished run directory to MLflow and/or Weights & Biases",
-        description=__doc__, epilog=LOG_EPILOG,
+        description="Send a finished run directory to MLflow and/or Weights & Biases, for "
+        "runs made where the tracking server cannot be reached: copy the run directory, then "
+        "log it. Logging a run directory again does not duplicate it (docs/logging.md).",
+        epilog=LOG_EPILOG,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
-    for option in LOGGER_OPTIONS:  # --bench-mlflow ... of the pytest run
-        parser.add_argument(option.cli_flag, dest=option.dest, **option.kwargs)
+    for option in LOGGER_OPTIONS:  # --bench-mlflow ... of the pytest run, or --mlflow
+        parser.add_argument(option.pytest_flag, option.cli_flag, dest=option.dest,
+                            **option.kwargs)
     # Only here: in a pytest run the loggers' base is the run's --bench-base.
-    parser.add_argument("--bench-base", metavar="DIR",
+    parser.add_argument("--bench-base", "--base", metavar="DIR",
                         help="where the default sqlite store and wandb/ go (default: the run "
                              "directory's base, <base>/runs/<run>)")
     parser.add_argument("--artifact", action="append", default=[], metavar="FILE",

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_dlbench.numbers import printable, printable_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.run.layout import stream_paths
 
 if TYPE_CHECKING:
-    from pytest_dlbench.plugin.controller import ControllerSession
+    from pytest_dlbench.plugin.session import ReportedRun
     from pytest_dlbench.results.evaluation import Evaluation
 
 __all__ = ["BenchReporter"]
@@ -26,7 +27,7 @@ __all__ = ["BenchReporter"]
 class BenchReporter:
     PLUGIN_NAME = "dlbench-reporter"
 
-    def __init__(self, session_plugin: ControllerSession) -> None:
+    def __init__(self, session_plugin: ReportedRun) -> None:
         self.plugin = session_plugin
         self.config = session_plugin.config
         #: The end of the run, once it is scored (None: nothing ran).
@@ -87,8 +88,8 @@ class BenchReporter:
         from pytest_dlbench.profile import profile_sections
 
         for title, text in profile_sections(evaluation.run_dir, verbose=verbose):
-            terminalreporter.write_sep("-", title)
-            for line in text.splitlines():
+            terminalreporter.write_sep("-", printable(title))
+            for line in printable_lines(text).splitlines():  # notes from the profiled child
                 terminalreporter.write_line(line)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
@@ -101,7 +102,9 @@ class BenchReporter:
 
         verbosity = self.config.get_verbosity()
         text = render_evaluation(evaluation, verbosity=max(verbosity, -1),
-                                 width=terminalreporter._tw.fullwidth)
+                                 width=terminalreporter._tw.fullwidth,
+                                 columns=self.config.getoption("bench_columns"),
+                                 sort=self.config.getoption("bench_sort"))
         if verbosity < 0:
             terminalreporter.write_line(text)
         else:
@@ -110,14 +113,15 @@ class BenchReporter:
                 terminalreporter.write_line(line)
             self._write_profiles(terminalreporter, evaluation, verbose=verbosity > 0)
         for note in (*self.notes, *evaluation.written):
-            terminalreporter.write_line(note)
+            terminalreporter.write_line(printable(note))
         for line in evaluation.unwritten:  # after the table and the score: they are not lost
-            terminalreporter.write_line(f"error: {line}", red=True)
-        terminalreporter.write_line(f"results: {evaluation.run_dir}")
+            terminalreporter.write_line(f"error: {printable(line)}", red=True)
+        terminalreporter.write_line(f"results: {printable(evaluation.run_dir)}")
         if evaluation.regressed:
             assert evaluation.comparison is not None
             terminalreporter.write_line(
-                f"performance regressed: {', '.join(evaluation.comparison.regressions) or 'score'}"
+                "performance regressed: "
+                f"{printable(', '.join(evaluation.comparison.regressions) or 'score')}"
                 f" (exit status {gate.REGRESSED})",
                 red=True,
             )

@@ -9,17 +9,20 @@ from pytest_dlbench.results.evaluation import Evaluation
 __all__ = ["render_evaluation", "write_evaluation"]
 
 
-def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int = 100) -> str:
+def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int = 100,
+                      columns: tuple[str, ...] | None = None, sort: str | None = None) -> str:
     """The summary table and score; a --bench-against run's paired table below it (its
-    verdicts are there, not in the summary's columns). ``verbosity < 0``: the score line."""
+    verdicts are there, not in the summary's columns). ``verbosity < 0``: the score line.
+    ``columns``/``sort``: ``--bench-columns``/``--bench-sort`` (report/columns.py)."""
     from pytest_dlbench.report.terminal import render_paired, render_summary
 
     paired = evaluation.paired and verbosity >= 0
     text = render_summary(evaluation.summary, None if paired else evaluation.comparison,
-                          verbosity=verbosity, width=width, price=evaluation.options.price)
+                          verbosity=verbosity, width=width, price=evaluation.options.price,
+                          columns=columns, sort=sort)
     if paired and evaluation.comparison is not None:
         text += "\n\n" + render_paired(evaluation.comparison, evaluation.base_summary,
-                                       verbosity=verbosity, width=width)
+                                       verbosity=verbosity, width=width, sort=sort)
     return text
 
 

@@ -8,9 +8,20 @@ clock), so it is golden-tested at a fixed width.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from pytest_dlbench.report.format import MISSING, byte_size, fixed, number, p_value, percent
+from pytest_dlbench.report import columns as cols
+from pytest_dlbench.report.format import (
+    MISSING,
+    byte_size,
+    fixed,
+    number,
+    p_value,
+    percent,
+    printable,
+    printable_lines,
+)
 from pytest_dlbench.report.terminal_tables import (
     compile_columns,
     compile_lines,
@@ -27,6 +38,7 @@ __all__ = [
     "ci_text",
     "render_comparison",
     "render_paired",
+    "bench_tables",
     "render_summary",
     "score_line",
     "verdict_rule",
@@ -96,7 +108,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             row["ratio"] = fixed(c.ratio, 3) if c else MISSING
             row["verdict"] = c.verdict if c else ("new" if b.n else "-")
             row["adj ratio"] = fixed(c.adj_ratio, 3) if c else MISSING
-        rows.append(row)
+        rows.append({k: printable(v) for k, v in row.items()})
     return rows
 
 
@@ -135,7 +147,7 @@ def score_line(
     if comparison is not None:
         line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
-        line += f"  price/score: {fixed(price / summary.score, 2)}"
+        line += f"  price/score: {number(price / summary.score)}"
     return line
 
 
@@ -168,7 +180,7 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
             why = "skipped"
         if bench is not None and bench.n and bench.fail < bench.n:
             why = "perf_adj is 0"
-        parts.append(f"{name} ({why})")
+        parts.append(f"{printable(name)} ({why})")
     line = f"incomplete: {', '.join(parts)}"
     return line + ("; the score is over the other benchmarks" if summary.score else "")
 
@@ -181,12 +193,12 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
     for r in runs:
         # Reasons usually start with their status already ("crash: killed by SIGSEGV").
         why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
-        lines.append(f"  failed {r.label}: {why}")
+        lines.append(f"  failed {printable(r.label)}: {printable(why)}")
     for r in skipped:
-        lines.append(f"  skipped {r.label}: {r.reason or '-'}")
+        lines.append(f"  skipped {printable(r.label)}: {printable(r.reason or '-')}")
     # Lines of the streams left out (corrupt, or of the wrong type): a few, then a count.
     notes = summary.notes
-    lines += [f"  note: {note}" for note in notes[:5]]
+    lines += [f"  note: {printable(note)}" for note in notes[:5]]
     if len(notes) > 5:
         lines.append(f"  ... and {len(notes) - 5} more lines left out")
     return lines
@@ -199,7 +211,7 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
     lines.append(verdict_rule(comparison))
-    lines += [f"warning: {warning}" for warning in comparison.warnings]
+    lines += [f"warning: {printable(warning)}" for warning in comparison.warnings]
     return lines
 
 
@@ -223,6 +235,51 @@ def verdict_rule(comparison: Comparison) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
+def _bench_value(comparison: Comparison | None) -> Any:
+    """``value(bench, key)`` for :func:`~pytest_dlbench.report.columns.sort_items`."""
+    def value(b: Any, key: str) -> float | str | None:
+        if key == "ratio":
+            c = comparison.get(b.name) if comparison is not None else None
+            return c.ratio if c else None
+        return {"name": b.name, "perf": b.perf, "perf_adj": b.perf_adj, "std%": b.std_pct,
+                "weight": b.weight, "fail": b.fail}.get(key)
+    return value
+
+
+def _main_columns(comparison: Comparison | None, verbosity: int) -> tuple[str, ...]:
+    """The compact table's columns (report/columns.py): 80 columns wide for the common case."""
+    compared = comparison is not None
+    main = (*cols.MAIN, *(cols.COMPARE if compared else ()))
+    if verbosity > 0:  # wider than 80: cut into blocks there, the compact columns first
+        main += (*cols.VERBOSE, *(cols.VERBOSE_COMPARE if compared else ()))
+    return main
+
+
+def bench_tables(summary: SuiteSummary, comparison: Comparison | None = None, *,
+                 verbosity: int = 0, width: int = 100, columns: tuple[str, ...] | None = None,
+                 sort: str | None = None) -> list[str]:
+    """The benchmark table, and a second one with the columns only some benchmarks have
+    (TFLOP/s, MFU, precision, compile, peak memory, energy, time-to-train) when one has them.
+    ``columns`` (``--bench-columns``): one table of exactly those; ``sort``: the rows' order."""
+    benches = cols.sort_items(summary.benchmarks, sort, _bench_value(comparison))
+    ordered = dataclasses.replace(summary, benchmarks=tuple(benches))
+    rows = _bench_rows(ordered, comparison)
+    if comparison is not None:
+        for row, b in zip(rows, benches, strict=True):
+            c = comparison.get(b.name)
+            row["p"] = p_value(c.p_value if c else None)
+    left = ["bench", "units", "verdict", "precision"]
+    if columns is not None:
+        return [table([cols.select(row, columns, missing=MISSING) for row in rows], width,
+                      left=left)]
+    main = _main_columns(comparison, verbosity)
+    out = [table([cols.select(row, main) for row in rows], width, left=left)]
+    details = [c for c in cols.DETAILS if any(c in row for row in rows)]
+    if details:
+        out += ["", table([cols.select(row, details) for row in rows], width, left=left)]
+    return out
+
+
 def render_summary(
     summary: SuiteSummary,
     comparison: Comparison | None = None,
@@ -230,34 +287,37 @@ def render_summary(
     verbosity: int = 0,
     width: int = 100,
     price: float | None = None,
+    columns: tuple[str, ...] | None = None,
+    sort: str | None = None,
 ) -> str:
-    """The report as text (no trailing newline).
+    """The report as text (no trailing newline), fitted to ``width`` (names shortened in the
+    middle, never wrapped); text from the runs shown escaped (numbers.printable).
 
-    ``verbosity < 0``: the score line only (and what made it incomplete). ``0``: the table,
-    score, failures, incomplete benchmarks. ``> 0``: also per-device rows and the device matrix.
+    ``verbosity < 0``: the score line only (and what made it incomplete). ``0``: the compact
+    table, the second table when a benchmark has its columns, score, failures, incomplete
+    benchmarks. ``> 0``: also n, fail, total (adj ratio and p when comparing), per-device rows
+    and the device matrix. ``columns``/``sort``: ``--bench-columns``/``--bench-sort``.
     """
     line = score_line(summary, comparison, price)
     if verbosity < 0:
         if summary.incomplete:
             line += f"; incomplete: {', '.join(summary.incomplete)}"
-        return line
+        return printable_lines(line)
     if not summary.benchmarks:
-        return "no benchmark results\n" + line
-    rows = _bench_rows(summary, comparison)
-    if comparison is not None and verbosity > 0:
-        for row, b in zip(rows, summary.benchmarks, strict=True):
-            c = comparison.get(b.name)
-            row["p"] = p_value(c.p_value if c else None)
-    out = [table(rows, width, left=["bench", "units", "verdict"]), "", line]
+        return printable_lines("no benchmark results\n" + line)
+    out = bench_tables(summary, comparison, verbosity=verbosity, width=width, columns=columns,
+                       sort=sort)
+    out += ["", line]
     out += _time_to_train_line(summary)
     incomplete = _incomplete_line(summary)
     if incomplete:
         out.append(incomplete)
-    out += [f"unreliable: {b.name} ({b.unreliable})" for b in summary.benchmarks if b.unreliable]
+    out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
+            if b.unreliable]
     if any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks):
-        out += [f"FLOPs not counted: {b.name} ({b.flops_reason})"
+        out += [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
                 for b in summary.benchmarks if b.tflops is None and b.flops_reason]
-        out += [f"MFU not shown: {b.name} ({b.mfu_error})"
+        out += [printable(f"MFU not shown: {b.name} ({b.mfu_error})")
                 for b in summary.benchmarks if b.mfu_error]
     out += _failure_lines(summary)
     out += compile_lines(summary)
@@ -269,33 +329,40 @@ def render_summary(
         devices = device_rows(summary)
         out += ["", "per device", table(devices, width, left=["bench"]) if devices else "  -", ""]
         out += gpu_matrix(summary, width)
-    return "\n".join(out)
+    return printable_lines("\n".join(out))
 
 
-def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100) -> str:
-    """Two summaries side by side (``dlbench compare``): perf, ratio and verdict, and the
-    perf_adj ratio beside them."""
+def _compared_value(c: Any, key: str) -> float | str | None:
+    """A compared benchmark's figure for ``--bench-sort`` (the current side's)."""
+    return {"name": c.name, "perf": c.current, "ratio": c.ratio, "weight": c.weight}.get(key)
+
+
+def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int = 100,
+                      sort: str | None = None) -> str:
+    """Two summaries side by side (``dlbench compare``): baseline and current perf, ratio and
+    verdict; with ``-v`` the perf_adj ratio, p and samples too (the first block at 80 columns
+    is the compact one)."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = f"score: {fixed(cs, 2)} vs baseline {fixed(bs, 2)} ({_score_comparison(comparison)})"
+    line = f"score: {number(cs)} vs baseline {number(bs)} ({_score_comparison(comparison)})"
     if verbosity < 0:
-        return line
+        return printable_lines(line)
     rows = []
-    for c in comparison.benchmarks:
+    for c in cols.sort_items(comparison.benchmarks, sort, _compared_value):
         row = {
             "bench": c.name,
             "baseline": number(c.baseline),
             "current": number(c.current),
+            "units": c.units,
             "ratio": fixed(c.ratio, 3),
             "verdict": c.verdict,
-            "adj ratio": fixed(c.adj_ratio, 3),
             "weight": f"{c.weight:g}",
-            "units": c.units,
         }
         if any(x.metric == TIME_COLUMN for x in comparison.benchmarks):
             ttt = c.metric == TIME_COLUMN
             row["baseline time"] = seconds(c.baseline_time) if ttt else MISSING
             row["current time"] = seconds(c.current_time) if ttt else MISSING
         if verbosity > 0:
+            row["adj ratio"] = fixed(c.adj_ratio, 3)
             row["p"] = p_value(c.p_value)
             row["samples"] = f"{c.samples[0]}/{c.samples[1]}"
         rows.append(row)
@@ -304,7 +371,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
         out += [table(rows, width, left=["bench", "verdict", "units"]), ""]
     out.append(line)
     out += _comparison_lines(comparison)
-    return "\n".join(out)
+    return printable_lines("\n".join(out))
 
 
 def paired_title(comparison: Comparison) -> str:
@@ -322,30 +389,31 @@ def render_paired(
     *,
     verbosity: int = 0,
     width: int = 100,
+    sort: str | None = None,
 ) -> str:
     """A ``--bench-against`` run: per benchmark the base and candidate rates, the ratio of the
-    pairs, its interval and the verdict (the perf_adj ratio beside), then the score and the
-    base side's failed runs. ``verbosity < 0``: the score line only."""
+    pairs, its interval and the verdict (with ``-v`` p, the pairs and the perf_adj ratio), then
+    the score and the base side's failed runs. ``verbosity < 0``: the score line only."""
     level = f"{100 * (1 - 2 * comparison.alpha):g}% CI"
     cs, bs = comparison.current_score, comparison.baseline_score
-    score = (f"score: {fixed(cs, 2)} vs base {fixed(bs, 2)} "
+    score = (f"score: {number(cs)} vs base {number(bs)} "
              f"({_score_comparison(comparison)})")
     if verbosity < 0:
-        return score
+        return printable_lines(score)
     rows = []
-    for c in comparison.benchmarks:
+    for c in cols.sort_items(comparison.benchmarks, sort, _compared_value):
         row = {
             "bench": c.name,
             "base": number(c.baseline or None),
             "candidate": number(c.current or None),
+            "units": c.units,
             "ratio": fixed(c.ratio, 3),
             level: ci_text(c.ci),
             "verdict": c.verdict,
-            "p": p_value(c.p_value),
-            "pairs": str(c.samples[0]),
-            "adj ratio": fixed(c.adj_ratio, 3),
-            "units": c.units,
         }
+        if verbosity > 0:
+            row.update({"p": p_value(c.p_value), "pairs": str(c.samples[0]),
+                        "adj ratio": fixed(c.adj_ratio, 3)})
         rows.append(row)
     out = [paired_title(comparison)]
     if rows:
@@ -353,7 +421,7 @@ def render_paired(
     out += ["", score]
     for c in comparison.benchmarks:
         if c.note:
-            out.append(f"  {c.name}: {c.note}")
+            out.append(f"  {printable(c.name)}: {printable(c.note)}")
     if comparison.only_current:
         out.append(f"only on the candidate side: {', '.join(comparison.only_current)}")
     if comparison.only_baseline:
@@ -361,7 +429,7 @@ def render_paired(
     if base is not None:
         for r in base.failed_runs:
             why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
-            out.append(f"  base side failed {r.label}: {why}")
+            out.append(f"  base side failed {printable(r.label)}: {printable(why)}")
     out.append(verdict_rule(comparison))
-    out += [f"warning: {warning}" for warning in comparison.warnings]
-    return "\n".join(out)
+    out += [f"warning: {printable(warning)}" for warning in comparison.warnings]
+    return printable_lines("\n".join(out))

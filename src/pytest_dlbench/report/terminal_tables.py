@@ -14,20 +14,21 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
-from pytest_dlbench.report.format import MISSING, fixed, number, percent
+from pytest_dlbench.report.format import MISSING, fixed, number, percent, printable
 from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = [
     "SLOW_DEVICE",
+    "SWEEP_NOTE",
     "compile_columns",
     "compile_lines",
     "device_rows",
+    "display_width",
     "gpu_matrix",
     "render_sweep",
     "scaling_lines",
+    "shorten",
     "sweep_lines",
     "table",
 ]
@@ -36,22 +37,99 @@ __all__ = [
 SLOW_DEVICE = 0.05
 
 
-def table(rows: list[dict[str, str]], width: int, left: Sequence[str] = ()) -> str:
-    """Right-aligned columns, except ``left`` ones. Never wrapped: a table cut into blocks is
-    harder to read than a long line (``width`` is kept for callers; CI logs do not wrap)."""
-    frame = pd.DataFrame(rows)
-    renames = {}
-    for col in left:
-        if col not in frame:
-            continue
-        size = max([len(col), *(len(v) for v in frame[col])])
-        frame[col] = [v.ljust(size) for v in frame[col]]
-        renames[col] = col.ljust(size)
-    frame = frame.rename(columns=renames)
-    # Two spaces between columns: pandas' single space makes adjacent numbers hard to read.
-    space = {c: max([len(c), *(len(v) for v in frame[c])]) + 1 for c in frame.columns[1:]}
-    text = frame.to_string(index=False, line_width=None, col_space=space)
-    return "\n".join(line.rstrip() for line in text.splitlines())
+#: The narrowest a shortened name column gets (then the table is split into blocks instead).
+MIN_NAME = 12
+#: Between two columns: one space makes adjacent numbers hard to read.
+GAP = "  "
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: two for a CJK character or an emoji, none for a
+    combining mark (wcwidth), so that a table stays aligned."""
+    from wcwidth import wcswidth, wcwidth
+
+    width = wcswidth(text)
+    if width >= 0:
+        return int(width)
+    return sum(max(int(wcwidth(c)), 0) for c in text)  # an unassigned character: as if 0
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns, cut in the middle: ``resnet50-…-bs256`` (the start
+    and the end of a benchmark name are what tell two apart)."""
+    if display_width(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    keep = width - 1
+    tail = ""
+    for char in reversed(text):
+        if display_width(char + tail) > keep // 2:
+            break
+        tail = char + tail
+    head = ""  # what the tail left: a wide character may not fit its half
+    for char in text:
+        if display_width(head + char) > keep - display_width(tail):
+            break
+        head += char
+    return head + "…" + tail
+
+
+def _pad(text: str, size: int, left: bool) -> str:
+    fill = " " * max(size - display_width(text), 0)
+    return text + fill if left else fill + text
+
+
+def table(rows: list[dict[str, str]], width: int, left: Sequence[str] = (),
+          shrink: str | None = "bench") -> str:
+    """Right-aligned columns, except ``left`` ones; never wrapped. Cells are shown escaped
+    (:func:`~pytest_dlbench.numbers.printable`: a name or a unit from a file cannot move the
+    cursor). To fit ``width``, the ``shrink`` column's long values are shortened in the middle
+    (down to :data:`MIN_NAME` columns); a table still too wide is cut into blocks of columns,
+    the first column repeated in each."""
+    if not rows:
+        return ""
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    cells = [[printable(row.get(c, MISSING)) for c in columns] for row in rows]
+    sizes = [max([display_width(c), *(display_width(r[i]) for r in cells)])
+             for i, c in enumerate(columns)]
+    total = sum(sizes) + len(GAP) * (len(columns) - 1)
+    if shrink in columns and total > width:
+        i = columns.index(shrink)
+        size = max(MIN_NAME, display_width(shrink), sizes[i] - (total - width))
+        if size < sizes[i]:
+            sizes[i] = size
+            for r in cells:
+                r[i] = shorten(r[i], size)
+    blocks = _blocks(sizes, width)
+    lines: list[str] = []
+    for block in blocks:
+        if lines:
+            lines.append("")
+        for values in ([*columns], *cells):
+            line = GAP.join(_pad(values[i], sizes[i], columns[i] in left) for i in block)
+            lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _blocks(sizes: list[int], width: int) -> list[list[int]]:
+    """The columns of each block: all of them when they fit ``width``, else as many as fit
+    after the first column (at least one each)."""
+    if sum(sizes) + len(GAP) * (len(sizes) - 1) <= width or len(sizes) <= 2:
+        return [list(range(len(sizes)))]
+    blocks: list[list[int]] = []
+    block = [0]
+    used = sizes[0]
+    for i in range(1, len(sizes)):
+        if len(block) > 1 and used + len(GAP) + sizes[i] > width:
+            blocks.append(block)
+            block, used = [0], sizes[0]
+        block.append(i)
+        used += len(GAP) + sizes[i]
+    blocks.append(block)
+    return blocks
 
 
 # -- compiled benchmarks --------------------------------------------------------------------------
@@ -204,5 +282,9 @@ def sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
     rows = sweep_rows(summary, matrix_only=True)
     if not rows:
         return []
-    return ["", "sweep (matrix benchmarks; throughput in items/s, times in seconds)",
-            render_sweep(rows, width)]
+    return ["", "sweep (matrix benchmarks; times in seconds)", render_sweep(rows, width),
+            SWEEP_NOTE]
+
+
+#: Below every sweep table (issue 25, item 5): its throughput is not the benchmark table's perf.
+SWEEP_NOTE = "throughput_avg: the mean of the steps' rates; not perf (items / window seconds)"
