@@ -329,12 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
     from pytest_dlbench.report.console import tolerant_output
 
     tolerant_output()  # a name the terminal's encoding cannot show is escaped, not a traceback
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
     except SystemExit as exc:
         # argparse exits 2 on a bad option; report/compare say 4 (usage), as pytest does.
         if exc.code == 2 and _command(argv) in _RESULT_COMMANDS:

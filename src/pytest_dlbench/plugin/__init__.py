@@ -83,6 +83,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from pytest_dlbench.report.console import tolerant_output
+
+    tolerant_output()  # our lines on a terminal that cannot show a name: escaped, no traceback
     if not config.getoption("bench_suite"):
         return
     from pytest_dlbench.errors import DlbenchError
