@@ -99,6 +99,18 @@ SUITE_CASES += [
         "(an alias bomb?)",
     ),
     (
+        "a suite of 120,000 plain values (no aliases)",
+        "".join(f"k{i}: {i}\n" for i in range(120_000)),
+        (),
+        "FILE:50000:9: the document has more than 100000 values (a suite has a few thousand)",
+    ),
+    (
+        "a suite file of 17 MB (300,000 plain entries)",
+        "".join(f"b{i}: {{definition: {TOY}}}\n" for i in range(300_000)),
+        (),
+        re.compile(r"FILE: cannot read: larger than 16 MiB \(\d+ bytes\)"),
+    ),
+    (
         "a self-referencing alias `t: &t {argv: [*t]}`",
         f"t: &t {{definition: {TOY}, argv: [*t]}}",
         (),

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from pytest_dlbench import untrusted
 from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.merge import DELETE
 
@@ -21,6 +22,8 @@ _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: the depth keeps PyYAML's composer (recursive C code) and the merge rules off deep recursion.
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+#: The largest suite or system file read (a suite is a few KiB).
+MAX_BYTES = 16 << 20
 
 
 def _check_events(loader: Any, file: str | None) -> None:
@@ -32,6 +35,7 @@ def _check_events(loader: Any, file: str | None) -> None:
     open_sizes: list[int] = []  # values counted so far in each open collection
     open_anchors: list[str | None] = []
     anchors: dict[str, int] = {}  # expanded size of each finished anchored value
+    written = [0]  # values as written in the file, aliases counted as one
 
     def error(message: str, event: Any) -> SuiteError:
         mark = event.start_mark
@@ -43,11 +47,16 @@ def _check_events(loader: Any, file: str | None) -> None:
         if open_sizes:
             open_sizes[-1] += size
         if size > MAX_NODES or (open_sizes and open_sizes[-1] > MAX_NODES):
+            if written[0] > MAX_NODES:  # as written, without aliases: a file that is too big
+                raise error(f"the document has more than {MAX_NODES} values (a suite has a "
+                            "few thousand)", event)
             raise error(f"the document expands to more than {MAX_NODES} values through its "
                         "aliases (an alias bomb?)", event)
 
     while loader.check_event():
         event = loader.get_event()
+        if isinstance(event, yaml.NodeEvent):
+            written[0] += 1
         if isinstance(event, yaml.CollectionStartEvent):
             if len(open_sizes) >= MAX_DEPTH:
                 raise error(f"nested deeper than {MAX_DEPTH} levels", event)
@@ -136,12 +145,14 @@ _SuiteLoader.add_constructor("!delete", _construct_delete)
 
 def load_yaml(path: Path) -> Any:
     """Parse one file with safe semantics; errors become one line with file:line:column."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of bounded size: a FIFO never hangs, a huge file is not read
+        text = untrusted.read_bytes(path, limit=MAX_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise SuiteError("not a UTF-8 text file", file=path) from None
     except FileNotFoundError:
         raise SuiteError("file not found", file=path) from None
+    except untrusted.FileRefused as exc:
+        raise SuiteError(f"cannot read: {exc}", file=path) from None
     except OSError as exc:
         raise SuiteError(f"cannot read: {exc.strerror}", file=path) from None
     loader = _SuiteLoader(text)
