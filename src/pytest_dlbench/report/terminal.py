@@ -31,6 +31,7 @@ from pytest_dlbench.report.terminal_tables import (
     sweep_lines,
     table,
 )
+from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.summary import SuiteSummary
 
@@ -319,6 +320,7 @@ def render_summary(
                 for b in summary.benchmarks if b.tflops is None and b.flops_reason]
         out += [printable(f"MFU not shown: {b.name} ({b.mfu_error})")
                 for b in summary.benchmarks if b.mfu_error]
+    out += observation_lines(summary)  # too few observations, milabench's figure (issue 23)
     out += _failure_lines(summary)
     out += compile_lines(summary)
     if comparison is not None:

@@ -134,6 +134,12 @@ class RunResult:
     timing: StepStats = field(default_factory=StepStats)
     world_size: int = 1
     matrix: Mapping[str, Any] = field(default_factory=dict)
+    #: What the table and the report say under a run that passed: an external command that
+    #: ended before its ``skip + stop`` observations (``warning`` records of source
+    #: ``observations``, run/external.py)
+    warnings: tuple[str, ...] = ()
+    #: A voir benchmark (its ``command`` record's parser): its summary has milabench's figure
+    voir: bool = False
 
     @property
     def ok(self) -> bool:
@@ -174,6 +180,8 @@ class RunResult:
             "telemetry": dict(self.telemetry),
             **({"compiled": dict(self.compiled)} if self.compiled else {}),
             **({"notes": list(self.notes)} if self.notes else {}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
+            **({"voir": True} if self.voir else {}),
             # Only for time-to-train runs: summaries of other runs keep their shape.
             **({"timing": self.timing.to_dict()} if self.metric == TOTAL_TIME else {}),
         }
@@ -197,6 +205,8 @@ class RunResult:
             telemetry=dict(data.get("telemetry") or {}),
             compiled=dict(data.get("compiled") or {}),
             notes=tuple(data.get("notes") or ()),
+            warnings=tuple(data.get("warnings") or ()),
+            voir=bool(data.get("voir")),
             timing=StepStats.from_dict(data.get("timing") or {}),
             **shared,
         )

@@ -27,12 +27,14 @@ from pytest_dlbench.results.run_result import (
 from pytest_dlbench.results.summary import (
     BenchSummary,
     SuiteSummary,
+    milabench_figure,
     noise_samples,
     relative_spread,
     spread,
 )
 from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR
 from pytest_dlbench.suite.presets import eager_key
 
 __all__ = [
@@ -229,6 +231,10 @@ def run_from_records(
         timing=timing,
         world_size=world_size,
         matrix=dict(spec.get("matrix") or {}),
+        warnings=tuple(str(r.get("message")) for r in run.warnings
+                       if r.get("source") == OBSERVATIONS),
+        voir=any(isinstance(c.get("parser"), Mapping) and c["parser"].get("name") == VOIR
+                 for c in run.kind(Event.COMMAND)),
     )
 
 
@@ -299,7 +305,9 @@ def summarize_bench(
     per_gpu = summary.perf_per_gpu or 0.0  # perf is known here: never None
     # A matmul benchmark measures TFLOP/s itself.
     return replace(summary, tflops=(per_gpu if units == "TFLOP/s" else
-                                    per_gpu * per_item / 1e12 if per_item else None))
+                                    per_gpu * per_item / 1e12 if per_item else None),
+                   milabench_perf=milabench_figure(
+                       v for r in ok if r.voir for _, v in (*r.warmup, *r.steady)))
 
 
 def _unreliable(

@@ -27,6 +27,7 @@ from pytest_dlbench.results.summary_json import PROVENANCE, SCHEMA, VERSION, che
 __all__ = [
     "BenchSummary",
     "SuiteSummary",
+    "milabench_figure",
     "noise_samples",
     "relative_spread",
     "spread",
@@ -41,6 +42,16 @@ def noise_samples(runs: Iterable[RunResult]) -> tuple[float, ...]:
     if len(ok) >= 2:
         return tuple(r.rate for r in ok if r.rate is not None)
     return tuple(ok[0].block_rates) if ok else ()
+
+
+def milabench_figure(rates: Iterable[float]) -> float | None:
+    """milabench's figure of a benchmark (its summary's ``train_rate`` mean): every rate of its
+    runs, warm-up included, pooled, the lowest and the highest dropped (with three or more),
+    averaged. None without a rate. Ours is the steady window's items over seconds."""
+    values = sorted(float(v) for v in rates if math.isfinite(v))
+    if len(values) >= 3:
+        values = values[1:-1]
+    return statistics.fmean(values) if values else None
 
 
 def spread(samples: Sequence[float]) -> float:
@@ -86,6 +97,13 @@ class BenchSummary:
     #: what ``std`` was computed from (:func:`noise_samples`): saved, and what the comparison's
     #: test reads of each side
     noise_samples: tuple[float, ...] = ()
+    #: milabench's figure for a voir benchmark (:func:`milabench_figure`), beside ``perf``
+    milabench_perf: float | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What its runs that passed warn of (too few observations), each once."""
+        return tuple(dict.fromkeys(w for r in self.runs if r.ok for w in r.warnings))
 
     @property
     def lower_is_better(self) -> bool:
@@ -212,6 +230,8 @@ class BenchSummary:
             "rates": list(self.rates),
             "samples": list(self.noise_samples),
             "telemetry": self.telemetry,
+            **({"milabench_perf": self.milabench_perf}
+               if self.milabench_perf is not None else {}),
             **({"precision": self.precision} if self.precision else {}),
             **({"compile": dict(self.compile)} if self.compile else {}),
             **self._time_to_train(),
@@ -272,6 +292,7 @@ class BenchSummary:
             peak_source=data.get("peak_source"),
             mfu_error=data.get("mfu_error"),
             metric=shared["metric"],
+            milabench_perf=optional_float(data.get("milabench_perf")),
             # Older files without samples: the rule applied to the saved runs.
             noise_samples=noise_samples(runs) if samples is None else saved_numbers(samples),
         )

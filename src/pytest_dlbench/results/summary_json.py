@@ -105,6 +105,8 @@ def _schema() -> Any:
         telemetry: Map | None = None
         compiled: Map | None = None
         notes: list[Str] | None = None
+        warnings: list[Str] | None = None
+        voir: Bool | None = None
         timing: Timing | None = None
 
     class Bench(Loose):
@@ -132,6 +134,7 @@ def _schema() -> Any:
         compile: Map | None = None
         metric: Str | None = None
         world_size: Int | None = None
+        milabench_perf: Num | None = None
         runs: list[Run] | None = None
 
     class Summary(Loose):

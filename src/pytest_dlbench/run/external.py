@@ -61,7 +61,7 @@ from pytest_dlbench.errors import DlbenchError, shorten
 from pytest_dlbench.measure.logparse import StepReader
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.voir_data import STOP, DataChannel
-from pytest_dlbench.suite.logparsers import VOIR, LogParser, make_parser
+from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR, LogParser, make_parser
 
 __all__ = [
     "BENCHMATE_ENV", "MIN_STEADY", "CommandResult", "ExternalCommandError", "check_observations",
@@ -75,8 +75,6 @@ TAIL_LINES = 30
 #: The fewest steady observations a command's run may end with when it ends before its
 #: ``skip + stop`` (or ``stop``, when smaller): ``std%`` needs one per block of the window.
 MIN_STEADY = 5
-#: The ``source`` of the warning record of a run that ended with too few observations.
-OBSERVATIONS = "observations"
 #: What benchmate is told on voir's data channel: push every step as it happens (not in one
 #: burst at an epoch's end), with its own seconds (``elapsed``).
 BENCHMATE_ENV = {"BENCHMATE_EAGER_SYNC": "1", "BENCHMATE_LOG_MODE": "all"}
@@ -319,11 +317,12 @@ def run_command(
     if not result.stopped and result.returncode != 0:
         raise _failure(result, channel.error if channel is not None else None)
     if reporting and result.steps == 0:
-        if log_parser is None:
+        if channel is not None:
             raise ExternalCommandError(
                 f"voir's data channel gave no train rate ({channel.lines} data lines, "
                 f"{result.lines} lines of output): does the voirfile log 'rate'?"
             )
+        assert log_parser is not None
         raise ExternalCommandError(
             f"the command printed no line the {log_parser.name!r} parser reads "
             f"({result.lines} lines of output)"

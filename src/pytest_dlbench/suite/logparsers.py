@@ -31,11 +31,17 @@ from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
 
-__all__ = ["GROUPS", "OPEN_CLIP", "PARSERS", "VOIR", "LogParseError", "LogParser", "make_parser"]
+__all__ = [
+    "GROUPS", "OBSERVATIONS", "OPEN_CLIP", "PARSERS", "VOIR", "LogParseError", "LogParser",
+    "make_parser",
+]
 
 #: ``parser: voir``: not a regular expression over the output but voir's data channel, a pipe
 #: of JSON lines (run/voir_data.py); the runner opens it (run/external.py).
 VOIR = "voir"
+#: The ``source`` of the ``warning`` record of an external command that ended before its
+#: ``skip + stop`` observations (run/external.py); the results show it (results/scoring.py).
+OBSERVATIONS = "observations"
 
 #: The named groups a parser may use (others are allowed and ignored).
 GROUPS = ("seconds", "items", "samples", "rate", "loss", "percent")

@@ -1,0 +1,23 @@
+"""The lines under the results table about how a benchmark was observed (docs/suites.md,
+"milabench's folders through voir"): an external command that ended with too few
+observations, and milabench's own figure of a voir benchmark beside ours."""
+
+from __future__ import annotations
+
+from pytest_dlbench.report.format import number
+from pytest_dlbench.results.summary import SuiteSummary
+
+__all__ = ["observation_lines"]
+
+
+def observation_lines(summary: SuiteSummary) -> list[str]:
+    """``warning: <bench>: too few observations: ...`` for each benchmark whose command ended
+    early, and ``milabench: <bench> <figure> <units> (...)`` for each voir benchmark."""
+    lines = [f"warning: {b.name}: {w}" for b in summary.benchmarks for w in b.warnings]
+    lines += [
+        f"milabench: {b.name} {number(b.milabench_perf)} {b.units} (milabench's figure: every "
+        f"rate, warm-up included, min and max dropped; perf {number(b.perf)} is the steady "
+        "window)"
+        for b in summary.benchmarks if b.milabench_perf is not None
+    ]
+    return lines
