@@ -110,3 +110,75 @@ def test_a_huge_exception_message_is_in_the_log_not_in_the_results(tmp_path: Pat
     for output in ("s.json", "r.html"):
         assert (tmp_path / "out" / output).stat().st_size < 100_000
     assert "fail: RuntimeError: xxx" in result.stdout
+
+
+# -- item 14: spreadsheet formulas in `dlbench table --csv` --------------------------------------
+
+
+def test_table_csv_quotes_what_a_spreadsheet_would_run(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+
+    from test_time_to_train import write_ttt_run
+
+    from pytest_dlbench.cli import main as dlbench
+
+    run_dir = tmp_path / "run"
+    write_ttt_run(run_dir, "=1+2", [10.0, 2.0, 2.0, 2.0],
+                  matrix={"@cmd": "+SUM(A1)", "lr": -0.5, "shift": "-3", "note": "-x|calc"})
+    write_ttt_run(run_dir, "plain", [10.0, 2.0, 2.0], matrix={"@cmd": "=A1", "lr": 1.5,
+                                                               "shift": "4", "note": "ok"})
+    assert dlbench(["table", str(run_dir), "--csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    header, formula, plain = rows[0], *sorted(rows[1:], key=lambda r: r[0] != "'=1+2")
+    assert header[:5] == ["bench", "'@cmd", "lr", "shift", "note"]
+    assert formula[:5] == ["'=1+2", "'+SUM(A1)", "-0.5", "-3", "'-x|calc"]  # numbers stay
+    assert plain[:5] == ["plain", "'=A1", "1.5", "4", "ok"]
+    assert all(not cell.startswith(("=", "+", "@")) for row in rows for cell in row)
+
+
+# -- item 14: a terminal that cannot show a name ---------------------------------------------
+
+
+def _ascii_env() -> dict[str, str]:
+    return {**child_env(), "PYTHONIOENCODING": "ascii"}
+
+
+def test_dlbench_report_on_an_ascii_terminal_escapes_a_unicode_name(tmp_path: Path) -> None:
+    from _runs import write_run
+
+    run_dir = tmp_path / "run"
+    write_run(run_dir, "bé€nch")
+    write_run(run_dir, "ok")
+    (run_dir / "not-a-run").write_text("é")
+    result = subprocess.run([sys.executable, "-m", "pytest_dlbench.cli", "report", str(run_dir)],
+                            capture_output=True, timeout=120, env=_ascii_env())
+    assert result.returncode == 0, result.stderr.decode("ascii", "replace")[-2000:]
+    out = result.stdout.decode("ascii")  # only ASCII came out
+    assert "b\\xe9\\u20acnch" in out and "score:" in out
+
+
+def test_tolerant_output_escapes_what_the_encoding_cannot_hold() -> None:
+    code = ("import sys; from pytest_dlbench.report.console import tolerant_output; "
+            "tolerant_output(); print('bé€nch'); print('é', file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                            env=_ascii_env())
+    assert result.returncode == 0
+    assert (result.stdout, result.stderr) == (b"b\\xe9\\u20acnch\n", b"\\xe9\n")
+
+
+@pytest.mark.slow
+def test_pytest_on_an_ascii_terminal_reports_a_unicode_benchmark(tmp_path: Path) -> None:
+    (tmp_path / "u.py").write_text(
+        "def main(bench):\n    print('sortie é€')\n    raise RuntimeError('échec €')\n")
+    (tmp_path / "s.yaml").write_text('"bé€nch": {definition: u.py:main}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--bench-suite=s.yaml",
+         "--bench-base=out", "--bench-save=out/s.json"],
+        cwd=tmp_path, capture_output=True, timeout=300, env=_ascii_env())
+    out = result.stdout.decode("ascii") + result.stderr.decode("ascii")
+    assert result.returncode == 1, out[-3000:]  # the benchmark failed; nothing else did
+    assert "RuntimeError: \\xe9chec \\u20ac" in out and "summary saved" in out
+    saved = json.loads((tmp_path / "out" / "s.json").read_text())
+    assert list(saved["benchmarks"]) == ["bé€nch"]

@@ -155,8 +155,25 @@ def sweep_csv(rows: Sequence[SweepRow]) -> str:
     header = ["bench", *names, "gpus", "global_batch", *METRIC_COLUMNS, "metric", "status"]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
+    writer.writerow([_inert(name) for name in header])
     for row in rows:
         values = row.values()
-        writer.writerow(["" if values.get(k) is None else values.get(k) for k in header])
+        writer.writerow(["" if values.get(k) is None else _inert(values.get(k)) for k in header])
     return out.getvalue()
+
+
+#: What a spreadsheet reads as the start of a formula (=, +, -, @; tab and CR too, OWASP).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(value: Any) -> Any:
+    """A cell a spreadsheet shows as it is: text that would start a formula (a benchmark or a
+    matrix value named ``=HYPERLINK(...)``) gets a leading ``'``; numbers stay numbers, a
+    negative one (``-3``, or the text ``-3.5``) too."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
