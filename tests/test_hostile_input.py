@@ -205,6 +205,28 @@ SUITE_CASES += [
     ),
 ]
 
+# A voir definition (issue 23, docs/suites.md "milabench's folders through voir").
+SUITE_CASES += [
+    (
+        "`definition: {voir: ., script: ../main.py}` (a script outside the voir folder)",
+        "t: {definition: {voir: ., script: ../main.py}}",
+        (),
+        "FILE: t: definition: 'script' must be a file name in the folder, got '../main.py'",
+    ),
+    (
+        "`definition: {voir: [a, b]}`",
+        "t: {definition: {voir: [a, b]}}",
+        (),
+        "FILE: t: definition: 'voir' must be a folder (a path, relative to this file)",
+    ),
+    (
+        "`definition: {voir: ., parser: x}`",
+        "t: {definition: {voir: ., parser: x}}",
+        (),
+        "FILE: t: definition: unknown keys ['parser'] (a voir definition has voir, script)",
+    ),
+]
+
 
 def _suite(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "suite.yaml"

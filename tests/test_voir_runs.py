@@ -119,7 +119,7 @@ def test_the_docs_cpu_overlay_runs(pytester: pytest.Pytester,
     """docs/suites.md "milabench's folders through voir": the overlay, beside config/."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     checkout(pytester.path)
-    shutil.copy(DOCS / "examples" / "milabench-cpu.yaml", pytester.path / "cpu.yaml")
+    shutil.copy(DOCS / "examples" / "milabench-checkout" / "cpu.yaml", pytester.path / "cpu.yaml")
     result = pytester.runpytest("--bench-suite=cpu.yaml", "--bench-select=resnet50",
                                 "--bench-base=out", "-p", "no:randomly", "--bench-save=s.json")
     result.assert_outcomes(passed=1)
@@ -153,3 +153,15 @@ def test_a_command_that_ends_early_warns_and_one_far_too_short_fails(
         "ended after 9 of the 26 wanted (skip 6 + stop 20), 3 steady; a figure needs 5 steady "
         "at least*",
     ])
+
+
+def test_the_docs_explicit_voir_form_resolves(tmp_path: Path) -> None:
+    from pytest_dlbench.suite import resolve_suite
+    from pytest_dlbench.suite.definitions import VOIR_RUNNER
+
+    text = (DOCS / "examples" / "milabench-checkout" / "explicit.yaml").read_text()
+    shutil.copytree(DATA / "voirbench", tmp_path / "path" / "to" / "folder")
+    (tmp_path / "s.yaml").write_text(text)
+    (spec,) = resolve_suite(tmp_path / "s.yaml").specs
+    assert spec.definition == VOIR_RUNNER
+    assert spec.args == ("voir", "main.py", "--batch-size", "64")
