@@ -87,6 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     tolerant_output()  # our lines on a terminal that cannot show a name: escaped, no traceback
     if not config.getoption("bench_suite"):
+        # Your own tests' benchmarks (the bench fixture): their table, score and outputs.
+        from pytest_dlbench.plugin.fixture_runs import FixtureRuns
+
+        FixtureRuns.register(config)
         return
     from pytest_dlbench.errors import DlbenchError
 

@@ -57,7 +57,8 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     """The run context of a benchmark: ``device``, ``args``, ``iterate``, ``log_loss``, ``timer``.
 
     In a suite item it is configured from the suite; in an ordinary test function it streams to
-    ``<base>/runs/tests.<time>/<test>.D0.data`` with default warm-up and window sizes.
+    ``<base>/runs/tests.<time>/<test>.D0.data`` with default warm-up and window sizes, and the
+    run ends with the same table and score as a suite's (plugin/fixture_runs.py).
     """
     run = getattr(request.node, "run", None)
     if run is not None:
@@ -70,12 +71,15 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     from pytest_dlbench.run.layout import stream_path
     from pytest_dlbench.run.protocol import Status
 
-    plugin = request.config.pluginmanager.get_plugin("dlbench-session")
+    plugin = (request.config.pluginmanager.get_plugin("dlbench-session")
+              or request.config.pluginmanager.get_plugin("dlbench-fixture-runs"))
     run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
     name = request.node.name.replace("/", "_")
     device = default_device()
     with StreamWriter(stream_path(run_dir, name, 0)) as stream:
-        stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid}, device=0)
+        # Weight 1: each test's benchmark counts in the run's score, as a suite's would.
+        stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid,
+                                         "weight": 1}, device=0)
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
         yield instance

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -42,7 +42,21 @@ if TYPE_CHECKING:
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.harness import RunContext
 
-__all__ = ["BenchSession", "RunOptions"]
+__all__ = ["BenchSession", "ReportedRun", "RunOptions"]
+
+
+class ReportedRun(Protocol):
+    """What the reporter (plugin/reporter.py) reads of a run: a suite's session, or the bench
+    fixture's runs of your own tests (plugin/fixture_runs.py)."""
+
+    config: pytest.Config
+    against: BaseSide | None
+    profiles: dict[str, ProfileConfig]
+
+    @property
+    def run_name(self) -> str: ...
+
+    def existing_run_dir(self) -> Path | None: ...
 
 
 @dataclass(frozen=True)
