@@ -165,3 +165,15 @@ def test_the_docs_explicit_voir_form_resolves(tmp_path: Path) -> None:
     (spec,) = resolve_suite(tmp_path / "s.yaml").specs
     assert spec.definition == VOIR_RUNNER
     assert spec.args == ("voir", "main.py", "--batch-size", "64")
+
+
+def test_the_html_report_shows_both() -> None:
+    from pytest_dlbench.report.html import render_html
+
+    message = ("too few observations: the command ended after 9 of the 10 wanted (skip 2 + "
+               "stop 8), 7 steady")
+    page = render_html(summarize_runs([run_from_records(records([10.0] * 9, warning=message))]))
+    assert f'<span class="badge bad" title="{message}">too few observations</span>' in page
+    assert '<span class="muted">milabench 10' in page
+    plain = render_html(summarize_runs([run_from_records(records([10.0] * 9, voir=False))]))
+    assert "too few observations" not in plain and "milabench 10" not in plain

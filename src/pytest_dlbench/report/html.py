@@ -63,6 +63,10 @@ class BenchRow:
     peak_source: str
     precision: str = ""  # the precision preset, "" when none was recorded
     time: str = ""  # time-to-train (total_time_secs), lower is better; "" for other metrics
+    #: too few observations (an external command that ended early), and milabench's figure of a
+    #: voir benchmark ("" for others): docs/suites.md
+    warnings: tuple[str, ...] = ()
+    milabench: str = ""
 
     @property
     def has_fail(self) -> bool:
@@ -185,6 +189,8 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         precision=b.precision or "",
         time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
         if b.lower_is_better else "",
+        warnings=b.warnings,
+        milabench=significant(b.milabench_perf) if b.milabench_perf is not None else "",
     )
 
 
