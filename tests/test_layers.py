@@ -25,11 +25,12 @@ ALLOWED: dict[str, set[str]] = {
     "workloads": {"contracts", "suite", "layout", "measure", "profile", "run", "data"},
     "options": {"contracts", "suite", "layout", "results", "report"},
 }
-TOP = {"loggers", "plugin", "cli"}  # they may use everything below them
+TOP = {"loggers", "plugin", "cli", "cli_history"}  # they may use everything below them
 ALLOWED.update({
     "loggers": set(ALLOWED) - {"workloads"},
     "plugin": set(ALLOWED) | {"loggers"},
-    "cli": set(ALLOWED) | {"loggers"},
+    "cli": set(ALLOWED) | {"loggers", "cli_history"},
+    "cli_history": set(ALLOWED),
 })
 CONTRACTS = {"errors", "schema", "numbers", "untrusted", "run.protocol"}
 

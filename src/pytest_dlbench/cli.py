@@ -121,7 +121,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 # -- report / compare -------------------------------------------------------------------------
-_RESULT_COMMANDS = ("report", "compare", "profile", "log", "table")
+_RESULT_COMMANDS = ("report", "compare", "profile", "log", "table", "history", "bisect")
 
 
 def _error(message: str) -> None:
@@ -240,12 +240,14 @@ def _add_machine_command(commands: Any) -> None:
 def _cmd_table(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal_tables import SWEEP_NOTE, render_sweep
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
+    from pytest_dlbench.results.sweep import sweep_rows
 
     run_dir = check_run_dir(args.run_dir)
     rows = sweep_rows(summarize_dir(run_dir), matrix_only=args.matrix)
-    if args.csv:
-        sys.stdout.write(sweep_csv(rows))
+    if args.csv:  # the frame of pytest_dlbench.results.frame, as CSV (issue 27, item 5)
+        from pytest_dlbench.results.frames import frame_csv, sweep_frame
+
+        sys.stdout.write(frame_csv(sweep_frame(rows)))
     else:
         print(printable_lines(render_sweep(rows, _width())))
         if rows:
@@ -325,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.set_defaults(handler=_cmd_resolve)
     _add_result_commands(commands)
     _add_machine_command(commands)
+    from pytest_dlbench.cli_history import add_history_commands  # history, bisect (issue 27)
+
+    add_history_commands(commands)
     return parser
 
 

@@ -206,6 +206,11 @@ def _sort(text: str) -> str:
 REPORT_OPTIONS: list[ReportOption] = [
     ReportOption("save", dict(metavar="PATH", default=None,
                               help="write the run's JSON summary (a baseline)")),
+    ReportOption("autosave", dict(
+        nargs="?", const="", default=None, metavar="DIR",
+        help="keep the run's JSON summary in a results history: DIR (default "
+        "<bench-base>/history), under <machine-id>/<time>_<commit>.json; dlbench history "
+        "reads it (docs/history.md)")),
     ReportOption("compare", dict(
         metavar="PATH", default=None,
         help="compare with a saved summary; exit status 6 when performance regressed")),
@@ -335,5 +340,6 @@ def evaluate_options(
         paired=paired,
         price=value("price"),
         suite=suite,
-        outputs=Outputs(save=value("save"), html=value("html"), export=value("export")),
+        outputs=Outputs(save=value("save"), html=value("html"), export=value("export"),
+                        autosave=value("autosave")),
     )

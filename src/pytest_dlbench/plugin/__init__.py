@@ -79,6 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-child-stream", default=None, help=argparse.SUPPRESS)
     group.addoption("--bench-child-spec", default=None, help=argparse.SUPPRESS)
     group.addoption("--bench-child-run-dir", default=None, help=argparse.SUPPRESS)
+    parser.addini("bench_autosave", "--bench-autosave for every run: true (<bench-base>/history) "
+                  "or a history folder, relative to the ini file (docs/history.md)", default="")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         FixtureRuns.register(config)
         return
+    _autosave_from_ini(config)
     from pytest_dlbench.errors import DlbenchError
 
     try:
@@ -99,6 +102,25 @@ def pytest_configure(config: pytest.Config) -> None:
     except DlbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.pluginmanager.register(session, session.PLUGIN_NAME)
+
+
+def _autosave_from_ini(config: pytest.Config) -> None:
+    """``bench_autosave`` of the ini file, unless ``--bench-autosave`` was given: ``true`` (or
+    yes, on, 1) for ``<bench-base>/history``, false (no, off, 0) for none, else a folder."""
+    value = str(config.getini("bench_autosave") or "").strip()
+    if config.getoption("bench_autosave") is not None or not value:
+        return
+    if value.lower() in ("false", "no", "off", "0"):
+        return
+    if value.lower() in ("true", "yes", "on", "1"):
+        config.option.bench_autosave = ""
+        return
+    from pathlib import Path
+
+    folder = Path(value).expanduser()
+    if not folder.is_absolute() and config.inipath is not None:
+        folder = config.inipath.parent / folder
+    config.option.bench_autosave = str(folder)
 
 
 def _session_class(config: pytest.Config) -> type[BenchSession]:

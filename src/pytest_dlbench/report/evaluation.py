@@ -33,5 +33,5 @@ def write_evaluation(evaluation: Evaluation) -> Evaluation:
     written = write_outputs(evaluation.summary, comparison=evaluation.comparison,
                             save=outputs.save, html=outputs.html, export=outputs.export,
                             price=evaluation.options.price, suite=evaluation.options.suite,
-                            status=evaluation.status)
+                            status=evaluation.status, autosave=outputs.autosave)
     return evaluation.with_written(written.lines, written.failed)

@@ -42,6 +42,7 @@ def write_outputs(
     price: float | None = None,
     suite: str | None = None,
     status: int | None = None,
+    autosave: str | PathLike[str] | None = None,
 ) -> Written:
     """Write the JSON summary, the HTML page and the dashboard export that were asked for; a
     file that cannot be written is a line of ``failed``, and the others are still written.
@@ -52,6 +53,11 @@ def write_outputs(
 
         written.attempt("summary", "summary saved", save,
                         lambda: save_summary(summary, save, suite=suite))
+    if autosave is not None:  # "": <base>/history (results/history.py, docs/history.md)
+        from pytest_dlbench.results.history import autosave_summary
+
+        written.attempt("history entry", "history", autosave or "history",
+                        lambda: autosave_summary(summary, autosave, suite=suite))
     if html:
         from pytest_dlbench.report.html import write_html  # lazily: jinja2 and matplotlib are heavy
 

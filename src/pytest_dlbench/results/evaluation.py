@@ -32,6 +32,8 @@ class Outputs:
     save: str | None = None
     html: str | None = None
     export: str | None = None
+    #: ``--bench-autosave``: the history folder ("" for ``<base>/history``; results/history.py).
+    autosave: str | None = None
 
     def artifacts(self) -> list[Path]:
         """The files a logger attaches to the session: the HTML report and the saved summary,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,8 +151,19 @@ def param_names(rows: Sequence[SweepRow]) -> list[str]:
 def sweep_csv(rows: Sequence[SweepRow]) -> str:
     """The rows as CSV: ``bench``, the parameters, ``gpus``, ``global_batch``, the measured
     columns (full precision; empty when unknown), ``metric``, ``status``."""
-    names = param_names(rows)
-    header = ["bench", *names, "gpus", "global_batch", *METRIC_COLUMNS, "metric", "status"]
+    header = sweep_header(rows)
+    return csv_text(header, ([row.values().get(k) for k in header] for row in rows))
+
+
+def sweep_header(rows: Sequence[SweepRow]) -> list[str]:
+    """The columns of the sweep table: ``bench``, the parameters, then the measured ones."""
+    return ["bench", *param_names(rows), "gpus", "global_batch", *METRIC_COLUMNS, "metric",
+            "status"]
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """The one CSV writer of the tables (``dlbench table --csv``, results/frames.py): the header,
+    then each row, None as an empty cell."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([_inert(name) for name in header])

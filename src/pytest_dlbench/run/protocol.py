@@ -20,6 +20,8 @@ class Env:
 
     #: Results directory when ``--bench-base`` is not given (user-set).
     BASE = "DLBENCH_BASE"
+    #: The machine id of a results history (user-set; results/history.py), e.g. a CI runner's.
+    MACHINE = "DLBENCH_MACHINE"
     #: The device slots of the run (JSON list), so a child numbers items as its parent did.
     SLOTS = "DLBENCH_SLOTS"
     #: This process's slot index (set on an xdist worker and its children).

@@ -1,0 +1,134 @@
+"""``dlbench history`` and ``dlbench bisect`` (docs/history.md): the results history across
+commits and the search for the commit that changed a benchmark. Added to the ``dlbench``
+parser by :mod:`pytest_dlbench.cli`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_dlbench.results import gate
+from pytest_dlbench.run.protocol import Env
+
+__all__ = ["COMMANDS", "add_history_commands"]
+
+#: The commands added here; a bad option or input is exit status 4, as for ``report``.
+COMMANDS = ("history", "bisect")
+
+
+def _default_history() -> Path:
+    return Path(os.environ.get(Env.BASE) or ".dlbench") / "history"
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from pytest_dlbench.report.history import render_history, series_dicts
+    from pytest_dlbench.results.history import (
+        bench_series,
+        keyword_matcher,
+        load_history,
+        since,
+    )
+
+    folder = Path(args.history) if args.history else _default_history()
+    select = keyword_matcher(args.k or "")
+    entries, problems = load_history(folder, machine=args.machine)
+    if args.since:
+        entries = since(entries, args.since)
+    series = bench_series(entries, select=select, tolerance=args.tolerance, alpha=args.alpha)
+    if args.json:
+        print(json.dumps({"history": str(folder), "problems": problems,
+                          "series": series_dicts(series)}, indent=2))
+    else:
+        print(render_history(series, entries, problems, folder=folder, verbose=args.verbose))
+    return gate.OK
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from pytest_dlbench.numbers import fixed
+    from pytest_dlbench.results.probe import judge_paired_run
+    from pytest_dlbench.run.bisect import Probe, bisect
+
+    def judge(run_dir: Path, bench: str) -> Any:
+        return judge_paired_run(run_dir, bench, tolerance=args.tolerance, alpha=args.alpha)
+
+    def interval(probe: Probe) -> str:
+        ci = probe.verdict.ci
+        return f"[{fixed(ci[0], 3)}, {fixed(ci[1], 3)}]" if ci else "[-]"
+
+    def report(probe: Probe) -> None:
+        v = probe.verdict
+        word = "changed" if probe.changed else "unchanged"
+        how = "" if probe.decided_by == "paired test" else f", {probe.decided_by}"
+        print(f"{probe.commit[:10]} {word:<9} ratio {fixed(v.ratio, 3)} {interval(probe)}"
+              f" ({probe.rounds} rounds{how})  {probe.subject}", flush=True)
+
+    suites = args.bench_suite or []
+    if len(suites) != 1:
+        print("dlbench: error: bisect needs one --bench-suite=SUITE", file=sys.stderr)
+        return gate.USAGE_ERROR
+    result = bisect(args.good, args.bad, suite=suites[0], bench=args.k, judge=judge,
+                    rounds=args.rounds, max_rounds=args.max_rounds, report=report)
+    runs = sum(p.rounds for p in result.probes)
+    if result.first is None:
+        print(f"{args.bad} is not beyond the tolerance from {args.good} "
+              f"({len(result.probes)} step, {runs} rounds): nothing to find")
+        return gate.OK
+    found = next(p for p in result.probes if p.commit == result.first)
+    v = found.verdict
+    print(f"first changed commit: {found.commit} {found.subject}\n"
+          f"  {args.k}: ratio {fixed(v.ratio, 3)} {interval(found)} against {args.good} "
+          f"({len(result.probes)} steps over {len(result.commits)} commits, {runs} rounds "
+          "of paired runs)")
+    return gate.OK
+
+
+def add_history_commands(commands: Any) -> None:
+    from pytest_dlbench.options import REPORT_OPTIONS
+
+    def gate_options(parser: argparse.ArgumentParser) -> None:
+        for option in REPORT_OPTIONS:
+            if option.name in ("tolerance", "alpha"):
+                parser.add_argument(option.pytest_flag, option.cli_flag, dest=option.dest,
+                                    **option.kwargs)
+
+    history = commands.add_parser(
+        "history", help="each benchmark's rate over the commits of a results history "
+                        "(--bench-autosave), and the steps in it",
+        epilog="exit status: 0 ok, 4 bad input (no such folder, a bad -k or --since)",
+    )
+    history.add_argument("--history", metavar="DIR", default=None,
+                         help="the history folder (default $DLBENCH_BASE/history, else "
+                              ".dlbench/history)")
+    history.add_argument("-k", metavar="EXPR", default=None,
+                         help="only the benchmarks whose name matches (pytest's -k: words, "
+                              "and, or, not, parentheses)")
+    history.add_argument("--since", metavar="REV", default=None,
+                         help="only REV and the commits after it (git, in the repository here)")
+    history.add_argument("--machine", metavar="ID", default=None,
+                         help="only this machine's runs (the folder's name)")
+    history.add_argument("--json", action="store_true", help="machine-readable")
+    history.add_argument("-v", "--verbose", action="store_true", help="every commit")
+    gate_options(history)
+    history.set_defaults(handler=_cmd_history)
+
+    bisect = commands.add_parser(
+        "bisect", help="the first commit between GOOD and BAD where a benchmark's rate "
+                       "changed beyond the tolerance, each step a paired run against GOOD",
+        epilog="exit status: 0 ok (found, or BAD is not different), 4 bad input",
+    )
+    bisect.add_argument("good", metavar="GOOD", help="a revision with the old rate")
+    bisect.add_argument("bad", metavar="BAD", help="a later revision with the new rate")
+    bisect.add_argument("--bench-suite", "--suite", action="append", dest="bench_suite",
+                        metavar="SUITE", help="the suite (a name or a YAML file)")
+    bisect.add_argument("-k", metavar="BENCH", required=True, help="the benchmark")
+    bisect.add_argument("--rounds", "--bench-rounds", type=gate.parse_rounds, default=4,
+                        metavar="K", help="rounds of a step's first paired run (default 4); "
+                                          "twice as many while the test cannot decide")
+    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=16, metavar="K",
+                        help="the most rounds of one paired run (default 16)")
+    gate_options(bisect)
+    bisect.set_defaults(handler=_cmd_bisect)

@@ -1,0 +1,428 @@
+"""A results history: every run's saved summary kept by machine and commit, and each
+benchmark's rate over the commits with its steps (docs/history.md).
+
+``--bench-autosave`` (and ``dlbench report --autosave``) writes the summary that ``--bench-save``
+writes, with a ``history`` block (commit, its date, branch, uncommitted changes, machine id), to
+``<history>/<machine-id>/<time>_<commit>.json``, atomically (run/layout.write_atomic). The
+history folder is ``<base>/history`` by default, or any folder given (a CI cache, an artifact
+downloaded from earlier jobs). ``dlbench history`` reads it back (:func:`load_history`) and
+shows each benchmark's series (:func:`bench_series`) with the steps that
+:mod:`~pytest_dlbench.results.changes` finds in it.
+
+The machine id names the hardware the numbers come from: ``$DLBENCH_MACHINE`` when set (CI
+runners with changing host names), else the host name and a hash of the CPU model, its cores
+and the GPUs' names and memory, all from the facts a saved summary records
+(measure/machine.py: ``machine_info``). Numbers of two machines are never put in one series.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.results.changes import Step, detect_steps
+from pytest_dlbench.results.gate import ALPHA, TOLERANCE
+from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.run.layout import json_safe, write_atomic
+from pytest_dlbench.run.protocol import Env
+
+__all__ = [
+    "BenchSeries",
+    "Entry",
+    "GitInfo",
+    "HistoryError",
+    "Point",
+    "autosave",
+    "bench_series",
+    "default_history",
+    "git_info",
+    "keyword_matcher",
+    "load_history",
+    "machine_id",
+]
+
+#: The folder of a results base that holds the history.
+HISTORY = "history"
+
+
+class HistoryError(DlbenchError):
+    """A history folder or a ``-k``/``--since`` argument that cannot be used: one line."""
+
+
+# -- where a run's numbers come from ----------------------------------------------------------
+def _slug(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit]
+    return slug or "unknown"
+
+
+def machine_id(machine: Mapping[str, Any] | None) -> str:
+    """The id of the machine a summary was measured on (the module's docstring)."""
+    override = os.environ.get(Env.MACHINE, "").strip()
+    if override:
+        return _slug(override, 80)
+    machine = machine or {}
+    facts = {
+        "cpu": machine.get("cpu"),
+        "cores": machine.get("cores"),
+        "gpus": [(g.get("name"), g.get("memory")) for g in machine.get("gpus") or ()
+                 if isinstance(g, Mapping)],
+    }
+    digest = hashlib.sha1(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{_slug(str(machine.get('hostname') or 'unknown'))}-{digest[:8]}"
+
+
+@dataclass(frozen=True)
+class GitInfo:
+    """The commit a run measured: its hash, date (ISO, committer's), branch, and whether the
+    working tree had uncommitted changes to tracked files."""
+
+    commit: str | None = None
+    date: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+
+    @property
+    def short(self) -> str:
+        return self.commit[:12] if self.commit else "nogit"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"commit": self.commit, "commit_date": self.date, "branch": self.branch,
+                "dirty": self.dirty}
+
+
+def _git(cwd: str | PathLike[str] | None, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=10, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_info(cwd: str | PathLike[str] | None = None) -> GitInfo:
+    """The commit checked out in ``cwd`` (default: here); empty outside a repository."""
+    line = _git(cwd, "log", "-1", "--format=%H%x00%cI")
+    if not line:
+        return GitInfo()
+    commit, _, date = line.partition("\0")
+    branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+    status = _git(cwd, "status", "--porcelain", "--untracked-files=no")
+    return GitInfo(commit=commit, date=date or None,
+                   branch=None if branch in (None, "HEAD") else branch, dirty=bool(status))
+
+
+# -- writing --------------------------------------------------------------------------------
+def default_history(run_dir: str | PathLike[str]) -> Path:
+    """``<base>/history`` of a run directory ``<base>/runs/<name>.<time>``."""
+    run_dir = Path(run_dir).resolve()
+    base = run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent
+    return base / HISTORY
+
+
+def autosave(
+    saved: Mapping[str, Any],
+    history: str | PathLike[str],
+    *,
+    git: GitInfo | None = None,
+    now: _dt.datetime | None = None,
+) -> Path:
+    """Write the saved summary ``saved`` (what ``--bench-save`` writes: results/baseline's
+    ``summary_dict``) into the history folder ``history``; return the file's path."""
+    git = git if git is not None else git_info()
+    when = (now or _dt.datetime.now(_dt.timezone.utc)).astimezone(_dt.timezone.utc)
+    machine = machine_id(saved.get("machine") if isinstance(saved.get("machine"), Mapping)
+                         else None)
+    block = {**git.to_dict(), "machine_id": machine,
+             "saved": when.isoformat(timespec="seconds")}
+    folder = Path(history) / machine
+    stem = f"{when.strftime('%Y%m%dT%H%M%SZ')}_{git.short}" + ("-dirty" if git.dirty else "")
+    path, k = folder / f"{stem}.json", 1
+    while path.exists():  # two runs in one second: both kept
+        k += 1
+        path = folder / f"{stem}-{k}.json"
+    text = json.dumps(json_safe({**saved, "history": block}), indent=2, allow_nan=False)
+    return write_atomic(path, text + "\n")
+
+
+# -- reading --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """One saved run of the history."""
+
+    path: Path
+    machine: str
+    commit: str | None
+    commit_date: str | None
+    branch: str | None
+    dirty: bool
+    saved: str
+    summary: SuiteSummary
+    #: Written by --bench-autosave (it has a ``history`` block), not a plain saved summary.
+    autosaved: bool = False
+
+    @property
+    def short(self) -> str:
+        return (self.commit or "nogit")[:10] + ("+" if self.dirty else "")
+
+
+def _entry(path: Path) -> Entry:
+    from pytest_dlbench.results.baseline import load_summary
+
+    summary = load_summary(path)  # one line naming the file when it cannot be used
+    from pytest_dlbench import untrusted
+
+    data = untrusted.loads(untrusted.read_bytes(path).decode("utf-8"))
+    block = data.get("history") if isinstance(data, Mapping) else None
+    block = block if isinstance(block, Mapping) else {}
+
+    def text(key: str) -> str | None:
+        value = block.get(key)
+        return value if isinstance(value, str) and value else None
+
+    return Entry(path=path, machine=text("machine_id") or path.parent.name,
+                 commit=text("commit") or _str(summary.provenance, "commit"),
+                 commit_date=text("commit_date"), branch=text("branch"),
+                 dirty=block.get("dirty") is True,
+                 saved=text("saved") or _str(summary.provenance, "created") or "",
+                 summary=summary, autosaved=bool(block))
+
+
+def _str(mapping: Mapping[str, Any] | None, key: str) -> str | None:
+    value = (mapping or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def load_history(
+    history: str | PathLike[str], *, machine: str | None = None
+) -> tuple[list[Entry], list[str]]:
+    """Every saved run of the history folder (of one machine when given), oldest commit
+    first (by commit date, then by when it was saved); and one line per file that could not
+    be read (it is left out, the others are read)."""
+    root = Path(history)
+    if not root.is_dir():
+        raise HistoryError(f"history {root}: no such folder (write one with --bench-autosave)")
+    entries: list[Entry] = []
+    problems: list[str] = []
+    for path in sorted(root.glob("*/*.json")):
+        if machine is not None and path.parent.name != machine:
+            continue
+        try:
+            entries.append(_entry(path))
+        except (DlbenchError, OSError, ValueError) as exc:
+            problems.append(f"left out: {' '.join(str(exc).split())}")
+    entries.sort(key=lambda e: (_date_key(e.commit_date or e.saved), e.saved))
+    return entries, problems
+
+
+def _date_key(text: str) -> float:
+    try:
+        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return math.inf
+
+
+def since(entries: Sequence[Entry], rev: str, cwd: str | PathLike[str] | None = None
+          ) -> list[Entry]:
+    """The entries of ``rev`` and the commits after it (``git rev-list REV^!`` and
+    ``REV..HEAD`` of the repository here)."""
+    if not rev or rev.startswith("-"):
+        raise HistoryError(f"--since={rev!r}: not a revision")
+    sha = _git(cwd, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    if not sha:
+        raise HistoryError(f"--since={rev}: no such revision in the repository here")
+    after = set((_git(cwd, "rev-list", f"{sha}..HEAD") or "").split())
+    keep = after | {sha}
+    return [e for e in entries if e.commit in keep]
+
+
+# -- -k, as pytest's: names, and, or, not, parentheses --------------------------------------
+_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def keyword_matcher(expr: str) -> Callable[[str], bool]:
+    """A test of benchmark names: ``expr`` as pytest's ``-k`` (a word matches a name that
+    contains it, case-insensitively; ``and``, ``or``, ``not``, parentheses)."""
+    tokens = _TOKEN.findall(expr)
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str:
+        nonlocal pos
+        token = peek()
+        if token is None:
+            raise HistoryError(f"-k {expr!r}: the expression ends too early")
+        pos += 1
+        return token
+
+    def alternatives() -> Callable[[str], bool]:
+        terms = [conjunction()]
+        while peek() == "or":
+            take()
+            terms.append(conjunction())
+        return lambda name: any(t(name) for t in terms)
+
+    def conjunction() -> Callable[[str], bool]:
+        terms = [negation()]
+        while peek() == "and":
+            take()
+            terms.append(negation())
+        return lambda name: all(t(name) for t in terms)
+
+    def negation() -> Callable[[str], bool]:
+        if peek() == "not":
+            take()
+            inner = negation()
+            return lambda name: not inner(name)
+        token = take()
+        if token == "(":
+            inner = alternatives()
+            if take() != ")":
+                raise HistoryError(f"-k {expr!r}: a parenthesis is not closed")
+            return inner
+        if token in (")", "and", "or"):
+            raise HistoryError(f"-k {expr!r}: unexpected {token!r}")
+        word = token.lower()
+        return lambda name: word in name.lower()
+
+    if not tokens:
+        return lambda name: True
+    test = alternatives()
+    if pos != len(tokens):
+        raise HistoryError(f"-k {expr!r}: unexpected {tokens[pos]!r}")
+    return test
+
+
+# -- a benchmark over the commits ----------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    """One commit of a benchmark's series: its rate (the median of its runs there)."""
+
+    commit: str | None
+    short: str
+    date: str | None
+    rate: float
+    runs: int  # the saved runs of this commit
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class BenchSeries:
+    """A benchmark's rate per commit on one machine, and its steps."""
+
+    bench: str
+    machine: str
+    units: str
+    points: tuple[Point, ...]
+    steps: tuple[Step, ...] = ()
+    #: The point of the run being reported (the HTML report highlights it), if any.
+    current: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def step_range(self, step: Step) -> str:
+        """``<last commit before>..<first commit after>``: git's range of the change (what
+        ``dlbench bisect`` takes)."""
+        return f"{self.points[step.index - 1].short}..{self.points[step.index].short}"
+
+
+def bench_series(
+    entries: Iterable[Entry],
+    *,
+    select: Callable[[str], bool] = lambda name: True,
+    tolerance: float = TOLERANCE,
+    alpha: float = ALPHA,
+) -> list[BenchSeries]:
+    """Each selected benchmark's series per machine, commits in the entries' order (runs of
+    one commit are one point, their median), with the steps of :func:`detect_steps`."""
+    by_key: dict[tuple[str, str], dict[str, list[tuple[Entry, float]]]] = {}
+    order: dict[str, int] = {}
+    units: dict[tuple[str, str], str] = {}
+    for entry in entries:
+        key_commit = entry.commit or f"nogit:{entry.path.name}"
+        if entry.dirty:
+            key_commit += "+dirty"  # uncommitted changes are not the commit's code
+        order.setdefault(key_commit, len(order))
+        for bench in entry.summary.benchmarks:
+            if not select(bench.name) or bench.perf is None or not bench.perf > 0:
+                continue
+            key = (entry.machine, bench.name)
+            units.setdefault(key, bench.units)
+            by_key.setdefault(key, {}).setdefault(key_commit, []).append((entry, bench.perf))
+    out = []
+    for (machine, name), commits in sorted(by_key.items()):
+        points = []
+        for commit_key in sorted(commits, key=lambda c: order[c]):
+            runs = commits[commit_key]
+            first = runs[0][0]
+            points.append(Point(commit=first.commit, short=first.short, date=first.commit_date,
+                                rate=math.exp(_median([math.log(r) for _, r in runs])),
+                                runs=len(runs), entries=tuple(e for e, _ in runs)))
+        steps = detect_steps([math.log(p.rate) for p in points], tolerance=tolerance,
+                             alpha=alpha)
+        out.append(BenchSeries(bench=name, machine=machine, units=units[(machine, name)],
+                               points=tuple(points), steps=tuple(steps)))
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def history_folder(summary: SuiteSummary, folder: str | PathLike[str] | None) -> Path | None:
+    """The history a run's summary goes to: ``folder``, else (``""`` or None)
+    ``<base>/history`` of its run directory (None when it has none)."""
+    if folder:
+        return Path(folder)
+    return default_history(summary.run_dir) if summary.run_dir else None
+
+
+def autosave_summary(summary: SuiteSummary, folder: str | PathLike[str] | None, *,
+                     suite: str | None = None) -> Path:
+    """``--bench-autosave``: ``summary`` as ``--bench-save`` writes it, into the history."""
+    from pytest_dlbench.results.baseline import summary_dict
+
+    target = history_folder(summary, folder)
+    if target is None:
+        raise OSError("no history folder: the summary has no run directory (give one)")
+    return autosave(summary_dict(summary, suite=suite), target)
+
+
+def report_series(summary: SuiteSummary, folder: str | PathLike[str] | None = None,
+                  ) -> tuple[Path | None, list[BenchSeries]]:
+    """The HTML report's histories: the series of ``summary``'s benchmarks on the machine it
+    ran on, from ``folder`` (default ``<base>/history``), its own saved run marked ``current``;
+    (None, []) when there is no history."""
+    target = history_folder(summary, folder)
+    if target is None or not target.is_dir():
+        return None, []
+    entries, _ = load_history(target)
+    own = [e for e in entries if summary.run_dir and e.summary.run_dir == summary.run_dir]
+    if own:
+        machine = own[-1].machine
+    else:
+        from pytest_dlbench.measure.machine import machine_info
+
+        machine = machine_id(machine_info())
+    names = {b.name for b in summary.benchmarks}
+    series = bench_series([e for e in entries if e.machine == machine],
+                          select=lambda name: name in names)
+    marked = []
+    for s in series:
+        current = next((i for i, p in enumerate(s.points)
+                        if any(e in own for e in p.entries)), None)
+        marked.append(BenchSeries(s.bench, s.machine, s.units, s.points, s.steps, current))
+    return target, marked
