@@ -182,3 +182,37 @@ def test_pytest_on_an_ascii_terminal_reports_a_unicode_benchmark(tmp_path: Path)
     assert "RuntimeError: \\xe9chec \\u20ac" in out and "summary saved" in out
     saved = json.loads((tmp_path / "out" / "s.json").read_text())
     assert list(saved["benchmarks"]) == ["bé€nch"]
+
+
+# -- item 14: a benchmark that kills the fork server --------------------------------------------
+
+
+@pytest.mark.slow  # real processes: a fork server and its child
+def test_a_dead_fork_server_is_said_not_taken_for_out_of_memory(tmp_path: Path) -> None:
+    from pytest_dlbench.measure.stream import read_stream
+    from pytest_dlbench.run.child import run_child
+    from pytest_dlbench.run.forkserver import ForkServer
+
+    where = tmp_path / "probe"
+    where.mkdir()
+    (where / "test_kill.py").write_text(
+        "import os, signal, time\n\ndef test_kill():\n"
+        "    print('FORKED', os.getppid(), flush=True)\n"
+        "    os.kill(os.getppid(), signal.SIGKILL)\n    time.sleep(60)\n")
+    server = ForkServer(cwd=tmp_path, env=child_env(), preload=["pytest"])
+    server.start()
+    try:
+        stream = tmp_path / "b.data"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_kill.py"]
+        outcome = run_child(cmd, stream=stream, log=tmp_path / "b.log", timeout=60, cwd=where,
+                            env=child_env(), server=server)
+        assert server.ready is not None
+        assert f"FORKED {server.ready['pid']}" in (tmp_path / "b.log").read_text()
+    finally:
+        server.close()
+    assert outcome.status == "crash"
+    assert outcome.reason == ("crash: the warm launcher (its fork server) was killed by SIGKILL, "
+                              "and the benchmark with it")
+    assert "memory" not in outcome.reason
+    (end,) = [r for r in read_stream(stream) if r["event"] == "end"]
+    assert end["reason"] == outcome.reason

@@ -276,9 +276,14 @@ def run_child(
     if end is not None:
         # The child wrote its end (and perhaps hung on its way out after it): one end only.
         return Outcome(Status.parse(end.get("status")), str(end.get("reason") or ""), returncode)
+    launcher_died = getattr(proc, "launcher_died", None)
     if timed_out:
         reason = f"timeout: ran past max_duration ({timeout:g} s)"
         outcome = Outcome(Status.TIMEOUT, reason, returncode)
+    elif launcher_died:
+        # Its SIGKILL came from the server's death (PR_SET_PDEATHSIG), not from the OOM killer.
+        outcome = Outcome(Status.CRASH, f"crash: {launcher_died}, and the benchmark with it",
+                          returncode)
     elif returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         if -returncode == signal.SIGKILL:

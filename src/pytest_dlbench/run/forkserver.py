@@ -131,6 +131,9 @@ class ForkedProcess:
         self.server = server
         self.pid = pid
         self.returncode: int | None = None
+        #: Set when the server died before the child's exit was reported: how it ended (the
+        #: child died with it, by SIGKILL, which is then no sign of running out of memory).
+        self.launcher_died: str | None = None
 
     def poll(self) -> int | None:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -146,6 +149,7 @@ class ForkedProcess:
             # The server died: its child died with it (PR_SET_PDEATHSIG), by SIGKILL.
             self.returncode = -signal.SIGKILL
             self.server.broken = "the fork server died"
+            self.launcher_died = f"the warm launcher (its fork server) {self.server.ended()}"
             return self.returncode
         if message is None:
             raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0)
@@ -226,6 +230,23 @@ class ForkServer:
             self.broken = f"the fork server could not fork: {reply and reply.get('error')}"
             raise ForkServerError(self.broken)
         return ForkedProcess(self, int(reply["pid"]))
+
+    def ended(self) -> str:
+        """How the server process ended, in words (``was killed by SIGKILL``), once it has."""
+        proc = self.proc
+        code = None
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = proc.wait(timeout=2.0)
+        if code is None:
+            return "stopped serving"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"was killed by {name}"
+        return f"exited with status {code}"
 
     def close(self) -> None:
         """End the server (end of file on its stdin), killing it if it does not go, or at once
