@@ -137,15 +137,27 @@ def test_a_command_that_ends_early_warns_and_one_far_too_short_fails(
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     shutil.copytree(DATA / "voirbench", pytester.path / "bench")
-    pytester.makefile(".yaml", s="""
+    data = pytester.path / "d"
+    data.mkdir()
+    (data / "train.json").write_text(json.dumps([[i / 64, 3 * i / 64 + 1] for i in range(64)]))
+    pytester.makefile(".yaml", s=f"""
         _v:
           definition: ./bench
-          voir: {options: {skip: 2, stop: 8}}
-        short: {inherits: _v, argv: {--mode: short}}
-        shorter: {inherits: _v, argv: {--mode: short}, voir: {options: {skip: 6, stop: 20}}}
+          voir: {{options: {{skip: 2, stop: 8}}}}
+        short: {{inherits: _v, argv: {{--mode: short}}}}
+        shorter: {{inherits: _v, argv: {{--mode: short}}, voir: {{options: {{skip: 6, stop: 20}}}}}}
+        command:
+          definition: {{command: [voir, main.py], parser: voir, cwd: '{{suite_dir}}/bench'}}
+          voir: {{options: {{skip: 2, stop: 5}}}}
+          argv: {{--data: '{data}', --batch-size: 4}}
         """.replace("\n        ", "\n"))
     result = pytester.runpytest("--bench-suite=s.yaml", "--bench-base=out", "-p", "no:randomly")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
+    # parser: voir on a command line of one's own: the same data channel (no --config: voir's
+    # defaults, skip 5 + stop 20, so the run's own skip + stop ends it).
+    (run_dir,) = (pytester.path / "out" / "runs").iterdir()
+    rates = [r for r in read(run_dir / "command.D0.data") if r["event"] == "rate"]
+    assert len(rates) == 7 and all(r["seconds"] > 0 for r in rates)
     result.stdout.fnmatch_lines_random([
         "warning: short: too few observations: the command ended after 9 of the 10 wanted "
         "(skip 2 + stop 8), 7 steady",
