@@ -227,3 +227,28 @@ def test_ini_setting(tmp_path: Path) -> None:
     c = config("given", "true")  # the command line wins
     _autosave_from_ini(c)
     assert c.option.bench_autosave == "given"
+
+
+def test_html_report_shows_the_history_with_steps_and_this_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_dlbench.report.html import render_html
+
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    alone = run_summary(tmp_path, "s.0", {"b": 100.0})
+    assert 'id="history"' not in render_html(alone)  # no history: no section
+    folder = tmp_path / "base" / "history"
+    rates = [100, 101, 99, 100.5, 99.5, 85, 86, 84.5, 85.5]
+    for i, rate in enumerate(rates):
+        autosave(saved(run_summary(tmp_path, f"s.{i + 1}", {"b": float(rate)})), folder,
+                 git=commit(i), now=dt.datetime(2026, 2, 1, 0, 0, i, tzinfo=dt.timezone.utc))
+    current = run_summary(tmp_path, "s.now", {"b": 85.2, "<i>": 10.0})
+    autosave(saved(current), folder, git=commit(9),
+             now=dt.datetime(2026, 2, 2, tzinfo=dt.timezone.utc))
+    page = render_html(current)
+    section = page[page.index('<section id="history">'):]
+    section = section[:section.index("</section>")]
+    assert section.count("<polyline") == 2  # b and <i>
+    assert section.count('class="step"') == 1  # b's step, drawn once
+    assert f"step at {commit(4).commit[:10]}..{commit(5).commit[:10]}: x0.85" in section
+    assert section.count('stroke="#cc0000" stroke-width="2.5"') == 2  # this run, ringed
+    assert "&lt;i&gt;" in section and "<i>" not in section  # names escaped

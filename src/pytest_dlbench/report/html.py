@@ -330,6 +330,7 @@ def render_html(
     price: float | None = None,
     status: int | None = None,
     link_base: str | PathLike[str] | None = None,
+    history: str | PathLike[str] | None = None,
 ) -> str:
     """The report of ``summary`` as one self-contained HTML document.
 
@@ -337,7 +338,8 @@ def render_html(
     ``price`` adds the price/score line (seed 001); ``title`` replaces the default page title;
     ``status`` is the run's exit status, which the banner at the top states (by default the
     gate's rule on ``summary`` and ``comparison``); ``link_base``: the folder the page will be
-    in, which its links to profile files are relative to (else ``file:`` URIs).
+    in, which its links to profile files are relative to (else ``file:`` URIs); ``history``:
+    the results history folder (default ``<base>/history``), shown when it exists.
     """
     from markupsafe import Markup
 
@@ -354,7 +356,20 @@ def render_html(
     view.distribution_plot = (
         Markup(plots.distribution) if plots.distribution is not None else None
     )
-    return _environment().get_template("report.html.j2").render(v=view, version=__version__)
+    return _environment().get_template("report.html.j2").render(
+        v=view, version=__version__, history=_history_section(summary, history))
+
+
+# -- the results history (issue 27): computed by results/history.py, drawn by report/history.py
+def _history_section(summary: SuiteSummary, folder: str | PathLike[str] | None) -> str | None:
+    """Each benchmark's rate per commit with its steps, this run ringed; None: no history."""
+    from markupsafe import Markup
+
+    from pytest_dlbench.report.history import history_section
+    from pytest_dlbench.results.history import report_series
+
+    where, series = report_series(summary, folder or None)
+    return Markup(history_section(series, where)) if where is not None and series else None
 
 
 def write_html(
@@ -365,11 +380,12 @@ def write_html(
     title: str | None = None,
     price: float | None = None,
     status: int | None = None,
+    history: str | PathLike[str] | None = None,
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
     from pytest_dlbench.run.layout import write_atomic
 
     text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
-                       link_base=Path(path).parent)
+                       link_base=Path(path).parent, history=history)
     return write_atomic(path, text)

@@ -63,7 +63,7 @@ def write_outputs(
 
         written.attempt("HTML report", "HTML report", html,
                         lambda: write_html(summary, html, comparison=comparison, price=price,
-                                           status=status))
+                                           status=status, history=autosave))
     if export:
         from pytest_dlbench.report.export import export_benchmark_action
 
