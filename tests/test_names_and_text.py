@@ -216,3 +216,54 @@ def test_a_dead_fork_server_is_said_not_taken_for_out_of_memory(tmp_path: Path) 
     assert "memory" not in outcome.reason
     (end,) = [r for r in read_stream(stream) if r["event"] == "end"]
     assert end["reason"] == outcome.reason
+
+
+# -- item 14: the worktree a SIGKILLed --bench-against left ---------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**child_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          env=env, check=True).stdout.strip()
+
+
+def _worktrees(repo: Path) -> list[Path]:
+    return [Path(line.split(" ", 1)[1])
+            for line in _git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")][1:]
+
+
+def test_a_killed_sessions_worktree_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    from pytest_dlbench.run.against import BaseSide
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "s.yaml").write_text(f"a: {{definition: {TOY}}}\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    # A session SIGKILLed while its worktree is there: nothing removed it.
+    code = ("import os, sys; from pathlib import Path; "
+            "from pytest_dlbench.run.against import BaseSide; "
+            "side = BaseSide.create('main', Path(sys.argv[1])); "
+            "print(side.path, flush=True); os.kill(os.getpid(), 9)")
+    killed = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True,
+                            text=True, timeout=60, env=child_env())
+    assert killed.returncode == -9, killed.stderr
+    left = Path(killed.stdout.strip())
+    assert left.is_dir() and _worktrees(repo) == [left]
+    _git(repo, "worktree", "prune")  # what the docs said: it does not clear it
+    assert left.is_dir() and _worktrees(repo) == [left]
+    # A live session's worktree (this process's) is left alone.
+    live = BaseSide.create("main", repo)
+    try:
+        assert live.notes == [f"removed {left}, a worktree an earlier --bench-against left "
+                              "(its session was killed)"]
+        assert not left.exists() and _worktrees(repo) == [live.path]
+        other = BaseSide.create("main", repo)
+        assert other.notes == [] and set(_worktrees(repo)) == {live.path, other.path}
+        other.remove()
+    finally:
+        live.remove()
+    assert _worktrees(repo) == [] and not live.path.exists()

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -50,13 +52,19 @@ from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
 __all__ = [
     "AgainstError",
     "BaseSide",
+    "LOCK_REASON",
     "WORKTREE_PREFIX",
+    "remove_stale_worktrees",
     "round_order",
     "source_paths",
 ]
 
 #: Temporary worktrees are made under the system's temporary directory with this prefix.
 WORKTREE_PREFIX = "dlbench-against-"
+#: The lock a worktree is made with: the process that uses it. One whose process is gone (a
+#: SIGKILLed session, which could not remove it) is removed when the next one starts.
+LOCK_REASON = "pytest-dlbench --bench-against: pid {pid} on {host}"
+_LOCKED_BY = re.compile(r"pytest-dlbench --bench-against: pid (\d+) on (\S+)")
 
 
 class AgainstError(DlbenchError):
@@ -158,11 +166,20 @@ class BaseSide:
         sha = resolve_rev(repo, rev)
         head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False)
         dirty = tuple(dirty_files(repo))
+        stale = remove_stale_worktrees(repo)
         path = Path(tempfile.mkdtemp(prefix=WORKTREE_PREFIX)).resolve()
         path.rmdir()  # git makes it
         side = cls(rev=rev, sha=sha, repo=repo, path=path, head=head, dirty=dirty, owner=True)
+        side.notes += [f"removed {p}, a worktree an earlier --bench-against left (its session "
+                       "was killed)" for p in stale]
+        reason = LOCK_REASON.format(pid=os.getpid(), host=socket.gethostname())
         try:
-            _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+            # Locked from the start, so that no other session takes it for a stale one; an
+            # older git (before 2.36: no --reason with add) locks it right after.
+            if not _git(repo, "worktree", "add", "--detach", "--quiet", "--lock", "--reason",
+                        reason, str(path), sha, check=False) and not path.is_dir():
+                _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+                _git(repo, "worktree", "lock", "--reason", reason, str(path), check=False)
         except BaseException:
             side.remove()
             raise
@@ -172,12 +189,7 @@ class BaseSide:
         """Remove the worktree and git's record of it; safe to call twice, never raises."""
         if not self.owner:
             return
-        with contextlib.suppress(AgainstError):
-            _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
-        if self.path.exists():  # git refused (a locked or broken worktree): remove it ourselves
-            shutil.rmtree(self.path, ignore_errors=True)
-            with contextlib.suppress(AgainstError):
-                _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
+        _remove_worktree(self.repo, self.path)
         self.owner = False
 
     @property
@@ -255,6 +267,53 @@ class BaseSide:
         return cls(rev=str(data["rev"]), sha=str(data["sha"]), repo=Path(data["repo"]),
                    path=Path(data["worktree"]), head=str(data.get("head") or ""),
                    dirty=tuple(data.get("dirty") or ()), owner=False)
+
+
+def _remove_worktree(repo: Path, path: Path) -> None:
+    """Remove the worktree ``path`` of ``repo`` (locked or not, its folder there or not) and
+    git's record of it; never raises."""
+    with contextlib.suppress(AgainstError):
+        _git(repo, "worktree", "unlock", str(path), check=False)
+        _git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+    if path.exists():  # git refused (a broken worktree): remove it ourselves
+        shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(AgainstError):
+        _git(repo, "worktree", "prune", check=False)  # the record of a folder that is gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_worktrees(repo: Path) -> list[Path]:
+    """Remove the worktrees of ``repo`` that an earlier ``--bench-against`` session left (it was
+    SIGKILLed: nothing could remove them; ``git worktree prune`` does not, as their folders are
+    still there). Stale: named ``dlbench-against-*``, and locked by a process of this machine
+    that is gone, or not locked and in this temporary directory (made before worktrees were
+    locked). A live session's worktree, and one on another machine's, are left alone."""
+    listing = _git(repo, "worktree", "list", "--porcelain", check=False)
+    here, tmp = socket.gethostname(), Path(tempfile.gettempdir()).resolve()
+    removed: list[Path] = []
+    for block in listing.split("\n\n"):
+        fields = dict(line.partition(" ")[::2] for line in block.splitlines() if line)
+        path = Path(fields.get("worktree", ""))
+        if not path.name.startswith(WORKTREE_PREFIX):
+            continue
+        if "locked" in fields:
+            owner = _LOCKED_BY.fullmatch(fields["locked"].strip())
+            if owner is None or owner.group(2) != here or _alive(int(owner.group(1))):
+                continue
+        elif path.parent != tmp:
+            continue
+        _remove_worktree(repo, path)
+        removed.append(path)
+    return removed
 
 
 def _shown(path: Path, repo: Path) -> str:
