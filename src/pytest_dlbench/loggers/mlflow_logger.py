@@ -55,7 +55,12 @@ HTTP_LIMITS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+    # No tqdm "Downloading artifacts"/"Uploading artifacts" bars inside pytest's dot line.
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
 }
+#: Where a benchmark run ran, kept on each nested run (they can differ between the runs of
+#: one session: nodes, GPU models); every other machine fact is a tag of the session run, once.
+RUN_META_TAGS = ("host", "device_name")
 _QUIET_LOGGERS = ("mlflow", "alembic", "urllib3")
 
 
@@ -98,8 +103,8 @@ def probe(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
 
 @contextlib.contextmanager
 def _calling_mlflow() -> Iterator[None]:
-    """Bounded HTTP retries, and MLflow's own INFO/WARNING chatter (database migrations,
-    retries) and Python warnings kept off the user's terminal."""
+    """Bounded HTTP retries, no artifact progress bars, and MLflow's own INFO/WARNING chatter
+    (database migrations, retries) and Python warnings kept off the user's terminal."""
     saved_env = {k: os.environ.get(k) for k in HTTP_LIMITS}
     for key, value in HTTP_LIMITS.items():
         os.environ.setdefault(key, value)
@@ -155,6 +160,7 @@ class MlflowSink:
         self.client: Any = None
         self.uri: str | None = None
         self.experiment_id: str | None = None
+        self.experiment_name: str | None = None
         self.parent_id: str | None = None
         self.skipped = False
         self.facts: SessionFacts | None = None
@@ -179,6 +185,7 @@ class MlflowSink:
         with _calling_mlflow():
             self.client = MlflowClient(tracking_uri=self.uri)
             name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or facts.suite
+            self.experiment_name = name
             self.experiment_id = self._experiment(name, db)
             existing = self._search(f"tags.`{KIND}` = 'session' and tags.`{KEY}` = "
                                     f"{_quote(facts.run_name)}")
@@ -229,10 +236,10 @@ class MlflowSink:
             for bench, values in bench_metrics(summary).items():
                 for run_id, run_end in self.bench_runs.get(bench, []):
                     metrics = [Metric(_key(k), v, _ms(run_end or end), 0)
-                               for k, v in sorted(values.items())]
+                               for k, v in sorted(_as_shown(values).items())]
                     self._metrics(run_id, metrics)
             metrics = [Metric(_key(k), v, _ms(end), 0)
-                       for k, v in sorted(session_metrics(summary).items())]
+                       for k, v in sorted(_as_shown(session_metrics(summary)).items())]
             self._metrics(self.parent_id, metrics)
             score = evaluation.summary.score
             self._tags(self.parent_id, {
@@ -252,6 +259,18 @@ class MlflowSink:
             self.client.set_terminated(self.parent_id,
                                        "FAILED" if evaluation.failed else "FINISHED",
                                        end_time=_ms(end))
+        self.echo(self.where())
+
+    def where(self) -> str:
+        """The line said at the end: where the runs are and the command that shows them."""
+        assert self.facts is not None and self.uri is not None
+        runs = len(self.run_ids)
+        what = (f"dlbench: mlflow: logged {self.facts.run_name} ({runs} benchmark "
+                f"run{'s' if runs != 1 else ''}) to {self.uri}, experiment {self.experiment_name}")
+        if self.uri.startswith(("http://", "https://")):
+            return (f"{what}; open {self.uri.rstrip('/')}/#/experiments/{self.experiment_id}"
+                    f"/runs/{self.parent_id}")
+        return f"{what}; open them with: mlflow ui --backend-store-uri {_shell(self.uri)}"
 
     def close(self) -> None:
         """Nothing is held open between calls (the client is stateless); a session that
@@ -308,7 +327,7 @@ class MlflowSink:
         from mlflow.entities import Metric, Param
 
         assert self.facts is not None and self.parent_id is not None
-        tags = {f"{TAG}{k}": v for k, v in run.tags().items()}
+        tags = {f"{TAG}{k}": v for k, v in _run_tags(run).items()}
         tags.update({
             KIND: "bench", KEY: run.key, SESSION: self.facts.run_name,
             "mlflow.parentRunId": self.parent_id,
@@ -320,7 +339,7 @@ class MlflowSink:
             tags=_tags(tags), run_name=run.label,
         )
         run_id = created.info.run_id
-        params = [Param(_key(k), v[:MAX_PARAM_VALUE]) for k, v in run.params().items()]
+        params = [Param(_key(k), v[:MAX_PARAM_VALUE]) for k, v in _run_params(run).items()]
         for i in range(0, len(params), MAX_PARAMS_TAGS):
             self.client.log_batch(run_id, params=params[i:i + MAX_PARAMS_TAGS], synchronous=True)
         metrics = [Metric("rate", o.value, _ms(o.time), o.step) for o in run.observations]
@@ -332,17 +351,65 @@ class MlflowSink:
         end = _ms(run.end_time or run.start_time or self.facts.start_time)
         metrics += [Metric(_key(k), v, end, 0) for k, v in sorted(run.stats.items())]
         self._metrics(run_id, metrics)
-        for path in run.profile_files:
+        tabled: set[str] = set()
+        # A report is written twice (speed.csv and speed.json): one table of it, its CSV rows
+        # (sorted first). A second log_table to one file would download the first to append
+        # to it (a tqdm bar in the terminal) and double every row.
+        for path in sorted(run.profile_files, key=lambda p: (p.suffix.lower() != ".csv", p)):
             name = run.profile_name(path)
             folder = "/".join(["profile", *name.split("/")[:-1]])
             self.client.log_artifact(run_id, str(path), folder)
+            stem = name.rsplit(".", 1)[0]
+            if stem in tabled:
+                continue
             table = read_table(path)
             if table is not None and table.columns:
-                stem = name.rsplit(".", 1)[0]
+                tabled.add(stem)
                 self.client.log_table(run_id, data=table.as_columns(),
                                       artifact_file=f"profile_tables/{stem}.json")
         self.client.set_terminated(run_id, "FINISHED" if run.ok else "FAILED", end_time=end)
         return run_id
+
+
+def _as_shown(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``std_pct`` (and ``std_pct/<bench>``) in percent, as the terminal and the HTML report
+    show std%: the summary keeps it as a fraction."""
+    return {k: (100 * v if k == "std_pct" or k.startswith("std_pct/") else v)
+            for k, v in metrics.items()}
+
+
+def _run_params(run: BenchRun) -> dict[str, str]:
+    """The run's resolved spec as params, without empty values (``env: {}``, a ``repeat`` of
+    none) and without the copies the spec keeps for the runner (``voir.options.skip`` is
+    ``skip``)."""
+    params = run.params()
+    out = {}
+    for key, value in params.items():
+        if value == "":
+            continue
+        head, _, last = key.rpartition(".")
+        if head == "voir.options" and params.get(last) == value:
+            continue
+        out[key] = value
+    return out
+
+
+def _run_tags(run: BenchRun) -> dict[str, str]:
+    """A nested run's own tags: its status and stream, and where it ran (host, device); the
+    session run holds the machine's other facts once (``dlbench.machine.*``,
+    ``dlbench.versions.*``)."""
+    tags = {k: v for k, v in run.tags().items() if not k.startswith("meta.") and v != ""}
+    for key in RUN_META_TAGS:
+        value = run.meta.get(key)
+        if value not in (None, ""):
+            tags[key] = str(value)
+    return tags
+
+
+def _shell(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def _quote(value: str) -> str:
