@@ -143,3 +143,20 @@ def test_perf_is_a_metric_of_its_own(logged: tuple[str, Path, list[str], str]) -
         (perf,) = run["metrics"]["perf"]
         assert perf[1] == pytest.approx(bench["perf"])
         assert run["metrics"]["rate"][-1][1] != pytest.approx(bench["perf"])
+
+
+def test_a_pytest_run_ends_with_where_its_runs_are(pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_loggers_plugin import DEFS, SUITE
+
+    monkeypatch.setenv("COLUMNS", "120")
+    pytester.makepyfile(defs=DEFS)
+    pytester.makefile(".yaml", s=SUITE)
+    result = pytester.runpytest_subprocess("--bench-suite=s.yaml", "--bench-base=out",
+                                           "--bench-mlflow", "--bench-profile=time")
+    assert result.ret == 0, result.stdout.str()
+    uri = f"sqlite:///{(pytester.path / 'out' / 'mlflow.db').as_posix()}"
+    (line,) = [li for li in result.outlines if li.startswith("dlbench: mlflow: logged ")]
+    assert line.endswith(f"(2 benchmark runs) to {uri}, experiment s; open them with: "
+                         f"mlflow ui --backend-store-uri {uri}")
+    assert "Downloading artifacts" not in result.stdout.str() + result.stderr.str()

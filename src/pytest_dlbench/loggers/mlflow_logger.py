@@ -167,6 +167,8 @@ class MlflowSink:
         self.run_ids: dict[str, str] = {}  # stream key -> nested run id
         self.bench_runs: dict[str, list[tuple[str, float | None]]] = {}  # bench -> (id, end)
         self.end_time: float | None = None
+        #: The closing line (where the session went, how to open it), once it is all logged.
+        self.done: str | None = None
 
     # -- the session ------------------------------------------------------------------------
     def start_session(self, run_dir: Path, facts: SessionFacts) -> None:
@@ -259,7 +261,8 @@ class MlflowSink:
             self.client.set_terminated(self.parent_id,
                                        "FAILED" if evaluation.failed else "FINISHED",
                                        end_time=_ms(end))
-        self.echo(self.where())
+        self.done = self.where()
+        self.echo(self.done)
 
     def where(self) -> str:
         """The line said at the end: where the runs are and the command that shows them."""

@@ -108,6 +108,12 @@ class GuardedSink:
         with contextlib.suppress(Exception):  # closing is best effort
             self.sink.close()
 
+    def done_line(self) -> str | None:
+        """The sink's closing line (MLflow: where the session was logged and the command that
+        opens it), when it logged everything; None otherwise."""
+        done = getattr(self.sink, "done", None)
+        return done if self.failure is None and isinstance(done, str) else None
+
 
 def guard(sink: LoggerSink | GuardedSink, warn: Echo = stderr_line) -> GuardedSink:
     return sink if isinstance(sink, GuardedSink) else GuardedSink(sink, warn)

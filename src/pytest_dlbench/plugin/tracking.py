@@ -92,3 +92,8 @@ class TrackingPlugin:
         artifacts = evaluation.options.outputs.artifacts()
         for sink in self.sinks:
             sink.finish_session(evaluation, artifacts)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for sink in self.sinks:
+            line = sink.done_line()  # where the runs are, and how to open them
+            if line and reporter is not None:
+                reporter.write_line(line)
