@@ -71,6 +71,7 @@ class FakeTerminal:
     def __init__(self) -> None:
         self._tw = FakeWriter()
         self.lines: list[str] = []
+        self.currentfspath: object = None
 
     def write_line(self, line: str) -> None:
         self.lines.append(line)
@@ -101,17 +102,87 @@ def test_on_a_terminal_the_line_is_drawn_below_pytests_and_taken_away(tmp_path: 
     assert tw.out.endswith("\x1b[9G")
 
 
-def test_in_a_ci_log_the_line_is_plain_and_periodic(tmp_path: Path, monkeypatch):
+def test_in_a_ci_log_each_long_benchmark_has_a_line_every_period(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(progress, "QUIET_FOR_S", 0.0)
     running_stream(tmp_path)
+    write(tmp_path / "other.D1.data", config(), rate())
     now = [0.0]
     terminal = FakeTerminal()
     reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: now[0])
-    for now[0] in (31.0, 32.0, 45.0, 62.0):
+    for now[0] in (0.0, 31.0, 32.0, 45.0, 62.0):
         reporter.tick()
-    assert len(terminal.lines) == 2 and all("\r" not in li and "\x1b" not in li
-                                            for li in terminal.lines)
-    assert terminal._tw.out == ""
+    lines = terminal._tw.out.split("\n")
+    # pytest's dot line ended first, then one line per benchmark at 31 s and at 62 s: each
+    # run on its own clock (the old reporter printed the first one only).
+    assert lines[0] == "" and "\r" not in terminal._tw.out and "\x1b" not in terminal._tw.out
+    assert sorted(line.split()[1] for line in lines[1:]) == ["other[D1]", "other[D1]",
+                                                             "toy[D0]", "toy[D0]"]
+    # pytest starts its next result on a new line, with the file's name: no dots cut.
+    assert terminal.currentfspath == progress._OUR_LINE
+    # Within an item whose file's name pytest has written: the name again below our line,
+    # where pytest's next dot goes.
+    terminal = FakeTerminal()
+    terminal.currentfspath = tmp_path / "s.yaml"
+    terminal.startpath = tmp_path  # type: ignore[attr-defined]
+    reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: now[0])
+    for now[0] in (0.0, 31.0):
+        reporter.tick()
+    out = terminal._tw.out
+    assert out.startswith("\ndlbench: ") and out.endswith("\ns.yaml ")
+    assert terminal.currentfspath == tmp_path / "s.yaml"
+
+
+def test_on_a_terminal_the_count_and_the_time_left_move_every_second(tmp_path: Path,
+                                                                     monkeypatch):
+    # Observations come once per window: between two, the count is estimated from the step
+    # time so far (marked ~), and the time left counts down with the clock.
+    monkeypatch.setattr(progress, "QUIET_FOR_S", 0.0)
+    stream = tmp_path / "toy.D0.data"
+    write(stream, config(skip=0, stop=20), *[rate(8, 0.5)] * 4)  # a window of 4 steps
+    now = [10.0]
+    terminal = FakeTerminal()
+    reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=True, clock=lambda: now[0])
+    shown = []
+    for now[0] in (10.0, 11.0, 12.0, 13.0):
+        reporter.tick()
+        shown.append(terminal._tw.out.rsplit("\r", 1)[1].removesuffix("\x1b[K"))
+    assert shown[0] == "dlbench: toy[D0] 4/20 16 items/s 0s ~8s left"
+    assert shown[1] == "dlbench: toy[D0] ~6/20 16 items/s 1s ~7s left"
+    assert shown[2] == "dlbench: toy[D0] ~8/20 16 items/s 2s ~6s left"
+    write(stream, *[rate(8, 0.5)] * 4)  # the next window: counted, the estimate starts again
+    now[0] = 14.0
+    reporter.tick()
+    assert terminal._tw.out.endswith("\rdlbench: toy[D0] 8/20 16 items/s 4s ~6s left\x1b[K")
+    now[0] = 100.0
+    reporter.tick()  # never past the plan, never below zero
+    assert terminal._tw.out.endswith("~20/20 16 items/s 1m30s ~0s left\x1b[K")
+
+
+def test_in_a_ci_log_a_benchmark_that_ends_has_its_line(tmp_path: Path):
+    stream = tmp_path / "toy.D0.data"
+    write(stream, config(skip=0, stop=2), rate(), rate(), {"event": "end", "status": "ok"})
+    terminal = FakeTerminal()
+    reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: 1.0)
+    reporter._started = True
+    report = pytest.TestReport("s.yaml::toy[D0]", ("s.yaml", 0, "toy"), {}, "passed", None,
+                               "call", duration=12.3)
+    reporter.pytest_runtest_logreport(report)
+    reporter.pytest_runtest_logfinish("s.yaml::toy[D0]", ("s.yaml", 0, "toy"))
+    assert terminal._tw.out == "\ndlbench: toy[D0] passed: 16.0 items/s in 12s"
+    assert terminal.currentfspath == progress._OUR_LINE
+    # An ordinary test beside the suite: no line.
+    other = pytest.TestReport("t.py::test_x", ("t.py", 0, "x"), {}, "passed", None, "call")
+    reporter.pytest_runtest_logreport(other)
+    reporter.pytest_runtest_logfinish("t.py::test_x", ("t.py", 0, "x"))
+    assert terminal._tw.out.count("dlbench:") == 1
+
+
+def test_names_and_units_from_a_stream_are_escaped(tmp_path: Path) -> None:
+    run = LiveRun(tmp_path / "x", "t\x1b]0;x\x07[D0]", seen_at=0.0)
+    run.units = "it\x1b[2J/s"
+    run.recent = [(8, 0.5)]
+    line = progress_line([run], now=1.0)
+    assert "\x1b" not in line and "\\x1b]0;x\\x07" in line and "it\\x1b[2J/s" in line
 
 
 DEFS = textwrap.dedent(
@@ -144,5 +215,10 @@ def test_a_real_run_prints_progress_in_a_ci_log_and_nothing_with_q(
         assert lines == []
     else:
         assert lines, result.stdout.str()
-        assert all(re.match(r"dlbench: slow\[D0\] \d+/42 ", li) for li in lines)
-        assert any("items/s" in li and "left" in li for li in lines)
+        periodic = [li for li in lines if "passed" not in li]
+        assert all(re.match(r"dlbench: slow\[D0\] ~?\d+/42 ", li) for li in periodic)
+        assert any("items/s" in li and "left" in li for li in periodic)
+        assert re.match(r"dlbench: slow\[D0\] passed: [\d.]+ items/s in \d+s", lines[-1])
+        dots = [li for li in result.outlines if li.startswith("s.yaml")]
+        assert dots and all(re.fullmatch(r"s\.yaml \.*(\s+\[ *\d+%\])?\s*", li)
+                            for li in dots)  # whole lines of dots, none cut by ours

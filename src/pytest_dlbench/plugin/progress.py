@@ -3,8 +3,13 @@ rate, elapsed and remaining time, for every running benchmark (every replica und
 
 The controller tails the run directory's streams, so it sees the children of its xdist workers
 as well as its own. On a terminal the progress is one line, rewritten in place below pytest's
-own line (and taken away before pytest writes again); in a CI log (not a terminal, or ``$CI``
-set) it is a plain line every ``CI_PERIOD_S`` seconds. ``-q`` shows nothing.
+own line every second (and taken away before pytest writes again). A benchmark writes its
+observations once per window (its device is synchronised once per window), so between two
+windows the count is an estimate from the step time so far (``~12/15``) and the time left
+counts down with the clock. In a CI log (not a terminal, or ``$CI`` set) it is one line per
+benchmark when it ends (name, status, its rate as the table scores it) and one every
+``CI_PERIOD_S`` seconds for a long one, each on a line of its own: pytest's dot line is ended
+first and starts again below (``s.yaml ..`` then ``s.yaml .``), never cut. ``-q`` shows nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.numbers import number, printable
 from pytest_dlbench.run import layout
 
 __all__ = ["LiveRun", "ProgressReporter", "progress_line"]
@@ -49,6 +55,10 @@ class LiveRun:
     seconds: float = 0.0  # sum of the observations' step times
     units: str = "items/s"
     ended: bool = False
+    #: the clock when the count last grew (the countdown and the estimate run from there)
+    counted_at: float | None = None
+    #: the clock of this run's last line in a CI log
+    logged_at: float | None = None
 
     def read(self) -> None:
         """Take in the complete lines written since the last read."""
@@ -94,11 +104,32 @@ class LiveRun:
         seconds = sum(s for _, s in self.recent)
         return sum(i for i, _ in self.recent) / seconds if seconds > 0 else None
 
-    def remaining_s(self) -> float | None:
+    def remaining_s(self, now: float | None = None) -> float | None:
+        """Seconds left: the steps to go at the step time so far; counting down from when the
+        count last grew (``now``: the clock, with :attr:`counted_at`)."""
         if not self.planned or not self.observations or self.seconds <= 0:
             return None
-        left = max(self.planned - self.observations, 0)
-        return left * self.seconds / self.observations
+        left = max(self.planned - self.observations, 0) * self.seconds / self.observations
+        if now is not None and self.counted_at is not None:
+            left -= max(now - self.counted_at, 0.0)
+        return max(left, 0.0)
+
+    def estimated(self, now: float) -> int:
+        """Observations done by now: those read, and the steps since at the step time so far
+        (records come once per window); never past the plan."""
+        done = self.observations
+        if not done or self.seconds <= 0 or self.counted_at is None:
+            return done
+        step = self.seconds / done
+        ahead = int(max(now - self.counted_at, 0.0) / step)
+        return min(done + ahead, self.planned or done + ahead)
+
+    def take_new(self, now: float) -> None:
+        """Read what is new; note when the count grew."""
+        before = self.observations
+        self.read()
+        if self.observations != before:
+            self.counted_at = now
 
 
 def _duration(seconds: float) -> str:
@@ -106,22 +137,45 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+def run_text(run: LiveRun, now: float) -> str:
+    """``toy[D0] ~14/17 2,345 items/s 3s ~1s left``: ``~`` when the count is an estimate."""
+    done = run.estimated(now)
+    count = f"{done}/{run.planned}" if run.planned else str(done)
+    text = f"{printable(run.label)} {'~' if done != run.observations else ''}{count}"
+    rate = run.rate()
+    if rate is not None:
+        text += f" {rate:,.4g} {printable(run.units)}"
+    text += f" {_duration(now - run.seen_at)}"
+    left = run.remaining_s(now)
+    if left is not None:
+        text += f" ~{_duration(left)} left"
+    return text
+
+
 def progress_line(runs: list[LiveRun], now: float, width: int = 120) -> str:
     """``toy[D0] 14/17 2,345 items/s 3s ~1s left | toy[D1] ...``, cut to ``width``."""
-    parts = []
-    for run in runs:
-        done = f"{run.observations}/{run.planned}" if run.planned else str(run.observations)
-        rate = run.rate()
-        text = f"{run.label} {done}"
-        if rate is not None:
-            text += f" {rate:,.4g} {run.units}"
-        text += f" {_duration(now - run.seen_at)}"
-        left = run.remaining_s()
-        if left is not None:
-            text += f" ~{_duration(left)} left"
-        parts.append(text)
-    line = "dlbench: " + " | ".join(parts)
+    line = "dlbench: " + " | ".join(run_text(run, now) for run in runs)
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def end_line(label: str, outcome: str, stream: Path | None, seconds: float | None) -> str:
+    """``dlbench: toy[D0] passed: 2,345 items/s in 12s``: a benchmark's end in a CI log, its
+    rate as the table scores it (results/scoring.load_run of its stream)."""
+    text = f"dlbench: {printable(label)} {outcome}"
+    if stream is not None:
+        from pytest_dlbench.results.scoring import load_run
+
+        run = load_run(stream)
+        if run.rate is not None:
+            text += f": {number(run.rate)} {printable(run.units)}"
+    if seconds is not None:
+        text += f" in {_duration(seconds)}"
+    return text
+
+
+#: What pytest's terminal reporter is told its current file is after a line of ours: not a
+#: test file, so that it starts its next result on a new line with the file's name.
+_OUR_LINE = Path("<dlbench progress>")
 
 
 class ProgressReporter:
@@ -138,7 +192,8 @@ class ProgressReporter:
         self.clock = clock
         self.runs: dict[Path, LiveRun] = {}
         self._drawn = False  # a progress line is on screen (in place)
-        self._last_line = 0.0
+        self._started = False
+        self._outcomes: dict[str, tuple[str, float]] = {}  # nodeid: (outcome, seconds)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dlbench-progress", daemon=True)
@@ -153,11 +208,30 @@ class ProgressReporter:
         self.in_place = terminal.isatty() and not os.environ.get("CI")
         # While an item runs, pytest captures file descriptor 1: the line must pass around it.
         self._capture = config.pluginmanager.get_plugin("capturemanager")
+        self._started = True
         self._thread.start()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.erase()  # pytest writes next: its line must be where it left it
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            self._outcomes[report.nodeid] = (report.outcome, report.duration)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        """In a CI log: the benchmark's line once pytest has written its result."""
+        outcome = self._outcomes.pop(nodeid, None)
+        if self.in_place or self.terminal is None or outcome is None or not self._started:
+            return
+        label = nodeid.rpartition("::")[2]
+        stream = next((run.path for run in self.runs.values() if run.label == label), None)
+        if stream is None:  # a short benchmark, ended before the first look: find it now
+            self.running()
+            stream = next((run.path for run in self.runs.values() if run.label == label), None)
+        if stream is None:
+            return  # not a benchmark of the suite (an ordinary test beside it)
+        with self._lock:
+            self._emit(end_line(label, outcome[0], stream, outcome[1]), between=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -180,7 +254,7 @@ class ProgressReporter:
         live = []
         for run in self.runs.values():
             if not run.ended:
-                run.read()
+                run.take_new(now)
             if not run.ended and now - run.seen_at >= QUIET_FOR_S:
                 live.append(run)
         return live
@@ -207,9 +281,29 @@ class ProgressReporter:
                     tw.write("\n")
                 tw.write("\r" + line + "\x1b[K", flush=True)
                 self._drawn = True
-            elif now - self._last_line >= CI_PERIOD_S:
-                self._last_line = now
-                self.terminal.write_line(line)
+            else:  # a CI log: each long benchmark every CI_PERIOD_S, on a line of its own
+                for run in runs:
+                    if now - (run.logged_at or run.seen_at) >= CI_PERIOD_S:
+                        run.logged_at = now
+                        self._emit(f"dlbench: {run_text(run, now)}")
+
+    def _emit(self, line: str, *, between: bool = False) -> None:
+        """A line of a CI log between pytest's: pytest's line in progress (its dots) is ended
+        first. ``between`` items (a benchmark's end), pytest starts its next result on a new
+        line with the file's name; within one (a periodic line), the file's name is written
+        again below ours, where pytest's next dot goes (``s.yaml ..`` / ours / ``s.yaml .``)."""
+        terminal = self.terminal
+        tw = terminal._tw
+        if getattr(tw, "width_of_current_line", 0):
+            tw.write("\n")
+        tw.write(line, flush=True)
+        current = getattr(terminal, "currentfspath", None)
+        dots = getattr(terminal, "verbosity", 0) <= 0 and isinstance(current, Path)
+        if between or not isinstance(current, Path) or not dots or current == _OUR_LINE:
+            terminal.currentfspath = _OUR_LINE  # pytest ends our line, then writes its own
+            return
+        start = Path(getattr(terminal, "startpath", None) or Path.cwd())
+        tw.write("\n" + os.path.relpath(current, start) + " ", flush=True)
 
     def erase(self) -> None:
         with self._lock:
