@@ -252,3 +252,34 @@ def test_html_report_shows_the_history_with_steps_and_this_run(
     assert f"step at {commit(4).commit[:10]}..{commit(5).commit[:10]}: x0.85" in section
     assert section.count('stroke="#cc0000" stroke-width="2.5"') == 2  # this run, ringed
     assert "&lt;i&gt;" in section and "<i>" not in section  # names escaped
+
+
+# (input, what happens, the one line: DIR the folder, FILE the file): docs/running.md's
+# "Bad input" rows (test_hostile_input.TABLE).
+HISTORY_CASES: list[tuple[str, str, str]] = [
+    ("`dlbench history --history=DIR`, no such folder", "`dlbench history` exits 4",
+     "history DIR: no such folder (write one with --bench-autosave)"),
+    ("`dlbench history -k '(a'`", "`dlbench history` exits 4",
+     "-k '(a': the expression ends too early"),
+    ("a history file that is not JSON", "left out, with a warning; the others are read",
+     "left out: FILE: not valid JSON: Expecting property name enclosed in double quotes: "
+     "line 1 column 2 (char 1)"),
+]
+
+
+@pytest.mark.parametrize("case", HISTORY_CASES, ids=lambda c: c[0])
+def test_history_bad_input(case: tuple[str, str, str], tmp_path: Path, capsys: Any) -> None:
+    what, happens, message = case
+    folder = history_of(tmp_path, [100.0, 101.0])
+    bad = next(folder.iterdir()) / "bad.json"
+    bad.write_text("{not json")
+    args = {HISTORY_CASES[0][0]: ["--history", str(tmp_path / "none")],
+            HISTORY_CASES[1][0]: ["--history", str(folder), "-k", "(a"],
+            HISTORY_CASES[2][0]: ["--history", str(folder)]}[what]
+    status = main(["history", *args])
+    out, err = capsys.readouterr()
+    line = message.replace("DIR", str(tmp_path / "none")).replace("FILE", str(bad))
+    if "exits 4" in happens:
+        assert status == 4 and err == f"dlbench: error: {line}\n"
+    else:
+        assert status == 0 and f"warning: {line}\n" in out and "b  [" in out

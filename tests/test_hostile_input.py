@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from _runs import write_run
+from test_history import HISTORY_CASES
 from test_readers import READER_CASES
 
 from pytest_dlbench.cli import main as dlbench
@@ -502,6 +503,7 @@ TABLE = (
     + [(c[0], c[3], c[4]) for c in STREAM_CASES]
     + [(c[0], "`dlbench report` exits 4", c[-1]) for c in MANIFEST_CASES]
     + READER_CASES  # tests/test_readers.py: files read bounded, pairs refused, profile notes
+    + HISTORY_CASES  # tests/test_history.py: dlbench history
 )
 
 
