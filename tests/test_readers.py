@@ -502,3 +502,70 @@ def test_a_stream_corrupted_by_its_benchmark_fails_item_and_table(
     assert "FAILED s.yaml::c[D0] - corrupt stream: " in out
     assert f"failed c[D0]: fail: {reason}" in out  # the table: the same verdict, same reason
     assert load_run(stream).reason.startswith(reason)
+
+
+# -- item 14: a summary streamed, a few tens of bytes per observation ------------------------------
+
+
+def _big_stream(path: Path, n: int) -> Path:
+    with open(path, "w") as out:
+        out.write(json.dumps({"event": "config", "spec": {"name": "m", "weight": 1.0},
+                              "device": 0, "repeat": None}) + "\n")
+        t = 1000.0
+        for i in range(n):
+            t += 0.002
+            out.write(json.dumps({
+                "event": "rate", "value": 32_000.0 * (1 + (i % 7) * 1e-3), "units": "items/s",
+                "step": i, "warmup": i < 10, "time": t, "items": 64.0, "seconds": 0.002,
+            }) + "\n")
+        out.write(json.dumps({"event": "end", "status": "ok", "reason": "", "time": t}) + "\n")
+    return path
+
+
+@pytest.mark.slow  # tracemalloc over 200,000 records: tens of seconds on a busy machine
+def test_a_summary_takes_a_few_tens_of_bytes_per_observation(tmp_path: Path) -> None:
+    import tracemalloc
+
+    n = 200_000
+    path = _big_stream(tmp_path / "m.D0.data", n)
+    load_run(_big_stream(tmp_path / "warm.D0.data", 50))  # imports and caches first
+    tracemalloc.start()
+    try:
+        run = load_run(path)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.ok and len(run.steady) == n - 10 and len(run.warmup) == 10
+    # A list of dicts took 1,294 bytes an observation at its peak; the columns take ~64 (44
+    # for the rates' columns, 16 for the steady points the plots use), ~17 once scored.
+    assert peak / n < 100, peak / n
+    assert kept / n < 24, kept / n
+
+
+def test_rates_read_back_what_was_written() -> None:
+    from pytest_dlbench.measure.rates import Rates
+    from pytest_dlbench.results.run_result import Points
+
+    records: list[dict[str, Any]] = [
+        {"event": "rate", "value": 2.0, "units": "u", "step": 0, "warmup": True, "time": 1.0,
+         "items": 4.0, "seconds": 2.0},
+        {"event": "rate", "value": 3, "units": "v", "step": 1, "time": 2.5},  # an int, no items
+        {"event": "rate", "value": 1.5, "extra": [1, 2]},  # a key the columns do not take
+        {"event": "rate", "value": 2**60, "warmup": False},  # an int no double holds
+        {"event": "rate", "value": float("inf"), "units": "u", "step": 3, "warmup": False,
+         "time": 3.0, "items": 1.0, "seconds": 0.5},
+    ]
+    rates = Rates(records)
+    assert list(rates) == records and rates == records and len(rates) == 5
+    assert type(rates[1]["value"]) is int and rates[2] is records[2]
+    assert rates[1:3] == records[1:3]
+    assert rates.select(warmup=True) == records[:1]
+    assert rates.select(warmup=False) == records[1:]
+    assert rates.select(warmup=False)[::2] == records[1::2]
+    assert list(rates.numbers("items")) == [4.0, None, None, None, 1.0]
+    assert list(rates.select(warmup=False).numbers("time", 0.0)) == [2.5, 0.0, 0.0, 3.0]
+    with pytest.raises(TypeError):
+        rates.select(warmup=True).append(records[0])
+    points = Points([(1.0, 2.0), (3.0, 4.0)])
+    assert points == ((1.0, 2.0), (3.0, 4.0)) and points[1] == (3.0, 4.0)
+    assert points[1:] == [(3.0, 4.0)] and list(points.values()) == [2.0, 4.0]

@@ -19,11 +19,13 @@ that were written (a reader reads its fields); nothing here fails on a field.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import Event, read_stream
 
 __all__ = ["Record", "RunRecords"]
@@ -38,7 +40,9 @@ class RunRecords:
 
     #: every record, in stream order
     records: tuple[Record, ...] = ()
-    _kinds: Mapping[str, tuple[Record, ...]] = field(default_factory=dict, repr=False)
+    _kinds: Mapping[str, Sequence[Record]] = field(default_factory=dict, repr=False)
+    #: Built by :meth:`collect`: the rate records are in :attr:`rates` only.
+    _rates_apart: bool = field(default=False, repr=False)
 
     @classmethod
     def of(cls, records: Iterable[Record] | RunRecords) -> RunRecords:
@@ -46,13 +50,40 @@ class RunRecords:
         if isinstance(records, RunRecords):
             return records
         kept = tuple(records)
+        return cls(kept, cls._by_kind(kept))
+
+    @classmethod
+    def collect(cls, records: Iterable[Record]) -> RunRecords:
+        """Parse ``records`` as they come (a stream read line by line), keeping the ``rate``
+        records by column only (:class:`~pytest_dlbench.measure.rates.Rates`): memory grows by
+        a few tens of bytes per observation. :attr:`records` then holds the other records,
+        and iterating yields them, then the rates."""
+        others: list[Record] = []
+        kinds = cls._by_kind(records, others)
+        return cls(tuple(others), kinds, _rates_apart=True)
+
+    @staticmethod
+    def _by_kind(records: Iterable[Record],
+                 others: list[Record] | None = None) -> dict[str, Sequence[Record]]:
         kinds: dict[str, list[Record]] = {}
-        for record in kept:
+        rates = Rates()
+        for record in records:
             event = record.get("event")
-            if isinstance(event, str):
-                # A record kept in memory may hold an Event member, the file its value: one key.
-                kinds.setdefault(str(event), []).append(record)
-        return cls(kept, {k: tuple(v) for k, v in kinds.items()})
+            if not isinstance(event, str):
+                if others is not None:
+                    others.append(record)
+                continue
+            # A record kept in memory may hold an Event member, the file its value: one key.
+            if event == Event.RATE:
+                rates.append(record)
+                continue
+            if others is not None:
+                others.append(record)
+            kinds.setdefault(str(event), []).append(record)
+        out: dict[str, Sequence[Record]] = {k: tuple(v) for k, v in kinds.items()}
+        if rates:
+            out[Event.RATE.value] = rates
+        return out
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> RunRecords:
@@ -61,7 +92,7 @@ class RunRecords:
         return cls.of(read_stream(path))
 
     # -- any kind ------------------------------------------------------------------------------
-    def kind(self, event: str) -> tuple[Record, ...]:
+    def kind(self, event: str) -> Sequence[Record]:
         """The records of ``event`` (an :class:`Event` or any other kind), in stream order."""
         return self._kinds.get(str(event), ())
 
@@ -74,10 +105,13 @@ class RunRecords:
         return found[-1] if found else None
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.records) + (len(self.rates) if self._rates_apart else 0)
 
     def __iter__(self) -> Iterator[Record]:
-        """Every record in stream order: a reader of plain records reads a RunRecords too."""
+        """Every record in stream order: a reader of plain records reads a RunRecords too (one
+        built by :meth:`collect` yields the other records, then the rates)."""
+        if self._rates_apart:
+            return itertools.chain(self.records, self.rates)
         return iter(self.records)
 
     # -- one record each -----------------------------------------------------------------------
@@ -111,44 +145,45 @@ class RunRecords:
 
     # -- the observations ----------------------------------------------------------------------
     @property
-    def rates(self) -> tuple[Record, ...]:
-        """Every observation (``rate`` records), warm-up included, in order."""
-        return self.kind(Event.RATE)
+    def rates(self) -> Rates:
+        """Every observation (``rate`` records), warm-up included, in order (by column)."""
+        rates = self.kind(Event.RATE)
+        return rates if isinstance(rates, Rates) else Rates()
 
     @property
-    def steady(self) -> tuple[Record, ...]:
-        """The scored window's observations: ``rate`` records without ``warmup``."""
-        return tuple(r for r in self.rates if not r.get("warmup"))
+    def steady(self) -> Rates:
+        """The scored window's observations: ``rate`` records without ``warmup`` (a view)."""
+        return self.rates.select(warmup=False)
 
     @property
-    def warmup(self) -> tuple[Record, ...]:
-        return tuple(r for r in self.rates if r.get("warmup"))
+    def warmup(self) -> Rates:
+        return self.rates.select(warmup=True)
 
     @property
-    def regions(self) -> tuple[Record, ...]:
+    def regions(self) -> Sequence[Record]:
         """The timer regions' totals over each window of the scored run."""
         return self.kind(Event.REGION)
 
     @property
-    def losses(self) -> tuple[Record, ...]:
+    def losses(self) -> Sequence[Record]:
         """Every ``loss`` record, those of the profiled window (``profiled``) included."""
         return self.kind(Event.LOSS)
 
     @property
-    def progress(self) -> tuple[Record, ...]:
+    def progress(self) -> Sequence[Record]:
         return self.kind(Event.PROGRESS)
 
     @property
-    def compiles(self) -> tuple[Record, ...]:
+    def compiles(self) -> Sequence[Record]:
         return self.kind(Event.COMPILE)
 
     @property
-    def warnings(self) -> tuple[Record, ...]:
+    def warnings(self) -> Sequence[Record]:
         return self.kind(Event.WARNING)
 
     # -- the monitor ---------------------------------------------------------------------------
     @property
-    def telemetry(self) -> tuple[Record, ...]:
+    def telemetry(self) -> Sequence[Record]:
         """The monitor's samples, in order."""
         return self.kind(Event.TELEMETRY)
 
@@ -159,9 +194,9 @@ class RunRecords:
         return next((r for r in self.kind(Event.PROFILE) if r.get("status") == "start"), None)
 
     @property
-    def profile_steps(self) -> tuple[Record, ...]:
+    def profile_steps(self) -> Sequence[Record]:
         return self.kind(Event.PROFILE_STEP)
 
     @property
-    def profile_regions(self) -> tuple[Record, ...]:
+    def profile_regions(self) -> Sequence[Record]:
         return self.kind(Event.PROFILE_REGION)

@@ -27,6 +27,7 @@ from pytest_dlbench.errors import DlbenchError
 __all__ = [
     "Event",
     "NullStream",
+    "RecordScan",
     "Stream",
     "StreamError",
     "StreamRead",
@@ -433,6 +434,39 @@ def check_record(record: dict[str, Any]) -> str | None:
     return problem(model, record) if model is not None else None
 
 
+class RecordScan:
+    """The valid records of a stream, one line in memory at a time (iterate once), with what
+    was left out: the reader of :func:`read_records`, and of a summary that keeps only what
+    it needs of each record (measure/records.RunRecords.collect). Rules as
+    :func:`read_records`."""
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        self.path = path
+        #: ``file:line: ...`` for each line left out, once iterated.
+        self.notes: list[str] = []
+        #: The first corrupt line before the last one, once iterated.
+        self.damaged: str | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        path = self.path
+        for number, raw, last in _lines(path):
+            try:
+                record = _parse(raw)
+            except ValueError as exc:
+                if last:
+                    break
+                note = f"{path}:{number}: corrupt record: {' '.join(str(exc).split())}"
+                self.notes.append(note)
+                self.damaged = self.damaged or note
+                continue
+            problem = check_record(record)
+            if problem is not None:
+                self.notes.append(
+                    f"{path}:{number}: {record.get('event')} record left out: {problem}")
+                continue
+            yield record
+
+
 def read_records(path: str | PathLike[str]) -> StreamRead:
     """Read a stream for a report: a bad line costs that line, never the run's measurements.
 
@@ -441,22 +475,6 @@ def read_records(path: str | PathLike[str]) -> StreamRead:
     the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable,
     ``ValueError`` (:class:`~pytest_dlbench.untrusted.FileRefused`) if not a regular file.
     """
-    records: list[dict[str, Any]] = []
-    notes: list[str] = []
-    damaged: str | None = None
-    for number, raw, last in _lines(path):
-        try:
-            record = _parse(raw)
-        except ValueError as exc:
-            if last:
-                break
-            note = f"{path}:{number}: corrupt record: {' '.join(str(exc).split())}"
-            notes.append(note)
-            damaged = damaged or note
-            continue
-        problem = check_record(record)
-        if problem is not None:
-            notes.append(f"{path}:{number}: {record.get('event')} record left out: {problem}")
-            continue
-        records.append(record)
-    return StreamRead(records, tuple(notes), damaged)
+    scan = RecordScan(path)
+    records = list(scan)
+    return StreamRead(records, tuple(scan.notes), scan.damaged)

@@ -7,9 +7,10 @@ Filled by results/scoring.py from a run's stream; gathered per benchmark in resu
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from pytest_dlbench.run.layout import item_name
 from pytest_dlbench.run.protocol import Status
@@ -19,6 +20,7 @@ __all__ = [
     "THROUGHPUT",
     "TOTAL_TIME",
     "Point",
+    "Points",
     "RunResult",
     "StepStats",
     "optional_float",
@@ -26,6 +28,66 @@ __all__ = [
 ]
 
 Point = tuple[float, float]  # (time, value) of one observation
+
+
+class Points(Sequence[Point]):
+    """A run's observations as (time, value) pairs, kept in two arrays of doubles: 16 bytes an
+    observation, whatever their number (a tuple of tuples took ten times that)."""
+
+    __slots__ = ("_times", "_values")
+
+    def __init__(self, pairs: Iterable[Point] = ()) -> None:
+        self._times = array("d")
+        self._values = array("d")
+        for t, v in pairs:
+            self._times.append(t)
+            self._values.append(v)
+
+    @classmethod
+    def of_columns(cls, times: Iterable[float], values: Iterable[float]) -> Points:
+        """The points of two columns of the same length."""
+        points = cls()
+        points._times, points._values = array("d", times), array("d", values)
+        if len(points._times) != len(points._values):
+            raise ValueError("times and values differ in length")
+        return points
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, i: int) -> Point: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Points: ...
+
+    def __getitem__(self, i: int | slice) -> Point | Points:
+        if isinstance(i, slice):
+            part = Points()
+            part._times, part._values = self._times[i], self._values[i]
+            return part
+        return self._times[i], self._values[i]
+
+    def __iter__(self) -> Iterator[Point]:
+        return zip(self._times, self._values, strict=True)
+
+    def values(self) -> array[float]:
+        """The observations' values (a view of the column, not a copy: do not change it)."""
+        return self._values
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Points):
+            return self._times == other._times and self._values == other._values
+        if isinstance(other, tuple | list):
+            return len(self) == len(other) and all(
+                a == tuple(b) for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((len(self), tuple(self._values[:8])))
+
+    def __repr__(self) -> str:
+        return f"Points({len(self)} observations)"
 
 #: A benchmark's ``metric`` (docs/time-to-train.md): the steady-state throughput (the default),
 #: or the time-to-train of seed 004, ``total_time_secs`` (lower is better).
@@ -104,8 +166,8 @@ class RunResult:
     units: str
     rate: float | None  # Σitems/Σseconds over the steady window; None when there is none
     block_rates: tuple[float, ...]
-    steady: tuple[Point, ...]
-    warmup: tuple[Point, ...]
+    steady: Sequence[Point]  # Points (a tuple where a test builds one)
+    warmup: Sequence[Point]
     weight: float
     path: str | None
     # Not in the issue's field list, but a benchmark's summary needs them and they live in the

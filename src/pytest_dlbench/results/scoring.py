@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import astuple, replace
+from itertools import chain
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
-from pytest_dlbench.measure.stream import Event, read_records
+from pytest_dlbench.measure.stream import Event, RecordScan
 from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import dtype_of
 from pytest_dlbench.results.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
+    Points,
     RunResult,
     StepStats,
 )
@@ -77,12 +80,40 @@ def _window_rate(records: Sequence[Mapping[str, Any]]) -> float | None:
     """
     if not records:
         return None
-    if all(_finite(r.get("items")) and _finite(r.get("seconds")) for r in records):
-        seconds = sum(float(r["seconds"]) for r in records)
+    if _all_timed(records):
+        seconds = sum(map(float, _field(records, "seconds")))
         if seconds > 0:
-            return sum(float(r["items"]) for r in records) / seconds
-    values = [float(r["value"]) for r in records if _finite(r.get("value"))]
-    return statistics.fmean(values) if values else None
+            return sum(map(float, _field(records, "items"))) / seconds
+    return _mean(float(v) for v in _field(records, "value") if _finite(v))
+
+
+def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any = None) -> Iterator[Any]:
+    """The field ``name`` of each record; of the rate records read by :func:`load_run`, straight
+    from their columns (measure/rates.py), with no record rebuilt."""
+    if isinstance(records, Rates):
+        return records.numbers(name, default)
+    return (r.get(name, default) for r in records)
+
+
+def _all_timed(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Every record has finite ``items`` and ``seconds``."""
+    return (all(map(_finite, _field(records, "items")))
+            and all(map(_finite, _field(records, "seconds"))))
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    """The mean of ``values`` read once (no list of them: a run may have millions); None for
+    none."""
+    count = 0
+
+    def counted() -> Iterator[float]:
+        nonlocal count
+        for value in values:
+            count += 1
+            yield value
+
+    total = math.fsum(counted())
+    return total / count if count else None
 
 
 def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> tuple[float, ...]:
@@ -107,10 +138,6 @@ def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> t
     return tuple(out)
 
 
-def _timed(record: Mapping[str, Any]) -> bool:
-    return _finite(record.get("items")) and _finite(record.get("seconds"))
-
-
 def step_stats(
     observations: Sequence[Mapping[str, Any]],
     *,
@@ -125,21 +152,20 @@ def step_stats(
     n = len(observations)
     if done_percent is None and planned:
         done_percent = min(100.0, 100.0 * n / planned)
-    counted = list(observations[1:])
-    if not counted or not all(_timed(r) for r in observations):
+    counted = observations[1:]  # a view of the columns for a run read by load_run
+    if not counted or not _all_timed(observations):
         return StepStats(steps=n, done_percent=done_percent)
     total = 0.0
-    for r in counted:  # in order, as awk does (not fsum): the same number to the last bit
-        total += float(r["seconds"])
+    for seconds in _field(counted, "seconds"):  # in order, as awk does (not fsum): the same
+        total += float(seconds)                 # number to the last bit
     items = 0.0
-    for r in counted:
-        items += float(r["items"])
-    values = [float(r["value"]) for r in counted if _finite(r.get("value"))]
+    for count in _field(counted, "items"):
+        items += float(count)
     return StepStats(
         steps=n,
         total_time_secs=total,
         items=items,
-        throughput_avg=statistics.fmean(values) if values else None,
+        throughput_avg=_mean(float(v) for v in _field(counted, "value") if _finite(v)),
         time_per_iteration=total / len(counted),
         done_percent=done_percent,
     )
@@ -164,7 +190,8 @@ def run_from_records(
         distributed = config.get("distributed") or {}
         world_size = int(distributed.get("world_size") or 1)
     end = run.end  # the last one wins (the parent appends after a torn child)
-    steady, warmup, observations = list(run.steady), list(run.warmup), list(run.rates)
+    # Views of the rate records (measure/rates.py): never a list of a million dicts.
+    steady, warmup, observations = run.steady, run.warmup, run.rates
     bad_loss = next((r for r in run.losses if not _finite(r.get("value"))), None)
     flops: Mapping[str, Any] = run.flops or {}
     device_name = next((m["device_name"] for m in reversed(run.kind(Event.META))
@@ -199,7 +226,7 @@ def run_from_records(
             f"time-to-train needs two timed steps or more (the first is skipped); "
             f"the run has {timing.steps}"
         )
-    units = spec.get("units") or next((r.get("units") for r in steady + warmup), None)
+    units = spec.get("units") or next((r.get("units") for r in chain(steady, warmup)), None)
     plan = spec.get("plan") or {}
     compiled = config.get("compile")
     return RunResult(
@@ -211,8 +238,8 @@ def run_from_records(
         units=str(units or "items/s"),
         rate=rate,
         block_rates=blocks,
-        steady=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in steady),
-        warmup=tuple((float(r.get("time", 0.0)), float(r["value"])) for r in warmup),
+        steady=_points(steady),
+        warmup=_points(warmup),
         weight=float(spec.get("weight") or 0.0),
         path=path_s,
         method=str(plan.get("method") or "per_gpu"),
@@ -238,6 +265,12 @@ def run_from_records(
     )
 
 
+def _points(records: Sequence[Mapping[str, Any]]) -> Points:
+    """(time, value) of each observation (time 0 where a record has none)."""
+    return Points.of_columns(map(float, _field(records, "time", 0.0)),
+                             map(float, _field(records, "value")))
+
+
 def _per_item(flops: Mapping[str, Any]) -> float | None:
     total, items = flops.get("flops"), flops.get("items")
     if isinstance(total, (int, float)) and isinstance(items, (int, float)) and items > 0:
@@ -249,17 +282,18 @@ def load_run(path: str | PathLike[str]) -> RunResult:
     """Read and score one stream file, typed (measure/stream.read_records): a record of the wrong
     type is left out with a note; a stream damaged before its last line keeps its valid records
     (its measurements are shown) but is a failed run, whose reason names the first bad line."""
+    scan = RecordScan(path)  # line by line; the rates kept by column (RunRecords.collect)
     try:
-        read = read_records(path)
+        records = RunRecords.collect(scan)
     except (OSError, ValueError) as exc:  # ValueError: not a regular file (untrusted.py)
         run = run_from_records([], path=path)
         return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
-    run = replace(run_from_records(RunRecords.of(read.records), path=path), notes=read.notes)
-    if read.damaged is None:
+    run = replace(run_from_records(records, path=path), notes=tuple(scan.notes))
+    if scan.damaged is None:
         return run
     if run.ok:
-        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {read.damaged}")
-    return replace(run, reason=f"{run.reason} (corrupt stream: {read.damaged})")
+        return replace(run, status=Status.FAIL, reason=f"corrupt stream: {scan.damaged}")
+    return replace(run, reason=f"{run.reason} (corrupt stream: {scan.damaged})")
 
 
 # -- one benchmark ----------------------------------------------------------------------------

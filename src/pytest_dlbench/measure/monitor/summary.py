@@ -267,11 +267,10 @@ def timed_window(
     """(start, end) in UNIX seconds of the observations (``rate`` records, warm-up included),
     None without timed observations."""
     lo = hi = None
-    for r in RunRecords.of(records).rates:
-        t = r.get("time")
+    rates = RunRecords.of(records).rates  # by column: read two of them, no record rebuilt
+    for t, seconds in zip(rates.numbers("time"), rates.numbers("seconds"), strict=True):
         if not isinstance(t, (int, float)) or not math.isfinite(t):
             continue
-        seconds = r.get("seconds")
         start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
         lo = start if lo is None else min(lo, start)
         hi = t if hi is None else max(hi, t)
