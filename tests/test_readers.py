@@ -22,7 +22,7 @@ from _runs import write_run
 from pytest_dlbench import untrusted
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.loggers.source import read_bench_run
-from pytest_dlbench.measure.stream import StreamError, read_records, read_stream
+from pytest_dlbench.measure.stream import StreamError, read_last, read_records, read_stream
 from pytest_dlbench.profile import NoteReport, load_reports, profile_sections, write_reports
 from pytest_dlbench.profile.timereport import StepSample, build_time_report
 from pytest_dlbench.profile.writer import ProfileWriteError, load_meta, read_index
@@ -533,13 +533,27 @@ def test_a_summary_takes_a_few_tens_of_bytes_per_observation(tmp_path: Path) -> 
     try:
         run = load_run(path)
         kept, peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        end = read_last(path, "end")  # how the parent finds a child's end record
+        end_peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
+    assert end is not None and end["status"] == "ok"
+    assert end_peak < 1 << 20, end_peak  # one line at a time, whatever the stream's length
     assert run.ok and len(run.steady) == n - 10 and len(run.warmup) == 10
     # A list of dicts took 1,294 bytes an observation at its peak; the columns take ~64 (44
     # for the rates' columns, 16 for the steady points the plots use), ~17 once scored.
     assert peak / n < 100, peak / n
     assert kept / n < 24, kept / n
+
+
+def test_read_last_finds_the_last_valid_record(tmp_path: Path) -> None:
+    path = tmp_path / "s.data"
+    path.write_text('{"event": "end", "status": "fail"}\n{not json\n'
+                    '{"event": "end", "status": "ok"}\n{"event": "end", "sta')
+    assert read_last(path, "end") == {"event": "end", "status": "ok"}
+    assert read_last(path, "config") is None
 
 
 def test_rates_read_back_what_was_written() -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "StreamWriteError",
     "StreamWriter",
     "check_record",
+    "read_last",
     "read_records",
     "read_stream",
 ]
@@ -478,3 +479,14 @@ def read_records(path: str | PathLike[str]) -> StreamRead:
     scan = RecordScan(path)
     records = list(scan)
     return StreamRead(records, tuple(scan.notes), scan.damaged)
+
+
+def read_last(path: str | PathLike[str], event: str) -> dict[str, Any] | None:
+    """The last valid record of kind ``event`` in a stream (None without one), read as
+    :func:`read_records` reads (a damaged line elsewhere hides nothing) but one line in memory
+    at a time: a stream of a million observations is never held whole to find its ``end``."""
+    last = None
+    for record in RecordScan(path):
+        if record.get("event") == event:
+            last = record
+    return last
