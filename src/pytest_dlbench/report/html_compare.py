@@ -210,5 +210,5 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
                           "--bench-against), so there is no gate verdict.")
     tol = percent(comparison.tolerance, space=True)
     return GateBanner(status, "good", "Gate passed: nothing regressed",
-                      f"{code}: every benchmark ran and none is slower than the baseline beyond "
-                      f"the {tol} tolerance.")
+                      f"{code}: every benchmark ran, and no benchmark is significantly slower "
+                      f"than the baseline beyond the {tol} tolerance (given both sides' noise).")
