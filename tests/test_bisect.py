@@ -33,10 +33,10 @@ STEP = textwrap.dedent(
 
     def run(bench):
         for _ in bench.iterate(range(1000), batch_size=1):
-            time.sleep(0.02 * FACTOR)
+            time.sleep(0.1 * FACTOR)
     """
 )
-SUITE = "_base: {voir: {options: {skip: 2, stop: 10}}}\nsleepy: {inherits: _base, " \
+SUITE = "_base: {voir: {options: {skip: 2, stop: 8}}}\nsleepy: {inherits: _base, " \
         "definition: defs.py:run, weight: 1}\n"
 SLOW_COMMIT = 6  # the 7th of ten commits makes the benchmark 15 % slower
 
@@ -258,3 +258,31 @@ def test_a_real_history_of_unchanged_commits_has_no_step(tmp_path: Path, capsys:
     assert main(["history", "--history", str(repo / "hist"), "--json"]) == 0
     (series,) = json.loads(capsys.readouterr().out)["series"]
     assert len(series["points"]) == 5 and series["steps"] == []
+
+
+def test_dlbench_bisect_interrupted_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: Any) -> None:
+    repo, shas = make_repo(tmp_path / "repo", n=3)
+    monkeypatch.chdir(repo)
+
+    def interrupted(argv: list[str], cwd: Path, log: Path) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bisect_module, "_run_pytest", interrupted)
+    assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 2
+    assert "interrupted (its worktrees are removed)" in capsys.readouterr().err
+    assert len(worktrees(repo)) == 1
+
+
+def test_sigterm_during_bisect_runs_every_finally() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    cleaned = []
+    with pytest.raises(KeyboardInterrupt), bisect_module._terminated_as_interrupt():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+            cleaned.append(False)
+        finally:
+            cleaned.append(True)
+    assert cleaned == [True] and signal.getsignal(signal.SIGTERM) is before

@@ -283,3 +283,15 @@ def test_history_bad_input(case: tuple[str, str, str], tmp_path: Path, capsys: A
         assert status == 4 and err == f"dlbench: error: {line}\n"
     else:
         assert status == 0 and f"warning: {line}\n" in out and "b  [" in out
+
+
+def test_an_autosave_that_cannot_be_written_costs_that_file_only(tmp_path: Path,
+                                                                  capsys: Any) -> None:
+    summary = run_summary(tmp_path, "s.1", {"b": 100.0})
+    (tmp_path / "afile").write_text("")
+    status = main(["report", str(summary.run_dir), "--autosave", str(tmp_path / "afile" / "h"),
+                   "--save", str(tmp_path / "saved.json")])
+    out, err = capsys.readouterr()
+    assert status == 8 and "score: 100" in out  # gate.OUTPUT_FAILED; the table is there
+    assert err.startswith(f"dlbench: error: cannot write the history entry {tmp_path}/afile/h:")
+    assert (tmp_path / "saved.json").is_file()  # the other outputs are written

@@ -44,6 +44,8 @@ Look at suites and results without running pytest.
   table     the sweep table of a run: one row per benchmark and its matrix parameters
   log       send a finished run to MLflow or Weights & Biases
   machine   the machine's state, and whether it is ready to benchmark
+  history   each benchmark's rate over the commits of a results history, and its steps
+  bisect    the first commit between two where a benchmark's rate changed
 
 Every option is spelled as in pytest (--bench-compare, --bench-select, --bench-base); the
 short spelling (--compare, --select, --base) is accepted too.

@@ -70,8 +70,12 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     if len(suites) != 1:
         print("dlbench: error: bisect needs one --bench-suite=SUITE", file=sys.stderr)
         return gate.USAGE_ERROR
-    result = bisect(args.good, args.bad, suite=suites[0], bench=args.k, judge=judge,
-                    rounds=args.rounds, max_rounds=args.max_rounds, report=report)
+    try:
+        result = bisect(args.good, args.bad, suite=suites[0], bench=args.k, judge=judge,
+                        rounds=args.rounds, max_rounds=args.max_rounds, report=report)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every worktree is already removed
+        print("dlbench: bisect interrupted (its worktrees are removed)", file=sys.stderr)
+        return gate.INTERRUPTED
     runs = sum(p.rounds for p in result.probes)
     if result.first is None:
         print(f"{args.bad} is not beyond the tolerance from {args.good} "
