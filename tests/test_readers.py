@@ -474,6 +474,17 @@ def test_log_uploads_no_symlink_targets(tmp_path: Path) -> None:
     assert run.profile_files == () and run.profile_root is None
 
 
+def test_profile_tables_for_the_loggers_are_read_bounded(tmp_path: Path) -> None:
+    from pytest_dlbench.loggers.tables import read_table
+
+    (tmp_path / "deep.json").write_text(DEEP)
+    assert read_table(tmp_path / "deep.json") is None  # not a RecursionError in dlbench log
+    os.mkfifo(tmp_path / "pipe.csv")
+    assert read_table(tmp_path / "pipe.csv") is None  # not a hang
+    (tmp_path / "ok.csv").write_text("a,b\n1,x\n")
+    assert read_table(tmp_path / "ok.csv").rows == ((1, "x"),)
+
+
 # -- item 14: one verdict -----------------------------------------------------------------------
 
 

@@ -5,12 +5,15 @@ is still uploaded as a plain artifact by the loggers, just not as a table."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
+
+from pytest_dlbench import untrusted
 
 __all__ = ["Table", "read_table", "tabulate"]
 
@@ -128,16 +131,16 @@ def _number(text: str) -> Any:
 def read_table(path: str | PathLike[str]) -> Table | None:
     """A ``.json`` or ``.csv`` file as a table; None when it is not one or cannot be read."""
     path = Path(path)
-    try:
+    try:  # a regular file of bounded size and depth (untrusted.py): never /dev/zero or a FIFO
         if path.suffix.lower() == ".csv":
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))
+            text = untrusted.read_bytes(path).decode("utf-8")
+            rows = list(csv.reader(io.StringIO(text, newline="")))
             if not rows:
                 return None
             columns = tuple(rows[0])
             body = tuple(tuple(_number(v) for v in row) for row in rows[1:]
                          if len(row) == len(columns))
             return Table(columns, body)
-        return tabulate(json.loads(path.read_text(encoding="utf-8")))
+        return tabulate(untrusted.read_json(path))
     except (OSError, ValueError, csv.Error):
         return None
