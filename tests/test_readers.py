@@ -485,6 +485,17 @@ def test_profile_tables_for_the_loggers_are_read_bounded(tmp_path: Path) -> None
     assert read_table(tmp_path / "ok.csv").rows == ((1, "x"),)
 
 
+def test_the_live_progress_skips_a_line_nested_too_deep(tmp_path: Path) -> None:
+    from pytest_dlbench.plugin.progress import LiveRun
+
+    stream = tmp_path / "toy.D0.data"
+    rate = {"event": "rate", "value": 16.0, "items": 8, "seconds": 0.5}
+    stream.write_text(json.dumps(rate) + "\n" + DEEP + "\n" + json.dumps(rate) + "\n")
+    run = LiveRun(stream, "toy[D0]", seen_at=0.0)
+    run.read()  # was a RecursionError out of the progress line
+    assert run.observations == 2
+
+
 # -- item 14: one verdict -----------------------------------------------------------------------
 
 
