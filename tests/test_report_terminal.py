@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.report.format import number
+from pytest_dlbench.report.format import number, significant
 from pytest_dlbench.report.terminal import render_comparison, render_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.scoring import run_from_records, summarize_runs
@@ -130,7 +130,7 @@ def test_parts_of_the_default_report(current: SuiteSummary) -> None:
     assert header == ["bench", "perf", "units", "std%", "perf_adj", "weight"]
     assert "incomplete: crashy" not in text  # one run of two succeeded: it is scored
     assert "failed crashy[D0-R1]: crash: killed by SIGSEGV" in text
-    assert f"score: {number(current.score)}" in text  # the table's figures
+    assert f"score: {significant(current.score, 4)}" in text  # the HTML page's figures
 
 
 def test_narrow_width_never_wraps_a_row(current: SuiteSummary) -> None:

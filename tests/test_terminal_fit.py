@@ -153,13 +153,16 @@ def test_dlbench_report_rejects_an_unknown_column_as_bad_input(tmp_path: Path,
     assert "unknown column 'bogus'" in capsys.readouterr().err
 
 
-def test_the_score_has_the_tables_significant_figures() -> None:
+def test_the_score_has_the_html_pages_significant_figures() -> None:
+    from pytest_dlbench.report.html import render_html
+
     tflops = summarize_runs([run_from_records(_records("mm", 0.0612, units="TFLOP/s"))])
-    assert score_line(tflops).startswith("score: 0.0")
-    assert f"score: {tflops.score:.3g}" == score_line(tflops)
+    assert re.fullmatch(r"score: 0\.06\d\d\d", score_line(tflops))  # not "0.06"
     big = summarize_runs([run_from_records(_records("lm", 102151.82))])
-    line = score_line(big)
-    assert re.fullmatch(r"score: \d{2,3},\d{3}", line), line  # 102,151-style, as the table
+    assert re.fullmatch(r"score: \d{3},\d{3}", score_line(big))  # 102,152-style, as the table
+    for summary in (tflops, big):
+        figure = score_line(summary).removeprefix("score: ")
+        assert f'id="score-value">{figure}<' in render_html(summary)  # one figure everywhere
 
 
 def test_the_sweep_table_says_its_throughput_is_not_perf() -> None:
@@ -191,3 +194,11 @@ def test_failure_reasons_and_units_are_escaped() -> None:
     assert "\x1b" not in text and "\x07" not in text
     assert "boom\\x1b[2J\\x0asecond line" in text
     assert "it\\x1b[31ms/s" in text
+
+
+def test_pytest_refuses_an_unknown_column_or_sort_before_the_run(pytester: pytest.Pytester):
+    for option, message in (("--bench-columns=perf,bogus", "unknown column 'bogus'"),
+                            ("--bench-sort=min", "cannot sort by 'min'")):
+        result = pytester.runpytest(option)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert message in result.stderr.str()

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_dlbench.errors import DlbenchError, shorten
 from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.numbers import printable_lines
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.run.layout import item_name
 from pytest_dlbench.run.protocol import Outcome, Status
@@ -146,9 +147,9 @@ class _BenchNode(_ItemBase):
                 lines += ["", "last lines of the benchmark's output:", failure.tail]
             if failure.log is not None:
                 lines += ["", f"full output: {failure.log}"]
-            return "\n".join(lines)
+            return printable_lines("\n".join(lines))  # the child's text: shown, not obeyed
         if isinstance(excinfo.value, DlbenchError):
-            return f"{self.spec.name}: {excinfo.value}"
+            return printable_lines(f"{self.spec.name}: {excinfo.value}")
         if style is None:  # pytest.Function's takes no style
             return super().repr_failure(excinfo)
         return super().repr_failure(excinfo, style)

@@ -21,6 +21,7 @@ from pytest_dlbench.report.format import (
     percent,
     printable,
     printable_lines,
+    significant,
 )
 from pytest_dlbench.report.terminal_tables import (
     compile_columns,
@@ -42,6 +43,7 @@ __all__ = [
     "bench_tables",
     "render_summary",
     "score_line",
+    "score_text",
     "verdict_rule",
 ]
 
@@ -144,12 +146,18 @@ def score_line(
 
         line = f"score: - ({no_score_reason(summary)})"
     else:
-        line = f"score: {number(summary.score)}"  # the table's significant figures
+        line = f"score: {score_text(summary.score)}"
     if comparison is not None:
         line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
-        line += f"  price/score: {number(price / summary.score)}"
+        line += f"  price/score: {score_text(price / summary.score)}"
     return line
+
+
+def score_text(score: float | None) -> str:
+    """A score as every report writes it: four significant figures (the HTML page's), so a
+    TFLOP/s suite's is not ``0.06`` and a big one is ``102,152``, not ``102151.82``."""
+    return significant(score, 4, missing=MISSING)
 
 
 def ci_text(ci: tuple[float, float] | None, digits: int = 3) -> str:
@@ -345,7 +353,8 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
     verdict; with ``-v`` the perf_adj ratio, p and samples too (the first block at 80 columns
     is the compact one)."""
     cs, bs = comparison.current_score, comparison.baseline_score
-    line = f"score: {number(cs)} vs baseline {number(bs)} ({_score_comparison(comparison)})"
+    line = (f"score: {score_text(cs)} vs baseline {score_text(bs)} "
+            f"({_score_comparison(comparison)})")
     if verbosity < 0:
         return printable_lines(line)
     rows = []
@@ -398,7 +407,7 @@ def render_paired(
     the score and the base side's failed runs. ``verbosity < 0``: the score line only."""
     level = f"{100 * (1 - 2 * comparison.alpha):g}% CI"
     cs, bs = comparison.current_score, comparison.baseline_score
-    score = (f"score: {number(cs)} vs base {number(bs)} "
+    score = (f"score: {score_text(cs)} vs base {score_text(bs)} "
              f"({_score_comparison(comparison)})")
     if verbosity < 0:
         return printable_lines(score)
