@@ -570,6 +570,17 @@ def test_a_summary_takes_a_few_tens_of_bytes_per_observation(tmp_path: Path) -> 
     assert kept / n < 24, kept / n
 
 
+def test_a_writer_opens_a_stream_whose_last_line_is_nested_too_deep(tmp_path: Path) -> None:
+    from pytest_dlbench.measure.stream import StreamWriter
+
+    path = tmp_path / "s.data"
+    path.write_text('{"event": "config"}\n' + "[" * 30_000 + "]" * 30_000 + "\n")
+    with StreamWriter(path) as writer:  # the parent appending an end after its child
+        assert not writer.ended
+        writer.write("end", status="fail")
+    assert read_last(path, "end") == {"event": "end", "status": "fail"}
+
+
 def test_read_last_finds_the_last_valid_record(tmp_path: Path) -> None:
     path = tmp_path / "s.data"
     path.write_text('{"event": "end", "status": "fail"}\n{not json\n'

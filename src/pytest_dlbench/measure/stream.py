@@ -165,7 +165,7 @@ def _last_line(fd: int) -> bytes:
 
 def _is_end(line: bytes) -> bool:
     try:
-        record = json.loads(line)
+        record = untrusted.loads(line)  # a last line nested 100k deep is no end, no crash
     except ValueError:
         return False
     return isinstance(record, dict) and record.get("event") == Event.END
