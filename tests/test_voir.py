@@ -293,10 +293,12 @@ def test_a_voir_folder_runs_with_its_data_channel(tmp_path: Path) -> None:
 
 
 def test_without_eager_sync_the_rates_come_in_a_burst(tmp_path: Path) -> None:
-    _, stream, _, _ = voir_run(tmp_path, "--epochs", "1", "--step-time", "0.01",
+    _, stream, _, _ = voir_run(tmp_path, "--epochs", "1", "--step-time", "0.02",
                                skip=2, stop=50, env={"BENCHMATE_EAGER_SYNC": "0"})
     times = [r["time"] for r in kinds(stream, "rate")]
-    assert len(times) == 40 and times[-1] - times[0] < 0.2  # all at the epoch's end
+    # 40 steps of 20 ms or more: at least 0.8 s apart from first to last as they happen; all
+    # at the epoch's end here.
+    assert len(times) == 40 and times[-1] - times[0] < 0.4
 
 
 def test_voir_reports_the_programs_error(tmp_path: Path) -> None:
