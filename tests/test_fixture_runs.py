@@ -76,10 +76,10 @@ def test_a_missing_baseline_stops_before_the_tests(tests: pytest.Pytester) -> No
     assert not (tests.path / "out").exists()
 
 
-def test_against_needs_a_suite(tests: pytest.Pytester) -> None:
+def test_against_outside_a_git_repository(tests: pytest.Pytester) -> None:
     result = run(tests, "--bench-against=HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --bench-against needs --bench-suite: *"])
+    assert not (tests.path / "out").exists()
 
 
 def test_a_failing_bench_test_fails_the_score(pytester: pytest.Pytester) -> None:
@@ -169,3 +169,41 @@ def test_xdist_without_a_bench_test_leaves_nothing(pytester: pytest.Pytester) ->
                                            "-n", "2")
     assert result.ret == 0
     assert not (pytester.path / "out").exists()
+
+
+# -- --bench-against: the base revision's test and this tree's, in rounds -----------------------
+
+def _git(path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "PATH": "/usr/bin:/bin",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/"})
+
+
+@pytest.mark.slow
+def test_against_a_revision_pairs_the_rounds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_dl=TESTS)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    _git(pytester.path, "add", "test_dl.py")
+    _git(pytester.path, "commit", "-q", "-m", "base")
+    (pytester.path / "test_dl.py").write_text(TESTS.replace("0.002", "0.004"))  # slower
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out",
+                                           "--bench-against=main", "--bench-rounds=2")
+    output = result.stdout.str()
+    assert result.ret in (0, 6), output  # 2 rounds: the verdict may not be significant
+    result.stdout.fnmatch_lines(["*against main*2 rounds*", "*test_fast*"])
+    assert "not used" not in output
+    (run_dir,) = (pytester.path / "out" / "runs").iterdir()
+    assert sorted(p.name for p in run_dir.glob("*.data")) == [
+        "test_fast.D0.R0.data", "test_fast.D0.R1.data"]
+    assert sorted(p.name for p in (run_dir / "base").glob("*.data")) == [
+        "test_fast.D0.R0.data", "test_fast.D0.R1.data"]
+    assert json.loads((run_dir / "against.json").read_text())["rounds"] == 2
+    assert not list(pytester.path.parent.glob("dlbench-against-*"))  # the worktree is gone
+
+
+def test_against_with_xdist_is_a_usage_error(tests: pytest.Pytester) -> None:
+    result = run(tests, "--bench-against=HEAD", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --bench-against runs the bench fixture's rounds*"])

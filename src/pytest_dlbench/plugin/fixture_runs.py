@@ -2,7 +2,7 @@
 
 ``pytest test_dl.py`` prints the same results table and score as a suite run, and honours the
 report options (``--bench-html``, ``--bench-save``, ``--bench-export``, ``--bench-compare`` and
-the gate's) for them. A ``--bench-*`` option that nothing uses (no test used the fixture, or an
+the gate's) and ``--bench-against`` (plugin/fixture_against.py) for them. A ``--bench-*`` option that nothing uses (no test used the fixture, or an
 option only a suite has, such as ``--bench-select``) is said in one line at the end.
 
 :class:`FixtureRuns` is registered in every process of a run without ``--bench-suite``: it owns
@@ -28,6 +28,7 @@ from pytest_dlbench.options import (
 )
 
 if TYPE_CHECKING:
+    from pytest_dlbench.plugin.fixture_against import FixtureAgainst
     from pytest_dlbench.plugin.reporter import BenchReporter
     from pytest_dlbench.profile import ProfileConfig
     from pytest_dlbench.run.against import BaseSide
@@ -58,9 +59,11 @@ def given_options(value: Callable[[str], Any]) -> list[str]:
     return given
 
 
-def unused_options_line(given: list[str], *, benchmarks_ran: bool) -> str | None:
+def unused_options_line(given: list[str], *, benchmarks_ran: bool,
+                        paired: bool = False) -> str | None:
     """One line for the options of a run without ``--bench-suite`` that nothing used: all of
-    them when no benchmark ran, else those only a suite run has."""
+    them when no benchmark ran, else those only a suite run has (``paired``: a
+    ``--bench-against`` run, which uses the paired test's options)."""
     if not benchmarks_ran:
         given = [flag for flag in given if flag not in DATA_OPTIONS]
         if not given:
@@ -68,6 +71,8 @@ def unused_options_line(given: list[str], *, benchmarks_ran: bool) -> str | None
         return (f"dlbench: warning: {', '.join(given)} not used: no --bench-suite given and no "
                 "test used the bench fixture")
     used = {o.pytest_flag for o in REPORT_OPTIONS} - PAIRED_OPTIONS | FIXTURE_OPTIONS
+    if paired:
+        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds"}
     unused = [flag for flag in given if flag not in used]
     if not unused:
         return None
@@ -88,6 +93,9 @@ class FixtureRuns:
         self._run_dir: Path | None = None
         #: The reporter, in the controller (None in an xdist worker).
         self.reporter: BenchReporter | None = None
+        #: ``--bench-against``: the base side and its rounds (plugin/fixture_against.py).
+        self.paired: FixtureAgainst | None = None
+        self._against_written = False
 
     @classmethod
     def register(cls, config: pytest.Config) -> FixtureRuns:
@@ -117,10 +125,6 @@ class FixtureRuns:
 
     def _check_options(self) -> None:
         config = self.config
-        if config.getoption("bench_against") is not None:
-            raise pytest.UsageError(
-                "--bench-against needs --bench-suite: the bench fixture's benchmarks are "
-                "measured in this pytest process, one side only (docs/writing-benchmarks.md)")
         run_name = config.getoption("bench_run_name")
         if run_name is not None:
             from pytest_dlbench.run.layout import UnsafeName, check_run_name
@@ -129,11 +133,34 @@ class FixtureRuns:
                 check_run_name(run_name)
             except UnsafeName as exc:
                 raise pytest.UsageError(f"--bench-run-name: {exc}") from None
+        against = config.getoption("bench_against")
+        if against is not None:
+            self._check_out_base(against)
         if config.option.collectonly:
             return
         from pytest_dlbench.options import check_outputs
 
         check_outputs(lambda dest: config.getoption(f"bench_{dest}"), cli=False)
+
+    def _check_out_base(self, rev: str) -> None:
+        """``--bench-against``: the base revision's worktree (--collect-only: the revision is
+        checked, no worktree made)."""
+        config = self.config
+        if getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError("--bench-against runs the bench fixture's rounds from this "
+                                    "process: leave -n out (or use --bench-suite)")
+        if config.option.collectonly:
+            from pytest_dlbench.run.against import AgainstError, find_repo, resolve_rev
+
+            try:
+                resolve_rev(find_repo(config.rootpath), rev)
+            except AgainstError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            return
+        from pytest_dlbench.plugin.fixture_against import FixtureAgainst
+
+        self.paired = FixtureAgainst.create(config, rev)
+        self.against = self.paired.side
 
     # -- the run directory (what BenchReporter reads) -------------------------------------------
 
@@ -178,6 +205,19 @@ class FixtureRuns:
             self._run_dir = _free_run_dir(results_base(self.config), self.run_name)
         node.workerinput[WORKER_KEY] = str(self._run_dir)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        """--bench-against: a test that uses the fixture runs its rounds in children."""
+        paired = self.paired
+        if paired is None or not paired.uses_bench(pyfuncitem):
+            return None
+        run_dir = self.run_dir()
+        if not self._against_written:
+            paired.write_against(run_dir)
+            self._against_written = True
+        paired.run_item(pyfuncitem, run_dir)
+        return True
+
     # The reporter's hooks, forwarded (it is made when a benchmark ran, not registered).
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -196,7 +236,8 @@ class FixtureRuns:
         if self.reporter is not None:
             self.reporter.pytest_terminal_summary(terminalreporter, exitstatus)
         line = unused_options_line(given_options(self.config.getoption),
-                                   benchmarks_ran=self.benchmarks_ran())
+                                   benchmarks_ran=self.benchmarks_ran(),
+                                   paired=self.paired is not None)
         if line is not None:
             terminalreporter.write_line(line, yellow=True)
 

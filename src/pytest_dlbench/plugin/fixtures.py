@@ -67,19 +67,30 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     from pytest_dlbench.measure.bench import Bench
     from pytest_dlbench.measure.machine import machine_meta
     from pytest_dlbench.measure.stream import Event, StreamWriter
+    from pytest_dlbench.plugin.fixture_against import child_stream
     from pytest_dlbench.run.harness import execute
     from pytest_dlbench.run.layout import stream_path
     from pytest_dlbench.run.protocol import Status
 
-    plugin = (request.config.pluginmanager.get_plugin("dlbench-session")
-              or request.config.pluginmanager.get_plugin("dlbench-fixture-runs"))
-    run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
+    runs = request.config.pluginmanager.get_plugin("dlbench-fixture-runs")
+    if runs is not None and runs.against is not None:
+        yield None  # --bench-against: the rounds run in children (plugin/fixture_against.py)
+        return
+    plugin = request.config.pluginmanager.get_plugin("dlbench-session") or runs
     name = request.node.name.replace("/", "_")
+    path, repeat = child_stream(), None
+    if path is not None:  # a round of a paired run: the parent named the stream
+        from pytest_dlbench.run.layout import parse_stream_name
+
+        repeat = parse_stream_name(path).repeat
+    else:
+        run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
+        path = stream_path(run_dir, name, 0)
     device = default_device()
-    with StreamWriter(stream_path(run_dir, name, 0)) as stream:
+    with StreamWriter(path) as stream:
         # Weight 1: each test's benchmark counts in the run's score, as a suite's would.
         stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid,
-                                         "weight": 1}, device=0)
+                                         "weight": 1}, device=0, repeat=repeat)
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
         yield instance

@@ -1,0 +1,116 @@
+"""``--bench-against=REV`` for your own tests' benchmarks (the ``bench`` fixture, no suite).
+
+Each test that uses the fixture runs ``--bench-rounds`` rounds of (base, candidate) pairs in ABBA
+order, each side in a child ``pytest NODEID`` of its own tree: the base revision's worktree for
+the base, this working tree for the candidate. The child's fixture streams to the file the
+parent names (``$DLBENCH_STREAM``, repeat ``R<round>``); the parent writes ``against.json`` and
+scores the pairs as a suite's ``--bench-against`` run is scored (results/paired.py). The test
+body does not run in the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_dlbench.run.against import BaseSide
+
+__all__ = ["FixtureAgainst", "child_stream"]
+
+#: The longest one side of one round may take (a fixture benchmark has no max_duration).
+MAX_SIDE_SECONDS = 1800.0
+#: Set in the child ``pytest NODEID`` of a round: its fixture writes ``$DLBENCH_STREAM``.
+CHILD_VARIABLE = "DLBENCH_FIXTURE_ROUND"
+
+
+def child_stream() -> Path | None:
+    """The stream a paired run's parent told this child's fixture to write, or None."""
+    from pytest_dlbench.run.protocol import Env
+
+    path = os.environ.get(Env.STREAM)
+    return Path(path) if path and os.environ.get(CHILD_VARIABLE) else None
+
+
+class FixtureAgainst:
+    """The base side of a fixture run and its rounds (made by :class:`.FixtureRuns`)."""
+
+    def __init__(self, config: pytest.Config, side: BaseSide, rounds: int) -> None:
+        self.config = config
+        self.side = side
+        self.rounds = rounds
+
+    @classmethod
+    def create(cls, config: pytest.Config, rev: str) -> FixtureAgainst:
+        """Check ``rev`` out (removed when the session ends); a usage error when it cannot."""
+        from pytest_dlbench.results.gate import ROUNDS
+        from pytest_dlbench.run.against import AgainstError, BaseSide
+
+        if config.getoption("bench_compare"):
+            raise pytest.UsageError("--bench-against and --bench-compare: use one (the first "
+                                    "measures the base revision now, the second reads a file)")
+        try:
+            side = BaseSide.create(rev, Path(config.rootpath))
+        except AgainstError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.add_cleanup(side.remove)
+        return cls(config, side, config.getoption("bench_rounds") or ROUNDS)
+
+    def write_against(self, run_dir: Path) -> None:
+        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+        from pytest_dlbench.run import layout
+        from pytest_dlbench.run.against import round_order
+
+        layout.side_dir(run_dir, "base").mkdir(parents=True, exist_ok=True)
+        dirty = self.side.dirty_note()
+        layout.write_against(run_dir, {
+            **self.side.to_dict(),
+            "rounds": self.rounds,
+            "order": "ABBA",
+            "first": [round_order(r)[0] for r in range(self.rounds)],
+            "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
+            "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
+            "warnings": [*self.side.notes, *([dirty] if dirty else [])],
+        })
+
+    def run_item(self, item: pytest.Item, run_dir: Path) -> None:
+        """Every round of ``item``, both sides; ``pytest.fail`` naming the first side and
+        round that did not end ``ok``."""
+        from pytest_dlbench.run import layout
+        from pytest_dlbench.run.against import round_order, source_paths, with_python_path
+        from pytest_dlbench.run.child import run_child
+        from pytest_dlbench.run.protocol import Status
+
+        rootdir = Path(self.config.rootpath)
+        base_root = self.side.map_path(rootdir)
+        if not base_root.is_dir():  # the rootdir's folder is new since the base revision
+            base_root = self.side.path
+        roots = {"candidate": (rootdir, source_paths(self.side.repo, rootdir)),
+                 "base": (base_root, source_paths(self.side.path, base_root))}
+        name = item.name.replace("/", "_")
+        failures = []
+        for round_index in range(self.rounds):
+            for side_name in round_order(round_index):
+                root, paths = roots[side_name]
+                folder = layout.side_dir(run_dir, side_name)
+                stream = layout.stream_path(folder, name, 0, round_index)
+                env = with_python_path({**os.environ, CHILD_VARIABLE: "1"}, paths)
+                env.pop("PYTEST_ADDOPTS", None)  # this run's --bench-* options are the parent's
+                outcome = run_child(
+                    [sys.executable, "-m", "pytest", item.nodeid, "-p", "no:cacheprovider",
+                     "-q", "-p", "no:xdist", "--rootdir", str(root)],
+                    stream=stream, log=layout.log_path(stream), timeout=MAX_SIDE_SECONDS,
+                    cwd=root, env=env)
+                if outcome.status is not Status.OK:
+                    failures.append(f"{side_name} side, round {round_index}: {outcome.status}: "
+                                    f"{outcome.reason} (log: {layout.log_path(stream)})")
+        if failures:
+            pytest.fail("; ".join(failures), pytrace=False)
+
+    @staticmethod
+    def uses_bench(item: Any) -> bool:
+        return "bench" in getattr(item, "fixturenames", ())
