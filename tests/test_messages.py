@@ -161,3 +161,40 @@ def test_a_weight_0_selection_says_none_was_selected(pytester: pytest.Pytester) 
                                           "--bench-isolation=inline")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["score: - (no weighted benchmark was selected)"])
+
+
+# -- dlbench report without RUN_DIR: the latest run of the base -------------------------------
+
+def test_the_latest_run_dir(tmp_path) -> None:
+    from _runs import write_run
+
+    from pytest_dlbench.run.layout import NotARunDir, latest_run_dir
+
+    runs = tmp_path / "runs"
+    with pytest.raises(NotARunDir, match="no run directory"):
+        latest_run_dir(tmp_path)
+    for name in ("smoke.20261121-220108", "tests.20261124-101500", "smoke.20261124-101500-2",
+                 "zzz.20261122-000000"):
+        (runs / name).mkdir(parents=True)
+        write_run(runs / name, "a")
+    (runs / "empty.20261130-000000").mkdir()  # no streams, no manifest: not a run
+    assert latest_run_dir(tmp_path) == runs / "smoke.20261124-101500-2"
+
+
+def test_report_without_a_run_dir(tmp_path, monkeypatch, capsys) -> None:
+    from _runs import write_run
+
+    from pytest_dlbench.cli import main
+
+    old, new = tmp_path / "runs" / "s.20261121-220108", tmp_path / "runs" / "s.20261122-220108"
+    for run_dir, bench in ((old, "old_bench"), (new, "new_bench")):
+        run_dir.mkdir(parents=True)
+        write_run(run_dir, bench)
+    assert main(["report", "--bench-base", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "new_bench" in out and "old_bench" not in out
+    assert err == f"dlbench: the latest run: {new}\n"
+    monkeypatch.setenv("DLBENCH_BASE", str(tmp_path / "none"))
+    assert main(["report"]) == 4
+    assert capsys.readouterr().err == (f"dlbench: error: {tmp_path / 'none' / 'runs'}: no run "
+                                       "directory (give RUN_DIR, or --bench-base DIR)\n")

@@ -148,11 +148,22 @@ def _load_baseline(path: str) -> gate.BaselineLoad:
     return loaded
 
 
+def _latest_run(args: argparse.Namespace) -> Path:
+    """No RUN_DIR: the latest run of the base (--bench-base, else $DLBENCH_BASE, else
+    .dlbench, as pytest's), named on stderr so that nobody wonders which run it was."""
+    from pytest_dlbench.run.layout import latest_run_dir
+
+    base = Path(args.bench_base or os.environ.get(Env.BASE) or ".dlbench")
+    run_dir = latest_run_dir(base)
+    print(f"dlbench: the latest run: {run_dir}", file=sys.stderr)
+    return run_dir
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.evaluation import render_evaluation, write_evaluation
     from pytest_dlbench.results.evaluation import evaluate
 
-    run_dir = check_run_dir(args.run_dir)
+    run_dir = check_run_dir(args.run_dir) if args.run_dir else _latest_run(args)
     baseline = _load_baseline(args.compare) if args.compare else None
     check_outputs(lambda dest: getattr(args, dest), cli=True)  # before anything is scored
     # Without --compare, a --bench-against run is judged against its base side, which is in
@@ -264,7 +275,12 @@ def _add_result_commands(commands: Any) -> None:
                "the baseline (or, for a --bench-against run, against its base side), 7 the "
                "baseline file does not exist",
     )
-    report.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
+    report.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
+                        help="runs/<name>.<time> directory (default: the latest run of the "
+                        "base)")
+    report.add_argument("--bench-base", metavar="DIR", dest="bench_base", default=None,
+                        help="without RUN_DIR: the base whose latest run to report (default "
+                        "$DLBENCH_BASE, else .dlbench), as pytest's")
     _add_report_options(report)
     report.set_defaults(handler=_cmd_report)
 

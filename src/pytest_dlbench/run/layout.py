@@ -55,6 +55,7 @@ __all__ = [
     "UnsafeName",
     "check_outputs",
     "check_run_dir",
+    "latest_run_dir",
     "check_run_name",
     "item_name",
     "json_safe",
@@ -355,6 +356,32 @@ def check_run_dir(path: str | PathLike[str]) -> Path:
     if not stream_paths(run_dir) and not (run_dir / MANIFEST).is_file():
         raise NotARunDir(f"{run_dir}: no run streams (*.data) and no manifest.json")
     return run_dir
+
+
+_RUN_STAMP = re.compile(r"\.(\d{8}-\d{6})(?:-(\d+))?$")
+
+
+def latest_run_dir(base: str | PathLike[str]) -> Path:
+    """The newest run directory of ``<base>/runs`` (by the time in its name, ``-N`` after
+    ``-N-1``; a name without one by its modification time), one with streams or a manifest;
+    :class:`NotARunDir` when there is none (``dlbench report`` without RUN_DIR)."""
+    runs = Path(base) / RUNS
+
+    def when(path: Path) -> tuple[str, int]:
+        match = _RUN_STAMP.search(path.name)
+        if match is None:
+            stamp = _dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+            return stamp, 0
+        return match[1], int(match[2] or 1)
+
+    try:
+        candidates = [p for p in runs.iterdir() if p.is_dir()]
+    except OSError:
+        candidates = []
+    for path in sorted(candidates, key=when, reverse=True):
+        if stream_paths(path) or (path / MANIFEST).is_file():
+            return path
+    raise NotARunDir(f"{runs}: no run directory (give RUN_DIR, or --bench-base DIR)")
 
 
 def profile_dir(stream: str | PathLike[str], *, rank: int = 0) -> Path:
