@@ -295,3 +295,10 @@ def test_an_autosave_that_cannot_be_written_costs_that_file_only(tmp_path: Path,
     assert status == 8 and "score: 100" in out  # gate.OUTPUT_FAILED; the table is there
     assert err.startswith(f"dlbench: error: cannot write the history entry {tmp_path}/afile/h:")
     assert (tmp_path / "saved.json").is_file()  # the other outputs are written
+
+
+def test_names_from_the_files_are_shown_escaped(tmp_path: Path, capsys: Any) -> None:
+    folder = history_of(tmp_path, [100.0, 101.0], bench="evil\x1b[2J")
+    assert main(["history", "--history", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "evil\\x1b[2J" in out

@@ -25,6 +25,7 @@ def _default_history() -> Path:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
+    from pytest_dlbench.numbers import printable_lines
     from pytest_dlbench.report.history import render_history, series_dicts
     from pytest_dlbench.results.history import (
         bench_series,
@@ -43,12 +44,13 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps({"history": str(folder), "problems": problems,
                           "series": series_dicts(series)}, indent=2))
     else:
-        print(render_history(series, entries, problems, folder=folder, verbose=args.verbose))
+        print(printable_lines(render_history(series, entries, problems, folder=folder,
+                                             verbose=args.verbose)))
     return gate.OK
 
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
-    from pytest_dlbench.numbers import fixed
+    from pytest_dlbench.numbers import fixed, printable
     from pytest_dlbench.results.probe import judge_paired_run
     from pytest_dlbench.run.bisect import Probe, bisect
 
@@ -64,7 +66,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         word = "changed" if probe.changed else "unchanged"
         how = "" if probe.decided_by == "paired test" else f", {probe.decided_by}"
         print(f"{probe.commit[:10]} {word:<9} ratio {fixed(v.ratio, 3)} {interval(probe)}"
-              f" ({probe.rounds} rounds{how})  {probe.subject}", flush=True)
+              f" ({probe.rounds} rounds{how})  {printable(probe.subject)}", flush=True)
 
     suites = args.bench_suite or []
     if len(suites) != 1:
@@ -83,7 +85,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         return gate.OK
     found = next(p for p in result.probes if p.commit == result.first)
     v = found.verdict
-    print(f"first changed commit: {found.commit} {found.subject}\n"
+    print(f"first changed commit: {found.commit} {printable(found.subject)}\n"
           f"  {args.k}: ratio {fixed(v.ratio, 3)} {interval(found)} against {args.good} "
           f"({len(result.probes)} steps over {len(result.commits)} commits, {runs} rounds "
           "of paired runs)")
