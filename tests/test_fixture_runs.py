@@ -184,12 +184,13 @@ def _git(path, *args: str) -> None:
 @pytest.mark.slow
 def test_against_a_revision_pairs_the_rounds(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_dl=TESTS)
+    # From the ini file: the rounds' children read it too, and must not pair again.
+    pytester.makeini("[pytest]\naddopts = --bench-against=main --bench-rounds=2\n")
     _git(pytester.path, "init", "-q", "-b", "main")
-    _git(pytester.path, "add", "test_dl.py")
+    _git(pytester.path, "add", "test_dl.py", "tox.ini")
     _git(pytester.path, "commit", "-q", "-m", "base")
     (pytester.path / "test_dl.py").write_text(TESTS.replace("0.002", "0.004"))  # slower
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out",
-                                           "--bench-against=main", "--bench-rounds=2")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out")
     output = result.stdout.str()
     assert result.ret in (0, 6), output  # 2 rounds: the verdict may not be significant
     result.stdout.fnmatch_lines(["*against main*2 rounds*", "*test_fast*"])

@@ -101,8 +101,12 @@ class FixtureRuns:
     def register(cls, config: pytest.Config) -> FixtureRuns:
         """Register the runs (and, in the controller, their reporter): a bad report option or
         baseline is a usage error before anything runs."""
+        from pytest_dlbench.plugin.fixture_against import child_stream
+
         runs = cls(config)
         config.pluginmanager.register(runs, cls.PLUGIN_NAME)
+        if child_stream() is not None:
+            return runs  # one side of a round of --bench-against: its parent reports
         if hasattr(config, "workerinput") or not given_options(config.getoption):
             return runs  # the reporter comes with the first benchmark, if one runs
         from pytest_dlbench.errors import DlbenchError
