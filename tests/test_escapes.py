@@ -82,3 +82,40 @@ def test_pytests_table_escapes_units_and_reasons(pytester: pytest.Pytester) -> N
     assert not _raw(text), text
     summary = text[text.index("= dlbench ="):]
     assert "it\\x1b[2J/s" in summary and "broken \\x1b]0;pwned\\x07 on purpose" in summary
+
+
+# -- docs/running.md's bad-input table: the terminal's rows (in test_hostile_input.TABLE) ------
+EXIT_4 = "refused, exit status 4"
+COLUMNS = ("perf, units, std%, perf_adj, weight, n, fail, total, ratio, verdict, adj ratio, p, "
+           "TFLOP/s, MFU, precision, compile, graphs, breaks, speedup, total_time_secs, "
+           "peak gpu mem, peak rss, energy")
+TERMINAL_CASES: list[tuple[str, str, str]] = [
+    ("`--bench-columns=perf,bogus`, a column the table does not have", EXIT_4,
+     f"argument --bench-columns: unknown column 'bogus'; the columns: {COLUMNS}"),
+    ("`--bench-sort=min`, a column rows cannot be sorted by", EXIT_4,
+     "argument --bench-sort: cannot sort by 'min'; sort by one of: suite, name, perf, "
+     "perf_adj, std%, weight, fail, ratio"),
+    ("a name, unit, failure reason or profile note holding an escape sequence (ESC [2J)",
+     "shown escaped in every terminal output, never obeyed", "\\x1b[2J"),
+]
+
+
+@pytest.mark.parametrize("case", TERMINAL_CASES[:2], ids=lambda c: c[0])
+def test_a_bad_column_or_sort_is_refused_by_pytest_and_dlbench(
+        case: tuple[str, str, str], pytester: pytest.Pytester, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    option = case[0].split("`")[1]
+    result = pytester.runpytest(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(line.endswith(f": error: {case[2]}") for line in result.errlines)
+    assert main(["report", str(tmp_path), option]) == 4
+    # argparse names the option by both its spellings there: --bench-sort/--sort
+    reason = case[2].split(": ", 1)[1]
+    assert any(line.startswith("dlbench report: error: argument --bench-") and
+               line.endswith(reason) for line in capsys.readouterr().err.splitlines())
+
+
+def test_an_escape_sequence_is_shown_as_the_table_says() -> None:
+    from pytest_dlbench.numbers import printable
+
+    assert printable(CLEAR) == TERMINAL_CASES[2][2]

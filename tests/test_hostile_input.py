@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from _runs import write_run
+from test_escapes import TERMINAL_CASES
 from test_history import HISTORY_CASES
 from test_readers import READER_CASES
 
@@ -504,6 +505,7 @@ TABLE = (
     + [(c[0], "`dlbench report` exits 4", c[-1]) for c in MANIFEST_CASES]
     + READER_CASES  # tests/test_readers.py: files read bounded, pairs refused, profile notes
     + HISTORY_CASES  # tests/test_history.py: dlbench history
+    + TERMINAL_CASES  # tests/test_escapes.py: --bench-columns, --bench-sort, escape sequences
 )
 
 
