@@ -2,13 +2,15 @@
 
 ``pytest test_dl.py`` prints the same results table and score as a suite run, and honours the
 report options (``--bench-html``, ``--bench-save``, ``--bench-export``, ``--bench-compare`` and
-the gate's) and ``--bench-against`` (plugin/fixture_against.py) for them. A ``--bench-*`` option that nothing uses (no test used the fixture, or an
-option only a suite has, such as ``--bench-select``) is said in one line at the end.
+the gate's) and ``--bench-against`` (plugin/fixture_against.py) for them. A ``--bench-*``
+option that nothing uses (no test used the fixture, or an option only a suite has, such as
+``--bench-select``) is said in one line at the end.
 
 :class:`FixtureRuns` is registered in every process of a run without ``--bench-suite``: it owns
 the run directory (``<base>/runs/tests.<time>``, or ``--bench-run-name``), shared with xdist
-workers; the controller also registers a :class:`~.reporter.BenchReporter` over it. Nothing
-here imports torch or the suites: an ordinary test run pays only a few lookups.
+workers; the controller makes a :class:`~.reporter.BenchReporter` over it when a report option
+is given or a benchmark ran, and forwards its hooks. Nothing here imports torch or the suites:
+an ordinary test run pays only a few lookups.
 """
 
 from __future__ import annotations
