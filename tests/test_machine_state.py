@@ -296,7 +296,8 @@ def not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 QUICK = "quick:\n  definition: defs.py:quick\n  voir: {options: {skip: 1, stop: 4}}\n"
-QUICK_DEFS = "def quick(bench):\n    for _ in bench.iterate(range(8), batch_size=1):\n        pass\n"
+QUICK_DEFS = ("def quick(bench):\n"
+              "    for _ in bench.iterate(range(8), batch_size=1):\n        pass\n")
 
 
 def test_a_machine_that_is_not_ready_warns_once(pytester: pytest.Pytester, not_ready: None):
