@@ -167,9 +167,8 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([_inert(name) for name in header])
-    for row in rows:
-        values = row.values()
-        writer.writerow(["" if values.get(k) is None else _inert(values.get(k)) for k in header])
+    for values in rows:
+        writer.writerow(["" if v is None else _inert(v) for v in values])
     return out.getvalue()
 
 

@@ -85,10 +85,10 @@ class Outcome:
     reason: str = ""
     returncode: int | None = None
 
-    @property
-    def ok(self) -> bool:
     def __post_init__(self) -> None:
         # One cap for every reason, however it was made (errors.MAX_REASON).
         object.__setattr__(self, "reason", shorten(self.reason))
 
+    @property
+    def ok(self) -> bool:
         return self.status is Status.OK
