@@ -254,16 +254,16 @@ REPORT_OPTIONS: list[ReportOption] = [
         help="the rows' order: suite (default), name, perf, perf_adj, std%%, weight, fail, "
         "ratio; figures largest first, ratio smallest first (pytest-benchmark's "
         "--benchmark-sort)")),
-    ReportOption("mlflow", dict(
-        nargs="?", const="", default=None, metavar="URI",
-        help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
-        "sqlite:///<bench-base>/mlflow.db (docs/logging.md)")),
-    ReportOption("wandb", dict(
 ]
 
 #: The loggers (docs/logging.md): ``--bench-mlflow`` during a run, ``dlbench log --mlflow`` after.
 #: None: not asked; ``""``: asked without a value (the default tracking URI or project).
 LOGGER_OPTIONS: list[ReportOption] = [
+    ReportOption("mlflow", dict(
+        nargs="?", const="", default=None, metavar="URI",
+        help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
+        "sqlite:///<bench-base>/mlflow.db (docs/logging.md)")),
+    ReportOption("wandb", dict(
         nargs="?", const="", default=None, metavar="PROJECT",
         help="log to Weights & Biases: PROJECT (default $WANDB_PROJECT, else pytest-dlbench); "
         "offline unless $WANDB_MODE says otherwise")),
