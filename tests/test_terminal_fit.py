@@ -107,6 +107,8 @@ def test_long_names_are_shortened_in_the_middle_only_when_needed() -> None:
     shortened = next(line.split()[0] for line in narrow.splitlines() if line.startswith("clip"))
     assert shortened.startswith("clip-vit") and shortened.endswith("autotune")
     assert "…" in shortened
+    # The second table shortens it alike: one name, one spelling.
+    assert [line.split()[0] for b in _tables(narrow) for line in b].count(shortened) == 2
     assert shorten("日本語モデル", 7) == "日本…ル" and display_width("日本…ル") == 7
 
 
@@ -202,3 +204,36 @@ def test_pytest_refuses_an_unknown_column_or_sort_before_the_run(pytester: pytes
         result = pytester.runpytest(option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         assert message in result.stderr.str()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_sweep_table_fits_in_blocks(width: int) -> None:
+    from pytest_dlbench.report.terminal_tables import render_sweep
+    from pytest_dlbench.results.sweep import SweepRow
+
+    rows = [SweepRow(f"mmoclip-n{n}-ViT-L-14-bs512", {"nodes": n, "model": "ViT-L-14",
+                                                      "batch_size": 512},
+                     status="ok", gpus=8 * n, global_batch=4096 * n, done_percent_last=100.0,
+                     throughput_avg=1234.5 * n, throughput_per_gpu_avg=154.3,
+                     time_per_iteration_secs_avg=0.41, total_time_secs=123.4)
+            for n in (1, 2, 4)]
+    text = render_sweep(rows, width)
+    _golden(f"fit_sweep_{width}.txt", text)
+    blocks = _tables(text)
+    assert all(display_width(line) <= width for block in blocks for line in block)
+    headers = [word for block in blocks for word in block[0].split()]
+    assert "throughput_avg" in headers and "status" in headers
+    assert all(len(block) == 1 + len(rows) for block in blocks)
+    names = [line.split()[0] for line in blocks[0][1:]]
+    assert len(set(names)) == len(rows)  # shortened or not, three names
+
+
+def test_shortened_names_never_read_alike() -> None:
+    rows = [{"bench": f"a-very-long-common-prefix-{i}-and-a-long-common-suffix", "perf": "1"}
+            for i in range(3)]
+    names = [line.split()[0] for line in table(rows, 20).splitlines()[1:]]
+    assert len(set(names)) == 3  # they differ in the middle: kept whole
+    rows = [{"bench": f"a-very-long-common-prefix-and-a-long-common-suffix-{i}", "perf": "1"}
+            for i in range(3)]
+    names = [line.split()[0] for line in table(rows, 20).splitlines()[1:]]
+    assert len(set(names)) == 3 and all("…" in n for n in names)

@@ -96,7 +96,7 @@ class BenchReporter:
         evaluation = self.evaluation
         if evaluation is None:
             for note in self.notes:
-                terminalreporter.write_line(note)
+                terminalreporter.write_line(printable(note))
             return
         from pytest_dlbench.report.evaluation import render_evaluation
 

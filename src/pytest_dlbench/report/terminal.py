@@ -27,6 +27,7 @@ from pytest_dlbench.report.terminal_tables import (
     compile_columns,
     compile_lines,
     device_rows,
+    fitted_name_width,
     gpu_matrix,
     scaling_lines,
     sweep_lines,
@@ -281,11 +282,12 @@ def bench_tables(summary: SuiteSummary, comparison: Comparison | None = None, *,
     if columns is not None:
         return [table([cols.select(row, columns, missing=MISSING) for row in rows], width,
                       left=left)]
-    main = _main_columns(comparison, verbosity)
-    out = [table([cols.select(row, main) for row in rows], width, left=left)]
+    main = [cols.select(row, _main_columns(comparison, verbosity)) for row in rows]
+    out = [table(main, width, left=left)]
     details = [c for c in cols.DETAILS if any(c in row for row in rows)]
-    if details:
-        out += ["", table([cols.select(row, details) for row in rows], width, left=left)]
+    if details:  # its names shortened as the first table's, not to another length
+        out += ["", table([cols.select(row, details) for row in rows], width, left=left,
+                          name_width=fitted_name_width(main, width))]
     return out
 
 

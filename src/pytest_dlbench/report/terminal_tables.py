@@ -25,6 +25,7 @@ __all__ = [
     "compile_lines",
     "device_rows",
     "display_width",
+    "fitted_name_width",
     "gpu_matrix",
     "render_sweep",
     "scaling_lines",
@@ -81,37 +82,58 @@ def _pad(text: str, size: int, left: bool) -> str:
 
 
 def table(rows: list[dict[str, str]], width: int, left: Sequence[str] = (),
-          shrink: str | None = "bench") -> str:
+          shrink: str | None = "bench", name_width: int | None = None) -> str:
     """Right-aligned columns, except ``left`` ones; never wrapped. Cells are shown escaped
     (:func:`~pytest_dlbench.numbers.printable`: a name or a unit from a file cannot move the
     cursor). To fit ``width``, the ``shrink`` column's long values are shortened in the middle
-    (down to :data:`MIN_NAME` columns); a table still too wide is cut into blocks of columns,
-    the first column repeated in each."""
+    (down to :data:`MIN_NAME` columns, or to ``name_width``: two tables of one run shorten a
+    name alike); a table still too wide is cut into blocks of columns, the first column
+    repeated in each."""
     if not rows:
         return ""
-    columns: list[str] = []
-    for row in rows:
-        columns += [c for c in row if c not in columns]
-    cells = [[printable(row.get(c, MISSING)) for c in columns] for row in rows]
-    sizes = [max([display_width(c), *(display_width(r[i]) for r in cells)])
-             for i, c in enumerate(columns)]
-    total = sum(sizes) + len(GAP) * (len(columns) - 1)
-    if shrink in columns and total > width:
-        i = columns.index(shrink)
-        size = max(MIN_NAME, display_width(shrink), sizes[i] - (total - width))
-        if size < sizes[i]:
-            sizes[i] = size
-            for r in cells:
-                r[i] = shorten(r[i], size)
-    blocks = _blocks(sizes, width)
+    columns, cells, sizes = _layout(rows, width, shrink, name_width)
     lines: list[str] = []
-    for block in blocks:
+    for block in _blocks(sizes, width):
         if lines:
             lines.append("")
         for values in ([*columns], *cells):
             line = GAP.join(_pad(values[i], sizes[i], columns[i] in left) for i in block)
             lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def fitted_name_width(rows: list[dict[str, str]], width: int, shrink: str = "bench") -> int:
+    """The width ``table(rows, width)`` gives its ``shrink`` column."""
+    columns, _, sizes = _layout(rows, width, shrink, None)
+    return sizes[columns.index(shrink)] if shrink in columns else width
+
+
+def _layout(rows: list[dict[str, str]], width: int, shrink: str | None,
+            name_width: int | None) -> tuple[list[str], list[list[str]], list[int]]:
+    """The columns, the cells (escaped, the names shortened) and each column's width."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    cells = [[printable(row.get(c, MISSING)) for c in columns] for row in rows]
+    sizes = [max([display_width(c), *(display_width(r[i]) for r in cells)])
+             for i, c in enumerate(columns)]
+    if shrink in columns:
+        i = columns.index(shrink)
+        total = sum(sizes) + len(GAP) * (len(columns) - 1)
+        size = max(MIN_NAME, display_width(shrink), sizes[i] - max(total - width, 0))
+        if total - sizes[i] + size > width:  # cut into blocks anyway: names a third of it
+            size = max(size, width // 3)
+        if name_width is not None:
+            size = min(size, max(name_width, display_width(shrink)))
+        names = [r[i] for r in cells]
+        # Never so short that two names read alike.
+        while size < sizes[i] and len({shorten(n, size) for n in names}) < len(set(names)):
+            size += 1
+        if size < sizes[i]:
+            sizes[i] = size
+            for r in cells:
+                r[i] = shorten(r[i], size)
+    return columns, cells, sizes
 
 
 def _blocks(sizes: list[int], width: int) -> list[list[int]]:
