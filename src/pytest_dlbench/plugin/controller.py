@@ -28,7 +28,10 @@ if TYPE_CHECKING:
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.barrier import BarrierServer
 
-__all__ = ["ControllerSession"]
+__all__ = ["AGAINST_AND_COMPARE", "ControllerSession"]
+
+AGAINST_AND_COMPARE = ("--bench-against and --bench-compare: use one (the first measures the "
+                       "base revision now, the second reads a file)")
 
 
 class _WorkerNode(Protocol):
@@ -65,6 +68,8 @@ class ControllerSession(BenchSession):
         session = super().from_config(config)
         assert isinstance(session, ControllerSession)
         session._check_selection()
+        if session.options.against is not None and config.getoption("bench_compare"):
+            raise pytest.UsageError(AGAINST_AND_COMPARE)  # before the baseline file is read
         session._check_machine()
         from pytest_dlbench.plugin.reporter import BenchReporter
 
@@ -172,8 +177,7 @@ class ControllerSession(BenchSession):
 
         config = self.config
         if config.getoption("bench_compare"):
-            raise pytest.UsageError("--bench-against and --bench-compare: use one (the first "
-                                    "measures the base revision now, the second reads a file)")
+            raise pytest.UsageError(AGAINST_AND_COMPARE)
         if config.option.collectonly:  # nothing runs: check the revision, make no worktree
             try:
                 resolve_rev(find_repo(config.rootpath), rev)

@@ -51,8 +51,9 @@ class FixtureAgainst:
         from pytest_dlbench.run.against import AgainstError, BaseSide
 
         if config.getoption("bench_compare"):
-            raise pytest.UsageError("--bench-against and --bench-compare: use one (the first "
-                                    "measures the base revision now, the second reads a file)")
+            from pytest_dlbench.plugin.controller import AGAINST_AND_COMPARE
+
+            raise pytest.UsageError(AGAINST_AND_COMPARE)
         try:
             side = BaseSide.create(rev, Path(config.rootpath))
         except AgainstError as exc:
