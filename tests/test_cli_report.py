@@ -144,7 +144,8 @@ def test_html_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (summary, path, comparison, kw), = calls
     assert path == out and summary.get("resnet") is not None
     assert comparison is not None and comparison.baseline_path == str(base)
-    assert kw == {"price": 100.0, "status": 0}  # the banner states the exit status
+    # The banner states the exit status; no --autosave: the history folder is the default.
+    assert kw == {"price": 100.0, "status": 0, "history": None}
     assert [e["name"] for e in json.loads(export.read_text())] == ["bert", "resnet", "score"]
 
 
