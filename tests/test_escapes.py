@@ -119,3 +119,13 @@ def test_an_escape_sequence_is_shown_as_the_table_says() -> None:
     from pytest_dlbench.numbers import printable
 
     assert printable(CLEAR) == TERMINAL_CASES[2][2]
+
+
+def test_dlbench_resolve_escapes_the_suites_text(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    suite = tmp_path / "s.yaml"
+    suite.write_text('a: {definition: "pytest_dlbench.workloads.toy:main", '
+                     'argv: {--note: "x\\e[2Jy"}}\n')
+    assert main(["resolve", str(suite)]) == 0
+    out = capsys.readouterr().out
+    assert not _raw(out) and "x\\x1b[2Jy" in out
