@@ -40,6 +40,7 @@ __all__ = [
     "open_regular",
     "read_bytes",
     "read_json",
+    "reason",
     "too_deep",
 ]
 
@@ -173,3 +174,10 @@ def read_json(path: str | PathLike[str], *, limit: int = MAX_JSON_BYTES,
     ``json.JSONDecodeError``, ``UnicodeDecodeError``) for a file that is not such a value,
     ``OSError`` (``FileNotFoundError`` included) for one that cannot be opened."""
     return loads(read_bytes(path, limit=limit).decode("utf-8"), max_depth=max_depth)
+
+
+def reason(exc: BaseException) -> str:
+    """Why a file could not be read, in one line: an ``OSError``'s own words (without the file
+    name, which the caller gives), else the message."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return " ".join(text.split())

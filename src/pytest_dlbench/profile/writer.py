@@ -171,8 +171,7 @@ def read_index(profile_dir: str | os.PathLike[str]) -> ProfileIndex:
     except FileNotFoundError:
         return ProfileIndex()
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return ProfileIndex(note=f"{path}: unreadable profile index: {' '.join(reason.split())}")
+        return ProfileIndex(note=f"{path}: unreadable profile index: {untrusted.reason(exc)}")
     wrong = problem(_index_schema(), data)
     if wrong is not None:
         return ProfileIndex(note=f"{path}: invalid profile index: {wrong}")

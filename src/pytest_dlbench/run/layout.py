@@ -309,7 +309,7 @@ def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable: {_reason(exc)}") from None
+        raise DlbenchError(f"{path}: unreadable: {untrusted.reason(exc)}") from None
     return data if isinstance(data, dict) else None
 
 
@@ -465,7 +465,7 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise DlbenchError(f"{path}: unreadable manifest: {_reason(exc)}") from None
+        raise DlbenchError(f"{path}: unreadable manifest: {untrusted.reason(exc)}") from None
     problem = _manifest_problem(data)
     if problem is not None:
         raise DlbenchError(f"{path}: invalid manifest: {problem}")
@@ -508,11 +508,4 @@ def read_spec(path: str | PathLike[str]) -> BenchSpec:
         data = untrusted.read_json(path)
         return BenchSpec.from_json(data)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise DlbenchError(f"{path}: unreadable benchmark spec: {_reason(exc)}") from exc
-
-
-def _reason(exc: BaseException) -> str:
-    """An error reading a file, in one line (an OSError's own words, without the file name the
-    caller gives anyway)."""
-    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return " ".join(text.split())
+        raise DlbenchError(f"{path}: unreadable benchmark spec: {untrusted.reason(exc)}") from exc
