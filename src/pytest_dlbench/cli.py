@@ -88,37 +88,41 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
                 shown[spec.name]["launch_data"] = str(data_dir)
         print(json.dumps(shown, indent=2, default=str))
         return 0
+
+    def show(text: str = "") -> None:  # names and args from a YAML file: shown, not obeyed
+        print(printable_lines(text))
+
     plural = "" if len(specs) == 1 else "s"
-    print(f"suite {suite.name} ({suite.path}): {len(specs)} benchmark{plural}")
+    show(f"suite {suite.name} ({suite.path}): {len(specs)} benchmark{plural}")
     for spec in specs:
         state = "" if spec.enabled else "  [disabled]"
         if spec.enabled and spec.definition is None:
             state = "  [no definition: deselected]"
-        print(f"\n{spec.name}{state}")
-        print(f"  definition  {spec.definition}")
-        print(f"  tags        {', '.join(spec.tags) or '-'}")
-        print(f"  weight      {spec.weight:g}    plan {spec.plan}")
-        print(f"  skip/stop   {spec.skip}/{spec.stop}    max_duration {spec.max_duration:g} s")
+        show(f"\n{spec.name}{state}")
+        show(f"  definition  {spec.definition}")
+        show(f"  tags        {', '.join(spec.tags) or '-'}")
+        show(f"  weight      {spec.weight:g}    plan {spec.plan}")
+        show(f"  skip/stop   {spec.skip}/{spec.stop}    max_duration {spec.max_duration:g} s")
         if spec.metric:
-            print(f"  metric      {spec.metric}")
+            show(f"  metric      {spec.metric}")
         if spec.command:
             parser = spec.command["parser"]
-            print(f"  parser      {parser if isinstance(parser, str) else parser.get('regex')}")
+            show(f"  parser      {parser if isinstance(parser, str) else parser.get('regex')}")
             if spec.command.get("prepare"):
-                print(f"  prepare     {spec.command['prepare']}")
+                show(f"  prepare     {spec.command['prepare']}")
             # Where the command runs (a voir folder: the folder) and, at launch, its data folder.
-            print(f"  cwd         {spec.command.get('cwd') or '{workdir} (the run work folder)'}")
+            show(f"  cwd         {spec.command.get('cwd') or '{workdir} (the run work folder)'}")
             if args.launch:
-                print(f"  data        {data_dir}")
+                show(f"  data        {data_dir}")
         if spec.env:
-            print(f"  env         {spec.env}")
+            show(f"  env         {spec.env}")
         needs = spec.config.get("requires_capabilities")
         if needs or spec.config.get("num_machines"):
-            print(f"  requires    {needs or '-'}    num_machines "
+            show(f"  requires    {needs or '-'}    num_machines "
                   f"{spec.config.get('num_machines') or '-'}")
-        print(f"  args        {' '.join(spec.args)}")
+        show(f"  args        {' '.join(spec.args)}")
         if args.launch:
-            print(f"  at launch   {' '.join(launch_args(spec))}")
+            show(f"  at launch   {' '.join(launch_args(spec))}")
     return 0
 
 
