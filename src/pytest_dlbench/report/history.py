@@ -93,6 +93,7 @@ def series_dicts(series: Sequence[BenchSeries]) -> list[dict[str, Any]]:
 
 # -- the HTML report's section --------------------------------------------------------------
 _W, _H, _PAD = 640, 150, 34
+_MIN_SPAN = 0.05
 
 
 def _svg(s: BenchSeries) -> str:
@@ -100,8 +101,9 @@ def _svg(s: BenchSeries) -> str:
     line, the current run's point ringed."""
     rates = [p.rate for p in s.points]
     lo, hi = min(rates), max(rates)
-    if hi - lo < 1e-12 * max(abs(hi), 1.0):
-        lo, hi = lo * 0.95, hi * 1.05
+    # At least +-5 % of the middle rate: a few percent of noise must not fill the plot.
+    middle = sorted(rates)[len(rates) // 2]
+    lo, hi = min(lo, middle * (1 - _MIN_SPAN)), max(hi, middle * (1 + _MIN_SPAN))
     n = len(rates)
 
     def x(i: float) -> float:
@@ -112,6 +114,7 @@ def _svg(s: BenchSeries) -> str:
 
     path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(rates))
     parts = [f'<svg class="history-plot" viewBox="0 0 {_W} {_H}" width="100%" '
+             'style="max-width:720px;display:block" '
              f'role="img" aria-label="{_html.escape(s.bench)} per commit">',
              f'<polyline fill="none" stroke="#3465a4" stroke-width="1.5" points="{path}"/>']
     for i, v in enumerate(rates):
@@ -125,6 +128,10 @@ def _svg(s: BenchSeries) -> str:
         parts.append(f'<line class="step" x1="{at:.1f}" x2="{at:.1f}" y1="6" y2="{_H - 12}" '
                      'stroke="#cc0000" stroke-dasharray="4 3"/>')
     parts.append(f'<text x="2" y="14" font-size="10">{_html.escape(significant(hi))}</text>')
+    for i in {0, n - 1}:  # the first and the last commit under their points
+        anchor = "start" if i == 0 else "end"
+        parts.append(f'<text x="{x(i):.1f}" y="{_H - 2}" font-size="9" text-anchor="{anchor}">'
+                     f"{_html.escape(s.points[i].short)}</text>")
     parts.append(f'<text x="2" y="{_H - 4}" font-size="10">'
                  f"{_html.escape(significant(lo))}</text>")
     parts.append("</svg>")
