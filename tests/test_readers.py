@@ -427,6 +427,27 @@ def test_a_full_disk_leaves_the_old_index_and_names_the_file(
         "index.json", "summary.csv", "summary.json", "time.csv", "time.json"]
 
 
+def test_a_snapshot_that_a_full_disk_stops_says_where(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from pytest_dlbench.profile import ProfileConfig, build_reports
+    from pytest_dlbench.profile.capture import Capture
+
+    config = ProfileConfig.from_mapping({"snapshot": True})
+    capture = Capture(config, device="cpu")
+    capture.cuda, capture.started, capture.snapshot = True, True, {"segments": []}
+
+    def full(obj: Any, handle: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pickle, "dump", full)
+    records = [{"event": "profile", "status": "start", "step": 3}]
+    reports = build_reports(config, records, bench="a", capture=capture, out_dir=tmp_path)
+    assert reports["snapshot"] == NoteReport(
+        "snapshot", f"snapshot: could not be written in {tmp_path}: No space left on device")
+
+
 CORRUPT_AFTER_EACH_ITEM = """
 import pathlib
 

@@ -8,6 +8,7 @@ the monitor stopped). A report that cannot be made becomes a one-line
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -117,8 +118,8 @@ def build_reports(
     cuda = capture.cuda if capture is not None else False
     notes = dict(capture.notes) if capture is not None else {}
     if units is None:
-        units = next((str(r["units"]) for r in (*run.rates, *run.profile_steps)
-                      if r.get("units")), "items/s")
+        units = next((str(r["units"]) for r in itertools.chain(run.rates, run.profile_steps)
+                      if r.get("units")), "items/s")  # read up to the first: no list of them
     reports: dict[str, Any] = {}
 
     def note_for(name: str) -> str:
@@ -141,6 +142,10 @@ def build_reports(
                 scored_rate=scored_rate,
                 note=note_for(name) if name in PROFILER_REPORTS else notes.get(name, ""),
             )
+        except OSError as exc:  # a full disk: say where it was writing (no file name in it)
+            where = exc.filename or out
+            reports[name] = NoteReport(
+                name, f"{name}: could not be written in {where}: {exc.strerror or exc}")
         except Exception as exc:  # noqa: BLE001 - the run is not lost for a report
             reports[name] = NoteReport(name, f"{name}: could not be made: {one_line(exc)}")
     return reports
