@@ -622,16 +622,18 @@ def test_rates_read_back_what_was_written() -> None:
         {"event": "rate", "value": 2**60, "warmup": False},  # an int no double holds
         {"event": "rate", "value": float("inf"), "units": "u", "step": 3, "warmup": False,
          "time": 3.0, "items": 1.0, "seconds": 0.5},
+        {"value": 1.0, "units": "u", "step": 4, "warmup": False, "time": 4.0, "items": 1.0,
+         "seconds": 1.0, "extra": 1},  # no event, one key more: kept whole, as it was
     ]
     rates = Rates(records)
-    assert list(rates) == records and rates == records and len(rates) == 5
+    assert list(rates) == records and rates == records and len(rates) == 6
     assert type(rates[1]["value"]) is int and rates[2] is records[2]
     assert rates[1:3] == records[1:3]
     assert rates.select(warmup=True) == records[:1]
     assert rates.select(warmup=False) == records[1:]
     assert rates.select(warmup=False)[::2] == records[1::2]
-    assert list(rates.numbers("items")) == [4.0, None, None, None, 1.0]
-    assert list(rates.select(warmup=False).numbers("time", 0.0)) == [2.5, 0.0, 0.0, 3.0]
+    assert list(rates.numbers("items")) == [4.0, None, None, None, 1.0, 1.0]
+    assert list(rates.select(warmup=False).numbers("time", 0.0)) == [2.5, 0.0, 0.0, 3.0, 4.0]
     with pytest.raises(TypeError):
         rates.select(warmup=True).append(records[0])
     points = Points([(1.0, 2.0), (3.0, 4.0)])

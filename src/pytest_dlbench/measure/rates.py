@@ -82,8 +82,9 @@ class _Columns:
         value, time, items, seconds = (record.get("value"), record.get("time"),
                                        record.get("items"), record.get("seconds"))
         step, warm, units = record.get("step"), record.get("warmup"), record.get("units")
-        if not (len(record) == 8 and type(value) is float and type(time) is float
-                and type(items) is float and type(seconds) is float and type(step) is int
+        if not (len(record) == 8 and "event" in record and type(value) is float
+                and type(time) is float and type(items) is float and type(seconds) is float
+                and type(step) is int
                 and abs(step) < _STEP_MAX and type(warm) is bool and type(units) is str
                 and units in self.unit_ids):
             return False
