@@ -81,7 +81,9 @@ def test_the_example_suite_runs(pytester: pytest.Pytester) -> None:
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == 3, result.stdout.str()
     assert outcomes.get("failed", 0) == 0
-    header = next(line for line in result.stdout.lines if line.startswith("bench "))
+    # The second table (what only some benchmarks have) holds precision and compile.
+    header = next(line for line in result.stdout.lines
+                  if line.startswith("bench ") and "precision" in line)
     assert {"precision", "compile", "graphs", "breaks", "speedup"} <= set(header.split())
-    row = next(line for line in result.stdout.lines if line.startswith("mlp-default "))
-    assert re.search(r" \d+\.\d\dx ", row), row  # the speed-up over mlp-none
+    row = [line for line in result.stdout.lines if line.startswith("mlp-default ")][1]
+    assert re.search(r" \d+\.\d\dx( |$)", row), row  # the speed-up over mlp-none
