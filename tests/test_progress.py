@@ -108,6 +108,8 @@ def test_in_a_ci_log_each_long_benchmark_has_a_line_every_period(tmp_path: Path,
     write(tmp_path / "other.D1.data", config(), rate())
     now = [0.0]
     terminal = FakeTerminal()
+    terminal.currentfspath = tmp_path / "s.yaml"  # pytest has written its file's name
+    terminal.verbosity = 1  # type: ignore[attr-defined]  # -v: a line per item, ours between
     reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: now[0])
     for now[0] in (0.0, 31.0, 32.0, 45.0, 62.0):
         reporter.tick()
@@ -130,6 +132,13 @@ def test_in_a_ci_log_each_long_benchmark_has_a_line_every_period(tmp_path: Path,
     out = terminal._tw.out
     assert out.startswith("\ndlbench: ") and out.endswith("\ns.yaml ")
     assert terminal.currentfspath == tmp_path / "s.yaml"
+    # Under xdist pytest writes its dots with no file's name: our line ends itself.
+    terminal = FakeTerminal()
+    reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: now[0])
+    for now[0] in (0.0, 31.0):
+        reporter.tick()
+    assert terminal._tw.out.startswith("\ndlbench: ") and terminal._tw.out.endswith("left\n")
+    assert terminal.currentfspath is None
 
 
 def test_on_a_terminal_the_count_and_the_time_left_move_every_second(tmp_path: Path,
@@ -162,6 +171,7 @@ def test_in_a_ci_log_a_benchmark_that_ends_has_its_line(tmp_path: Path):
     stream = tmp_path / "toy.D0.data"
     write(stream, config(skip=0, stop=2), rate(), rate(), {"event": "end", "status": "ok"})
     terminal = FakeTerminal()
+    terminal.currentfspath = tmp_path / "s.yaml"
     reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: 1.0)
     reporter._started = True
     report = pytest.TestReport("s.yaml::toy[D0]", ("s.yaml", 0, "toy"), {}, "passed", None,

@@ -298,6 +298,9 @@ class ProgressReporter:
             tw.write("\n")
         tw.write(line, flush=True)
         current = getattr(terminal, "currentfspath", None)
+        if current is None:  # pytest writes no file's name before its dots (under xdist)
+            tw.write("\n", flush=True)  # so ours ends here, and the dots go on below
+            return
         dots = getattr(terminal, "verbosity", 0) <= 0 and isinstance(current, Path)
         if between or not isinstance(current, Path) or not dots or current == _OUR_LINE:
             terminal.currentfspath = _OUR_LINE  # pytest ends our line, then writes its own
