@@ -11,7 +11,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
 
 #: Each layer and the layers it may import. Bottom first. ``contracts`` are the files everyone
-#: shares; ``layout`` (run/layout) writes the specs handed to children, so it stands on suite/.
+#: shares; ``layout`` (run/layout and run/output_files) writes the specs handed to children, so
+#: it stands on suite/.
 ALLOWED: dict[str, set[str]] = {
     "contracts": set(),
     "suite": {"contracts"},
@@ -41,7 +42,7 @@ def layer(module: str) -> str:
     dotted = ".".join(parts)
     if any(dotted == c or dotted.startswith(c + ".") for c in CONTRACTS):
         return "contracts"
-    if dotted == "run.layout":
+    if dotted in ("run.layout", "run.output_files"):  # the run's files: names, atomic writes
         return "layout"
     return parts[0] if parts else "package"
 

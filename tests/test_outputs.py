@@ -18,7 +18,7 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import save_summary
 from pytest_dlbench.results.evaluation import evaluate
-from pytest_dlbench.run import layout
+from pytest_dlbench.run import output_files
 
 SUITE = ("a: {definition: 'pytest_dlbench.workloads.toy:main', weight: 1,"
          " voir: {options: {stop: 10}}}")
@@ -74,7 +74,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match="No space left"):
-        layout.write_atomic(out, "new\n")
+        output_files.write_atomic(out, "new\n")
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
@@ -85,11 +85,11 @@ def test_an_unwritable_existing_file_is_refused(tmp_path: Path) -> None:
     out.write_text("")
     out.chmod(0o444)
     with pytest.raises(DlbenchError, match=f"^--bench-save: {out} is not writable$"):
-        layout.check_outputs({"--bench-save": str(out)})
+        output_files.check_outputs({"--bench-save": str(out)})
 
 
 def test_a_missing_parent_is_made_at_the_check(tmp_path: Path) -> None:
-    layout.check_outputs({"--bench-html": str(tmp_path / "a" / "b" / "r.html"),
+    output_files.check_outputs({"--bench-html": str(tmp_path / "a" / "b" / "r.html"),
                           "--bench-save": None, "--bench-export": ""})
     assert (tmp_path / "a" / "b").is_dir() and not list((tmp_path / "a" / "b").iterdir())
 
@@ -98,7 +98,7 @@ def test_the_same_file_through_a_symlinked_folder_is_one_file(tmp_path: Path) ->
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     with pytest.raises(DlbenchError, match="^--save and --export are the same file"):
-        layout.check_outputs({"--save": str(tmp_path / "real" / "o.json"),
+        output_files.check_outputs({"--save": str(tmp_path / "real" / "o.json"),
                               "--export": str(tmp_path / "link" / "o.json")})
 
 

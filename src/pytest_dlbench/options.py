@@ -309,8 +309,8 @@ def option_group(flag: str) -> tuple[str, str]:
 def check_outputs(value: Callable[[str], Any], *, cli: bool) -> None:
     """Check the output files asked for (``value(dest)`` as in :func:`evaluate_options`) before
     anything runs, naming each by its flag (``--bench-save`` in pytest, ``--save`` in ``dlbench
-    report`` when ``cli``): a DlbenchError, one line (run/layout.check_outputs)."""
-    from pytest_dlbench.run.layout import check_outputs as check
+    report`` when ``cli``): a DlbenchError, one line (run/output_files.check_outputs)."""
+    from pytest_dlbench.run.output_files import check_outputs as check
 
     check({(option.cli_flag if cli else option.pytest_flag): value(option.dest)
            for option in REPORT_OPTIONS if option.name in OUTPUT_OPTIONS})

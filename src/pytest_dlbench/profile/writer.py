@@ -33,7 +33,7 @@ from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError, one_line
 from pytest_dlbench.profile.base import NoteReport, report_from_dict
 from pytest_dlbench.profile.config import REPORTS, ProfileConfig
-from pytest_dlbench.run import layout
+from pytest_dlbench.run import layout, output_files
 
 __all__ = [
     "ARTIFACT_REPORTS",
@@ -74,7 +74,7 @@ class ProfileWriteError(DlbenchError, OSError):
 
 def _write(path: Path, text: str) -> Path:
     try:
-        return layout.write_atomic(path, text)
+        return output_files.write_atomic(path, text)
     except OSError as exc:
         raise ProfileWriteError(f"cannot write {path}: {exc.strerror or exc}") from None
 

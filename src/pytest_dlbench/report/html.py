@@ -384,7 +384,7 @@ def write_html(
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
-    from pytest_dlbench.run.layout import write_atomic
+    from pytest_dlbench.run.output_files import write_atomic
 
     text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
                        link_base=Path(path).parent, history=history)

@@ -22,7 +22,8 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import SummaryFormatError
-from pytest_dlbench.run.layout import json_safe, write_atomic
+from pytest_dlbench.run.layout import json_safe
+from pytest_dlbench.run.output_files import write_atomic
 
 __all__ = [
     "BaselineError",

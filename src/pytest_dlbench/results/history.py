@@ -3,7 +3,7 @@ benchmark's rate over the commits with its steps (docs/history.md).
 
 ``--bench-autosave`` (and ``dlbench report --autosave``) writes the summary that ``--bench-save``
 writes, with a ``history`` block (commit, its date, branch, uncommitted changes, machine id), to
-``<history>/<machine-id>/<time>_<commit>.json``, atomically (run/layout.write_atomic). The
+``<history>/<machine-id>/<time>_<commit>.json``, atomically (run/output_files.write_atomic). The
 history folder is ``<base>/history`` by default, or any folder given (a CI cache, an artifact
 downloaded from earlier jobs). ``dlbench history`` reads it back (:func:`load_history`) and
 shows each benchmark's series (:func:`bench_series`) with the steps that
@@ -34,7 +34,8 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.results.changes import Step, detect_steps
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.run.layout import json_safe, write_atomic
+from pytest_dlbench.run.layout import json_safe
+from pytest_dlbench.run.output_files import write_atomic
 from pytest_dlbench.run.protocol import Env
 
 __all__ = [
