@@ -48,11 +48,12 @@ def git(repo: Path, *args: str) -> str:
                           env=env, check=True).stdout.strip()
 
 
-def make_repo(path: Path, slow: int = SLOW_COMMIT, n: int = 10) -> tuple[Path, list[str]]:
+def make_repo(path: Path, slow: int = SLOW_COMMIT, n: int = 10,
+              ini: str = "[pytest]\n") -> tuple[Path, list[str]]:
     """``n`` commits; from commit ``slow`` on, each step sleeps 15 % longer."""
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
-    (path / "pytest.ini").write_text("[pytest]\n")
+    (path / "pytest.ini").write_text(ini)
     (path / "s.yaml").write_text(SUITE)
     shas = []
     for i in range(n):
@@ -242,17 +243,17 @@ def test_history_and_bisect_find_the_slow_commit(tmp_path: Path, capsys: Any,
 @pytest.mark.slow
 def test_a_real_history_of_unchanged_commits_has_no_step(tmp_path: Path, capsys: Any,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The smoke suite's toy over five commits that change nothing it runs."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "pytest.ini").write_text("[pytest]\nbench_autosave = hist\n")  # the ini setting
+    """Five commits that change nothing the benchmark runs, each run by pytest and autosaved
+    through the ini setting. The step sleeps rather than computes: what is checked is that the
+    history path (autosave, series, detector) adds no step of its own; a computing benchmark's
+    rate moves with the machine's load between runs, which is the saved-baseline gate's
+    problem (benchmarks/gate_power.py), not this one's."""
+    repo, shas = make_repo(tmp_path / "repo", slow=99, n=5,
+                           ini="[pytest]\nbench_autosave = hist\n")
     monkeypatch.setenv("DLBENCH_MACHINE", "scratch")
-    for i in range(5):
-        (repo / "notes.txt").write_text(f"{i}\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", f"commit {i}")
-        done = run_pytest(repo, "--bench-suite=smoke", "-k", "toy",
+    for sha in shas:
+        git(repo, "checkout", "-q", sha)
+        done = run_pytest(repo, "--bench-suite=s.yaml", "-k", "sleepy",
                           f"--bench-base={tmp_path / 'base'}")
         assert done.returncode == 0, done.stdout[-2000:]
     assert main(["history", "--history", str(repo / "hist"), "--json"]) == 0

@@ -104,7 +104,7 @@ def test_failures_are_recorded_and_the_suite_goes_on(pytester: pytest.Pytester):
             "FAILED failing.yaml::hang[D0] - timeout: ran past max_duration (4 s)",
             "FAILED failing.yaml::oom[[]D0] - out of memory: *",
             "FAILED failing.yaml::nan[D0] - NonFiniteLoss: loss is nan at step 5",
-            "FAILED failing.yaml::badargs[[]D0] - the benchmark exited with status 2 *",
+            "FAILED failing.yaml::badargs[[]D0] - the benchmark exited with status 2: *",
             "SKIPPED [[]1] failing.yaml:1: needs a GPU",
             "FAILED failing.yaml::broken[[]D0] - broken: cannot import 'nosuchmodule' *",
         ]

@@ -18,6 +18,7 @@ import pytest
 from _logger_runs import RUN_NAME, copy_db, empty_mlflow_db, write_run_dir
 
 from pytest_dlbench.loggers.cli import add_log_command
+from pytest_dlbench.report.terminal import score_text
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "WANDB_MODE", "WANDB_DIR", "WANDB_PROJECT")
@@ -169,7 +170,7 @@ def test_a_real_smoke_run_logged_after_the_fact(tmp_path: Path, empty_db: Path) 
     if saved["score"] is None:  # matmul failed: no score, on the terminal or in MLflow
         assert terminal_score.startswith("-") and "score" not in parent.data.metrics
     else:
-        assert f"{parent.data.metrics['score']:.2f}" == terminal_score
+        assert score_text(parent.data.metrics["score"]) == terminal_score
         assert parent.data.metrics["score"] == pytest.approx(saved["score"])
     assert sorted(runs) == ["matmul[D0]", "toy[D0]"]
     wandb_runs = {r.name: r for r in map(read_offline_run, find_offline_runs(base))}

@@ -22,6 +22,7 @@ from pytest_dlbench.loggers.wandb_offline import (  # noqa: E402
     find_offline_runs,
     read_offline_run,
 )
+from pytest_dlbench.report.terminal import score_text  # noqa: E402
 
 pytestmark = pytest.mark.slow  # each test runs a suite in a pytest subprocess
 
@@ -83,7 +84,7 @@ def test_mlflow_holds_the_session_and_every_observation(suite: pytest.Pytester):
     parent = runs[run_dir.name]
     saved = json.loads((suite.path / "summary.json").read_text())
     assert parent.data.metrics["score"] == pytest.approx(saved["score"])
-    assert f"{parent.data.metrics['score']:.2f}" == terminal_score(result)
+    assert score_text(parent.data.metrics["score"]) == terminal_score(result)
     streams = sorted(run_dir.glob("*.data"))
     assert {f"{s.stem.split('.')[0]}[D0]" for s in streams} == set(runs) - {run_dir.name}
     for stream in streams:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dlbench.report.terminal import score_text
+
 SMOKE = Path(__file__).resolve().parent.parent / "bench_suites" / "smoke.yaml"
 
 
@@ -58,4 +60,4 @@ def test_summary_of_a_real_smoke_run_matches_own_arithmetic(pytester: pytest.Pyt
         assert got["std_pct"] == pytest.approx(expected["std_pct"], rel=1e-9, abs=1e-12), name
         assert got["perf_adj"] == pytest.approx(expected["perf_adj"], rel=1e-9), name
     assert saved["score"] == pytest.approx(mine["score"], rel=1e-9)
-    result.stdout.fnmatch_lines([f"score: {mine['score']:.2f}*"])
+    result.stdout.fnmatch_lines([f"score: {score_text(mine['score'])}"])
