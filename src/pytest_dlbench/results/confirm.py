@@ -1,0 +1,292 @@
+"""Confirm before failing (``--bench-confirm=N``, issue 26 item 2): a saved-baseline verdict of
+"regressed" (or "improved") from one pass is checked by running the suspected benchmarks again
+before the gate believes it.
+
+The rule (docs/reports.md, "Confirmation"). The first pass suggests a verdict for a benchmark;
+up to N confirmation runs of it follow, each in a fresh child, one benchmark at a time. The
+verdict **holds** when both
+
+1. every confirmation run that succeeded repeats the suspicion on its own: its rate over the
+   baseline's perf lies beyond the tolerance in the first pass's direction (below
+   ``1 - tolerance`` for a regression, above ``1 + tolerance`` for an improvement); a run that
+   does not repeat it ends the confirmation early; and
+2. the comparison of the first pass and the confirmation runs together, as repeats of one
+   benchmark (so that its test sees the spread *between* runs), still gives the same verdict.
+
+A verdict that does not hold becomes what the combined evidence says: the combined verdict
+when it differs from the first one, else :data:`NOT_HELD` (the combined comparison still says
+"regressed" while a confirmation run did not repeat it: the evidence disagrees). A confirmation
+run that failed (a crash, a timeout) is no evidence either way; a benchmark with no successful
+confirmation run keeps its first verdict, said "not confirmed".
+
+This module is pure (summaries in, summaries out) apart from :func:`read_confirmation`, which
+reads the confirmation runs a run directory keeps under ``confirm/<k>/`` (one folder per
+round: ordinary run folders, streams and manifest, apart from the first pass). The verdicts are
+the comparison's (:func:`~pytest_dlbench.results.compare.compare`): a verdict word this module
+does not know is kept as it is. Light at import: the pytest plugin parses ``--bench-confirm``
+at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.results import stats
+from pytest_dlbench.results.gate import OptionValueError
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.compare import BenchComparison, Comparison
+    from pytest_dlbench.results.run_result import RunResult
+    from pytest_dlbench.results.summary import SuiteSummary
+
+__all__ = [
+    "CONFIRM",
+    "DONE_FILE",
+    "NOT_HELD",
+    "BenchConfirmation",
+    "Confirmation",
+    "confirm",
+    "confirm_dir",
+    "parse_confirm",
+    "read_confirmation",
+    "repeats",
+    "round_dir",
+    "suspects",
+]
+
+#: Default of ``--bench-confirm``: confirmation runs at most, per suspected benchmark. Two: a
+#: false alarm of the first pass rarely repeats twice beyond the tolerance, and a suite with
+#: no suspect pays nothing.
+CONFIRM = 2
+#: The verdicts worth confirming: the gate fails on the first, the second is shown as news.
+SUSPECT = (stats.REGRESSED, stats.IMPROVED)
+#: A verdict that did not hold while the combined comparison still says it: "inconclusive"
+#: where results/stats.py knows that verdict (issue 26 item 3), else "unchanged".
+NOT_HELD: str = getattr(stats, "INCONCLUSIVE", stats.UNCHANGED)
+#: The folder of the confirmation runs, in the run directory.
+CONFIRM_DIR = "confirm"
+#: Written once every confirmation ran (``confirm/confirmed.json``): a confirmation cut short
+#: by Ctrl-C has none, and the first pass's verdicts stand, in pytest and ``dlbench report``.
+DONE_FILE = "confirmed.json"
+
+
+def parse_confirm(text: str | int) -> int:
+    """``--bench-confirm``: confirmation runs at most, 0 (no confirmation) or more."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise OptionValueError(
+            f"--bench-confirm must be a whole number, 0 or more (0: no confirmation), "
+            f"got {text!r}")
+    return value
+
+
+# -- where the confirmation runs are kept -----------------------------------------------------
+def confirm_dir(run_dir: str | PathLike[str]) -> Path:
+    return Path(run_dir) / CONFIRM_DIR
+
+
+def round_dir(run_dir: str | PathLike[str], round_: int) -> Path:
+    """``confirm/<k>/`` (k from 1): the k-th confirmation runs, streams named as in the first
+    pass (a folder per round, because an item's name has no place for a confirmation)."""
+    return confirm_dir(run_dir) / str(round_)
+
+
+def _round_dirs(run_dir: str | PathLike[str]) -> list[Path]:
+    folder = confirm_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
+                  key=lambda p: int(p.name))
+
+
+# -- the decision ------------------------------------------------------------------------------
+def suspects(comparison: Comparison) -> tuple[str, ...]:
+    """The benchmarks whose first-pass verdict is worth confirming."""
+    return tuple(b.name for b in comparison.benchmarks if b.verdict in SUSPECT)
+
+
+def repeats(first: str, rate: float | None, baseline: float, tolerance: float) -> bool:
+    """Whether one run's rate repeats the first pass's verdict ``first`` on its own: beyond
+    the tolerance, in its direction, against the baseline's perf."""
+    if rate is None or not rate > 0 or not baseline > 0:
+        return False
+    ratio = rate / baseline
+    if first == stats.REGRESSED:
+        return ratio < 1 - tolerance
+    if first == stats.IMPROVED:
+        return ratio > 1 + tolerance
+    return False
+
+
+@dataclass(frozen=True)
+class BenchConfirmation:
+    """One suspected benchmark: its first pass, its confirmation runs, the verdict kept."""
+
+    name: str
+    first: str  # the first pass's verdict
+    first_ratio: float | None
+    ratios: tuple[float, ...]  # each successful confirmation run's rate / the baseline's perf
+    failed: int  # confirmation runs that did not succeed: no evidence either way
+    combined: str  # the verdict of the first pass and the confirmations as repeats
+    combined_ratio: float | None
+    verdict: str  # what the comparison says now
+
+    @property
+    def held(self) -> bool:
+        return self.verdict == self.first and bool(self.ratios)
+
+    @property
+    def outcome(self) -> str:
+        """``held``, ``not held`` or ``not confirmed`` (no confirmation run succeeded)."""
+        if not self.ratios:
+            return "not confirmed"
+        return "held" if self.held else "not held"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "first": self.first, "first_ratio": self.first_ratio,
+            "ratios": list(self.ratios), "failed": self.failed, "combined": self.combined,
+            "combined_ratio": self.combined_ratio, "verdict": self.verdict,
+            "outcome": self.outcome,
+        }
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The confirmation of a run's suspected verdicts (``limit``: ``--bench-confirm``)."""
+
+    limit: int
+    benchmarks: tuple[BenchConfirmation, ...]
+
+    def get(self, name: str) -> BenchConfirmation | None:
+        return next((b for b in self.benchmarks if b.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.limit, "benchmarks": [b.to_dict() for b in self.benchmarks]}
+
+
+def _manifest(summary: SuiteSummary) -> dict[str, Any]:
+    """The first pass's benchmarks as a manifest: their order, weights and units stay when
+    the runs are scored again with the confirmation's."""
+    return {"suite": summary.suite, "benchmarks": {
+        b.name: {"weight": b.weight, "enabled": b.enabled, "units": b.units,
+                 "metric": b.metric, "plan": {"method": b.method}}
+        for b in summary.benchmarks}}
+
+
+def confirm(
+    first: SuiteSummary,
+    confirmation: SuiteSummary,
+    baseline: SuiteSummary,
+    comparison: Comparison,
+    *,
+    tolerance: float,
+    alpha: float,
+    limit: int,
+) -> tuple[SuiteSummary, Comparison, Confirmation]:
+    """The first pass ``first`` (compared with ``baseline`` as ``comparison``) and the
+    ``confirmation`` runs: the summary of both (the confirmation's successful runs of the
+    suspected benchmarks added as repeats), its comparison with the verdicts the rule keeps,
+    and the record of each suspected benchmark."""
+    from pytest_dlbench.results.compare import compare
+    from pytest_dlbench.results.scoring import summarize_runs
+
+    names = set(suspects(comparison))
+    extra = [r for r in confirmation.runs if r.bench in names]
+    ok = [r for r in extra if r.ok and r.rate is not None]
+    combined = summarize_runs([*first.runs, *ok], _manifest(first), run_dir=first.run_dir)
+    combined = dataclasses.replace(combined, provenance=first.provenance)
+    after = compare(combined, baseline, tolerance=tolerance, alpha=alpha)
+    records: list[BenchConfirmation] = []
+    benches = []
+    for bench in after.benchmarks:
+        before = comparison.get(bench.name)
+        if before is None or bench.name not in names:
+            benches.append(bench)
+            continue
+        ratios = [r.rate / before.baseline for r in ok
+                  if r.bench == bench.name and r.rate is not None and before.baseline > 0]
+        failed = sum(1 for r in extra if r.bench == bench.name and not (r.ok and r.rate))
+        record = _decide(before, bench, ratios, failed, tolerance)
+        records.append(record)
+        benches.append(dataclasses.replace(bench, verdict=record.verdict))
+    final = dataclasses.replace(after, benchmarks=tuple(benches))
+    final = dataclasses.replace(final, score_verdict=_score_verdict(final, records))
+    return combined, final, Confirmation(limit, tuple(records))
+
+
+def _decide(first: BenchComparison, combined: BenchComparison, ratios: Sequence[float],
+                 failed: int, tolerance: float) -> BenchConfirmation:
+    """The rule of the module's docstring for one benchmark. No successful confirmation run:
+    the first pass's verdict is all there is."""
+    held = not ratios or (combined.verdict == first.verdict and all(
+        repeats(first.verdict, r, 1.0, tolerance) for r in ratios))
+    if held:
+        verdict = first.verdict
+    else:
+        verdict = combined.verdict if combined.verdict != first.verdict else NOT_HELD
+    return BenchConfirmation(first.name, first.verdict, first.ratio, tuple(ratios), failed,
+                             combined.verdict, combined.ratio, verdict)
+
+
+def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation]) -> str:
+    """The score's verdict once the benchmarks' are confirmed: a score that regressed (or
+    improved) only on the strength of benchmarks whose verdict did not hold does not either."""
+    word = comparison.score_verdict
+    if word not in SUSPECT:
+        return word
+    backed = any(b.verdict == word for b in comparison.benchmarks if b.weight > 0)
+    dropped = any(r.first == word and r.verdict != word for r in records)
+    return NOT_HELD if dropped and not backed else word
+
+
+# -- reading a run directory's confirmation ----------------------------------------------------
+def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
+    """Every confirmation run kept under ``confirm/<k>/``, in round order."""
+    from pytest_dlbench.results.scoring import load_run
+    from pytest_dlbench.run.layout import stream_paths
+
+    return [load_run(p) for folder in _round_dirs(run_dir) for p in stream_paths(folder)]
+
+
+def done_limit(run_dir: str | PathLike[str]) -> int | None:
+    """The ``--bench-confirm`` of a confirmation that ran to its end, else None (none ran, or
+    Ctrl-C cut it short)."""
+    from pytest_dlbench import untrusted
+
+    path = confirm_dir(run_dir) / DONE_FILE
+    try:
+        data = untrusted.read_json(path)
+    except (OSError, ValueError):
+        return None
+    limit = data.get("limit") if isinstance(data, Mapping) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def read_confirmation(
+    run_dir: str | PathLike[str],
+    first: SuiteSummary,
+    baseline: SuiteSummary,
+    comparison: Comparison,
+    *,
+    tolerance: float,
+    alpha: float,
+) -> tuple[SuiteSummary, Comparison, Confirmation] | None:
+    """:func:`confirm` with the confirmation runs ``run_dir`` keeps; None when it has none
+    that ran to the end."""
+    limit = done_limit(run_dir)
+    if limit is None or not suspects(comparison):
+        return None
+    from pytest_dlbench.results.scoring import summarize_runs
+
+    confirmation = summarize_runs(confirmation_runs(run_dir))
+    return confirm(first, confirmation, baseline, comparison, tolerance=tolerance,
+                   alpha=alpha, limit=limit)
