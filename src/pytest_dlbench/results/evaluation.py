@@ -19,6 +19,7 @@ from pytest_dlbench.results import gate
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
+    from pytest_dlbench.results.confirm import Confirmation
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "no_score_reason"]
@@ -84,6 +85,9 @@ class Evaluation:
     written: tuple[str, ...] = ()
     #: One line per file that could not be written at the end (its path and the reason).
     unwritten: tuple[str, ...] = ()
+    #: ``--bench-confirm``: the suspected verdicts run again (results/confirm.py); the summary
+    #: and the comparison above then include the confirmation runs.
+    confirmation: Confirmation | None = None
 
     @property
     def paired(self) -> bool:
@@ -114,18 +118,26 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     options = options or EvaluateOptions()
     run_dir = Path(run_dir)
     summary, base, comparison = _score(run_dir, options)
+    confirmation = None
     baseline = options.baseline
     if baseline is not None and baseline.summary is not None:
         from pytest_dlbench.results.compare import compare
 
         comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
                              alpha=options.alpha)
+        from pytest_dlbench.results.confirm import read_confirmation
+
+        confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
+                                      tolerance=options.tolerance, alpha=options.alpha)
+        if confirmed is not None:  # the suspected verdicts were run again (--bench-confirm)
+            summary, comparison, confirmation = confirmed
         # The reports name the file the baseline came from.
         comparison = dataclasses.replace(comparison, baseline_path=options.baseline_path)
     failed = gate.run_failed(summary)
     status = gate.final_status(failed=failed, comparison=comparison,
                                baseline_status=_baseline_status(options))
-    return Evaluation(run_dir, summary, options, comparison, base, failed, status)
+    return Evaluation(run_dir, summary, options, comparison, base, failed, status,
+                      confirmation=confirmation)
 
 
 def _score(

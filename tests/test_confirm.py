@@ -1,0 +1,194 @@
+"""--bench-confirm (issue 26 item 2): the decision over synthetic runs with known answers, the
+option's parsing, the confirmation a run directory keeps, and one real run of each outcome."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _runs import steady_at, write_run
+
+from pytest_dlbench.results import confirm as confirming
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.confirm import (
+    NOT_HELD,
+    confirm,
+    parse_confirm,
+    read_confirmation,
+    repeats,
+    round_dir,
+)
+from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
+from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError
+from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.stats import IMPROVED, UNCHANGED
+from pytest_dlbench.results.stats import REGRESSED as REGRESSED_WORD
+from pytest_dlbench.results.summary import SuiteSummary
+
+TOL, ALPHA = 0.03, 0.05
+BETWEEN = (-0.004, 0.004, 0.0)  # a quiet machine: ±0.4 % between runs
+BLOCKS = (0.002, -0.002) * 5  # and within one
+
+
+def runs(folder: Path, bench: str, rates: list[float]) -> SuiteSummary:
+    """One run per rate (repeats 0, 1, ...), each quiet within."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for repeat, rate in enumerate(rates):
+        write_run(folder, bench, steady_at(rate, jitter=BLOCKS),
+                  repeat=repeat if len(rates) > 1 else None)
+    return summarize_dir(folder)
+
+
+@pytest.fixture
+def baseline(tmp_path: Path) -> SuiteSummary:
+    return runs(tmp_path / "base", "x", [100.0 * (1 + j) for j in BETWEEN])
+
+
+def judged(tmp_path: Path, baseline: SuiteSummary, first: float, again: list[float],
+           limit: int = 2):
+    """The first pass at ``first`` items/s, then confirmation runs at ``again``."""
+    first_pass = runs(tmp_path / "first", "x", [first])
+    comparison = compare(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
+    confirmation = runs(tmp_path / "again", "x", again)
+    return comparison, confirm(first_pass, confirmation, baseline, comparison,
+                               tolerance=TOL, alpha=ALPHA, limit=limit)
+
+
+def test_a_regression_the_confirmations_repeat_holds(tmp_path: Path,
+                                                     baseline: SuiteSummary) -> None:
+    first, (summary, comparison, record) = judged(tmp_path, baseline, 80.0, [80.4, 79.6])
+    assert first.get("x").verdict == REGRESSED_WORD  # type: ignore[union-attr]
+    assert comparison.get("x").verdict == REGRESSED_WORD  # type: ignore[union-attr]
+    assert comparison.regressed
+    bench = record.get("x")
+    assert bench is not None and bench.held and bench.outcome == "held"
+    assert bench.ratios == pytest.approx((0.804, 0.796), rel=1e-2)
+    # The confirmation runs are repeats of the benchmark now: kept, scored, saved.
+    assert summary.get("x").n == 3  # type: ignore[union-attr]
+
+
+def test_a_regression_that_vanishes_does_not_fail(tmp_path: Path,
+                                                  baseline: SuiteSummary) -> None:
+    _, (summary, comparison, record) = judged(tmp_path, baseline, 80.0, [100.2, 99.8])
+    bench = record.get("x")
+    assert bench is not None and not bench.held and bench.outcome == "not held"
+    assert comparison.get("x").verdict != REGRESSED_WORD  # type: ignore[union-attr]
+    assert not comparison.regressed
+    assert comparison.score_verdict != REGRESSED_WORD
+
+
+def test_one_confirmation_that_does_not_repeat_it_is_enough_to_drop_it(
+        tmp_path: Path, baseline: SuiteSummary) -> None:
+    # The combined comparison may still say "regressed" (two slow runs of three): the
+    # evidence disagrees, and the gate does not fail on it.
+    _, (_, comparison, record) = judged(tmp_path, baseline, 80.0, [80.0, 100.0])
+    bench = record.get("x")
+    assert bench is not None and bench.verdict in (NOT_HELD, bench.combined)
+    assert bench.verdict != REGRESSED_WORD and not comparison.regressed
+
+
+def test_an_improvement_is_confirmed_likewise(tmp_path: Path, baseline: SuiteSummary) -> None:
+    _, (_, held, _) = judged(tmp_path / "a", baseline, 120.0, [119.6, 120.4])
+    assert held.get("x").verdict == IMPROVED  # type: ignore[union-attr]
+    _, (_, dropped, record) = judged(tmp_path / "b", baseline, 120.0, [100.0, 100.3])
+    assert dropped.get("x").verdict != IMPROVED  # type: ignore[union-attr]
+    assert record.get("x").outcome == "not held"  # type: ignore[union-attr]
+
+
+def test_failed_confirmation_runs_are_no_evidence(tmp_path: Path,
+                                                  baseline: SuiteSummary) -> None:
+    first_pass = runs(tmp_path / "first", "x", [80.0])
+    comparison = compare(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
+    (tmp_path / "again").mkdir()
+    write_run(tmp_path / "again", "x", steady_at(100.0), status="fail", reason="interrupted")
+    summary, after, record = confirm(first_pass, summarize_dir(tmp_path / "again"), baseline,
+                                     comparison, tolerance=TOL, alpha=ALPHA, limit=2)
+    bench = record.get("x")
+    assert bench is not None and bench.outcome == "not confirmed" and bench.failed == 1
+    assert after.regressed  # the first pass's verdict stands
+    assert summary.get("x").fail == 0  # a failed confirmation does not fail the benchmark
+
+
+def test_unchanged_benchmarks_are_not_touched(tmp_path: Path, baseline: SuiteSummary) -> None:
+    _, (_, comparison, record) = judged(tmp_path, baseline, 100.1, [80.0])
+    assert record.benchmarks == ()  # nothing was suspected: confirmation runs are ignored
+    assert comparison.get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+
+
+def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: SuiteSummary,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison's verdicts are its owner's (issue 26 item 3 adds "inconclusive")."""
+    import dataclasses
+
+    from pytest_dlbench.results import compare as comparing
+
+    real = comparing.compare
+
+    def other_words(*args, **kwargs):
+        result = real(*args, **kwargs)
+        return dataclasses.replace(result, benchmarks=tuple(
+            dataclasses.replace(b, verdict="inconclusive") for b in result.benchmarks))
+
+    first_pass = runs(tmp_path / "first", "x", [80.0])
+    comparison = real(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
+    monkeypatch.setattr(comparing, "compare", other_words)
+    _, after, record = confirm(first_pass, runs(tmp_path / "again", "x", [80.0]), baseline,
+                               comparison, tolerance=TOL, alpha=ALPHA, limit=1)
+    assert record.get("x").verdict == "inconclusive"  # type: ignore[union-attr]
+    assert not after.regressed
+
+
+def test_repeats_is_beyond_the_tolerance_in_the_first_direction() -> None:
+    assert repeats(REGRESSED_WORD, 96.0, 100.0, 0.03)
+    assert not repeats(REGRESSED_WORD, 97.5, 100.0, 0.03)
+    assert repeats(IMPROVED, 104.0, 100.0, 0.03)
+    assert not repeats(IMPROVED, 96.0, 100.0, 0.03)
+    assert not repeats(REGRESSED_WORD, None, 100.0, 0.03)  # a failed run
+    assert not repeats("inconclusive", 50.0, 100.0, 0.03)
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0), ("2", 2), (" 5 ", 5)])
+def test_parse_confirm(text: str, value: int) -> None:
+    assert parse_confirm(text) == value
+
+
+@pytest.mark.parametrize("text", ["-1", "two", "1.5", ""])
+def test_parse_confirm_refuses(text: str) -> None:
+    with pytest.raises(OptionValueError, match="--bench-confirm must be a whole number"):
+        parse_confirm(text)
+
+
+# -- a run directory's confirmation, through evaluate() (pytest and dlbench report alike) -----
+def _run_dir(tmp_path: Path, first: float, again: list[float], *, done: bool) -> Path:
+    run_dir = tmp_path / "run"
+    runs(run_dir, "x", [first])
+    for k, rate in enumerate(again, start=1):
+        runs(round_dir(run_dir, k), "x", [rate])
+    if done:
+        (run_dir / "confirm" / confirming.DONE_FILE).write_text(json.dumps({"limit": 2}))
+    return run_dir
+
+
+def _options(baseline: SuiteSummary) -> EvaluateOptions:
+    return EvaluateOptions(baseline=BaselineLoad(baseline), baseline_path="base.json")
+
+
+def test_evaluate_reads_the_confirmation(tmp_path: Path, baseline: SuiteSummary) -> None:
+    vanished = evaluate(_run_dir(tmp_path / "a", 80.0, [100.0, 100.2], done=True),
+                        _options(baseline))
+    # Not 6: what the combined evidence says (0, or "inconclusive"'s own status, issue 26).
+    assert vanished.status not in (REGRESSED, 1) and vanished.confirmation is not None
+    assert vanished.comparison is not None and vanished.comparison.baseline_path == "base.json"
+    held = evaluate(_run_dir(tmp_path / "b", 80.0, [80.0, 80.2], done=True), _options(baseline))
+    assert held.status == REGRESSED and held.confirmation is not None
+
+
+def test_a_confirmation_cut_short_is_ignored(tmp_path: Path, baseline: SuiteSummary) -> None:
+    """Ctrl-C during the confirmation: the first pass's verdicts stand (no confirmed.json)."""
+    run_dir = _run_dir(tmp_path, 80.0, [100.0], done=False)
+    assert read_confirmation(run_dir, summarize_dir(run_dir), baseline,
+                             compare(summarize_dir(run_dir), baseline),
+                             tolerance=TOL, alpha=ALPHA) is None
+    result = evaluate(run_dir, _options(baseline))
+    assert result.status == REGRESSED and result.confirmation is None
