@@ -116,8 +116,8 @@ def test_ssh_command_runs_the_launcher_in_the_same_directory_with_the_environmen
     assert cmd[:6] == ["ssh", "-tt", "-o", "BatchMode=yes", "-o",
                        "StrictHostKeyChecking=accept-new"]
     assert cmd[6:8] == ["-i", os.path.expanduser("~/.ssh/id_ed25519")]
-    assert cmd[8] == "username@192.168.11.12"
-    assert cmd[9] == (
+    assert cmd[-2] == "username@192.168.11.12"
+    assert cmd[-1] == (
         "cd '/work/my repo' && env DLBENCH_CHILD=1 NOTE='it'\"'\"'s' /py -m x '--arg=a b'"
     )
     assert ssh_command(Node("n", "10.0.0.2"), ["true"])[-2:] == ["10.0.0.2", "true"]

@@ -34,6 +34,9 @@ class Env:
     BARRIER_PARTIES = "DLBENCH_BARRIER_PARTIES"
     #: ``main`` on the node whose local rank 0 writes an njobs job's stream.
     NODE_ROLE = "DLBENCH_NODE_ROLE"
+    #: ``<run id>/<node rank>`` on every process one node launcher of an njobs job started
+    #: (its torchrun, ranks, their workers): what that launcher kills at the run's deadline.
+    NODE_LAUNCH = "DLBENCH_NODE_LAUNCH"
     #: Seconds torch.distributed waits for a peer before failing (user-set).
     PG_TIMEOUT_S = "DLBENCH_PG_TIMEOUT_S"
     #: The UNIX time after which a benchmark's process ends itself (its parent kills it at

@@ -10,7 +10,7 @@ from pytest_dlbench.errors import SuiteError
 from pytest_dlbench.suite.auto import check_options
 from pytest_dlbench.suite.loader import load_yaml
 
-__all__ = ["Node", "SystemConfig", "load_system", "local_system"]
+__all__ = ["Node", "SshOptions", "SystemConfig", "load_system", "local_system"]
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,56 @@ class Node:
 
 
 @dataclass(frozen=True)
+class SshOptions:
+    """How the main node reaches the others (``system.ssh`` of the system file,
+    docs/multinode.md). The timeouts make an unreachable or silent node fail in seconds."""
+
+    port: int | None = None
+    identity: str | None = None  # also ``system.sshkey``
+    known_hosts: str | None = None
+    connect_timeout: int = 5  # seconds to connect (ssh's ConnectTimeout)
+    alive_interval: int = 5  # seconds between keep-alives (ServerAliveInterval) ...
+    alive_count: int = 3  # ... and how many may go unanswered (ServerAliveCountMax)
+
+    @property
+    def silence_s(self) -> int:
+        """How long a silent node goes unnoticed at most, once connected."""
+        return self.alive_interval * self.alive_count
+
+
+_SSH_INTS = ("port", "connect_timeout", "alive_interval", "alive_count")
+_SSH_PATHS = ("identity", "known_hosts")
+
+
+def _ssh_options(system: dict[str, Any], path: Path) -> SshOptions:
+    raw = system.get("ssh") or {}
+    if not isinstance(raw, dict):
+        raise SuiteError("'system.ssh' must be a mapping", file=path)
+    unknown = sorted(set(raw) - set(_SSH_INTS) - set(_SSH_PATHS))
+    if unknown:
+        known = ", ".join((*_SSH_INTS, *_SSH_PATHS))
+        raise SuiteError(f"'system.ssh' has no option {unknown[0]!r} (known: {known})",
+                         file=path)
+    for key in _SSH_INTS:
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise SuiteError(f"'system.ssh.{key}' must be a positive integer", file=path)
+    for key in _SSH_PATHS:
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise SuiteError(f"'system.ssh.{key}' must be a path", file=path)
+    identity = raw.get("identity") or system.get("sshkey")
+    values = {k: raw[k] for k in (*_SSH_INTS, "known_hosts") if raw.get(k) is not None}
+    return SshOptions(identity=str(identity) if identity else None, **values)
+
+
+@dataclass(frozen=True)
 class SystemConfig:
     arch: str | None
     nodes: tuple[Node, ...]
     options: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    ssh: SshOptions = field(default_factory=SshOptions)
 
     @property
     def main_node(self) -> Node:
@@ -78,4 +123,5 @@ def load_system(path: str | Path) -> SystemConfig:
         nodes=tuple(nodes),
         options=dict(system),
         path=str(path),
+        ssh=_ssh_options(system, path),
     )

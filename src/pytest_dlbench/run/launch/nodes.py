@@ -1,7 +1,9 @@
 """Running launchers: ``python -m pytest_dlbench.run.launch node|launch``.
 
-``node`` execs this node's torchrun (under ``srun``, or started over ssh by ``launch``);
-``launch`` runs on the main node, starts the other nodes over ssh and waits for all of them.
+``node`` runs this node's torchrun (under ``srun``, or started over ssh by ``launch``) and ends
+it at the run's deadline; ``launch`` runs on the main node, checks that every other node
+answers, starts them over ssh, relays their output and waits for all of them; the first node
+that fails stops the others and is the benchmark's reason (:mod:`.verdict`).
 """
 
 from __future__ import annotations
@@ -14,20 +16,82 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pytest_dlbench.run.launch.netif import IFNAME_VARIABLES, is_this_machine, socket_ifname_env
+from pytest_dlbench.run.launch.relay import NodeOutput
 from pytest_dlbench.run.launch.torchrun import (
+    SHUTDOWN_TIMEOUT_S,
     launch_env,
     node_launches,
     slurm_node_rank,
     ssh_command,
+    ssh_options,
+    ssh_target,
     torchrun_command,
 )
+from pytest_dlbench.run.launch.verdict import (
+    NodeFailure,
+    first_failure,
+    record_end,
+    record_verdict,
+)
+from pytest_dlbench.run.protocol import Env, Outcome, Status
 
-__all__ = ["launch_nodes", "main"]
+__all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes"]
+
+#: Exit status of a node launcher that ended its torchrun at the run's deadline (timeout's).
+DEADLINE_EXIT = 124
+#: Exit status of ``launch`` when the system file does not fit this machine (bad input).
+USAGE_EXIT = 4
+#: After a first failure that is another's echo, how long to wait for the cause to show.
+SETTLE_S = 2.0
+#: Variables of the parent's environment that reach the other nodes' launchers: the run's
+#: own (its deadline above all) and the user's settings of gloo, NCCL and the group timeout.
+#: ``*_SOCKET_IFNAME`` is not sent: interface names differ between nodes; each node finds the
+#: one holding its own ``ip`` (:func:`.netif.socket_ifname_env`).
+FORWARDED = (Env.DEADLINE, Env.STREAM, Env.LAUNCHED, Env.RUN_DIR, Env.WORKER,
+             Env.PG_TIMEOUT_S)
+FORWARDED_PREFIXES = ("GLOO_", "NCCL_")
 
 
-# -- running launchers (the `node` and `launch` subcommands) -----------------------------------
+def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """What of this process's environment the other nodes get (see :data:`FORWARDED`)."""
+    return {k: v for k, v in environ.items()
+            if (k in FORWARDED or k.startswith(FORWARDED_PREFIXES))
+            and k not in IFNAME_VARIABLES}
+
+
+def _deadline(environ: Mapping[str, str]) -> float | None:
+    try:
+        return float(environ[Env.DEADLINE])
+    except (KeyError, ValueError):
+        return None
+
+
+def join_timeout(deadline: float | None, now: float | None = None) -> int:
+    """Seconds every node has to join the rendezvous: a quarter of the time the run has left,
+    between 20 s and torch's 600 s (60 s without a deadline). torch's default of 600 s would
+    keep a job whose node never came waiting far past its ``max_duration``."""
+    if deadline is None:
+        return 60
+    left = deadline - (time.time() if now is None else now)
+    return int(min(600.0, max(20.0, left / 4)))
+
+
+# -- one launcher per node, the first failure stops the others ---------------------------------
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One node's launcher: where it runs and the command that starts it from here."""
+
+    name: str
+    ip: str
+    argv: list[str]
+    remote: bool = True
 
 
 def _terminate(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
@@ -44,6 +108,77 @@ def _terminate(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> 
             proc.wait()
 
 
+def _exit_status(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def run_nodes(
+    jobs: Sequence[NodeJob],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    poll_s: float = 0.2,
+    settle_s: float = SETTLE_S,
+    relay: bool = True,
+) -> tuple[int, list[NodeFailure]]:
+    """Run every node's launcher at once and wait for all; the first failure stops the rest.
+
+    With ``relay`` each node's output is copied to this process's stdout with a ``[name] ``
+    prefix (:mod:`.relay`), and the failures come back with their last lines. A failure that
+    looks like another node's echo (:attr:`NodeFailure.is_echo`) waits up to ``settle_s``
+    for its cause to end too. Returns the exit status (0, that of the first launcher that
+    failed, 128 + signal) and the failures in the order seen. On SIGTERM/SIGINT the launchers
+    are stopped, then this returns.
+    """
+    pipe = subprocess.PIPE if relay else None
+    procs = [subprocess.Popen(list(job.argv), env={**os.environ, **(env or {})}, cwd=cwd,
+                              stdin=subprocess.DEVNULL, stdout=pipe,
+                              stderr=subprocess.STDOUT if relay else None)
+             for job in jobs]
+    outputs = [NodeOutput(job.name, proc.stdout) if proc.stdout is not None else None
+               for job, proc in zip(jobs, procs, strict=True)]
+    failures: list[NodeFailure] = []
+    stopped: list[int] = []
+
+    def failure(index: int, code: int) -> NodeFailure:
+        output, job = outputs[index], jobs[index]
+        tail = output.join(timeout=2.0) if output is not None else []
+        return NodeFailure(job.name, job.ip, _exit_status(code), tuple(tail), job.remote)
+
+    def stop(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        first_at: float | None = None
+        seen: set[int] = set()
+        while not stopped:
+            codes = [p.poll() for p in procs]
+            for index, code in enumerate(codes):
+                if code not in (None, 0) and index not in seen:
+                    seen.add(index)
+                    failures.append(failure(index, code))
+                    first_at = first_at or time.monotonic()
+            if failures:
+                settled = (any(not f.is_echo for f in failures)
+                           or time.monotonic() - (first_at or 0.0) >= settle_s
+                           or all(c is not None for c in codes))
+                if settled:
+                    _terminate(procs)
+                    return failures[0].returncode, failures
+            elif all(c == 0 for c in codes):
+                return 0, failures
+            time.sleep(poll_s)
+        _terminate(procs)
+        return 128 + stopped[0], failures
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for output in outputs:
+            if output is not None:
+                output.join(timeout=2.0)
+
+
 def launch_nodes(
     commands: Sequence[Sequence[str]],
     *,
@@ -51,38 +186,75 @@ def launch_nodes(
     cwd: str | Path | None = None,
     poll_s: float = 0.2,
 ) -> int:
-    """Run one launcher per node at once and wait for all; the first failure stops the rest.
+    """:func:`run_nodes` for bare commands (their output not relayed): the exit status."""
+    jobs = [NodeJob(f"node{i}", "", list(cmd), remote=False) for i, cmd in enumerate(commands)]
+    code, _ = run_nodes(jobs, env=env, cwd=cwd, poll_s=poll_s, settle_s=0.0, relay=False)
+    return code
 
-    Returns 0, or the exit status of the first launcher that failed (128 + signal if killed).
-    On SIGTERM/SIGINT the launchers are stopped, then this returns.
-    """
-    procs = [
-        subprocess.Popen(list(cmd), env={**os.environ, **(env or {})}, cwd=cwd,
-                         stdin=subprocess.DEVNULL)
-        for cmd in commands
-    ]
-    stopped: list[int] = []
 
-    def stop(signum: int, _frame: object) -> None:
-        stopped.append(signum)
+# -- the `node` subcommand: this node's torchrun, ended at the run's deadline ------------------
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+
+def _kill_marked(marker: str) -> int:
+    """SIGKILL every process this node launcher started (:data:`Env.NODE_LAUNCH`) and the
+    process group each leads: torchrun starts its ranks in sessions of their own."""
+    import psutil
+
+    me, found = os.getpid(), 0
+    for process in psutil.process_iter(["pid"]):
+        if process.pid == me:
+            continue
+        try:
+            if process.environ().get(Env.NODE_LAUNCH) != marker:
+                continue
+            with contextlib.suppress(OSError):
+                if os.getpgid(process.pid) == process.pid != os.getpgrp():
+                    os.killpg(process.pid, signal.SIGKILL)
+            process.kill()
+            found += 1
+        except (psutil.Error, OSError):
+            continue  # gone, or not ours to read
+    return found
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError):  # a terminal that hung up (ssh -tt) takes no more
+        print(f"dlbench: {message}", flush=True)
+
+
+def supervise(proc: subprocess.Popen[bytes], *, deadline: float | None, marker: str,
+              grace: float = SHUTDOWN_TIMEOUT_S + 2.0) -> int:
+    """Wait for this node's torchrun; forward the signals that stop it (ssh's SIGHUP too);
+    past ``deadline`` stop it and everything it started: after a network split nothing else
+    would (its ssh session is cut off and its peers are gone). Returns its exit status, or
+    :data:`DEADLINE_EXIT`."""
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        left = None if deadline is None else deadline - time.time()
+        if left is not None and left <= 0:
+            break
+        try:
+            code = proc.wait(timeout=None if left is None else min(left, 1.0))
+        except subprocess.TimeoutExpired:
+            continue
+        if code != 0:
+            _kill_marked(marker)  # ranks a dying torchrun could not stop
+        return _exit_status(code)
+    _say(f"the run's deadline passed on this node: stopping its torchrun (pid {proc.pid})")
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
     try:
-        while not stopped:
-            codes = [p.poll() for p in procs]
-            failed = [c for c in codes if c not in (None, 0)]
-            if failed:
-                _terminate(procs)
-                code = failed[0]
-                return 128 - code if code < 0 else code
-            if all(c == 0 for c in codes):
-                return 0
-            time.sleep(poll_s)
-        _terminate(procs)
-        return 128 + stopped[0]
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    _kill_marked(marker)
+    return DEADLINE_EXIT
 
 
 def _run_node(args: argparse.Namespace) -> int:
@@ -95,30 +267,84 @@ def _run_node(args: argparse.Namespace) -> int:
         args.child, nproc=args.nproc, nnodes=args.nnodes, node_rank=node_rank,
         endpoint=args.endpoint, run_id=args.run_id, local_addr=args.local_addr, rdzv_conf=conf,
     )
-    env = {**os.environ, **launch_env(role)}
+    marker = f"{args.run_id}/{node_rank}"
+    env = {**os.environ, **launch_env(role), Env.NODE_LAUNCH: marker,
+           # gloo and NCCL on the interface of the node's own address, not the hostname's.
+           **socket_ifname_env(args.local_addr, os.environ)}
     sys.stdout.flush()
-    # exec: signals from srun, ssh's SIGHUP or the parent reach torchrun itself.
-    os.execvpe(cmd[0], cmd, env)
-    return 1  # pragma: no cover - execvpe does not return
+    proc = subprocess.Popen(cmd, env=env)
+    return supervise(proc, deadline=_deadline(os.environ), marker=marker)
+
+
+# -- the `launch` subcommand: every node, from the main one ------------------------------------
+
+
+def _fail_now(stream: str | None, job: NodeJob, lines: Sequence[str], code: int) -> int:
+    failure = NodeFailure(job.name, job.ip, code, tuple(lines), job.remote)
+    outcome = record_verdict(stream, failure)
+    _say(outcome.reason)
+    return code
+
+
+def check_reachable(jobs: Sequence[tuple[NodeJob, list[str]]],
+                    timeout_s: float) -> list[tuple[NodeJob, int, list[str]]]:
+    """Run ``ssh ... true`` on every node at once: the nodes that did not answer, with ssh's
+    exit status and its last lines. Seconds, where the job would wait out its rendezvous."""
+    procs = [(job, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT)) for job, cmd in jobs]
+    failed = []
+    end = time.monotonic() + timeout_s
+    for job, proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=max(0.1, end - time.monotonic()))
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            code, out = 255, out + f"ssh: no answer in {timeout_s:g} s".encode()
+        if code != 0:
+            lines = out.decode("utf-8", "replace").splitlines()
+            failed.append((job, 255, lines or [f"ssh: exited with status {code}"]))
+    return failed
 
 
 def _run_launch(args: argparse.Namespace) -> int:
     from pytest_dlbench.suite import load_system
 
     system = load_system(args.system)
+    stream = os.environ.get(Env.STREAM) or None
+    main_node = system.main_node
+    if not is_this_machine(main_node.ip):
+        reason = (f"{args.system}: pytest runs on a node other than the main one "
+                  f"({main_node.name}, {main_node.ip}, is not this machine): start it there")
+        _say(record_end(stream, Outcome(Status.FAIL, reason)).reason)
+        return USAGE_EXIT
     env = dict(item.split("=", 1) for item in args.env)
-    rdzv_conf = dict(item.split("=", 1) for item in args.rdzv_conf)
+    remote_env = {**env, **forwarded_env(os.environ), "PY_COLORS": "0", "NO_COLOR": "1"}
+    rdzv_conf: dict[str, Any] = dict(item.split("=", 1) for item in args.rdzv_conf)
+    rdzv_conf.setdefault("join_timeout", join_timeout(_deadline(os.environ)))
     launches = node_launches(system, args.child, nproc=args.nproc, run_id=args.run_id,
                              rdzv_conf=rdzv_conf)
-    sshkey = system.options.get("sshkey")
-    commands: list[list[str]] = []
+    jobs: list[NodeJob] = []
+    checks: list[tuple[NodeJob, list[str]]] = []
     for launch in launches:
-        if launch.is_main:
-            commands.append(launch.argv)  # this machine: no ssh to itself
-        else:
-            commands.append(ssh_command(launch.node, launch.argv, cwd=args.cwd or os.getcwd(),
-                                        env=env, sshkey=str(sshkey) if sshkey else None))
-    return launch_nodes(commands, env=env)
+        node = launch.node
+        if launch.is_main:  # this machine: no ssh to itself
+            jobs.append(NodeJob(node.name, node.ip, launch.argv, remote=False))
+            continue
+        job = NodeJob(node.name, node.ip, ssh_command(
+            node, launch.argv, cwd=args.cwd or os.getcwd(), env=remote_env, ssh=system.ssh))
+        jobs.append(job)
+        checks.append((job, ["ssh", *ssh_options(system.ssh), ssh_target(node), "true"]))
+    unreachable = check_reachable(checks, system.ssh.connect_timeout + 5.0)
+    if unreachable:
+        job, code, lines = unreachable[0]
+        return _fail_now(stream, job, lines, code)
+    code, failures = run_nodes(jobs, env=env)
+    cause = first_failure(failures)
+    if code != 0 and cause is not None:
+        _say(record_verdict(stream, cause).reason)
+    return code
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_dlbench.run.protocol import Env
-from pytest_dlbench.suite.system import Node, SystemConfig
+from pytest_dlbench.suite.system import Node, SshOptions, SystemConfig
 
 __all__ = [
     "DEFAULT_RDZV_PORT",
@@ -43,6 +43,8 @@ __all__ = [
     "slurm_node_rank",
     "srun_command",
     "ssh_command",
+    "ssh_options",
+    "ssh_target",
     "torchrun_command",
 ]
 
@@ -217,6 +219,32 @@ def node_launches(
     ]
 
 
+def ssh_options(ssh: SshOptions | None = None, sshkey: str | None = None) -> list[str]:
+    """ssh's options for reaching a node: no prompt, the system file's port, identity and
+    known-hosts file, and timeouts that make an unreachable or silent node fail in seconds
+    (``ConnectTimeout``; ``ServerAliveInterval`` x ``ServerAliveCountMax`` once connected)."""
+    ssh = ssh or SshOptions()
+    opts = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
+    identity = sshkey or ssh.identity
+    if identity:
+        opts += ["-i", os.path.expanduser(identity)]
+    if ssh.port:
+        opts += ["-p", str(ssh.port)]
+    if ssh.known_hosts:
+        opts += ["-o", f"UserKnownHostsFile={os.path.expanduser(ssh.known_hosts)}"]
+    return [*opts, "-o", f"ConnectTimeout={ssh.connect_timeout}",
+            "-o", f"ServerAliveInterval={ssh.alive_interval}",
+            "-o", f"ServerAliveCountMax={ssh.alive_count}"]
+
+
+def ssh_target(node: Node) -> str:
+    """``user@ip`` (or ``ip``), refused where ssh would read it as an option."""
+    target = f"{node.user}@{node.ip}" if node.user else node.ip
+    if target.startswith("-"):
+        raise ValueError(f"node {node.name!r}: {target!r} would be read by ssh as an option")
+    return target
+
+
 def ssh_command(
     node: Node,
     argv: Sequence[str],
@@ -224,6 +252,7 @@ def ssh_command(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     sshkey: str | None = None,
+    ssh: SshOptions | None = None,
 ) -> list[str]:
     """``ssh [-i KEY] user@ip 'cd CWD && env K=V ... ARGV'``: ``argv`` run on ``node``.
 
@@ -232,12 +261,8 @@ def ssh_command(
     and stops its workers, instead of running on unattended. ``BatchMode`` fails rather than
     prompting for a password nobody will type.
     """
-    target = f"{node.user}@{node.ip}" if node.user else node.ip
-    if target.startswith("-"):
-        raise ValueError(f"node {node.name!r}: {target!r} would be read by ssh as an option")
-    cmd = ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
-    if sshkey:
-        cmd += ["-i", os.path.expanduser(sshkey)]
+    target = ssh_target(node)
+    cmd = ["ssh", "-tt", *ssh_options(ssh, sshkey)]
     remote = shlex.join(argv)
     if env:
         # Everything in the remote shell's command line is a variable name (checked here too:
