@@ -118,3 +118,13 @@ def rounds_in(run_dir: str | Path, bench: str) -> int | None:
     names = [p.name for p in Path(run_dir).glob("*.data")]
     found = rounds_used(names, bench)
     return found or None
+
+
+def confirmations_in(run_dir: str | Path, bench: str) -> int:
+    """The confirmation rounds (``--bench-confirm``) a saved-baseline run gave ``bench``: its
+    ``confirm/<k>/`` folders holding a stream of it."""
+    folder = Path(run_dir) / "confirm"
+    if not folder.is_dir():
+        return 0
+    return sum(1 for k in folder.iterdir()
+               if k.is_dir() and rounds_used([p.name for p in k.glob("*.data")], bench))

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 # Siblings in benchmarks/ (on sys.path when this file runs as a script).
-from gate_cells import cell_rows, cells, other_lines, outcome, rounds_in
+from gate_cells import cell_rows, cells, confirmations_in, other_lines, outcome, rounds_in
 from gate_offline import judge_paired, judge_saved, offline_report, table
 from gate_workloads import SOURCES, WORK_ARG, WORKLOADS, calibrate, measure_slowdown
 from neighbour import (
@@ -110,7 +110,8 @@ class Trial:
     pairs: list[tuple[float, float]] = field(default_factory=list)  # (base, candidate) rates
     neighbour: float = 0.0  # its duty cycle, %; 0 = none
     neighbour_procs: int = 0
-    rounds: int | None = None  # paired: rounds run; saved: the candidate's runs (confirmations)
+    rounds: int | None = None  # paired: rounds run; saved: the candidate's runs, confirmations in
+    confirmations: int = 0  # saved: the rounds of --bench-confirm among them
     load_before: float | None = None  # the 1-minute load average before and after the trial
     load_after: float | None = None
     reason: str = ""  # why a trial that is neither 0, 6 nor 9 failed: pytest's last words
@@ -217,7 +218,8 @@ class Scratch:
             neighbour=neighbour)
         trial.mode, trial.rep, trial.slowdown = "saved", rep, slowdown
         trial.minutes += base_minutes
-        trial.baseline, trial.rounds = str(baseline), rounds_in(run, "gp")
+        trial.baseline, trial.confirmations = str(baseline), confirmations_in(run, "gp")
+        trial.rounds = (rounds_in(run, "gp") or 0) + trial.confirmations or None
         c = judge_saved(run, baseline, tolerance=gate.TOLERANCE)
         if c is not None:
             trial.verdict, trial.ratio, trial.p_value = c.verdict, c.ratio, c.p_value
