@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.confirm import CONFIRM, parse_confirm
 from pytest_dlbench.run.protocol import Env
 
 if TYPE_CHECKING:
@@ -123,7 +124,27 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             default=None,
             metavar="K",
             help=f"with --bench-against: rounds of (base, candidate) runs per benchmark "
-            f"(default {gate.ROUNDS})",
+            f"(default {gate.ROUNDS}); a benchmark stops early once its verdict is clear",
+        ),
+    ),
+    (
+        "--bench-fixed-rounds",
+        dict(
+            action="store_true",
+            default=False,
+            help="with --bench-against: run every round of every benchmark (the fixed "
+            "design), never stopping early (docs/reports.md)",
+        ),
+    ),
+    (
+        "--bench-confirm",
+        dict(
+            type=parse_confirm,
+            default=CONFIRM,
+            metavar="N",
+            help="with --bench-compare: run a benchmark the first pass finds regressed (or "
+            "improved) again, up to N times, and keep the verdict only if it holds; 0: no "
+            f"confirmation (default {CONFIRM}; docs/reports.md, Confirmation)",
         ),
     ),
     (
@@ -287,8 +308,11 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
       "--bench-run-name", "--bench-base")),
     ("devices", "dlbench: devices", ("--bench-cpus-per-slot",)),
     ("gate", "dlbench: compare and gate",
-     ("--bench-compare", "--bench-require-baseline", "--bench-against", "--bench-rounds",
-      "--bench-tolerance", "--bench-alpha", "--bench-paired-test", "--bench-paired-rate")),
+     ("--bench-compare", "--bench-require-baseline", "--bench-confirm", "--bench-tolerance",
+      "--bench-alpha")),
+    ("paired", "dlbench: the paired gate (--bench-against)",
+     ("--bench-against", "--bench-rounds", "--bench-fixed-rounds", "--bench-paired-test",
+      "--bench-paired-rate")),
     ("outputs", "dlbench: the table and the files written",
      ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
       "--bench-export", "--bench-price")),

@@ -74,11 +74,33 @@ class BenchReporter:
             paired=self.plugin.against is not None,
             suite=self.plugin.run_name,
         )
-        self.evaluation = write_evaluation(evaluate(run_dir, options))
+        evaluation, interrupted = self._confirmed(evaluate(run_dir, options))
+        self.evaluation = write_evaluation(evaluation)
         if session.exitstatus == pytest.ExitCode.OK:  # pytest's own failures come first
             # The verdict of `dlbench report` on the same run directory (a weighted benchmark
             # that failed in the score, or never ran, fails the run even if no item failed).
             session.exitstatus = self.evaluation.status
+        if interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    def _confirmed(self, evaluation: Evaluation) -> tuple[Evaluation, bool]:
+        """``--bench-confirm``: the suspected verdicts run again (plugin/confirm.py), and
+        whether Ctrl-C cut that short (the first pass's evaluation is kept)."""
+        from pytest_dlbench.plugin.confirm import confirm_suspects
+
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+
+        def say(line: str) -> None:
+            if terminal is not None:
+                terminal.write_line(line)
+
+        try:
+            confirmed = confirm_suspects(self.plugin, evaluation, say=say,
+                                         limit=self.config.getoption("bench_confirm"))
+        except KeyboardInterrupt:
+            self.notes.append("confirmation interrupted: the first pass's verdicts stand")
+            return evaluation, True
+        return confirmed or evaluation, False
 
     def _write_profiles(self, terminalreporter: Any, evaluation: Evaluation, *,
                         verbose: bool) -> None:

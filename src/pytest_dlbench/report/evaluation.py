@@ -3,6 +3,7 @@ text of an :class:`~pytest_dlbench.results.evaluation.Evaluation` and the files 
 
 from __future__ import annotations
 
+from pytest_dlbench.report.confirm import render_confirmation
 from pytest_dlbench.report.outputs import write_outputs
 from pytest_dlbench.results.evaluation import Evaluation
 
@@ -23,7 +24,8 @@ def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int 
     if paired and evaluation.comparison is not None:
         text += "\n\n" + render_paired(evaluation.comparison, evaluation.base_summary,
                                        verbosity=verbosity, width=width, sort=sort)
-    return text
+    confirmed = render_confirmation(evaluation.confirmation) if verbosity >= 0 else ""
+    return text + "\n\n" + confirmed if confirmed else text
 
 
 def write_evaluation(evaluation: Evaluation) -> Evaluation:
@@ -33,5 +35,6 @@ def write_evaluation(evaluation: Evaluation) -> Evaluation:
     written = write_outputs(evaluation.summary, comparison=evaluation.comparison,
                             save=outputs.save, html=outputs.html, export=outputs.export,
                             price=evaluation.options.price, suite=evaluation.options.suite,
-                            status=evaluation.status, autosave=outputs.autosave)
+                            status=evaluation.status, autosave=outputs.autosave,
+                            confirmation=evaluation.confirmation)
     return evaluation.with_written(written.lines, written.failed)

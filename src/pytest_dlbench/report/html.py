@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from pytest_dlbench.results.compare import Comparison
+    from pytest_dlbench.results.confirm import Confirmation
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -150,6 +151,8 @@ class View:
     gate: GateBanner | None = None  # the gate's verdict and the exit status, at the top
     #: The rule perf_adj is computed with (results/scoring.py), as the page states it.
     perf_adj_rule: str = ""
+    #: ``--bench-confirm``: (first pass, confirmation) lines of each confirmed benchmark.
+    confirmation: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -331,6 +334,7 @@ def render_html(
     status: int | None = None,
     link_base: str | PathLike[str] | None = None,
     history: str | PathLike[str] | None = None,
+    confirmation: Confirmation | None = None,
 ) -> str:
     """The report of ``summary`` as one self-contained HTML document.
 
@@ -339,7 +343,8 @@ def render_html(
     ``status`` is the run's exit status, which the banner at the top states (by default the
     gate's rule on ``summary`` and ``comparison``); ``link_base``: the folder the page will be
     in, which its links to profile files are relative to (else ``file:`` URIs); ``history``:
-    the results history folder (default ``<base>/history``), shown when it exists.
+    the results history folder (default ``<base>/history``), shown when it exists;
+    ``confirmation``: the ``--bench-confirm`` record, listed under the comparison.
     """
     from markupsafe import Markup
 
@@ -347,6 +352,10 @@ def render_html(
     from pytest_dlbench.report.plots import draw_plots
 
     view = _view(summary, comparison, title, price, status, link_base)
+    if confirmation is not None:
+        from pytest_dlbench.report.confirm import confirmation_lines
+
+        view.confirmation = confirmation_lines(confirmation)
     baselines = ({c.name: c.baseline for c in comparison.benchmarks if c.baseline > 0}
                  if comparison is not None else {})
     plots = draw_plots(summary.benchmarks, baselines=baselines)
@@ -381,11 +390,13 @@ def write_html(
     price: float | None = None,
     status: int | None = None,
     history: str | PathLike[str] | None = None,
+    confirmation: Confirmation | None = None,
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
     from pytest_dlbench.run.output_files import write_atomic
 
     text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
-                       link_base=Path(path).parent, history=history)
+                       link_base=Path(path).parent, history=history,
+                       confirmation=confirmation)
     return write_atomic(path, text)

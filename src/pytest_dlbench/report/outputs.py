@@ -43,10 +43,12 @@ def write_outputs(
     suite: str | None = None,
     status: int | None = None,
     autosave: str | PathLike[str] | None = None,
+    confirmation: Any = None,
 ) -> Written:
     """Write the JSON summary, the HTML page and the dashboard export that were asked for; a
     file that cannot be written is a line of ``failed``, and the others are still written.
-    ``status``: the run's exit status, which the HTML page's banner states."""
+    ``status``: the run's exit status, which the HTML page's banner states; ``confirmation``:
+    the ``--bench-confirm`` record the HTML page lists (results/confirm.py)."""
     written = Written()
     if save:
         from pytest_dlbench.results.baseline import save_summary
@@ -63,7 +65,8 @@ def write_outputs(
 
         written.attempt("HTML report", "HTML report", html,
                         lambda: write_html(summary, html, comparison=comparison, price=price,
-                                           status=status, history=autosave))
+                                           status=status, history=autosave,
+                                           confirmation=confirmation))
     if export:
         from pytest_dlbench.report.export import export_benchmark_action
 
