@@ -270,6 +270,7 @@ class ControllerSession(BenchSession):
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and
         ``against.json`` (what the base is, the rounds and their order, the notes)."""
         from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+        from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
         from pytest_dlbench.run.against import round_order
 
         side = self.against
@@ -287,6 +288,8 @@ class ControllerSession(BenchSession):
             "first": [round_order(r)[0] for r in range(self.options.repeat)],
             "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
             "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
+            # Whether a benchmark's rounds stop once its verdict is clear (issue 26 item 4).
+            "design": FIXED if self.options.fixed_rounds else SEQUENTIAL,
             "warnings": [*side.notes, *([dirty] if dirty else [])],
         })
 

@@ -165,6 +165,9 @@ class BenchItem(_BenchNode, pytest.Item):
     def runtest(self) -> None:
         launcher = self.plugin.launcher
         assert launcher is not None  # set by the controller and the workers, who run items
+        stopped = launcher.early_stop(self.spec, self.repeat)
+        if stopped is not None:  # a paired run's benchmark whose verdict is already clear
+            raise pytest.skip.Exception(stopped, _use_item_location=True)
         launched = launcher.run(self.spec, self.device, self.repeat)
         outcome = launched.outcome
         if outcome.ok:

@@ -22,6 +22,7 @@ from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
+    from pytest_dlbench.results.sequential import Stop
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.devices import Slot
     from pytest_dlbench.run.forkserver import ForkServer
@@ -79,6 +80,8 @@ class Launcher:
         self.config = session.config
         self.barrier_address = barrier_address
         self._server: ForkServer | None = None
+        #: Paired runs: the benchmarks whose verdict is clear, and where they stopped.
+        self._stops: dict[str, Stop] = {}
 
     # -- the warm launcher (--bench-launcher=warm, docs/running.md) -----------------------------
 
@@ -204,6 +207,31 @@ class Launcher:
                 tuple(source_paths(against.path, base_root)),
             )
         return sides
+
+    def early_stop(self, spec: BenchSpec, repeat: int | None) -> str | None:
+        """Why round ``repeat`` of a paired run need not run: the benchmark's verdict was
+        already clear after the rounds before it (the sequential design, results/sequential.py;
+        ``--bench-fixed-rounds`` runs every round). None: run it."""
+        session = self.session
+        if (session.against is None or session.options.fixed_rounds or not repeat
+                or spec.name not in session.against.specs):
+            return None
+        stop = self._stops.get(spec.name)
+        if stop is None:
+            from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+            from pytest_dlbench.results.paired import stop_before
+
+            option = self.config.getoption
+            stop = stop_before(
+                session.run_dir(), spec.name, devices=session.device_slots(spec),
+                before=repeat, rounds=session.options.repeat,
+                tolerance=option("bench_tolerance"), alpha=option("bench_alpha"),
+                test=option("bench_paired_test") or PAIRED_TEST,
+                rate=option("bench_paired_rate") or PAIRED_RATE)
+            if stop is None:
+                return None
+            self._stops[spec.name] = stop
+        return f"{stop.describe()}: {stop.word}"
 
     def _run_pair(self, against: BaseSide, spec: BenchSpec, device: int,
                   repeat: int | None) -> Launched:

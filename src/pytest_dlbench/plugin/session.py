@@ -77,6 +77,8 @@ class RunOptions:
     #: ``--bench-against``: the base revision of a paired run (None: not paired). Its rounds
     #: are the items' repeats (``name[D0-R3]`` is round 3 of both sides).
     against: str | None = None
+    #: ``--bench-fixed-rounds``: a paired run runs every round (no early stop).
+    fixed_rounds: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> RunOptions:
@@ -91,10 +93,12 @@ class RunOptions:
                 raise pytest.UsageError(f"--bench-run-name: {exc}") from None
         against = config.getoption("bench_against")
         rounds = config.getoption("bench_rounds")
+        fixed_rounds = bool(config.getoption("bench_fixed_rounds"))
         if config.getoption("bench_child_stream"):
             # A child runs one side of one round, as told by its command line; a paired run's
             # options reach it too through PYTEST_ADDOPTS or the ini file's addopts.
             against = rounds = None
+            fixed_rounds = False
         if against is not None:
             from pytest_dlbench.results.gate import ROUNDS
 
@@ -110,6 +114,8 @@ class RunOptions:
         elif rounds is not None:
             raise pytest.UsageError("--bench-rounds goes with --bench-against "
                                     "(use --bench-repeat to run a benchmark several times)")
+        elif fixed_rounds:
+            raise pytest.UsageError("--bench-fixed-rounds goes with --bench-against")
         return cls(
             base=results_base(config),
             run_name=run_name,
@@ -121,6 +127,7 @@ class RunOptions:
             cpus_per_slot=config.getoption("bench_cpus_per_slot"),
             launcher=config.getoption("bench_launcher"),
             against=against,
+            fixed_rounds=fixed_rounds,
         )
 
 

@@ -45,6 +45,16 @@ from pytest_dlbench.results.gate import (
 )
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
+from pytest_dlbench.results.sequential import (
+    ALL_ROUNDS,
+    CLEAR,
+    DESIGNS,
+    FIRST_LOOK,
+    FIXED,
+    SEQUENTIAL,
+    Stop,
+    first_stop,
+)
 from pytest_dlbench.results.stats import (
     FAILED,
     INCOMPARABLE,
@@ -63,9 +73,12 @@ __all__ = [
     "Pair",
     "PairedStats",
     "compare_paired",
+    "design_of",
+    "judge_rounds",
     "paired_stats",
     "pairs_of",
     "quantile_stats",
+    "stop_before",
     "summarize_paired_dir",
 ]
 
@@ -111,16 +124,59 @@ def _adj(bench: BenchSummary | None) -> float:
     return bench.perf_adj if bench is not None else 0.0
 
 
+def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[Pair], *,
+                 test: str, alpha: float) -> PairedStats | None:
+    """What ``pairs`` say, by the paired test ``test``; None without any pair."""
+    if not pairs:
+        return None
+    if test == "quantile":
+        return quantile_stats(*_round_steps(base, cand, pairs), alpha=alpha)
+    return paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
+
+
+def _rounds_ran(*benches: BenchSummary | None) -> int:
+    """How many rounds ran on the sides (the last round's index + 1), failed ones too."""
+    repeats = [(r.repeat or 0) for b in benches if b is not None for r in b.runs]
+    return max(repeats) + 1 if repeats else 0
+
+
+def judge_rounds(
+    base: BenchSummary | None, cand: BenchSummary, *, rounds: int | None, design: str,
+    tolerance: float, alpha: float, test: str, rate: str,
+) -> tuple[PairedStats | None, list[Pair], Stop | None]:
+    """(the statistics the verdict uses, their pairs, where the rounds stopped) of one
+    benchmark. The sequential design: the first look where its rule fires, or the last round
+    (results/sequential.py). The fixed design, or a sequential run cut short before its rule
+    fired (interrupted): every pair, and a Stop only for the fixed design."""
+    pairs = pairs_of(base, cand, rate)
+    ran = _rounds_ran(base, cand)
+    if design == SEQUENTIAL and rounds and pairs:
+
+        def look_at(k: int) -> PairedStats | None:
+            return _pairs_stats(base, cand, [p for p in pairs if p.round < k], test=test,
+                                alpha=alpha)
+
+        def final(s: PairedStats | None) -> str:
+            return verdict(s.ratio, s.p, tolerance=tolerance, alpha=alpha).word if s else ""
+
+        found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha,
+                           available=ran)
+        if found is not None:
+            stop, stats = found
+            return stats, [p for p in pairs if p.round < stop.rounds], stop
+    stats = _pairs_stats(base, cand, pairs, test=test, alpha=alpha)
+    if design == FIXED and stats is not None:
+        word = verdict(stats.ratio, stats.p, tolerance=tolerance, alpha=alpha).word
+        return stats, pairs, Stop(ran, max(rounds or 0, ran), word, ALL_ROUNDS)
+    return stats, pairs, None
+
+
 def _compare_bench(
     name: str, base: BenchSummary | None, cand: BenchSummary, *, tolerance: float, alpha: float,
-    test: str, rate: str,
-) -> tuple[BenchComparison, PairedStats | None]:
-    pairs = pairs_of(base, cand, rate)
-    if test == "quantile":
-        steps = _round_steps(base, cand, pairs)
-        s = quantile_stats(*steps, alpha=alpha) if pairs else None
-    else:
-        s = paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
+    test: str, rate: str, rounds: int | None = None, design: str = FIXED,
+) -> tuple[BenchComparison, PairedStats | None, Stop | None]:
+    s, pairs, stop = judge_rounds(base, cand, rounds=rounds, design=design,
+                                  tolerance=tolerance, alpha=alpha, test=test, rate=rate)
     cur_adj, base_adj = _adj(cand), _adj(base)
     note = ""
     if s is None:
@@ -133,9 +189,12 @@ def _compare_bench(
         p = None
     else:
         ratio, p = s.ratio, s.p
-        word = verdict(s.ratio, p, tolerance=tolerance, alpha=alpha).word
+        word = (stop.word if stop is not None and stop.reason == CLEAR
+                else verdict(s.ratio, p, tolerance=tolerance, alpha=alpha).word)
         if s.n < 2:
             note = "one pair: no test (--bench-rounds 2 or more)"
+        elif stop is not None and stop.early:
+            note = stop.describe()
     comparison = BenchComparison(
         name=name,
         units=cand.units,
@@ -152,7 +211,7 @@ def _compare_bench(
         ci=s.ci if s is not None else None,
         note=note,
     )
-    return comparison, s
+    return comparison, s, stop
 
 
 def _round_steps(
@@ -195,19 +254,25 @@ def compare_paired(
         raise ValueError(f"unknown paired test {test!r}: one of {', '.join(PAIRED_TESTS)}")
     if rate not in PAIRED_RATES:
         raise ValueError(f"unknown paired rate {rate!r}: one of {', '.join(PAIRED_RATES)}")
+    design, rounds = design_of(against)
     base_names = {b.name for b in base.benchmarks if b.n}
     benches: list[BenchComparison] = []
     terms: list[tuple[float, PairedStats]] = []
     only_current: list[str] = []
+    stops: dict[str, dict[str, Any]] = {}
     for cand in candidate.benchmarks:
         if cand.n == 0:
             continue  # selected but never ran (interrupted): the summary says so
         if cand.name not in base_names:
             only_current.append(cand.name)
             continue
-        b, s = _compare_bench(cand.name, base.get(cand.name), cand, tolerance=tolerance,
-                              alpha=alpha, test=test, rate=rate)
+        b, s, stop = _compare_bench(cand.name, base.get(cand.name), cand, tolerance=tolerance,
+                                    alpha=alpha, test=test, rate=rate, rounds=rounds,
+                                    design=design)
         benches.append(b)
+        if stop is not None:
+            stops[cand.name] = {"rounds_used": stop.rounds, "rounds": stop.of,
+                                "stopped": stop.reason}
         base_bench = base.get(cand.name)
         if s is not None and cand.scored and base_bench is not None and base_bench.scored:
             terms.append((cand.weight, s))
@@ -237,8 +302,55 @@ def compare_paired(
         score_ci=score_ci,
         test=test,
         pair_rate=rate,
-        against=dict(against) if against is not None else None,
+        against={**against, "design": design, "stops": stops} if against is not None else None,
     )
+
+
+def design_of(against: Mapping[str, Any] | None) -> tuple[str, int | None]:
+    """(design, rounds) of a paired run as its ``against.json`` says: a run directory written
+    before the sequential design (no ``design``) ran every round."""
+    info = against or {}
+    design = str(info.get("design") or FIXED)
+    if design not in DESIGNS:
+        raise ValueError(f"against.json: unknown design {design!r}: one of {', '.join(DESIGNS)}")
+    rounds = info.get("rounds")
+    return design, int(rounds) if isinstance(rounds, int) and rounds > 0 else None
+
+
+def stop_before(
+    run_dir: str | PathLike[str],
+    name: str,
+    *,
+    devices: Sequence[int],
+    before: int,
+    rounds: int,
+    tolerance: float = TOLERANCE,
+    alpha: float = ALPHA,
+    test: str = PAIRED_TEST,
+    rate: str = PAIRED_RATE,
+) -> Stop | None:
+    """Whether round ``before`` of benchmark ``name`` (and the rounds after it) need not run:
+    the Stop of its sequential rule over the rounds before it, as :func:`compare_paired` will
+    judge them, when the rule fired at a look; None while more rounds are needed. Only once
+    every slot in ``devices`` has finished those rounds on the candidate side (xdist runs a
+    round on every slot at once; without workers a slot's rounds run ahead of the next's)."""
+    from pytest_dlbench.results.scoring import load_run, summarize_bench
+    from pytest_dlbench.run import layout
+
+    if before < FIRST_LOOK or before >= rounds:
+        return None
+    sides = {}
+    for side in ("candidate", "base"):
+        folder = layout.side_dir(run_dir, side)
+        paths = [layout.stream_path(folder, name, d, r) for d in devices for r in range(before)]
+        found = [p for p in paths if p.is_file()]
+        if not found or (side == "candidate" and len(found) < len(paths)):
+            return None
+        sides[side] = summarize_bench(name, [load_run(p) for p in found])
+    _, _, stop = judge_rounds(sides["base"], sides["candidate"], rounds=rounds,
+                              design=SEQUENTIAL, tolerance=tolerance, alpha=alpha, test=test,
+                              rate=rate)
+    return stop if stop is not None and stop.reason == CLEAR else None
 
 
 def summarize_paired_dir(
