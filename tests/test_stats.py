@@ -14,6 +14,7 @@ from _runs import steady_at, write_run
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import compare as compare_mod
+from pytest_dlbench.results import noise as noise_mod
 from pytest_dlbench.results import paired as paired_mod
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
@@ -24,11 +25,13 @@ from pytest_dlbench.results.stats import (
     FAILED,
     IMPROVED,
     INCOMPARABLE,
+    INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
     PairedStats,
     _hodges_lehmann,
     _signed_rank_counts,
+    beyond_tolerance,
     check_levels,
     combined_p,
     combined_paired,
@@ -258,10 +261,21 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     target: float, ps: tuple[float, float] | None, at_tolerance: bool,
 ) -> None:
     """Each module computes its own evidence; given the same ratio and p-values, the verdicts
-    (benchmark and score) and the p reported must be the same: one rule, not two copies."""
+    (benchmark and score) and the p reported must be the same: one rule, not two copies. The
+    one difference is the saved baseline's: a ratio beyond the tolerance that the evidence
+    does not carry is "inconclusive" there (results/noise.py), "unchanged" in a paired run."""
     candidate, base = sides[target]
-    monkeypatch.setattr(compare_mod, "welch_p", lambda cur, ref: ps)
-    monkeypatch.setattr(compare_mod, "combined_p", lambda pairs: ps)
+    # No test (None) is the weakest evidence: a p of 1 both ways for the saved baseline.
+    p_lower, p_higher = ps or (1.0, 1.0)
+
+    def fake_evidence(cur: object, ref: object, cur_rate: float, base_rate: float, *,
+                      alpha: float) -> noise_mod.Evidence:
+        side = noise_mod.SideNoise(0.0, 1e-4, math.inf, "fake")
+        ratio = cur_rate / base_rate
+        return noise_mod.Evidence(ratio, p_lower, p_higher, (ratio, ratio), side, side)
+
+    monkeypatch.setattr(noise_mod, "evidence", fake_evidence)
+    monkeypatch.setattr(noise_mod, "combined_evidence", lambda terms, alpha: (p_lower, p_higher))
     first = compare(candidate, base)
     ratio = first.get("x").ratio  # type: ignore[union-attr]
     assert ratio is not None
@@ -278,18 +292,28 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     paired = compare_paired(candidate, base, test="t", tolerance=tolerance)
     a, b = saved.get("x"), paired.get("x")
     assert a is not None and b is not None
-    assert (b.ratio, b.verdict, b.p_value) == (a.ratio, a.verdict, a.p_value)
-    assert a.verdict == verdict(ratio, a.p_value, tolerance=tolerance).word
-    assert (paired.score_verdict, paired.score_p_value) == (saved.score_verdict,
-                                                            saved.score_p_value)
+
+    def saved_word(word: str, ratio: float | None) -> str:
+        beyond = ratio is not None and beyond_tolerance(ratio, tolerance) is not None
+        return INCONCLUSIVE if word == UNCHANGED and beyond else word
+
+    assert b.ratio == a.ratio
+    assert a.verdict == saved_word(b.verdict, b.ratio)
+    if ps is not None:
+        assert b.p_value == a.p_value
+        assert b.verdict == verdict(ratio, a.p_value, tolerance=tolerance).word
+    assert saved.score_verdict == saved_word(paired.score_verdict, saved.score_rate_ratio)
+    if ps is not None:
+        assert paired.score_p_value == saved.score_p_value
 
 
 def test_neither_module_keeps_its_own_copy_of_the_rule() -> None:
-    for module in (compare_mod, paired_mod):
+    for module in (compare_mod, paired_mod, noise_mod):
         source = Path(module.__file__ or "").read_text()
         for copy in ("1 - tolerance", "1 + tolerance", "1 - score_p", "< alpha"):
             assert copy not in source.split('"""', 2)[2], (module.__name__, copy)
-        assert module.verdict is verdict and module.score_verdict is score_verdict
+    assert paired_mod.verdict is verdict and paired_mod.score_verdict is score_verdict
+    assert noise_mod.verdict is verdict and noise_mod.score_verdict is score_verdict
 
 
 # -- lower is better: time-to-train -----------------------------------------------------------

@@ -34,11 +34,14 @@ from pytest_dlbench.report.terminal_tables import (
     table,
 )
 from pytest_dlbench.report.voir_lines import observation_lines
+from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.stats import INCONCLUSIVE
 from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
     "ci_text",
+    "inconclusive_lines",
     "render_comparison",
     "render_paired",
     "bench_tables",
@@ -221,12 +224,28 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
     lines.append(verdict_rule(comparison))
+    lines += inconclusive_lines(comparison)
     lines += [f"warning: {printable(warning)}" for warning in comparison.warnings]
+    return lines
+
+
+def inconclusive_lines(comparison: Comparison) -> list[str]:
+    """Why each inconclusive verdict is one, and what to do (the HTML banner and the JSON say
+    the same: results/gate.py's advice); none when every verdict is conclusive."""
+    if not comparison.inconclusive:
+        return []
+    lines = [printable(f"inconclusive: {c.name}: {c.reason}") for c in comparison.benchmarks
+             if c.verdict == INCONCLUSIVE]
+    if comparison.score_verdict == INCONCLUSIVE:
+        lines.append(printable(f"inconclusive: the score: {comparison.score_reason}"))
+    status = "" if comparison.regressed else f" (exit status {gate.INCONCLUSIVE})"
+    lines.append(f"the noise is too large for the tolerance{status}: {gate.INCONCLUSIVE_ADVICE}")
     return lines
 
 
 #: How each test is named in the verdict line.
 _TESTS = {
+    "between-runs": "one-sided t-test with the noise between runs",
     "welch": "one-sided Welch test",
     "t": "one-sided paired t-test on the log ratios of the rounds",
     "wilcoxon": "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
@@ -240,8 +259,11 @@ def verdict_rule(comparison: Comparison) -> str:
     test = _TESTS.get(comparison.test, comparison.test)
     if comparison.pair_rate == "median":
         test = test.replace("of the rounds", "of the rounds' median step rates")
-    return (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
-            f"({test}, alpha {comparison.alpha:g}); adj ratio: perf_adj, not judged")
+    rule = (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
+            f"({test}, alpha {comparison.alpha:g})")
+    if comparison.test == "between-runs":  # results/noise.py
+        rule += ", inconclusive when beyond it without that evidence"
+    return rule + "; adj ratio: perf_adj, not judged"
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -377,6 +399,7 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
         if verbosity > 0:
             row["adj ratio"] = fixed(c.adj_ratio, 3)
             row["p"] = p_value(c.p_value)
+            row[f"{100 * (1 - 2 * comparison.alpha):g}% CI"] = ci_text(c.ci)
             row["samples"] = f"{c.samples[0]}/{c.samples[1]}"
         rows.append(row)
     out = []
@@ -444,5 +467,6 @@ def render_paired(
             why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
             out.append(f"  base side failed {printable(r.label)}: {printable(why)}")
     out.append(verdict_rule(comparison))
+    out += inconclusive_lines(comparison)
     out += [f"warning: {printable(warning)}" for warning in comparison.warnings]
     return printable_lines("\n".join(out))

@@ -15,9 +15,12 @@ compared as "ratio 1.346, improved"). The spread belongs to the test, which alre
 ``perf_adj`` scores, while the score's verdict judges ``score_rate_ratio``, the weighted
 geometric mean of the benchmarks' rate ratios.
 
-The test is Welch's t-test, one-sided, on the samples of each side: the successful runs' rates
-when a side has two or more runs, else its single run's 5 block rates (batch means). The tests,
-the verdict rule and why they are these live in :mod:`.stats`, shared with :mod:`.paired`: this
+The test judges each side with the noise **between runs** (:mod:`.noise`, issue 26): run rates
+when a side has two or more runs, else the between-run noise model the baseline carries (the
+spread of its own repeats, or a documented default), never a single run's blocks alone. Beyond
+the tolerance without significance, or with a side measured on a busy machine or flagged
+unreliable, the verdict is **inconclusive** (its own exit status, results/gate.py). The tests and
+the verdict rule live in :mod:`.stats` and :mod:`.noise`, shared with :mod:`.paired`: this
 module only assembles the rows.
 
 Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
@@ -44,21 +47,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.results import noise
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     FAILED,
     INCOMPARABLE,
+    INCONCLUSIVE,
     MAX_FIGURE,
     REGRESSED,
     check_levels,
-    combined_p,
     out_of_range,
     p_in_direction,
-    score_verdict,
-    verdict,
-    welch_p,
 )
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -94,6 +95,10 @@ class BenchComparison:
     metric: str = THROUGHPUT
     current_time: float | None = None
     baseline_time: float | None = None
+    #: Why the verdict is what it is, one line (an inconclusive one: what made it so).
+    reason: str = ""
+    #: Where each side's noise came from (a saved baseline: results/noise.py), one phrase.
+    noise: str = ""
 
     @property
     def time_ratio(self) -> float | None:
@@ -118,6 +123,8 @@ class BenchComparison:
             "adj_ratio": self.adj_ratio,
             "ci": list(self.ci) if self.ci is not None else None,
             "note": self.note,
+            "reason": self.reason,
+            "noise": self.noise,
         }
         if self.metric == TOTAL_TIME:
             data.update(metric=self.metric, lower_is_better=True,
@@ -145,12 +152,15 @@ class Comparison:
     # (``score_ratio`` is the ratio of the perf_adj scores, seed 001's figure).
     score_rate_ratio: float | None = None
     score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
-    #: The test behind the verdicts: "welch" (two samples), "t" or "wilcoxon" (paired rounds).
-    test: str = "welch"
+    #: The test behind the verdicts: "between-runs" (a saved baseline, results/noise.py), "t",
+    #: "wilcoxon" or "quantile" (paired rounds).
+    test: str = "between-runs"
     #: Paired comparisons: what each run of a pair contributes, "window" or "median".
     pair_rate: str | None = None
     #: Paired comparisons: the base revision and how it ran ({"rev", "sha", "rounds", ...}).
     against: Mapping[str, Any] | None = None
+    #: Why the score's verdict is what it is, one line.
+    score_reason: str = ""
 
     @property
     def regressions(self) -> tuple[str, ...]:
@@ -160,6 +170,15 @@ class Comparison:
     def regressed(self) -> bool:
         """A benchmark (weighted or not) or the score regressed: the gate's answer."""
         return bool(self.regressions) or self.score_verdict == REGRESSED
+
+    @property
+    def inconclusives(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.benchmarks if b.verdict == INCONCLUSIVE)
+
+    @property
+    def inconclusive(self) -> bool:
+        """A benchmark or the score is inconclusive (exit status 9 unless one regressed)."""
+        return bool(self.inconclusives) or self.score_verdict == INCONCLUSIVE
 
     def get(self, name: str) -> BenchComparison | None:
         return next((b for b in self.benchmarks if b.name == name), None)
@@ -184,6 +203,9 @@ class Comparison:
             "pair_rate": self.pair_rate,
             "against": dict(self.against) if self.against is not None else None,
             "regressed": self.regressed,
+            "score_reason": self.score_reason,
+            "inconclusive": self.inconclusive,
+            "inconclusives": list(self.inconclusives),
         }
 
 
@@ -249,27 +271,31 @@ def _range_note(cur: BenchSummary, base: BenchSummary) -> str | None:
 
 def _compare_bench(
     name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float
-) -> BenchComparison:
+) -> tuple[BenchComparison, noise.Evidence | None]:
+    """One row, and the evidence behind its verdict (None when there was no test)."""
     cur_rate, base_rate = _rate(cur), _rate(base)
     cur_adj, base_adj = cur.perf_adj, base.perf_adj
-    cur_s, base_s = cur.noise_samples, base.noise_samples
+    samples = (len(cur.noise_samples), len(base.noise_samples))
     note = _units_note(cur, base) or _range_note(cur, base)
     if note is not None:
         return BenchComparison(
             name=name, units=cur.units or base.units, weight=cur.weight, current=cur_rate,
             baseline=base_rate, ratio=None, verdict=INCOMPARABLE, p_value=None,
-            samples=(len(cur_s), len(base_s)), current_adj=cur_adj, baseline_adj=base_adj,
-            note=note,
-        )
-    p = welch_p(cur_s, base_s)
+            samples=samples, current_adj=cur_adj, baseline_adj=base_adj, note=note,
+        ), None
+    found: noise.Evidence | None = None
+    reason = ""
+    ratio: float | None
     if base_rate <= 0:
-        ratio, word, p_dir = None, INCOMPARABLE, None
+        ratio, word = None, INCOMPARABLE
     elif cur_rate <= 0:
-        ratio, word, p_dir = 0.0, FAILED, None
+        ratio, word = 0.0, FAILED
     else:
         ratio = cur_rate / base_rate
-        p_dir = p_in_direction(ratio, p)
-        word = verdict(ratio, p_dir, tolerance=tolerance, alpha=alpha).word
+        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha)
+        judged = noise.judge(ratio, found, noise.doubts(cur, base), tolerance=tolerance,
+                             alpha=alpha)
+        word, reason = judged.word, judged.reason
     return BenchComparison(
         name=name,
         units=cur.units or base.units,
@@ -278,15 +304,18 @@ def _compare_bench(
         baseline=base_rate,
         ratio=ratio,
         verdict=word,
-        p_value=p_dir,
-        samples=(len(cur_s), len(base_s)),
+        p_value=found.p if found is not None else None,
+        samples=samples,
         current_adj=cur_adj,
         baseline_adj=base_adj,
         adj_ratio=_ratio(cur_adj, base_adj),
+        ci=found.ci if found is not None else None,
         metric=TOTAL_TIME if TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
         current_time=_time(cur),
         baseline_time=_time(base),
-    )
+        reason=reason,
+        noise=found.noise if found is not None else "",
+    ), found
 
 
 def _ratio(current: float, baseline: float) -> float | None:
@@ -317,7 +346,9 @@ def compare(
     cur_b = {b.name: b for b in cur.benchmarks}
     base_b = {b.name: b for b in base.benchmarks}
     common = [n for n in cur_b if n in base_b]
-    benches = tuple(_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common)
+    rows = [_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common]
+    benches = tuple(row for row, _ in rows)
+    found = {row.name: ev for row, ev in rows if ev is not None}
     cs, bs = cur.score, base.score
     # Over the benchmarks scored on both sides: with the same set the perf_adj ratio is exactly
     # cs / bs, and a benchmark added or dropped (whose units are arbitrary) cannot move it.
@@ -325,12 +356,13 @@ def compare(
             and cur_b[b.name].scored]
     score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
     rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
-    score_ps = combined_p(
-        [(b.weight, cur_b[b.name].noise_samples, base_b[b.name].noise_samples) for b in both]
-    )
+    score_ps = noise.combined_evidence(
+        [(b.weight, found[b.name]) for b in both if b.name in found], alpha)
     score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
-    weighted = {b.verdict for b in benches if b.weight > 0}
-    score = score_verdict(rate_ratio, score_p, weighted, tolerance=tolerance, alpha=alpha)
+    weighted = [b.verdict for b in benches if b.weight > 0]
+    doubtful = any(noise.doubts(cur_b[b.name], base_b[b.name]) for b in both)
+    score = noise.saved_score_verdict(rate_ratio, score_p, weighted, doubtful,
+                                      tolerance=tolerance, alpha=alpha)
     return Comparison(
         benchmarks=benches,
         only_current=tuple(n for n in cur_b if n not in base_b),
@@ -346,4 +378,5 @@ def compare(
         warnings=_machine_warnings(cur, base) + tuple(
             f"{b.name}: {b.note}" for b in benches if b.note),
         score_rate_ratio=rate_ratio,
+        score_reason=score.reason,
     )

@@ -2,8 +2,9 @@
 exit statuses, the option values they parse, the baseline loader and the final verdict.
 
 0, 1, 2 and 4 mean what they mean for pytest (``pytest.ExitCode``), so a CI script can treat
-``pytest --bench-...`` and ``dlbench report`` alike; 6, 7 and 8 are ours, above pytest's 0-5, so
-that CI can tell "slower", "nothing to compare with" and "an output was lost" from "broken".
+``pytest --bench-...`` and ``dlbench report`` alike; 6, 7, 8 and 9 are ours, above pytest's 0-5,
+so that CI can tell "slower", "nothing to compare with", "an output was lost" and "the noise was
+too large to tell" from "broken".
 
 Kept light (no scoring, no pandas): the pytest plugin imports it at start-up.
 """
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINE_MISSING",
     "BENCH_FAILED",
+    "INCONCLUSIVE",
+    "INCONCLUSIVE_ADVICE",
     "INTERRUPTED",
     "LOGGER_FAILED",
     "OK",
@@ -67,6 +70,15 @@ BASELINE_MISSING = 7
 #: Measured, passed and nothing regressed, but an output (``--bench-save``, ``--bench-html``,
 #: ``--bench-export``) could not be written at the end (a full disk): the one line says which.
 OUTPUT_FAILED = 8
+#: Every benchmark passed and none regressed, but a verdict against the baseline is
+#: "inconclusive": a change beyond the tolerance that the noise between runs cannot tell from
+#: noise, or a side measured on a busy machine (results/noise.py). Below 1 and 6 (a failure or
+#: a regression that was proven says more), above 8 (what was measured matters more than a
+#: file that could not be written) and 0 (a gate that cannot tell must not pass silently).
+INCONCLUSIVE = 9
+#: What to do about an inconclusive verdict, said by the terminal, the HTML banner and the JSON.
+INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, save the baseline "
+                       "and run with more --bench-repeat runs, or use a quieter runner")
 
 
 #: Defaults of the comparison (smallest change that counts; significance level), tuned with
@@ -207,7 +219,8 @@ def run_failed(summary: SuiteSummary) -> bool:
 
 def final_status(*, failed: bool, comparison: Any = None, baseline_status: int = OK) -> int:
     """Bad input first, then failures (never hide one behind "no baseline"), then a missing
-    baseline, then the gate."""
+    baseline, then the gate: regressed (6) before inconclusive (9). An output lost at the end
+    (8) only replaces OK (:func:`output_status`): 1 > 6 > 9 > 8 > 0."""
     if baseline_status == USAGE_ERROR:
         return USAGE_ERROR
     if failed:
@@ -216,10 +229,12 @@ def final_status(*, failed: bool, comparison: Any = None, baseline_status: int =
         return baseline_status
     if comparison is not None and comparison.regressed:
         return REGRESSED
+    if comparison is not None and getattr(comparison, "inconclusive", False):
+        return INCONCLUSIVE
     return OK
 
 
 def output_status(status: int, *, unwritten: bool) -> int:
     """The exit status once the outputs are written: a status that says what the run measured
-    (1, 4, 6, 7) keeps its meaning; a run that is otherwise OK but lost an output is 8."""
+    (1, 4, 6, 7, 9) keeps its meaning; a run that is otherwise OK but lost an output is 8."""
     return OUTPUT_FAILED if unwritten and status == OK else status

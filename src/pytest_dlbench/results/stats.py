@@ -55,13 +55,16 @@ __all__ = [
     "FAILED",
     "IMPROVED",
     "INCOMPARABLE",
+    "INCONCLUSIVE",
     "MAX_FIGURE",
     "PERMUTATIONS",
     "REGRESSED",
     "UNCHANGED",
     "PairedStats",
     "Verdict",
+    "beyond_tolerance",
     "check_levels",
+    "combine_log_ratios",
     "combined_p",
     "combined_paired",
     "out_of_range",
@@ -69,6 +72,7 @@ __all__ = [
     "paired_stats",
     "quantile_stats",
     "score_verdict",
+    "t_test",
     "verdict",
     "welch_p",
 ]
@@ -78,6 +82,8 @@ IMPROVED = "improved"
 UNCHANGED = "unchanged"
 FAILED = "failed"  # no successful run on the candidate side, some on the reference side
 INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on either)
+#: Beyond the tolerance, but the evidence cannot tell a change from noise (results/noise.py).
+INCONCLUSIVE = "inconclusive"
 
 #: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
 #: and resamples of the bootstrap interval; both seeded, so a verdict is reproducible.
@@ -129,6 +135,16 @@ def _percent(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
 
+def beyond_tolerance(ratio: float, tolerance: float) -> str | None:
+    """REGRESSED below ``1 - tolerance``, IMPROVED above ``1 + tolerance``, None within (a
+    ratio exactly at a bound is within): the size half of every verdict."""
+    if ratio < 1 - tolerance:
+        return REGRESSED
+    if ratio > 1 + tolerance:
+        return IMPROVED
+    return None
+
+
 def verdict(
     ratio: float, p: float | None, *, tolerance: float = TOLERANCE, alpha: float = ALPHA
 ) -> Verdict:
@@ -136,10 +152,11 @@ def verdict(
     direction (:func:`p_in_direction`; None when nothing could be tested). A ratio exactly at
     ``1 - tolerance`` (or a p exactly at alpha) is not beyond it: unchanged."""
     size = f"ratio {ratio:.3f}"
-    if ratio < 1 - tolerance:
-        word, beyond = REGRESSED, f"{size} below {1 - tolerance:.3f}"
-    elif ratio > 1 + tolerance:
-        word, beyond = IMPROVED, f"{size} above {1 + tolerance:.3f}"
+    word = beyond_tolerance(ratio, tolerance)
+    if word == REGRESSED:
+        beyond = f"{size} below {1 - tolerance:.3f}"
+    elif word == IMPROVED:
+        beyond = f"{size} above {1 + tolerance:.3f}"
     else:
         return Verdict(UNCHANGED, f"{size} not beyond ±{_percent(tolerance)}")
     if p is None:
@@ -166,8 +183,7 @@ def score_verdict(
     combined = verdict(rate_ratio, p, tolerance=tolerance, alpha=alpha)
     if combined.word != UNCHANGED:
         return combined
-    direction = (REGRESSED if rate_ratio < 1 - tolerance
-                 else IMPROVED if rate_ratio > 1 + tolerance else None)
+    direction = beyond_tolerance(rate_ratio, tolerance)
     if direction is not None and direction in weighted:
         bound = "below" if direction == REGRESSED else "above"
         limit = 1 - tolerance if direction == REGRESSED else 1 + tolerance
@@ -203,6 +219,37 @@ def _t_test(mean: float, var_mean: float, df: float, alpha: float) -> tuple[Ps, 
     lower = float(stats.t.cdf(mean / se, df))
     half = float(stats.t.ppf(1 - alpha, df)) * se
     return (lower, 1.0 - lower), (math.exp(mean - half), math.exp(mean + half))
+
+
+def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances ``(variance, df)``; a
+    variance taken as known (df infinite) adds none of its own uncertainty."""
+    var = sum(v for v, _ in parts)
+    den = sum(v * v / df for v, df in parts if math.isfinite(df) and df > 0)
+    return var * var / den if den > 0 else math.inf
+
+
+def t_test(
+    log_ratio: float, parts: Sequence[tuple[float, float]], alpha: float
+) -> tuple[Ps, tuple[float, float]]:
+    """One-sided p-values and the ``1 - 2 alpha`` interval (as a ratio) of a log ratio whose
+    variance is the sum of independent ``(variance, degrees of freedom)`` parts (the sides of
+    a saved-baseline comparison, results/noise.py)."""
+    var = sum(v for v, _ in parts)
+    if var <= 0:
+        ratio = math.exp(log_ratio)
+        return _no_noise(log_ratio), (ratio, ratio)
+    return _t_test(log_ratio, var, _welch_df(parts), alpha)
+
+
+def combine_log_ratios(
+    terms: Sequence[tuple[float, float, Sequence[tuple[float, float]]]], alpha: float = ALPHA
+) -> Ps:
+    """One-sided p-values that a weighted mean of log ratios is below / above 0: ``terms`` are
+    (weight share, log ratio, its ``(variance, degrees of freedom)`` parts)."""
+    mean = sum(share * diff for share, diff, _ in terms)
+    parts = [(share**2 * v, df) for share, _, sides in terms for v, df in sides]
+    return t_test(mean, parts, alpha)[0]
 
 
 # -- two independent samples (a saved baseline) -----------------------------------------------

@@ -23,14 +23,18 @@ __all__ = [
 
 def telemetry_stats(
     records: Iterable[Mapping[str, Any]] | RunRecords,
-) -> dict[str, float | int | None]:
+) -> dict[str, Any]:
     """The report's telemetry numbers of one run, from its stream records (None when unknown):
 
     - ``peak_gpu_mem_bytes``: the largest per-GPU peak of memory used (whole run);
     - ``peak_rss_bytes``: the peak RSS of the benchmark's process tree (whole run);
     - ``energy_j``: joules of all sampled GPUs, from the monitor's start to its stop;
-    - ``mean_gpu_util``: percent, over the timed window (all samples without one).
+    - ``mean_gpu_util``: percent, over the timed window (all samples without one);
+    - ``busy`` (and ``busy_share``, ``outside_cpu_cores``, ``busy_reason``): whether something
+      outside the run used the CPU during its timed window (results/busy.py; absent: unknown).
     """
+    from pytest_dlbench.results.busy import busy_stats
+
     records = RunRecords.of(records)  # parsed once, read three times
     whole = summarize_telemetry(records)
     window = timed_window(records)
@@ -41,15 +45,17 @@ def telemetry_stats(
         "peak_rss_bytes": whole.peak_rss_bytes,
         "energy_j": whole.energy_j,
         "mean_gpu_util": util,
+        **busy_stats(records),
     }
 
 
 def combine_stats(
-    stats: Iterable[Mapping[str, float | int | None]],
-) -> dict[str, float | int | None]:
+    stats: Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
     """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks are the largest
     run's, the energy is the sum (every replica and repeat drew it), the utilisation the mean
-    of the runs that have one. None where no run knows."""
+    of the runs that have one, ``busy`` whether any run was taken on a busy machine. None where
+    no run knows."""
     stats = list(stats)
 
     def known(key: str) -> list[float]:
@@ -57,9 +63,12 @@ def combine_stats(
 
     gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
     energy, util = known("energy_j"), known("mean_gpu_util")
+    busy = [bool(s["busy"]) for s in stats if s.get("busy") is not None]
     return {
         "peak_gpu_mem_bytes": int(max(gpu_mem)) if gpu_mem else None,
         "peak_rss_bytes": int(max(rss)) if rss else None,
         "energy_j": sum(energy) if energy else None,
         "mean_gpu_util": sum(util) / len(util) if util else None,
+        # Only when a run knows (results/busy.py): older runs' telemetry stays as it was.
+        **({"busy": any(busy)} if busy else {}),
     }

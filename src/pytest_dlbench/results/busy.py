@@ -1,0 +1,129 @@
+"""Whether a run was taken on a busy machine (issue 26, item 3), from its monitor's samples.
+
+A saved-baseline verdict compares two runs made at different times: a slower rate can be
+slower code or a slower machine, and the rate alone cannot tell which. The monitor
+(measure/monitor) samples, every interval, the CPU of the run's process tree (``cpu_percent``,
+100 = one core) and of the whole machine (``system_cpu_percent``, 100 = every core). Their
+difference is the CPU that something *outside* the run used at the same time::
+
+    outside cores = system_cpu_percent / 100 x cores - cpu_percent / 100
+
+A neighbour that streams memory in bursts (numpy copies of arrays larger than the cache) slows
+a training step through the memory bus, not by taking its core; but it needs a core to do so,
+so its bursts show as outside CPU. A sample is **busy** when its outside CPU is at least
+:data:`BUSY_CORES`; a run is busy when at least :data:`BUSY_SHARE` of its timed window's
+samples are:
+
+- **moved**: busy above the run's own quiet level (the window's lowest quartile of outside
+  CPU): load that came and went during the run, such as bursts at a 25 % duty cycle (a quarter
+  of the samples a core above the rest). A steady load of the run's own other device slots
+  (replicas pinned to other cores, running all along) is its quiet level, not a move;
+- **shared**: busy above nothing at all, when the run had the whole machine (its CPU affinity
+  is every core: no other slot of the run can be the outside CPU), such as a neighbour that
+  streamed memory the whole time.
+
+What it cannot see: a neighbour that slows the run without using CPU time the kernel counts
+(another VM on the same host: its steal shows in no process of ours), and a run too short for
+a sample in its timed window (``busy`` is None: unknown, never judged busy).
+
+Pure functions over records: no psutil, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_dlbench.measure.monitor.summary import as_float, timed_window
+from pytest_dlbench.measure.records import RunRecords
+
+__all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_stats", "machine_busy", "outside_cores"]
+
+#: Outside CPU (in cores) that makes a sample busy: half a core, far above what a quiet
+#: machine's daemons use (a few percent of one core) and below a neighbour's burst (one core).
+BUSY_CORES = 0.5
+#: The share of the window's samples that must be busy: a 25 % duty cycle is 25 %; a single
+#: stray sample in a long run (a cron job's second) is not.
+BUSY_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class Busy:
+    """What the monitor saw of the rest of the machine during a run's timed window."""
+
+    busy: bool
+    samples: int  # samples of the window with both CPU readings
+    busy_share: float  # of those, the share taken while something else ran
+    mean_outside: float  # cores used outside the run, on average
+    reason: str  # one phrase when busy ("" when not)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run's telemetry keys (results/telemetry.py): saved with the summary."""
+        return {"busy": self.busy, "busy_share": round(self.busy_share, 3),
+                "outside_cpu_cores": round(self.mean_outside, 3),
+                "busy_reason": self.reason or None}
+
+
+def outside_cores(sample: Mapping[str, Any], cores: int) -> float | None:
+    """The cores something outside the run's process tree used during one sample, None when
+    the sample lacks a reading (the first one; psutil missing)."""
+    system, tree = as_float(sample.get("system_cpu_percent")), as_float(sample.get("cpu_percent"))
+    if system is None or tree is None or not (math.isfinite(system) and math.isfinite(tree)):
+        return None
+    return max(system / 100.0 * cores - tree / 100.0, 0.0)
+
+
+def _lower_quartile(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 4]
+
+
+def machine_busy(outside: Sequence[float], *, whole_machine: bool) -> Busy | None:
+    """The verdict on the outside CPU of a window's samples (cores each); None without any.
+    ``whole_machine``: the run's affinity was every core (no other slot of it ran beside)."""
+    if not outside:
+        return None
+    quiet = _lower_quartile(outside)
+    moved = sum(x - quiet >= BUSY_CORES for x in outside) / len(outside)
+    shared = sum(x >= BUSY_CORES for x in outside) / len(outside) if whole_machine else 0.0
+    share = max(moved, shared)
+    mean = math.fsum(outside) / len(outside)
+    reason = ""
+    if share >= BUSY_SHARE:
+        how = "came and went" if moved >= BUSY_SHARE else "ran all along"
+        reason = (f"other processes used {mean:.2f} cores on average and {BUSY_CORES:g} or more "
+                  f"in {share:.0%} of {len(outside)} samples ({how})")
+    return Busy(bool(reason), len(outside), share, mean, reason)
+
+
+def _cores(meta: Mapping[str, Any] | None) -> tuple[int | None, bool]:
+    """(the machine's cores, whether the run's affinity covered all of them)."""
+    state = (meta or {}).get("state") or {}
+    cores = state.get("cores") if isinstance(state, Mapping) else None
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        return None, False
+    cpus = (meta or {}).get("cpus")
+    whole = not isinstance(cpus, list) or len(cpus) >= cores
+    return cores, whole
+
+
+def busy_stats(records: Iterable[Mapping[str, Any]] | RunRecords) -> dict[str, Any]:
+    """A run's busy keys for its telemetry (:meth:`Busy.to_dict`); ``{}`` when unknown (no
+    meta record with the cores, no sample with both readings in the window): a run of an older
+    version, or one too short to be sampled, is never judged busy."""
+    run = RunRecords.of(records)
+    cores, whole = _cores(run.meta)
+    window = timed_window(run)
+    if cores is None or window is None:
+        return {}
+    start, end = window
+    outside = []
+    for sample in run.telemetry:
+        t = as_float(sample.get("time"))
+        value = outside_cores(sample, cores)
+        if t is not None and value is not None and start <= t <= end:
+            outside.append(value)
+    result = machine_busy(outside, whole_machine=whole)
+    return result.to_dict() if result is not None else {}

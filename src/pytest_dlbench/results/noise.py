@@ -1,0 +1,285 @@
+"""The noise between runs in a saved-baseline verdict, and when the evidence is inconclusive
+(issue 26, items 1 to 3): one rule, used by pytest's gate, ``dlbench report`` and
+``dlbench compare`` alike (results/compare.py assembles the rows from it).
+
+**Why.** A saved baseline was measured at another time than the run judged against it. Between
+the two, the machine's load, its clocks and the memory layout a process happens to draw all
+move, and a single run's blocks (batch means of its window) know nothing of that: one run's 5
+blocks gave p = 2e-8 for an unchanged benchmark compared with a baseline saved a minute earlier.
+So a run's figure is judged with the variance **between runs**, never with its blocks alone.
+
+**The model.** Each side's figure is the logarithm of its rate (``perf``); its variance is:
+
+- a side with two runs or more (``--bench-repeat``): the spread of its run rates, ``s² / (n m²)``
+  (the delta method's variance of a log mean), with ``n - 1`` degrees of freedom;
+- a side with one run: the variance of one run between runs, ``cv²``, where ``cv`` is the model
+  the baseline carries: the spread of the baseline's own repeats (``s / m`` of its run rates,
+  ``n - 1`` degrees of freedom) when it has them, else :data:`DEFAULT_BETWEEN_RUN_CV` (taken as
+  known: infinite degrees of freedom). The run's own blocks still count as a floor: a run
+  noisier within itself than the model says is judged with its own noise.
+
+The log ratio ``ln(current / baseline)`` has the sum of the two variances; it is tested with a
+t distribution whose degrees of freedom come from Welch-Satterthwaite (:func:`.stats.t_test`):
+one-sided p-values and the ``1 - 2 alpha`` interval of the ratio. With repeats on both sides
+this is Welch's test on the log run rates.
+
+Assumptions: runs are independent draws of the same machine's noise (the baseline's repeats
+describe the current side's runs too, which holds when both were made on the same kind of
+machine: the comparison warns when the machine differs); rates are log-normal enough for a t
+test of their log means; the default is a conservative guess of one shared runner's noise, not
+a measurement of yours: save the baseline with ``--bench-repeat`` to carry your own.
+
+**The default.** benchmarks/README.md measured, on the project's shared 2-core VM, 7.5 %
+between runs (gate_power, 10 runs a side, warm children), 8-11 % run to run with the wall
+clock (detection.py) and 1.5 to 10 % run to run over one afternoon (profile_overhead.py):
+:data:`DEFAULT_BETWEEN_RUN_CV` is 8 %, the middle of what such a runner shows. With one run a
+side that makes a ratio significant only below about 0.83 (above 1.2): smaller changes are
+"inconclusive" unless the baseline carries its repeats or the gate runs paired.
+
+**The verdict** (:func:`judge`): a ratio within the tolerance is **unchanged** (no evidence of a
+change beyond it: an identical code's ratio on a quiet machine stays here, however thin the
+evidence); beyond it, **regressed** (or improved) when the one-sided p is below alpha, and
+**inconclusive** otherwise: the interval spans both sides of ``1 - tolerance``, so neither
+"regressed" nor "unchanged" can be claimed. A verdict beyond the tolerance is inconclusive too,
+whatever its p, when a side's figure is in doubt (:func:`doubts`): its std% is flagged
+unreliable, or it was measured while something else used the machine (results/busy.py), either
+side, since a slowed baseline makes a change look like an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_dlbench.results.stats import (
+    IMPROVED,
+    INCONCLUSIVE,
+    REGRESSED,
+    UNCHANGED,
+    Verdict,
+    beyond_tolerance,
+    combine_log_ratios,
+    out_of_range,
+    score_verdict,
+    t_test,
+    verdict,
+)
+from pytest_dlbench.results.summary import BenchSummary
+
+__all__ = [
+    "DEFAULT_BETWEEN_RUN_CV",
+    "Evidence",
+    "SideNoise",
+    "between_run_cv",
+    "combined_evidence",
+    "doubts",
+    "evidence",
+    "judge",
+    "paired_doubt",
+    "saved_score_verdict",
+    "side_noise",
+]
+
+#: The variation of one run's rate between runs assumed when the baseline carries no repeats
+#: (module docstring: what benchmarks/README.md measured on a shared 2-core runner).
+DEFAULT_BETWEEN_RUN_CV = 0.08
+
+
+@dataclass(frozen=True)
+class SideNoise:
+    """One side's figure as the test sees it: ``ln(perf)`` and its variance."""
+
+    log_rate: float
+    var: float  # variance of log_rate
+    df: float  # degrees of freedom behind var (math.inf: assumed, not estimated)
+    source: str  # "3 runs", "1 run at the baseline's 5 runs' spread", "1 run at the default 8%"
+    #: Whether var comes from this side's own runs; else from the model, which describes the
+    #: machine's drift between runs and so moves every benchmark of a run alike.
+    own_runs: bool = False
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the two sides say of their ratio: one-sided p-values, the interval, the noise."""
+
+    ratio: float
+    p_lower: float  # that the current side is slower
+    p_higher: float  # that it is faster
+    ci: tuple[float, float]  # of the ratio, at 1 - 2 alpha
+    current: SideNoise
+    baseline: SideNoise
+
+    @property
+    def p(self) -> float:
+        """The one-sided p-value in the direction of the ratio."""
+        return self.p_lower if self.ratio < 1 else self.p_higher
+
+    @property
+    def noise(self) -> str:
+        """Where each side's noise came from, one phrase (the reports' ``noise`` column)."""
+        return f"this run {self.current.source}, the baseline {self.baseline.source}"
+
+
+def _mean_cv(rates: Sequence[float]) -> tuple[float, float] | None:
+    """(mean, coefficient of variation) of two or more positive rates; None otherwise."""
+    if len(rates) < 2 or any(out_of_range(x) or x <= 0 for x in rates):
+        return None
+    mean = statistics.fmean(rates)
+    return mean, statistics.stdev(rates) / mean
+
+
+def between_run_cv(baseline: BenchSummary) -> tuple[float, float, str]:
+    """The model the baseline carries: (cv of one run between runs, its degrees of freedom,
+    where it came from)."""
+    own = _mean_cv(baseline.rates)
+    if own is not None:
+        n = len(baseline.rates)
+        return own[1], n - 1.0, f"the baseline's {n} runs' spread"
+    return DEFAULT_BETWEEN_RUN_CV, math.inf, f"the default {DEFAULT_BETWEEN_RUN_CV:.0%}"
+
+
+def _within_var(bench: BenchSummary, rate: float) -> float:
+    """The variance of ln(rate) that a single run's blocks show (0 without two blocks)."""
+    blocks = [x for x in bench.noise_samples if not out_of_range(x)]
+    if len(blocks) < 2:
+        return 0.0
+    return statistics.variance(blocks) / len(blocks) / (rate * rate)
+
+
+def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str]) -> SideNoise:
+    """One side's :class:`SideNoise` (``rate``: its perf, positive), by the module's model."""
+    runs = _mean_cv(bench.rates)
+    n = len(bench.rates)
+    if runs is not None:
+        return SideNoise(math.log(rate), runs[1] ** 2 / n, n - 1.0, f"{n} runs", own_runs=True)
+    cv, df, where = model
+    within = _within_var(bench, rate)
+    if within > cv * cv:  # noisier within itself than the model: its own blocks
+        blocks = len(bench.noise_samples)
+        return SideNoise(math.log(rate), within, blocks - 1.0, f"1 run, its {blocks} blocks")
+    return SideNoise(math.log(rate), cv * cv, df, f"1 run at {where}")
+
+
+def evidence(
+    current: BenchSummary, baseline: BenchSummary, cur_rate: float, base_rate: float,
+    *, alpha: float,
+) -> Evidence:
+    """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs."""
+    model = between_run_cv(baseline)
+    cur, base = side_noise(current, cur_rate, model), side_noise(baseline, base_rate, model)
+    diff = cur.log_rate - base.log_rate
+    (p_lower, p_higher), ci = t_test(diff, ((cur.var, cur.df), (base.var, base.df)), alpha)
+    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base)
+
+
+# -- what puts a side's figure in doubt -------------------------------------------------------
+def _busy_reason(bench: BenchSummary) -> str | None:
+    """Why the side's runs were taken on a busy machine (results/busy.py), one phrase."""
+    busy = [r for r in bench.runs if r.ok and r.telemetry.get("busy")]
+    if not busy:
+        return None
+    ok = sum(1 for r in bench.runs if r.ok)
+    why = busy[0].telemetry.get("busy_reason") or "other processes used the CPU"
+    return f"{len(busy)} of {ok} runs: {why}"
+
+
+def doubts(current: BenchSummary, baseline: BenchSummary) -> list[str]:
+    """Why either side's figure cannot carry a verdict beyond the tolerance, one phrase each:
+    a std% flagged unreliable, a run taken on a busy machine."""
+    out = []
+    for side, bench in (("this run", current), ("the baseline", baseline)):
+        if bench.unreliable:
+            out.append(f"{side}'s figure is unreliable ({bench.unreliable})")
+        busy = _busy_reason(bench)
+        if busy:
+            out.append(f"the machine was busy during {side} ({busy})")
+    return out
+
+
+def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | None:
+    """A ``--bench-against`` verdict in doubt: the busy runs all on one side. ABBA rounds share
+    a steady or bursty neighbour between the sides (every run busy, or some of each), which the
+    pairing cancels; only load that hit one side's runs and none of the other's can masquerade
+    as a change of code."""
+    if base is None:
+        return None
+
+    def share(bench: BenchSummary) -> tuple[int, int]:
+        ok = [r for r in bench.runs if r.ok]
+        return sum(1 for r in ok if r.telemetry.get("busy")), len(ok)
+
+    (b_busy, b_ok), (c_busy, c_ok) = share(base), share(candidate)
+    for side, (busy, ok), other in (("base", (b_busy, b_ok), c_busy),
+                                    ("candidate", (c_busy, c_ok), b_busy)):
+        if ok and other == 0 and 2 * busy >= ok:
+            return (f"the machine was busy during {busy} of the {side} side's {ok} runs and "
+                    "none of the other side's")
+    return None
+
+
+# -- the verdicts -----------------------------------------------------------------------------
+def judge(
+    ratio: float, found: Evidence, doubt: Sequence[str], *, tolerance: float, alpha: float
+) -> Verdict:
+    """A saved-baseline benchmark's verdict (module docstring)."""
+    judged = verdict(ratio, found.p, tolerance=tolerance, alpha=alpha)
+    if not beyond_tolerance(ratio, tolerance):
+        return judged
+    if doubt:
+        return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but "
+                                     f"{'; '.join(doubt)}")
+    if judged.word in (REGRESSED, IMPROVED):
+        return judged
+    lo, hi = found.ci
+    return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but its interval "
+                                 f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {found.p:.3g} >= "
+                                 f"alpha {alpha:g}; between runs: {found.noise})")
+
+
+def saved_score_verdict(
+    rate_ratio: float | None, p: float | None, weighted: Sequence[str], doubtful: bool,
+    *, tolerance: float, alpha: float,
+) -> Verdict:
+    """The score's verdict against a saved baseline: :func:`.stats.score_verdict`, and
+    inconclusive when its rate ratio is beyond the tolerance but that is not significant, or
+    when a weighted benchmark's figure is in doubt (``doubtful``)."""
+    score = score_verdict(rate_ratio, p, set(weighted), tolerance=tolerance, alpha=alpha)
+    if rate_ratio is None or not beyond_tolerance(rate_ratio, tolerance):
+        return score
+    if doubtful:
+        return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
+                                     "but a weighted benchmark's figure is in doubt")
+    if score.word == UNCHANGED:
+        return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
+                                     "but not significant")
+    return score
+
+
+def combined_evidence(
+    terms: Sequence[tuple[float, Evidence]], alpha: float
+) -> tuple[float, float] | None:
+    """One-sided p-values ``(p_lower, p_higher)`` of the weighted mean log ratio of the
+    benchmarks' :class:`Evidence` (``(weight, evidence)``), None without any.
+
+    A side judged by its own runs is independent of the other benchmarks (the score's evidence
+    grows with them: a drop spread thinly over many benchmarks is caught). A single run judged
+    by the model is not: a slower machine moves every benchmark of that run alike, so those
+    parts add up as one (their standard deviations summed), and twenty single-run benchmarks
+    slowed by one busy afternoon are no more evidence than one."""
+    used = [(w, e) for w, e in terms if w > 0]
+    total = sum(w for w, _ in used)
+    if not used or total <= 0:
+        return None
+    independent: list[tuple[float, float]] = []
+    drift_sd, drift_df = 0.0, math.inf
+    for w, e in used:
+        for side in (e.current, e.baseline):
+            if side.own_runs:
+                independent.append(((w / total) ** 2 * side.var, side.df))
+            else:
+                drift_sd += w / total * math.sqrt(side.var)
+                drift_df = min(drift_df, side.df)
+    mean = sum(w / total * math.log(e.ratio) for w, e in used)
+    return combine_log_ratios([(1.0, mean, (*independent, (drift_sd**2, drift_df)))], alpha)
