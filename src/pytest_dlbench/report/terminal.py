@@ -415,6 +415,8 @@ def paired_title(comparison: Comparison) -> str:
     against = comparison.against or {}
     sha = str(against.get("sha") or "")[:10]
     rounds = against.get("rounds")
+    if against.get("design") == "sequential":  # results/sequential.py: it may stop early
+        rounds = f"up to {rounds}"
     return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
             f"alternating in {against.get('order') or 'ABBA'} order")
 
