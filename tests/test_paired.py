@@ -13,7 +13,14 @@ from pytest_dlbench.report.terminal import render_paired
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import FAILED, IMPROVED, INCOMPARABLE, REGRESSED, UNCHANGED
+from pytest_dlbench.results.stats import (
+    FAILED,
+    IMPROVED,
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    REGRESSED,
+    UNCHANGED,
+)
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.against import round_order
 
@@ -70,7 +77,9 @@ def test_pairs_cancel_the_load_that_welch_sees(tmp_path: Path) -> None:
     assert comparison.test == "t" and comparison.against["rev"] == "main"  # type: ignore[index]
     from pytest_dlbench.results.compare import compare
 
-    assert compare(cand, base).get("x").verdict == UNCHANGED  # type: ignore[union-attr]
+    # Against a saved baseline the same runs are 5 % below, but within the noise between runs:
+    # inconclusive (issue 26), never regressed.
+    assert compare(cand, base).get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
 
 
 def test_same_code_is_unchanged_and_faster_is_improved(tmp_path: Path) -> None:

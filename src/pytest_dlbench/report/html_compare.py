@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pytest_dlbench.report.format import DASH, percent, significant
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.stats import INCONCLUSIVE
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
            "gate_banner", "page_status"]
 
-VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral"}
+VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral",
+                 "inconclusive": "other"}
 
 #: The widest change a ratio bar draws (beyond it the bar is clipped at the cell's edge).
 MAX_SPAN = 1.0
@@ -72,6 +74,9 @@ class ComparisonView:
     ci_level: str = ""  # "90 %": the level of the intervals shown (paired only)
     span: str = ""  # the bars' scale: "±10 %"
     regressed: bool = False  # the gate's answer (a benchmark or the score regressed)
+    #: Why each inconclusive verdict is one ("name: reason"), and what to do about them.
+    inconclusive: tuple[str, ...] = ()
+    advice: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,11 +137,21 @@ def comparison_view(comparison: Comparison) -> ComparisonView:
         warnings=list(comparison.warnings),
         score_rate_ratio=significant(comparison.score_rate_ratio, 3),
         paired=_paired_label(comparison),
-        ci_level=(f"{100 * (1 - 2 * comparison.alpha):g} %" if comparison.against is not None
-                  else ""),
+        ci_level=f"{100 * (1 - 2 * comparison.alpha):g} %",
         span=f"±{significant(100 * span, 2, zeros=False)} %",
         regressed=comparison.regressed,
+        inconclusive=_inconclusive(comparison),
+        advice=gate.INCONCLUSIVE_ADVICE if comparison.inconclusive else "",
     )
+
+
+def _inconclusive(comparison: Comparison) -> tuple[str, ...]:
+    """The terminal's ``inconclusive:`` lines (report/terminal.py), one per verdict."""
+    lines = [f"{c.name}: {c.reason}" for c in comparison.benchmarks
+             if c.verdict == INCONCLUSIVE]
+    if comparison.score_verdict == INCONCLUSIVE:
+        lines.append(f"the score: {comparison.score_reason}")
+    return tuple(lines)
 
 
 def _paired_label(comparison: Comparison) -> str | None:
@@ -177,6 +192,14 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
         return GateBanner(status, "bad", "Gate failed: performance regressed",
                           f"{code}: every benchmark ran, but {what} regressed against the "
                           f"baseline (slower beyond the {tol} tolerance, and significant).")
+    if status == gate.INCONCLUSIVE:
+        assert comparison is not None  # 9 is only ever a comparison's status
+        doubtful = list(comparison.inconclusives) or ["the score"]
+        return GateBanner(status, "warn", "Gate inconclusive: the noise is too large for the "
+                          "tolerance",
+                          f"{code}: every benchmark ran and none regressed, but "
+                          f"{_names(doubtful)} could not be told from noise against the "
+                          f"baseline. To get a verdict, {gate.INCONCLUSIVE_ADVICE}.")
     if status == gate.BENCH_FAILED:
         failed = sorted({r.bench for r in summary.runs if not r.ok and not r.skipped})
         missing = [n for n in summary.incomplete if n not in failed]

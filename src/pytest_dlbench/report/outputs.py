@@ -52,9 +52,12 @@ def write_outputs(
     written = Written()
     if save:
         from pytest_dlbench.results.baseline import save_summary
+        from pytest_dlbench.results.summary_json import gate_record
 
+        # The gate's verdict beside the figures: the JSON says what the terminal said.
+        verdict = gate_record(comparison, status)
         written.attempt("summary", "summary saved", save,
-                        lambda: save_summary(summary, save, suite=suite))
+                        lambda: save_summary(summary, save, suite=suite, gate=verdict))
     if autosave is not None:  # "": <base>/history (results/history.py, docs/history.md)
         from pytest_dlbench.results.history import autosave_summary
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SummaryFormatError
+from pytest_dlbench.results.summary_json import GATE, SummaryFormatError
 from pytest_dlbench.run.layout import json_safe
 from pytest_dlbench.run.output_files import write_atomic
 
@@ -63,10 +64,15 @@ def summary_dict(summary: SuiteSummary, *, suite: str | None = None) -> dict[str
 
 
 def save_summary(
-    summary: SuiteSummary, path: str | PathLike[str], *, suite: str | None = None
+    summary: SuiteSummary, path: str | PathLike[str], *, suite: str | None = None,
+    gate: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path."""
-    text = json.dumps(json_safe(summary_dict(summary, suite=suite)), indent=2, allow_nan=False)
+    """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path.
+    ``gate``: the verdict of a comparison (summary_json.gate_record), saved beside it."""
+    data = summary_dict(summary, suite=suite)
+    if gate is not None:
+        data[GATE] = dict(gate)
+    text = json.dumps(json_safe(data), indent=2, allow_nan=False)
     return write_atomic(path, text + "\n")  # a baseline is never half written
 
 

@@ -151,7 +151,13 @@ def _score(
         paired = summarize_paired_dir(run_dir, tolerance=options.tolerance, alpha=options.alpha,
                                       test=options.paired_test, rate=options.paired_rate)
         if paired is not None:
-            return paired
+            from pytest_dlbench.results.noise import paired_with_doubts
+
+            summary, base, comparison = paired
+            # Load on one side's runs only: inconclusive, not regressed (results/noise.py).
+            if comparison is not None:
+                comparison = paired_with_doubts(comparison, base, summary)
+            return summary, base, comparison
     from pytest_dlbench.results.scoring import summarize_dir
 
     return summarize_dir(run_dir), None, None

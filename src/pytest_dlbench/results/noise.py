@@ -48,10 +48,12 @@ side, since a slowed baseline makes a change look like an improvement.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_dlbench.results.stats import (
     IMPROVED,
@@ -66,7 +68,10 @@ from pytest_dlbench.results.stats import (
     t_test,
     verdict,
 )
-from pytest_dlbench.results.summary import BenchSummary
+from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+
+if TYPE_CHECKING:  # compare.py imports this module
+    from pytest_dlbench.results.compare import Comparison
 
 __all__ = [
     "DEFAULT_BETWEEN_RUN_CV",
@@ -78,6 +83,7 @@ __all__ = [
     "evidence",
     "judge",
     "paired_doubt",
+    "paired_with_doubts",
     "saved_score_verdict",
     "side_noise",
 ]
@@ -217,6 +223,24 @@ def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | No
             return (f"the machine was busy during {busy} of the {side} side's {ok} runs and "
                     "none of the other side's")
     return None
+
+
+def paired_with_doubts(
+    comparison: Comparison, base: SuiteSummary | None, candidate: SuiteSummary
+) -> Comparison:
+    """A ``--bench-against`` comparison whose regressed or improved benchmarks in doubt
+    (:func:`paired_doubt`) are inconclusive instead; the rest as the pairs judged them."""
+    rows, changed = [], False
+    for row in comparison.benchmarks:
+        cand = candidate.get(row.name)
+        doubt = (paired_doubt(base.get(row.name) if base is not None else None, cand)
+                 if row.verdict in (REGRESSED, IMPROVED) and cand is not None else None)
+        if doubt is not None:
+            row = dataclasses.replace(row, verdict=INCONCLUSIVE,
+                                      reason=f"ratio {row.ratio:.3f}, but {doubt}")
+            changed = True
+        rows.append(row)
+    return dataclasses.replace(comparison, benchmarks=tuple(rows)) if changed else comparison
 
 
 # -- the verdicts -----------------------------------------------------------------------------
