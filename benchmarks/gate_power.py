@@ -248,7 +248,7 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
         lines.append(f"injected slowdowns measured in-process (CPU time, median of "
                      f"alternated pairs, +- half the quartile range): {injected}")
     if facts.get("neighbour_procs"):
-        lines.append(f"neighbour: {facts['neighbour_procs']} processes streaming "
+        lines.append(f"neighbour: {facts['neighbour_procs']} process(es) streaming "
                      f"{facts['neighbour_mib']} MiB arrays, bursts of {args.neighbour_burst:g} s "
                      "on average")
     found = cells(trials, inconclusive=INCONCLUSIVE)
