@@ -4,6 +4,9 @@ option's parsing, the confirmation a run directory keeps, and one real run of ea
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,3 +195,73 @@ def test_a_confirmation_cut_short_is_ignored(tmp_path: Path, baseline: SuiteSumm
                              tolerance=TOL, alpha=ALPHA) is None
     result = evaluate(run_dir, _options(baseline))
     assert result.status == REGRESSED and result.confirmation is None
+
+
+# -- real runs: a sleeping step whose sleeps come from a file, one a child ---------------------
+STEP = '''
+import fcntl
+import os
+import time
+
+
+def _next_sleep():
+    """The first sleep of the file, removed from it: each run takes the next one."""
+    with open(os.environ["SLEEPS"], "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        sleeps = f.read().split()
+        f.seek(0)
+        f.truncate()
+        f.write(" ".join(sleeps[1:]))
+    return float(sleeps[0])
+
+
+def step(bench):
+    seconds = _next_sleep()
+    for _ in bench.iterate(range(100_000), batch_size=1):
+        time.sleep(seconds)
+'''
+SLEEPY = ("sleepy:\n  definition: sleepy_step:step\n  weight: 1\n"
+          "  voir: {options: {skip: 2, stop: 8}}\n")
+
+
+def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SLEEPS": str(project / "sleeps"), "COLUMNS": "120",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(project),
+                                                       os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--bench-suite=s.yaml",
+         "--bench-base=.dlbench", *args], cwd=project, env=env, capture_output=True, text=True,
+        timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sleeps", "status", "rounds"), [
+    ("0.02 0.03 0.03 0.03", 6, 2),  # slower in the first pass and in both confirmations
+    # Only the first pass was slow: one round shows it (a little faster than the baseline,
+    # so that a loaded machine cannot make it look 3 % slower, a repeat).
+    ("0.02 0.03 0.016 0.016", None, 1),
+])
+def test_a_real_run_confirms_or_drops_the_regression(tmp_path: Path, sleeps: str,
+                                                     status: int | None, rounds: int) -> None:
+    (tmp_path / "sleepy_step.py").write_text(STEP)
+    (tmp_path / "s.yaml").write_text(SLEEPY)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "sleeps").write_text(sleeps)
+    saved = _pytest(tmp_path, "--bench-save=base.json")  # takes the first sleep: 0.02
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    run = _pytest(tmp_path, "--bench-compare=base.json", "--bench-save=now.json")
+    out = run.stdout + run.stderr
+    assert "confirmation (--bench-confirm=2" in out, out
+    assert "sleepy: first pass regressed" in out, out
+    run_dir = sorted((tmp_path / ".dlbench" / "runs").iterdir())[-1]  # the second run
+    kept = sorted(p.parent.name for p in (run_dir / "confirm").glob("*/sleepy.D0.data"))
+    assert kept == [str(k) for k in range(1, rounds + 1)], out  # ordinary runs, apart
+    saved_runs = json.loads((tmp_path / "now.json").read_text())["benchmarks"]["sleepy"]["runs"]
+    assert len(saved_runs) == 1 + rounds  # a measurement taken is never lost
+    if status is not None:
+        assert run.returncode == status, out
+        assert "regressed (held)" in out, out
+    else:
+        assert run.returncode not in (1, 6), out  # 0, or inconclusive's own status
+        assert "(not held)" in out, out
+        assert "performance regressed" not in out, out
