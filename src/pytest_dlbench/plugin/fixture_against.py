@@ -63,6 +63,7 @@ class FixtureAgainst:
 
     def write_against(self, run_dir: Path) -> None:
         from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+        from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
         from pytest_dlbench.run import layout
         from pytest_dlbench.run.against import round_order
 
@@ -75,8 +76,23 @@ class FixtureAgainst:
             "first": [round_order(r)[0] for r in range(self.rounds)],
             "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
             "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
+            "design": FIXED if self.config.getoption("bench_fixed_rounds") else SEQUENTIAL,
             "warnings": [*self.side.notes, *([dirty] if dirty else [])],
         })
+
+    def stopped(self, run_dir: Path, name: str, before: int) -> bool:
+        """Whether the verdict of ``name`` is clear after its first ``before`` rounds (the
+        sequential design, results/sequential.py), so that the rest need not run."""
+        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+        from pytest_dlbench.results.paired import stop_before
+
+        option = self.config.getoption
+        if option("bench_fixed_rounds"):
+            return False
+        return stop_before(run_dir, name, devices=[0], before=before, rounds=self.rounds,
+                           tolerance=option("bench_tolerance"), alpha=option("bench_alpha"),
+                           test=option("bench_paired_test") or PAIRED_TEST,
+                           rate=option("bench_paired_rate") or PAIRED_RATE) is not None
 
     def run_item(self, item: pytest.Item, run_dir: Path) -> None:
         """Every round of ``item``, both sides; ``pytest.fail`` naming the first side and
@@ -95,6 +111,8 @@ class FixtureAgainst:
         name = item.name.replace("/", "_")
         failures = []
         for round_index in range(self.rounds):
+            if self.stopped(run_dir, name, round_index):
+                break  # its verdict is clear: dlbench report judges the same rounds
             for side_name in round_order(round_index):
                 root, paths = roots[side_name]
                 folder = layout.side_dir(run_dir, side_name)

@@ -74,7 +74,7 @@ def unused_options_line(given: list[str], *, benchmarks_ran: bool,
                 "test used the bench fixture")
     used = {o.pytest_flag for o in REPORT_OPTIONS} - PAIRED_OPTIONS | FIXTURE_OPTIONS
     if paired:
-        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds"}
+        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds", "--bench-fixed-rounds"}
     unused = [flag for flag in given if flag not in used]
     if not unused:
         return None
