@@ -9,6 +9,7 @@ lazily (schema.py): a run that never reads a summary back never loads it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -108,6 +109,7 @@ def _device_key(value: Any) -> Any:
     return value
 
 
+@functools.cache  # building the pydantic models takes ~0.1 s: once per process
 def _schema() -> Any:
     """The typed shape of a (migrated) summary: every key that ``from_dict`` reads."""
     from typing import Annotated
