@@ -270,3 +270,50 @@ def test_busy_stats_reads_the_timed_windows_samples() -> None:
     assert busy_stats(records([0.05] * 20)[1:]) == {}  # no meta: unknown, never judged busy
     assert busy_stats([{"event": "meta", "state": {"cores": 2}}]) == {}  # no window
     assert BUSY_CORES == 0.5
+
+
+# -- the real monitor beside a neighbour streaming memory -------------------------------------
+NEIGHBOUR = """
+import sys, time
+import numpy as np
+a = np.ones(32 * 2**20 // 8)  # 32 MiB: larger than the cache
+b = np.empty_like(a)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:  # bursts of 0.25 s every second: a 25 % duty cycle
+    burst = time.monotonic() + 0.25
+    while time.monotonic() < burst:
+        np.copyto(b, a)
+    time.sleep(0.75)
+"""
+
+
+@pytest.mark.slow
+def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
+    """The real path of the samples: psutil through the Monitor's thread, a numpy neighbour
+    started beside a sleeping "benchmark"; the run is judged busy."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from pytest_dlbench.measure.monitor import Monitor
+    from pytest_dlbench.measure.stream import NullStream
+
+    stream = NullStream()
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    stream.write("meta", cpus=cpus, state={"cores": os.cpu_count()})
+    neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, "6"])
+    try:
+        time.sleep(0.5)  # its imports done: the bursts have begun
+        with Monitor(stream, interval=0.2, gpu_indices=[]):
+            for step in range(16):  # a sleeping step of 0.25 s: 4 s of timed window
+                start = time.time()
+                time.sleep(0.25)
+                stream.write("rate", value=4.0, items=1, seconds=time.time() - start,
+                             time=time.time(), warmup=False, step=step)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    stats = busy_stats(stream.records)
+    assert stats["busy"] is True, stats
+    assert stats["outside_cpu_cores"] > 0.1
