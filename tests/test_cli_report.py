@@ -145,7 +145,7 @@ def test_html_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert path == out and summary.get("resnet") is not None
     assert comparison is not None and comparison.baseline_path == str(base)
     # The banner states the exit status; no --autosave: the history folder is the default.
-    assert kw == {"price": 100.0, "status": 0, "history": None}
+    assert kw == {"price": 100.0, "status": 0, "history": None, "confirmation": None}
     assert [e["name"] for e in json.loads(export.read_text())] == ["bert", "resnet", "score"]
 
 
