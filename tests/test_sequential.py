@@ -119,7 +119,7 @@ def test_same_error_rates_as_the_fixed_design_in_fewer_rounds(sim: ModuleType) -
     # Seeded and small (the calibration in docs/reports.md ran 400 trials a cell): verdicts
     # "regressed" within 2 trials of the fixed design's in every cell, and at most 60 % of its
     # rounds on average over the cells.
-    cells = sim.simulate(trials=6, steps=20, seed=1,
+    cells = sim.simulate(trials=6, steps=20, seed=1, changes=(0.0, 0.05, 0.10),
                          noises=(("1 %", 0.01, False), ("7 %, spells", 0.03, True)))
     for cell in cells:
         fixed = sum(w == REGRESSED for w in cell.fixed)
