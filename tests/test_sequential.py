@@ -83,6 +83,14 @@ def test_judge_look(look: PairedStats, word: str | None) -> None:
     assert judge_look(look, 4, tolerance=0.03, alpha=0.05) == word
 
 
+def test_the_t_test_stops_at_alpha_not_at_the_permutations_floor() -> None:
+    look = stats(0.80, (0.78, 0.82), 0.06, 0.94)
+    assert judge_look(look, 4, tolerance=0.03, alpha=0.05, test="wilcoxon") == REGRESSED
+    assert judge_look(look, 4, tolerance=0.03, alpha=0.05, test="t") is None
+    assert judge_look(stats(0.80, (0.78, 0.82), 0.01, 0.99), 4, tolerance=0.03, alpha=0.05,
+                      test="t") == REGRESSED
+
+
 def test_the_quantile_twin_is_the_quantile_test(sim: ModuleType) -> None:
     # The simulation's vectorised test gives the figures of stats.quantile_stats exactly.
     base, cand = stream(sim, change=0.05, noise=0.03, spells=True, rounds=5, steps=20)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_dlbench.results.gate import PAIRED_TEST
 from pytest_dlbench.results.stats import IMPROVED, REGRESSED, UNCHANGED, PairedStats
 
 __all__ = [
@@ -92,15 +93,17 @@ def looks(rounds: int) -> tuple[int, ...]:
     return (*range(FIRST_LOOK, rounds, LOOK_EVERY), rounds)
 
 
-def judge_look(stats: PairedStats | None, rounds: int, *, tolerance: float,
-               alpha: float) -> str | None:
+def judge_look(stats: PairedStats | None, rounds: int, *, tolerance: float, alpha: float,
+               test: str = PAIRED_TEST) -> str | None:
     """The rule at an interim look after ``rounds`` rounds: REGRESSED or IMPROVED when the
     change is clearly beyond the tolerance, UNCHANGED when it is clearly inside it, None when
-    more rounds are needed (see the module's docstring)."""
+    more rounds are needed (see the module's docstring). The tests whose p-values come from
+    the 2**k sign patterns of k rounds (quantile, wilcoxon) may stop at their smallest p; the
+    t-test's p is continuous and must be below alpha."""
     if stats is None or stats.ci is None or stats.n < 2:
         return None
     low, high = stats.ci
-    strongest = max(alpha, 2.0**-rounds)
+    strongest = alpha if test == "t" else max(alpha, 2.0**-rounds)
     p = stats.p
     if high < 1 - tolerance and p is not None and p <= strongest and stats.ratio < 1:
         return REGRESSED
@@ -118,6 +121,7 @@ def first_stop(
     final: Callable[[PairedStats | None], str],
     tolerance: float,
     alpha: float,
+    test: str = PAIRED_TEST,
     available: int | None = None,
 ) -> tuple[Stop, PairedStats | None] | None:
     """Walk the looks of a benchmark of ``rounds`` rounds: ``look_at(k)`` is what its first k
@@ -132,7 +136,7 @@ def first_stop(
         stats = look_at(k)
         if k == rounds:
             return Stop(k, rounds, final(stats), ALL_ROUNDS), stats
-        word = judge_look(stats, k, tolerance=tolerance, alpha=alpha)
+        word = judge_look(stats, k, tolerance=tolerance, alpha=alpha, test=test)
         if word is not None:
             return Stop(k, rounds, word, CLEAR), stats
     return None
