@@ -133,8 +133,10 @@ def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
     run = last_run(project)
     against = json.loads((run / "against.json").read_text())
     assert against["rev"] == "origin/main" and against["sha"] == git(project, "rev-parse", "main")
-    assert len(list((run / "base").glob("sleepy.D0.R*.data"))) == 6  # both sides kept
-    assert len(list(run.glob("sleepy.D0.R*.data"))) == 6
+    # Both sides kept, round for round; a clear 10 % stops before the 6 rounds (the sequential
+    # design looks at 4, 6, ...: results/sequential.py).
+    base_runs = len(list((run / "base").glob("sleepy.D0.R*.data")))
+    assert base_runs == len(list(run.glob("sleepy.D0.R*.data"))) and 4 <= base_runs <= 6
     # Every run of both sides is a fresh interpreter (no side shares one state: running.md).
     for stream in [*run.glob("sleepy.D0.R*.data"), *(run / "base").glob("sleepy.D0.R*.data")]:
         config = json.loads(stream.read_text().splitlines()[0])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dlbench.results import noise
 from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy, outside_cores
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
@@ -291,7 +292,9 @@ while time.monotonic() < end:  # bursts of 0.25 s every second: a 25 % duty cycl
 def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
     """The real path of the samples: psutil through the Monitor's thread, a numpy neighbour
     started beside a sleeping "benchmark"; the run is judged busy."""
+    import contextlib
     import os
+    import signal
     import subprocess
     import sys
     import time
@@ -302,7 +305,12 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
     stream = NullStream()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     stream.write("meta", cpus=cpus, state={"cores": os.cpu_count()})
-    neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, "6"])
+    # Started through a shell that exits at once: the neighbour is no descendant of this
+    # process, whose tree the monitor counts as the run's own (the neighbour must be outside).
+    spawn = subprocess.run(["sh", "-c", '"$0" -c "$1" 6 >/dev/null 2>&1 & echo $!',
+                            sys.executable, NEIGHBOUR], capture_output=True, text=True,
+                           check=True)
+    neighbour = int(spawn.stdout.split()[-1])
     try:
         time.sleep(0.5)  # its imports done: the bursts have begun
         with Monitor(stream, interval=0.2, gpu_indices=[]):
@@ -312,8 +320,23 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
                 stream.write("rate", value=4.0, items=1, seconds=time.time() - start,
                              time=time.time(), warmup=False, step=step)
     finally:
-        neighbour.kill()
-        neighbour.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(neighbour, signal.SIGKILL)
     stats = busy_stats(stream.records)
     assert stats["busy"] is True, stats
     assert stats["outside_cpu_cores"] > 0.1
+
+
+@pytest.mark.parametrize(("ci", "word"), [
+    ((0.98, 1.23), UNCHANGED),  # faster, not surely so, but surely no slower
+    ((0.95, 1.27), INCONCLUSIVE),  # the interval reaches below 1 - tolerance
+])
+def test_a_faster_ratio_without_evidence_is_unchanged_only_when_no_regression_fits(
+    ci: tuple[float, float], word: str
+) -> None:
+    side = noise.SideNoise(0.0, DEFAULT_BETWEEN_RUN_CV**2, float("inf"), "1 run")
+    found = noise.Evidence(1.10, 0.9, 0.1, ci, side, side)
+    judged = noise.judge(1.10, found, [], tolerance=0.03, alpha=0.05)
+    assert judged.word == word, judged.reason
+    assert noise.judge(1.10, found, ["a busy run"], tolerance=0.03,
+                       alpha=0.05).word == INCONCLUSIVE

@@ -113,7 +113,11 @@ def comparison(suite: SuiteSummary) -> Comparison:
     before = bert.to_dict()
     # The verdict judges the rate (perf) since issue 14: the baseline's rate moves with it.
     before.update(perf=bert.perf / slower, perf_adj=bert.perf_adj / slower,
-                  samples=[x / slower for x in bert.noise_samples])
+                  samples=[x / slower for x in bert.noise_samples],
+                  # saved with --bench-repeat=4: the noise between runs it carries (2 %) makes
+                  # one run's 10 % drop a regression, not "inconclusive" (results/noise.py)
+                  runs=[{**before["runs"][0], "repeat": r, "rate": bert.perf / slower * f}
+                        for r, f in enumerate((0.98, 1.0, 1.02, 1.0))])
     base = baseline(suite, **{"bert-base": before,
                               "clip-vit": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0}})
     del base["benchmarks"]["vit-b16"]

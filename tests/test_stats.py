@@ -275,7 +275,8 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
         return noise_mod.Evidence(ratio, p_lower, p_higher, (ratio, ratio), side, side)
 
     monkeypatch.setattr(noise_mod, "evidence", fake_evidence)
-    monkeypatch.setattr(noise_mod, "combined_evidence", lambda terms, alpha: (p_lower, p_higher))
+    monkeypatch.setattr(noise_mod, "combined_evidence", lambda terms, alpha: (
+        (p_lower, p_higher), (terms[0][1].ratio, terms[0][1].ratio)))
     first = compare(candidate, base)
     ratio = first.get("x").ratio  # type: ignore[union-attr]
     assert ratio is not None
@@ -294,8 +295,10 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     assert a is not None and b is not None
 
     def saved_word(word: str, ratio: float | None) -> str:
-        beyond = ratio is not None and beyond_tolerance(ratio, tolerance) is not None
-        return INCONCLUSIVE if word == UNCHANGED and beyond else word
+        # Beyond the tolerance without evidence, and its interval (here the ratio itself)
+        # not ruling out a regression: below 1 - tolerance.
+        slower = ratio is not None and beyond_tolerance(ratio, tolerance) == REGRESSED
+        return INCONCLUSIVE if word == UNCHANGED and slower else word
 
     assert b.ratio == a.ratio
     assert a.verdict == saved_word(b.verdict, b.ratio)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results import noise
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
+from pytest_dlbench.results.gate import ALPHA, INCONCLUSIVE_ADVICE, TOLERANCE
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
@@ -67,6 +67,7 @@ __all__ = [
     "BenchComparison",
     "Comparison",
     "compare",
+    "gate_record",
 ]
 
 
@@ -356,12 +357,13 @@ def compare(
             and cur_b[b.name].scored]
     score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
     rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
-    score_ps = noise.combined_evidence(
+    score_evidence = noise.combined_evidence(
         [(b.weight, found[b.name]) for b in both if b.name in found], alpha)
-    score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
+    score_p = (p_in_direction(rate_ratio, score_evidence[0])
+               if rate_ratio is not None and score_evidence is not None else None)
     weighted = [b.verdict for b in benches if b.weight > 0]
     doubtful = any(noise.doubts(cur_b[b.name], base_b[b.name]) for b in both)
-    score = noise.saved_score_verdict(rate_ratio, score_p, weighted, doubtful,
+    score = noise.saved_score_verdict(rate_ratio, score_evidence, weighted, doubtful,
                                       tolerance=tolerance, alpha=alpha)
     return Comparison(
         benchmarks=benches,
@@ -378,5 +380,28 @@ def compare(
         warnings=_machine_warnings(cur, base) + tuple(
             f"{b.name}: {b.note}" for b in benches if b.note),
         score_rate_ratio=rate_ratio,
+        score_ci=score_evidence[1] if score_evidence is not None else None,
         score_reason=score.reason,
     )
+
+
+def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
+    """The ``gate`` entry (:data:`.summary_json.GATE`) of a run compared with a baseline (None
+    without a comparison): the exit status, the verdict in one word, each inconclusive
+    verdict's reason and what to do (the terminal and the HTML banner say the same), and the
+    whole comparison."""
+    if comparison is None:
+        return None
+    word = (REGRESSED if comparison.regressed
+            else INCONCLUSIVE if comparison.inconclusive else "passed")
+    reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
+    if comparison.score_verdict == INCONCLUSIVE:
+        reasons["score"] = comparison.score_reason
+    return {
+        "status": status,
+        "verdict": word,
+        "regressions": list(comparison.regressions),
+        "inconclusive": reasons,
+        "advice": INCONCLUSIVE_ADVICE if reasons else None,
+        "comparison": comparison.to_dict(),
+    }

@@ -64,6 +64,7 @@ from pytest_dlbench.results.stats import (
     beyond_tolerance,
     combine_log_ratios,
     out_of_range,
+    p_in_direction,
     score_verdict,
     t_test,
     verdict,
@@ -244,6 +245,11 @@ def paired_with_doubts(
 
 
 # -- the verdicts -----------------------------------------------------------------------------
+def _rules_out_a_regression(ci: tuple[float, float] | None, tolerance: float) -> bool:
+    """Whether a ratio's interval lies wholly within the tolerance or above it."""
+    return ci is not None and beyond_tolerance(ci[0], tolerance) != REGRESSED
+
+
 def judge(
     ratio: float, found: Evidence, doubt: Sequence[str], *, tolerance: float, alpha: float
 ) -> Verdict:
@@ -257,53 +263,66 @@ def judge(
     if judged.word in (REGRESSED, IMPROVED):
         return judged
     lo, hi = found.ci
+    if _rules_out_a_regression(found.ci, tolerance):
+        # Faster, not significantly so, but surely no slower: nothing for the gate to doubt.
+        return Verdict(UNCHANGED, f"{judged.reason}; its interval [{lo:.3f}, {hi:.3f}] rules "
+                                  "out a regression")
     return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but its interval "
                                  f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {found.p:.3g} >= "
                                  f"alpha {alpha:g}; between runs: {found.noise})")
 
 
 def saved_score_verdict(
-    rate_ratio: float | None, p: float | None, weighted: Sequence[str], doubtful: bool,
-    *, tolerance: float, alpha: float,
+    rate_ratio: float | None, evidence: tuple[tuple[float, float], tuple[float, float]] | None,
+    weighted: Sequence[str], doubtful: bool, *, tolerance: float, alpha: float,
 ) -> Verdict:
-    """The score's verdict against a saved baseline: :func:`.stats.score_verdict`, and
-    inconclusive when its rate ratio is beyond the tolerance but that is not significant, or
-    when a weighted benchmark's figure is in doubt (``doubtful``)."""
+    """The score's verdict against a saved baseline: :func:`.stats.score_verdict` on the
+    combined evidence (:func:`combined_evidence`: p-values, interval), and inconclusive when
+    its rate ratio is beyond the tolerance but that is not significant (unless the interval
+    rules out a regression), or when a weighted benchmark's figure is in doubt."""
+    p = (p_in_direction(rate_ratio, evidence[0])
+         if rate_ratio is not None and evidence is not None else None)
     score = score_verdict(rate_ratio, p, set(weighted), tolerance=tolerance, alpha=alpha)
     if rate_ratio is None or not beyond_tolerance(rate_ratio, tolerance):
         return score
     if doubtful:
         return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
                                      "but a weighted benchmark's figure is in doubt")
-    if score.word == UNCHANGED:
-        return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
-                                     "but not significant")
-    return score
+    if score.word != UNCHANGED:
+        return score
+    if evidence is not None and _rules_out_a_regression(evidence[1], tolerance):
+        return score
+    return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
+                                 "but not significant")
 
 
 def combined_evidence(
     terms: Sequence[tuple[float, Evidence]], alpha: float
-) -> tuple[float, float] | None:
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """One-sided p-values ``(p_lower, p_higher)`` of the weighted mean log ratio of the
-    benchmarks' :class:`Evidence` (``(weight, evidence)``), None without any.
+    benchmarks' :class:`Evidence` (``(weight, evidence)``) and its interval as a ratio; None
+    without any.
 
     A side judged by its own runs is independent of the other benchmarks (the score's evidence
     grows with them: a drop spread thinly over many benchmarks is caught). A single run judged
     by the model is not: a slower machine moves every benchmark of that run alike, so those
-    parts add up as one (their standard deviations summed), and twenty single-run benchmarks
+    parts of one side add up as one (their standard deviations summed; the two sides' runs
+    still drift independently of each other), and twenty single-run benchmarks
     slowed by one busy afternoon are no more evidence than one."""
     used = [(w, e) for w, e in terms if w > 0]
     total = sum(w for w, _ in used)
     if not used or total <= 0:
         return None
-    independent: list[tuple[float, float]] = []
-    drift_sd, drift_df = 0.0, math.inf
-    for w, e in used:
-        for side in (e.current, e.baseline):
+    parts: list[tuple[float, float]] = []
+    for which in ("current", "baseline"):  # the two runs drift independently of each other
+        drift_sd, drift_df = 0.0, math.inf
+        for w, e in used:
+            side: SideNoise = getattr(e, which)
             if side.own_runs:
-                independent.append(((w / total) ** 2 * side.var, side.df))
+                parts.append(((w / total) ** 2 * side.var, side.df))
             else:
                 drift_sd += w / total * math.sqrt(side.var)
                 drift_df = min(drift_df, side.df)
+        parts.append((drift_sd**2, drift_df))
     mean = sum(w / total * math.log(e.ratio) for w, e in used)
-    return combine_log_ratios([(1.0, mean, (*independent, (drift_sd**2, drift_df)))], alpha)
+    return combine_log_ratios([(1.0, mean, parts)], alpha)

@@ -244,12 +244,13 @@ def t_test(
 
 def combine_log_ratios(
     terms: Sequence[tuple[float, float, Sequence[tuple[float, float]]]], alpha: float = ALPHA
-) -> Ps:
-    """One-sided p-values that a weighted mean of log ratios is below / above 0: ``terms`` are
-    (weight share, log ratio, its ``(variance, degrees of freedom)`` parts)."""
+) -> tuple[Ps, tuple[float, float]]:
+    """One-sided p-values that a weighted mean of log ratios is below / above 0, and its
+    interval as a ratio (:func:`t_test`): ``terms`` are (weight share, log ratio, its
+    ``(variance, degrees of freedom)`` parts)."""
     mean = sum(share * diff for share, diff, _ in terms)
     parts = [(share**2 * v, df) for share, _, sides in terms for v, df in sides]
-    return t_test(mean, parts, alpha)[0]
+    return t_test(mean, parts, alpha)
 
 
 # -- two independent samples (a saved baseline) -----------------------------------------------

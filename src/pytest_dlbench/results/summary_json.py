@@ -21,7 +21,6 @@ __all__ = [
     "VERSION",
     "SummaryFormatError",
     "checked",
-    "gate_record",
     "migrate",
 ]
 
@@ -35,30 +34,6 @@ PROVENANCE = ("created", "machine", "versions", "commit")
 #: (``--bench-save`` with ``--bench-compare``). Never read back: a baseline is its figures,
 #: and a verdict belongs to the pair of runs it judged.
 GATE = "gate"
-
-
-def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
-    """The :data:`GATE` entry of a run compared with a baseline (None without a comparison):
-    the exit status, the verdict in one word, each inconclusive verdict's reason and what to
-    do (the terminal and the HTML banner say the same), and the whole comparison."""
-    if comparison is None:
-        return None
-    from pytest_dlbench.results import gate
-    from pytest_dlbench.results.stats import INCONCLUSIVE, REGRESSED
-
-    word = (REGRESSED if comparison.regressed
-            else INCONCLUSIVE if comparison.inconclusive else "passed")
-    reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
-    if comparison.score_verdict == INCONCLUSIVE:
-        reasons["score"] = comparison.score_reason
-    return {
-        "status": status,
-        "verdict": word,
-        "regressions": list(comparison.regressions),
-        "inconclusive": reasons,
-        "advice": gate.INCONCLUSIVE_ADVICE if reasons else None,
-        "comparison": comparison.to_dict(),
-    }
 
 
 class SummaryFormatError(ValueError):

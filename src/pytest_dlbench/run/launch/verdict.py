@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.protocol import Outcome, Status
 
 __all__ = ["NodeFailure", "first_failure", "record_end", "record_verdict"]
@@ -153,7 +155,7 @@ def record_end(stream: str | os.PathLike[str] | None, outcome: Outcome, *,
     ``replace_rank_end``, a failed rank's ``end`` (no ``writer``) is replaced by it."""
     if not stream:
         return outcome
-    record = {"event": "end", "status": str(outcome.status), "reason": outcome.reason,
+    record = {"event": Event.END.value, "status": str(outcome.status), "reason": outcome.reason,
               "time": time.time(), "writer": "launcher"}
     with contextlib.suppress(OSError), open(stream, "a+b") as file:
         fcntl.flock(file.fileno(), fcntl.LOCK_EX)  # the lock StreamWriter takes for an end
@@ -161,10 +163,11 @@ def record_end(stream: str | os.PathLike[str] | None, outcome: Outcome, *,
         data = file.read()
         start, last = _last_line(data)
         try:
-            end = json.loads(last) if last else None
+            parsed = json.loads(last) if last else None
         except ValueError:
-            end = None
-        if isinstance(end, dict) and end.get("event") == "end":
+            parsed = None
+        end = RunRecords.of([parsed]).end if isinstance(parsed, dict) else None
+        if end is not None:
             if (not replace_rank_end or end.get("writer") is not None
                     or end.get("status") == str(Status.OK)):
                 return outcome
