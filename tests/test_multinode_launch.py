@@ -274,3 +274,41 @@ def test_launching_from_another_node_fails_at_once_naming_the_main_node(tmp_path
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and "manager, 192.0.2.11, is not this machine" in lines[0]
     assert end_records(stream)[0]["reason"].startswith(f"{system}: pytest runs on a node other")
+
+
+# -- what the summary and the manifest say of a job over several nodes -------------------------
+def test_a_job_over_two_nodes_is_said_under_the_table_and_in_the_manifest(tmp_path: Path):
+    from pytest_dlbench.measure.stream import StreamWriter
+    from pytest_dlbench.report.voir_lines import observation_lines
+    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.run.layout import write_manifest
+    from pytest_dlbench.suite.spec import BenchSpec
+
+    for name, distributed in (("ddp", {"world_size": 4, "nnodes": 2, "nproc_per_node": 2}),
+                              ("local", {"world_size": 2, "nnodes": 1, "nproc_per_node": 2})):
+        with StreamWriter(tmp_path / f"{name}.D0.data") as stream:
+            stream.write("config", spec={"name": name, "weight": 1.0,
+                                         "plan": {"method": "njobs"}, "skip": 0, "stop": 3},
+                         device=0, repeat=None, distributed={**distributed, "rank": 0})
+            for step in range(3):
+                stream.write("rate", value=10.0, units="items/s", step=step, warmup=False,
+                             time=1000.0 + step, items=10, seconds=1.0)
+            stream.write("end", status="ok", reason="")
+    summary = summarize_dir(tmp_path)
+    lines = observation_lines(summary)
+    assert "nodes: ddp spanned 2 nodes (world size 4)" in lines
+    assert not any("local" in line for line in lines)  # one node: nothing to say
+    again = SuiteSummary.from_dict(json.loads(json.dumps(summary.to_dict(), default=str)))
+    assert observation_lines(again) == lines  # a saved summary says the same
+    ddp, ddp_again = summary.get("ddp"), again.get("ddp")
+    assert ddp is not None and ddp_again is not None
+    assert ddp_again.perf_per_gpu == ddp.perf_per_gpu == ddp.perf / 4  # its world size kept
+
+    njobs = BenchSpec("ddp", "m:f", "s.yaml", plan={"method": "njobs"})
+    per_gpu = BenchSpec("toy", "m:f", "s.yaml", plan={"method": "per_gpu"})
+    manifest = json.loads(write_manifest(tmp_path, "s", [njobs, per_gpu], nodes=2).read_text())
+    assert manifest["benchmarks"]["ddp"]["nodes"] == 2
+    assert "nodes" not in manifest["benchmarks"]["toy"]  # a per-GPU run stays on this node
+    single = json.loads(write_manifest(tmp_path, "s", [njobs], nodes=1).read_text())
+    assert "nodes" not in single["benchmarks"]["ddp"]

@@ -238,6 +238,10 @@ def test_one_job_spans_two_nodes_whose_hostnames_are_loopback(cluster: Cluster,
     assert config["distributed"]["nnodes"] == 2 and config["distributed"]["world_size"] == 2
     log = next((project / "base").rglob("allreduce.D0.log")).read_text()
     assert "[node2] " in log and "\r" not in log and "\x1b[" not in log
+    # The summary and the manifest say the job spanned both machines.
+    assert "nodes: allreduce spanned 2 nodes (world size 2)" in proc.stdout, proc.stdout[-3000:]
+    manifest = json.loads(next((project / "base").rglob("manifest.json")).read_text())
+    assert manifest["benchmarks"]["allreduce"]["nodes"] == 2
 
 
 def test_a_killed_remote_rank_is_the_reason(cluster: Cluster, tmp_path: Path):

@@ -256,12 +256,14 @@ class ControllerSession(BenchSession):
 
     def _write_manifest(self, selected: Iterable[BenchSpec]) -> None:
         from pytest_dlbench.loggers import manifest_facts
+        from pytest_dlbench.run.launch.torchrun import job_nodes
 
         specs = list(selected)
         facts = manifest_facts()
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
         # logging during the run does.
-        layout.write_manifest(self.run_dir(), self.run_name, specs, facts=facts)
+        layout.write_manifest(self.run_dir(), self.run_name, specs, facts=facts,
+                              nodes=job_nodes(self.system))
         if self.against is not None:
             self._write_base_manifest(specs, facts)
         self._manifest_written = True

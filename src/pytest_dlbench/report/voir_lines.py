@@ -1,6 +1,7 @@
 """The lines under the results table about how a benchmark was observed (docs/suites.md,
 "milabench's folders through voir"): an external command that ended with too few
-observations, and milabench's own figure of a voir benchmark beside ours."""
+observations, milabench's own figure of a voir benchmark beside ours, and the machines a
+multi-node job spanned (docs/multinode.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ __all__ = ["observation_lines"]
 
 def observation_lines(summary: SuiteSummary) -> list[str]:
     """``warning: <bench>: too few observations: ...`` for each benchmark whose command ended
-    early, and ``milabench: <bench> <figure> <units> (...)`` for each voir benchmark."""
+    early, ``milabench: <bench> <figure> <units> (...)`` for each voir benchmark, and
+    ``nodes: <bench> spanned N nodes (world size W)`` for each multi-node one."""
     lines = [f"warning: {b.name}: {w}" for b in summary.benchmarks for w in b.warnings]
     lines += [
         f"milabench: {b.name} {number(b.milabench_perf)} {b.units} (milabench's figure: every "
@@ -20,4 +22,6 @@ def observation_lines(summary: SuiteSummary) -> list[str]:
         "window)"
         for b in summary.benchmarks if b.milabench_perf is not None
     ]
+    lines += [f"nodes: {b.name} spanned {b.nnodes} nodes (world size {b.world_size})"
+              for b in summary.benchmarks if b.nnodes > 1]
     return lines

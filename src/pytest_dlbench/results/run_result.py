@@ -195,6 +195,8 @@ class RunResult:
     metric: str = THROUGHPUT
     timing: StepStats = field(default_factory=StepStats)
     world_size: int = 1
+    #: the machines a multi-node job spanned (its ``config`` record's ``distributed.nnodes``)
+    nnodes: int = 1
     matrix: Mapping[str, Any] = field(default_factory=dict)
     #: What the table and the report say under a run that passed: an external command that
     #: ended before its ``skip + stop`` observations (``warning`` records of source
@@ -244,6 +246,7 @@ class RunResult:
             **({"notes": list(self.notes)} if self.notes else {}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
             **({"voir": True} if self.voir else {}),
+            **({"nnodes": self.nnodes} if self.nnodes > 1 else {}),
             # Only for time-to-train runs: summaries of other runs keep their shape.
             **({"timing": self.timing.to_dict()} if self.metric == TOTAL_TIME else {}),
         }
@@ -269,6 +272,7 @@ class RunResult:
             notes=tuple(data.get("notes") or ()),
             warnings=tuple(data.get("warnings") or ()),
             voir=bool(data.get("voir")),
+            nnodes=int(data.get("nnodes") or 1),
             timing=StepStats.from_dict(data.get("timing") or {}),
             **shared,
         )

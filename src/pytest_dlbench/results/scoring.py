@@ -183,12 +183,13 @@ def run_from_records(
     bench, device, repeat = astuple(parse_stream_name(path_s))
     config: Mapping[str, Any] = run.last(Event.CONFIG) or {}
     spec: Mapping[str, Any] = config.get("spec") or {}
-    world_size = 1
+    world_size = nnodes = 1
     if config:
         device = int(config.get("device", device) or 0)
         repeat = config.get("repeat", repeat)
         distributed = config.get("distributed") or {}
         world_size = int(distributed.get("world_size") or 1)
+        nnodes = int(distributed.get("nnodes") or 1)
     end = run.end  # the last one wins (the parent appends after a torn child)
     # Views of the rate records (measure/rates.py): never a list of a million dicts.
     steady, warmup, observations = run.steady, run.warmup, run.rates
@@ -257,6 +258,7 @@ def run_from_records(
         metric=metric,
         timing=timing,
         world_size=world_size,
+        nnodes=nnodes,
         matrix=dict(spec.get("matrix") or {}),
         warnings=tuple(str(r.get("message")) for r in run.warnings
                        if r.get("source") == OBSERVATIONS),

@@ -135,6 +135,11 @@ class BenchSummary:
         return min(values) if values else None
 
     @property
+    def nnodes(self) -> int:
+        """The most machines one of its runs spanned (1: a single-node benchmark)."""
+        return max((r.nnodes for r in self.runs), default=1)
+
+    @property
     def world_size(self) -> int:
         """Ranks of an njobs job (1 for per_gpu runs, one device each)."""
         return max((r.world_size for r in self.runs), default=1)
@@ -234,6 +239,8 @@ class BenchSummary:
                if self.milabench_perf is not None else {}),
             **({"precision": self.precision} if self.precision else {}),
             **({"compile": dict(self.compile)} if self.compile else {}),
+            # A distributed job's size: an njobs perf per GPU divides by it, read back too.
+            **({"world_size": self.world_size} if self.world_size > 1 else {}),
             **self._time_to_train(),
             "runs": [r.to_dict() for r in self.runs],
         }

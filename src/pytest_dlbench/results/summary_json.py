@@ -116,6 +116,7 @@ def _schema() -> Any:
         notes: list[Str] | None = None
         warnings: list[Str] | None = None
         voir: Bool | None = None
+        nnodes: Int | None = None
         timing: Timing | None = None
 
     class Bench(Loose):

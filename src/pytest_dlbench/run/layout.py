@@ -330,10 +330,11 @@ def parse_item_id(nodeid: str) -> StreamName | None:
 
 
 def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec],
-                   facts: dict[str, Any] | None = None) -> Path:
+                   facts: dict[str, Any] | None = None, *, nodes: int = 1) -> Path:
     """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
-    and ``facts`` about the run (commit, machine, versions) at its top level."""
-    benchmarks = {spec.name: _manifest_entry(spec) for spec in specs}
+    and ``facts`` about the run (commit, machine, versions) at its top level. ``nodes``: the
+    machines an njobs job spans (the system file's nodes), said on each such benchmark."""
+    benchmarks = {spec.name: _manifest_entry(spec, nodes) for spec in specs}
     path = Path(run_dir) / MANIFEST
     manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
     _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
@@ -346,7 +347,9 @@ def _write_text(path: Path, text: str) -> None:
         write_atomic(path, text)
     except OSError as exc:
         raise DlbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-def _manifest_entry(spec: BenchSpec) -> dict[str, Any]:
+
+
+def _manifest_entry(spec: BenchSpec, nodes: int = 1) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "weight": spec.weight,
         "enabled": spec.enabled,
@@ -358,6 +361,8 @@ def _manifest_entry(spec: BenchSpec) -> dict[str, Any]:
     # and keeps its matrix combination in the sweep table (docs/time-to-train.md).
     if getattr(spec, "metric", None):
         entry["metric"] = spec.metric
+    if nodes > 1 and spec.is_njobs:  # one job over several machines (docs/multinode.md)
+        entry["nodes"] = nodes
     matrix = spec.config.get("matrix_values") if isinstance(spec.config, dict) else None
     if matrix:
         entry["matrix"] = {str(k): v for k, v in matrix.items()}
