@@ -38,12 +38,16 @@ side that makes a ratio significant only below about 0.83 (above 1.2): smaller c
 
 **The verdict** (:func:`judge`): a ratio within the tolerance is **unchanged** (no evidence of a
 change beyond it: an identical code's ratio on a quiet machine stays here, however thin the
-evidence); beyond it, **regressed** (or improved) when the one-sided p is below alpha, and
-**inconclusive** otherwise: the interval spans both sides of ``1 - tolerance``, so neither
-"regressed" nor "unchanged" can be claimed. A verdict beyond the tolerance is inconclusive too,
-whatever its p, when a side's figure is in doubt (:func:`doubts`): its std% is flagged
-unreliable, or it was measured while something else used the machine (results/busy.py), either
-side, since a slowed baseline makes a change look like an improvement.
+evidence); beyond it, **regressed** (or improved) when the one-sided p is below alpha. A slower
+ratio without that evidence is **inconclusive**: its interval spans both sides of
+``1 - tolerance``, so neither "regressed" nor "unchanged" can be claimed. A faster one without
+it is **unchanged**: no improvement is claimed, and a reading faster than the baseline is no
+more a sign of a regression than a ratio of 1 is (an A/A pair drifts beyond the tolerance
+either way on a shared machine; the faster half must not fail a gate). A verdict beyond the
+tolerance is inconclusive too, whatever its p, when a side's figure is in doubt
+(:func:`doubts`): its std% is flagged unreliable, or it was measured while something else used
+the machine (results/busy.py), either side, since a slowed baseline makes a change look like an
+improvement.
 """
 
 from __future__ import annotations
@@ -245,11 +249,6 @@ def paired_with_doubts(
 
 
 # -- the verdicts -----------------------------------------------------------------------------
-def _rules_out_a_regression(ci: tuple[float, float] | None, tolerance: float) -> bool:
-    """Whether a ratio's interval lies wholly within the tolerance or above it."""
-    return ci is not None and beyond_tolerance(ci[0], tolerance) != REGRESSED
-
-
 def judge(
     ratio: float, found: Evidence, doubt: Sequence[str], *, tolerance: float, alpha: float
 ) -> Verdict:
@@ -263,10 +262,10 @@ def judge(
     if judged.word in (REGRESSED, IMPROVED):
         return judged
     lo, hi = found.ci
-    if _rules_out_a_regression(found.ci, tolerance):
-        # Faster, not significantly so, but surely no slower: nothing for the gate to doubt.
-        return Verdict(UNCHANGED, f"{judged.reason}; its interval [{lo:.3f}, {hi:.3f}] rules "
-                                  "out a regression")
+    if ratio > 1:  # faster without evidence: no improvement claimed, and no sign of a regression
+        return Verdict(UNCHANGED, f"ratio {ratio:.3f} beyond ±{tolerance:.0%} but not "
+                                  f"significant (p {found.p:.3g} >= alpha {alpha:g}; interval "
+                                  f"[{lo:.3f}, {hi:.3f}]): no improvement claimed")
     return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but its interval "
                                  f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {found.p:.3g} >= "
                                  f"alpha {alpha:g}; between runs: {found.noise})")
@@ -278,8 +277,9 @@ def saved_score_verdict(
 ) -> Verdict:
     """The score's verdict against a saved baseline: :func:`.stats.score_verdict` on the
     combined evidence (:func:`combined_evidence`: p-values, interval), and inconclusive when
-    its rate ratio is beyond the tolerance but that is not significant (unless the interval
-    rules out a regression), or when a weighted benchmark's figure is in doubt."""
+    its rate ratio is slower than the tolerance allows but that is not significant (a faster one is
+    unchanged, as in :func:`judge`), or beyond the tolerance with a weighted benchmark's figure
+    in doubt."""
     p = (p_in_direction(rate_ratio, evidence[0])
          if rate_ratio is not None and evidence is not None else None)
     score = score_verdict(rate_ratio, p, set(weighted), tolerance=tolerance, alpha=alpha)
@@ -288,9 +288,7 @@ def saved_score_verdict(
     if doubtful:
         return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
                                      "but a weighted benchmark's figure is in doubt")
-    if score.word != UNCHANGED:
-        return score
-    if evidence is not None and _rules_out_a_regression(evidence[1], tolerance):
+    if score.word != UNCHANGED or rate_ratio > 1:  # faster without evidence: unchanged
         return score
     return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
                                  "but not significant")
