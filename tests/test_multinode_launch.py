@@ -312,3 +312,20 @@ def test_a_job_over_two_nodes_is_said_under_the_table_and_in_the_manifest(tmp_pa
     assert "nodes" not in manifest["benchmarks"]["toy"]  # a per-GPU run stays on this node
     single = json.loads(write_manifest(tmp_path, "s", [njobs], nodes=1).read_text())
     assert "nodes" not in single["benchmarks"]["ddp"]
+
+
+def test_a_hand_edited_job_size_never_stops_the_report(tmp_path: Path):
+    from pytest_dlbench.measure.stream import StreamWriter
+    from pytest_dlbench.results.scoring import summarize_dir
+
+    with StreamWriter(tmp_path / "ddp.D0.data") as stream:
+        stream.write("config", spec={"name": "ddp", "weight": 1.0, "plan": {"method": "njobs"},
+                                     "skip": 0, "stop": 2},
+                     device=0, repeat=None, distributed={"world_size": 2, "nnodes": "two"})
+        for step in range(2):
+            stream.write("rate", value=5.0, units="items/s", step=step, warmup=False,
+                         time=1000.0 + step, items=5, seconds=1.0)
+        stream.write("end", status="ok", reason="")
+    bench = summarize_dir(tmp_path).get("ddp")
+    assert bench is not None and bench.perf == 5.0
+    assert (bench.nnodes, bench.world_size) == (1, 2)  # the bad field alone falls back

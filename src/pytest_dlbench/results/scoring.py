@@ -171,6 +171,12 @@ def step_stats(
     )
 
 
+def _job_size(value: object) -> int:
+    """A distributed job's size read from a stream someone else wrote: a positive integer, else
+    1 (a hand-edited ``"two"`` never stops the report)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
 def run_from_records(
     records: Iterable[Mapping[str, Any]] | RunRecords, *, path: str | PathLike[str] | None = None
 ) -> RunResult:
@@ -187,9 +193,10 @@ def run_from_records(
     if config:
         device = int(config.get("device", device) or 0)
         repeat = config.get("repeat", repeat)
-        distributed = config.get("distributed") or {}
-        world_size = int(distributed.get("world_size") or 1)
-        nnodes = int(distributed.get("nnodes") or 1)
+        distributed = config.get("distributed")
+        if isinstance(distributed, Mapping):
+            world_size = _job_size(distributed.get("world_size"))
+            nnodes = _job_size(distributed.get("nnodes"))
     end = run.end  # the last one wins (the parent appends after a torn child)
     # Views of the rate records (measure/rates.py): never a list of a million dicts.
     steady, warmup, observations = run.steady, run.warmup, run.rates
