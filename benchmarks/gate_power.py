@@ -24,8 +24,10 @@ before each trial's pytest and stopped after it. Neighbour levels and slowdowns 
 run in a random order. Printed: one row per cell (mode x neighbour x slowdown) with the share
 regressed / inconclusive / passed / other, the mean rounds (paired: rounds run; saved: the
 candidate's runs) and the minutes per trial; then, per neighbour level, the same streams judged
-again offline (benchmarks/gate_offline.py). ``--out`` keeps every trial as JSON (rewritten after
-each one), with its exit status, rounds, neighbour and the load before and after it.
+again offline (benchmarks/gate_offline.py): as the product judged them (each run's paired design,
+its doubts and confirmations; a warning where that disagrees with an exit status), and by other
+rules. ``--out`` keeps every trial as JSON (rewritten after each one), with its exit status,
+rounds, neighbour and the load before and after it.
 
     python benchmarks/gate_power.py --reps 20            # the measurement (see --help for cost)
     python benchmarks/gate_power.py --reps 1 --rounds 2 --repeats 2 --slowdowns 0,10 \\
@@ -103,11 +105,12 @@ class Trial:
     minutes: float
     run_dir: str
     baseline: str | None = None  # saved mode: the baseline file
-    verdict: str = ""
+    verdict: str = ""  # the benchmark's, as the product judged the run (gate_offline)
     ratio: float | None = None
     ci: tuple[float, float] | None = None
     p_value: float | None = None
-    pairs: list[tuple[float, float]] = field(default_factory=list)  # (base, candidate) rates
+    #: Paired: the (base, candidate) rates of the rounds the verdict used.
+    pairs: list[tuple[float, float]] = field(default_factory=list)
     neighbour: float = 0.0  # its duty cycle, %; 0 = none
     neighbour_procs: int = 0
     rounds: int | None = None  # paired: rounds run; saved: the candidate's runs, confirmations in
@@ -195,11 +198,10 @@ class Scratch:
             git(self.repo, "checkout", "--", "gp.yaml")
         trial.mode, trial.rep, trial.slowdown = "paired", rep, slowdown
         trial.rounds = rounds_in(run, "gp")
-        judged = judge_paired(run, rounds=self.args.rounds or gate.ROUNDS,
-                              test=gate.PAIRED_TEST, tolerance=gate.TOLERANCE,
-                              rate=gate.PAIRED_RATE)
-        if judged is not None:
-            trial.verdict, trial.ratio, trial.ci, trial.p_value, trial.pairs = judged
+        judged = judge_paired(run)  # as the product judged it: its design, doubts included
+        trial.verdict, trial.ratio, trial.ci, trial.p_value = (
+            judged.verdict, judged.ratio, judged.ci, judged.p_value)
+        trial.pairs = judged.pairs
         return trial
 
     def baseline(self, rep: int) -> tuple[Path, float]:
@@ -220,9 +222,8 @@ class Scratch:
         trial.minutes += base_minutes
         trial.baseline, trial.confirmations = str(baseline), confirmations_in(run, "gp")
         trial.rounds = (rounds_in(run, "gp") or 0) + trial.confirmations or None
-        c = judge_saved(run, baseline, tolerance=gate.TOLERANCE)
-        if c is not None:
-            trial.verdict, trial.ratio, trial.p_value = c.verdict, c.ratio, c.p_value
+        c = judge_saved(run, baseline)  # as the product judged it: confirmations included
+        trial.verdict, trial.ratio, trial.p_value = c.verdict, c.ratio, c.p_value
         return trial
 
 

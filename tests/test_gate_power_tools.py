@@ -1,17 +1,35 @@
 """benchmarks/gate_power.py's pure parts: the neighbour's duty cycle (on a fake clock), its
-processes stopped on every exit path, and the arithmetic of the cell table. No pytest runs."""
+processes stopped on every exit path, the arithmetic of the cell table, and the offline
+re-judging (benchmarks/gate_offline.py) of synthetic run directories: each paired run's own
+design, inconclusive as its own outcome, the saved mode's confirmations. No pytest runs."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import os
 import random
+import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _runs import steady_at, write_run
+
+from pytest_dlbench.measure.stream import StreamWriter
+from pytest_dlbench.results import gate
+from pytest_dlbench.results.baseline import save_summary
+from pytest_dlbench.results.confirm import DONE_FILE, round_dir
+from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
+from pytest_dlbench.results.paired import compare_paired
+from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
+from pytest_dlbench.results.stats import INCONCLUSIVE, REGRESSED, UNCHANGED
+from pytest_dlbench.run import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +45,7 @@ def _load(name: str) -> ModuleType:
 
 neighbour = _load("neighbour")
 gate_cells = _load("gate_cells")
+gate_offline = _load("gate_offline")
 
 
 # -- the duty cycle ------------------------------------------------------------------------------
@@ -225,3 +244,194 @@ def test_confirmation_rounds_are_counted(tmp_path: Path) -> None:
         (tmp_path / "confirm" / str(k) / name).write_text("")
     (tmp_path / "confirm" / "confirmed.json").write_text("{}")
     assert gate_cells.confirmations_in(tmp_path, "gp") == 2
+
+
+# -- the offline re-judging: synthetic run directories ---------------------------------------
+JITTER = (0.01, -0.01, 0.005, -0.005, 0.0, 0.008, -0.008, 0.003, -0.003, 0.0)  # a step's
+
+
+def busy_stream(folder: Path, bench: str, rate: float, *, repeat: int | None) -> None:
+    """A run at ``rate`` whose monitor saw another process use a core all along (4 cores, the
+    run's affinity all of them): results/busy.py judges it busy."""
+    name = f"{bench}.D0" + (f".R{repeat}" if repeat is not None else "") + ".data"
+    spec = {"name": bench, "weight": 1.0, "enabled": True, "plan": {"method": "per_gpu"},
+            "tags": [], "skip": 2, "stop": 10}
+    with StreamWriter(folder / name) as stream:
+        stream.write("config", spec=spec, device=0, repeat=repeat)
+        stream.write("meta", host="test", torch="0", device_name="cpu", state={"cores": 4})
+        t = 1000.0
+        for step, (items, seconds) in enumerate([(10, 5.0)] * 2 + steady_at(rate, jitter=JITTER)):
+            t += seconds
+            stream.write("rate", value=items / seconds, units="items/s", step=step,
+                         warmup=step < 2, time=t, items=items, seconds=seconds)
+            # 100 % of one core for the run, 50 % of 4 cores for the machine: 1 core outside.
+            stream.write("telemetry", time=t, cpu_percent=100.0, system_cpu_percent=50.0)
+        stream.write("end", status="ok", reason="", time=t)
+
+
+def paired_run(folder: Path, base: Sequence[float], cand: Sequence[float], *,
+               design: str = SEQUENTIAL, rounds: int = 10, busy_base: bool = False) -> Path:
+    """A --bench-against run directory of ``gp``: round r's base and candidate rates, its
+    against.json as the plugin writes it (quantile test, window rate)."""
+    run = folder / "run"
+    layout.base_dir(run).mkdir(parents=True)
+    for r, (b, c) in enumerate(zip(base, cand, strict=True)):
+        if busy_base:
+            busy_stream(layout.base_dir(run), "gp", b, repeat=r)
+        else:
+            write_run(layout.base_dir(run), "gp", steady_at(b, jitter=JITTER), repeat=r)
+        write_run(run, "gp", steady_at(c, jitter=JITTER), repeat=r)
+    layout.write_against(run, {"rev": "HEAD", "sha": "a" * 40, "rounds": rounds,
+                               "order": "ABBA", "test": "quantile", "rate": "window",
+                               "design": design, "warnings": []})
+    return run
+
+
+#: Four rounds 20 % slower, quiet: the sequential gate's first look is clear.
+BASE4, SLOWER4 = (100.0, 101.0, 100.0, 101.0), (80.8, 80.0, 80.8, 80.0)
+
+
+def test_a_sequential_run_stopped_at_4_rounds_is_judged_regressed_as_the_product_did(
+        tmp_path: Path) -> None:
+    run = paired_run(tmp_path, BASE4, SLOWER4)
+    judged = gate_offline.judge_paired(run)
+    assert (judged.verdict, judged.status) == (REGRESSED, gate.REGRESSED)
+    assert (judged.rounds, judged.ran, len(judged.pairs)) == (4, 4, 4)
+    assert judged.status == evaluate(run).status  # what pytest and dlbench report say
+    # The fixed rule on the same 4 rounds (what the offline code applied before): the
+    # permutation test's smallest p, 1/16, is above alpha: the benchmark is "unchanged".
+    fixed = gate_offline.judge_paired(run, design=FIXED, rounds=4)
+    assert fixed.verdict == UNCHANGED and fixed.p_value == pytest.approx(1 / 16)
+    old = compare_paired(summarize_dir(run), summarize_dir(layout.base_dir(run)),
+                         tolerance=gate.TOLERANCE, test="quantile", rate="window")
+    assert old.get("gp").verdict == UNCHANGED  # type: ignore[union-attr]
+    # The sequential rule asked by name, at the run's own bound: the product's verdict.
+    again = gate_offline.judge_paired(run, design=SEQUENTIAL, rounds=10, test="quantile")
+    assert (again.verdict, again.rounds) == (REGRESSED, 4)
+
+
+def test_a_regression_with_the_busy_runs_on_one_side_is_inconclusive(tmp_path: Path) -> None:
+    run = paired_run(tmp_path, BASE4, SLOWER4, busy_base=True)
+    judged = gate_offline.judge_paired(run)
+    assert judged.verdict == INCONCLUSIVE  # results/noise.py's paired doubt
+    # The exit status is the product's (the score's verdict is not put in doubt: 6 today).
+    assert judged.status == evaluate(run).status
+    assert judged.outcome == gate_offline.outcome_of(judged.status)
+    fixed = gate_offline.judge_paired(run, design=FIXED, rounds=4, test="t")
+    assert fixed.verdict == INCONCLUSIVE  # the doubt applies to every rule
+
+
+def saved_trial(folder: Path, baseline: Sequence[float], first: float,
+                again: Sequence[float] = ()) -> tuple[Path, Path]:
+    """(run directory, baseline file): a baseline of one run per rate, a first pass at
+    ``first`` and, when ``again``, confirmation runs kept as the plugin keeps them."""
+    base = folder / "base"
+    base.mkdir(parents=True)
+    for r, rate in enumerate(baseline):
+        write_run(base, "gp", steady_at(rate, jitter=JITTER[:2] * 5),
+                  repeat=r if len(baseline) > 1 else None)
+    path = save_summary(summarize_dir(base), folder / "base.json")
+    run = folder / "run"
+    run.mkdir()
+    write_run(run, "gp", steady_at(first, jitter=JITTER[:2] * 5))
+    for k, rate in enumerate(again, start=1):
+        write_run(round_dir(run, k), "gp", steady_at(rate, jitter=JITTER[:2] * 5))
+    if again:
+        (run / "confirm" / DONE_FILE).write_text(json.dumps({"limit": len(again)}))
+    return run, path
+
+
+QUIET_BASELINE = (99.6, 100.4, 100.0)  # three runs, ±0.4 % between them
+
+
+def test_saved_trials_apply_the_products_confirmation(tmp_path: Path) -> None:
+    run, baseline = saved_trial(tmp_path, QUIET_BASELINE, 80.0, again=[100.0, 100.2])
+    first = gate_offline.judge_saved(run, baseline, confirm=False)
+    assert (first.verdict, first.status) == (REGRESSED, gate.REGRESSED)
+    judged = gate_offline.judge_saved(run, baseline)  # the confirmations did not repeat it
+    assert judged.status != gate.REGRESSED and judged.confirmation == "not held"
+    product = evaluate(run, EvaluateOptions(baseline=gate.load_baseline(str(baseline))))
+    assert judged.status == product.status and judged.verdict == product.comparison.get(
+        "gp").verdict  # type: ignore[union-attr]
+
+
+def test_a_saved_inconclusive_is_its_own_outcome(tmp_path: Path) -> None:
+    # One run a side, 8 % slower: beyond the tolerance, not beyond the default noise.
+    run, baseline = saved_trial(tmp_path, [100.0], 92.0)
+    judged = gate_offline.judge_saved(run, baseline)
+    assert (judged.verdict, judged.status, judged.outcome) == (
+        INCONCLUSIVE, gate.INCONCLUSIVE, "inconclusive")
+
+
+@dataclass
+class OfflineTrial:
+    mode: str
+    rep: int
+    slowdown: float
+    status: int
+    run_dir: str
+    baseline: str | None = None
+    minutes: float = 1.0
+
+
+def report_args(**kw: object) -> argparse.Namespace:
+    return argparse.Namespace(**{"slowdowns": [0, 10], "rounds": None, "repeats": 1,
+                                 "tolerances": [0.03], "also_rounds": [], **kw})
+
+
+def cells_of(text: str, label: str) -> list[str]:
+    """The cells of the report's row whose label starts with ``label``."""
+    (line,) = [line for line in text.splitlines() if line.strip().startswith(label)]
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None:
+    clear = paired_run(tmp_path / "clear", BASE4, SLOWER4)
+    doubt = paired_run(tmp_path / "doubt", BASE4, SLOWER4, busy_base=True)
+    dropped, base1 = saved_trial(tmp_path / "dropped", QUIET_BASELINE, 80.0, [100.0, 100.2])
+    unsure, base2 = saved_trial(tmp_path / "unsure", [100.0], 92.0)
+    trials = [OfflineTrial("paired", 0, 10, gate.REGRESSED, str(clear)),
+              OfflineTrial("paired", 0, 0, evaluate(doubt).status, str(doubt)),
+              OfflineTrial("saved", 0, 10, gate.INCONCLUSIVE, str(dropped), str(base1)),
+              OfflineTrial("saved", 0, 0, gate.INCONCLUSIVE, str(unsure), str(base2))]
+    text = gate_offline.offline_report(trials, report_args(), {})
+    assert "warning" not in text, text  # the offline judgement reproduces every exit status
+    header = cells_of(text, "mode")
+    assert header[3:5] == ["0 % (false alarms)", "10 %"]
+    exit_row = cells_of(text, "paired --bench-against")
+    assert exit_row[4] == "1/1 100 %"
+    own = cells_of(text, "paired as the product judged")
+    assert own[0].endswith("sequential rule, quantile (steps pooled), up to 10 rounds, "
+                           "tolerance 3% (the product's defaults)")
+    assert own[3:5] == exit_row[3:5]
+    fixed = cells_of(text, "paired, fixed rule, quantile (steps pooled), first 4 rounds")
+    assert fixed[1:3] == ["4", "1"] and len(fixed) == 5  # labelled by its rule, 2 cells
+    assert cells_of(text, "saved as the product judged")[3:5] == [
+        "0/1 0 %, 1 inconcl.", "0/1 0 %, 1 inconcl."]
+    assert cells_of(text, "saved, first pass alone")[3:5] == [
+        "0/1 0 %, 1 inconcl.", "1/1 100 %"]  # the confirmation dropped the regression
+    assert "1 of 2 trials confirmed a first-pass verdict: 1 not held" in text
+    assert "2 of 2 paired trials stopped before round 10" in text
+    # An exit status the product's own judgement does not give is flagged.
+    trials[0].status = gate.OK
+    text = gate_offline.offline_report(trials, report_args(), {})
+    assert "warning: 1 trials whose exit status and the offline judgement" in text
+    assert "paired rep 0 10 % exit 0 vs 6" in text
+
+
+def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path) -> None:
+    rounds = 10
+    run = paired_run(tmp_path, [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED,
+                     rounds=rounds)
+    text = gate_offline.offline_report(
+        [OfflineTrial("paired", 0, 10, gate.REGRESSED, str(run))],
+        report_args(slowdowns=[10]), {})
+    assert "warning" not in text, text
+    own = cells_of(text, "paired as the product judged")
+    assert own[0].endswith("fixed rule, quantile (steps pooled), first 10 rounds, tolerance 3%")
+    assert own[3] == "1/1 100 %"
+    sequential = cells_of(text, "paired, sequential rule, quantile (steps pooled), up to 10")
+    assert sequential[0].endswith("(the product's defaults)") and sequential[3] == "1/1 100 %"
+    assert gate_offline.judge_paired(run, design=SEQUENTIAL).rounds == 4  # stopped early
+    assert gate_offline.judge_paired(run).rounds == rounds
+    assert "stopped before round" not in text  # every round ran
