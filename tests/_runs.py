@@ -85,3 +85,12 @@ def write_manifest(run_dir: Path, benchmarks: dict[str, dict[str, Any]], suite: 
     (Path(run_dir) / "manifest.json").write_text(
         json.dumps({"version": 1, "suite": suite, "benchmarks": entries}), encoding="utf-8"
     )
+
+
+def quiet_sessions(summary: Any, sessions: int = 5) -> Any:
+    """A baseline saved in ``sessions`` sessions that agreed exactly (``dlbench baseline``):
+    the noise model's drift between sessions at its floor (results/noise.py), as on a quiet,
+    dedicated machine, instead of the default a single session is judged with."""
+    from pytest_dlbench.results.sessions import merge_sessions
+
+    return merge_sessions([summary] * sessions)

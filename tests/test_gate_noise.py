@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from _runs import quiet_sessions
 
 from pytest_dlbench.results import noise
 from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy, outside_cores
@@ -83,9 +84,10 @@ def test_repeats_with_a_real_15_percent_drop_regress() -> None:
     comparison = compare(cur, base)
     row = comparison.get("x")
     assert row is not None and row.verdict == REGRESSED
-    assert row.p_value is not None and row.p_value < 1e-6
+    assert row.p_value is not None and row.p_value < ALPHA  # the drift bounds the evidence
     assert row.ci is not None and row.ci[1] < 1 - TOLERANCE
-    assert row.noise == "this run 5 runs, the baseline 5 runs"
+    assert row.noise == ("this run 5 runs, the baseline 5 runs; each session ±5.0% "
+                         "(the default 5%)")
     assert comparison.score_verdict == REGRESSED and comparison.regressed
     assert not comparison.inconclusive  # a score that regressed is not also inconclusive
 
@@ -118,9 +120,10 @@ def test_the_baseline_carries_its_repeats_spread_to_a_single_run() -> None:
     model of one run, so a 6 % drop is evidence; against a single-run baseline it is not."""
     quiet = (-0.005, 0.005, -0.0025, 0.0025, 0.0)
     cur = summary({"x": single(94.0)})
-    row = compare(cur, summary({"x": repeats(100.0, quiet)})).get("x")
+    sessions = quiet_sessions(summary({"x": repeats(100.0, quiet)}))
+    row = compare(cur, sessions).get("x")
     assert row is not None and row.verdict == REGRESSED
-    assert "1 run at the baseline's 5 runs' spread" in row.noise
+    assert "1 run at the baseline's 25 runs' spread" in row.noise
     alone = compare(cur, summary({"x": single(100.0)})).get("x")
     assert alone is not None and alone.verdict == INCONCLUSIVE
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -68,7 +69,9 @@ def test_looks_are_even_rounds_from_four() -> None:
 
 def stats(ratio: float, ci: tuple[float, float], p_lower: float, p_higher: float,
           n: int = 4) -> PairedStats:
-    return PairedStats(n, ratio, ci, p_lower, p_higher, 0.0, 0.0)
+    """A look whose variance of the log ratio is the one its 90 % interval implies."""
+    spread = (math.log(ci[1]) - math.log(ci[0])) / (2 * 1.645)
+    return PairedStats(n, ratio, ci, p_lower, p_higher, math.log(ratio), spread**2)
 
 
 @pytest.mark.parametrize(("look", "word"), [
@@ -78,6 +81,13 @@ def stats(ratio: float, ci: tuple[float, float], p_lower: float, p_higher: float
     (stats(0.80, (0.78, 0.82), 2 / 16, 1.0), None),  # the rounds disagree: more rounds
     (stats(0.95, (0.90, 0.99), 1 / 16, 1.0), None),  # interval across the band's edge
     (stats(0.98, (0.96, 1.00), 0.3, 0.7), None),
+    # Futility against a regression: the interval's top crosses +3 %, but a regression beyond
+    # -3 % is unlikely (90 % one-sided bound 0.972): stop, unchanged.
+    (stats(0.995, (0.975, 1.035), 0.4, 0.6), UNCHANGED),
+    # The same shape a little lower (bound 0.962): more rounds.
+    (stats(0.985, (0.965, 1.025), 0.3, 0.7), None),
+    # Faster beyond the tolerance without evidence: more rounds (an improvement may be shown).
+    (stats(1.04, (1.00, 1.08), 0.9, 0.1), None),
 ])
 def test_judge_look(look: PairedStats, word: str | None) -> None:
     assert judge_look(look, 4, tolerance=0.03, alpha=0.05) == word

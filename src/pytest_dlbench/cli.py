@@ -40,6 +40,7 @@ Look at suites and results without running pytest.
   report    the table and score of a run directory, recomputed from its streams (and
             compared with a baseline, saved, written as HTML)
   compare   two saved summaries side by side
+  baseline  one baseline from the saved summaries of several sessions of one machine
   profile   the profile reports of a run again
   table     the sweep table of a run: one row per benchmark and its matrix parameters
   log       send a finished run to MLflow or Weights & Biases
@@ -127,7 +128,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 # -- report / compare -------------------------------------------------------------------------
-_RESULT_COMMANDS = ("report", "compare", "profile", "log", "table", "history", "bisect")
+_RESULT_COMMANDS = ("report", "compare", "baseline", "profile", "log", "table", "history", "bisect")
 
 
 def _error(message: str) -> None:
@@ -202,6 +203,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print(render_comparison(comparison, verbosity=_verbosity(args), width=_width(),
                             sort=args.sort))
     return gate.final_status(failed=gate.run_failed(current), comparison=comparison)
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from pytest_dlbench.report.sessions import render_sessions
+    from pytest_dlbench.results.baseline import load_summary, save_summary
+    from pytest_dlbench.results.sessions import merge_sessions
+    from pytest_dlbench.run.output_files import check_outputs as check_output
+
+    check_output({"OUT.json": args.output})
+    merged = merge_sessions([load_summary(p) for p in args.inputs], names=args.inputs)
+    save_summary(merged, args.output)
+    print(printable_lines(render_sessions(merged, args.output)))
+    return gate.OK
 
 
 def _add_report_options(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -297,6 +311,18 @@ def _add_result_commands(commands: Any) -> None:
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
     _add_report_options(cmp, "tolerance", "alpha", "sort")  # not paired-*: no pairs
     cmp.set_defaults(handler=_cmd_compare)
+
+    baseline = commands.add_parser(
+        "baseline", help="merge the saved summaries (--bench-save, --bench-autosave) of "
+                         "several sessions of one machine into one baseline: its figures over "
+                         "every session, and the drift between sessions measured",
+        epilog="exit status: 0 ok, 4 bad input (a missing or corrupt summary, another "
+               "machine's)",
+    )
+    baseline.add_argument("output", metavar="OUT.json", help="the baseline to write")
+    baseline.add_argument("inputs", metavar="SESSION.json", nargs="+",
+                          help="saved summaries, one per session (two or more)")
+    baseline.set_defaults(handler=_cmd_baseline)
 
     profile = commands.add_parser(
         "profile", help="print the profile reports of a finished run again",

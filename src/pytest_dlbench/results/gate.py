@@ -77,8 +77,9 @@ OUTPUT_FAILED = 8
 #: file that could not be written) and 0 (a gate that cannot tell must not pass silently).
 INCONCLUSIVE = 9
 #: What to do about an inconclusive verdict, said by the terminal, the HTML banner and the JSON.
-INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, save the baseline "
-                       "and run with more --bench-repeat runs, or use a quieter runner")
+INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, merge baselines "
+                       "saved in several sessions (dlbench baseline) and run with "
+                       "--bench-repeat, or use a quieter runner")
 
 
 #: Defaults of the comparison (smallest change that counts; significance level), tuned with

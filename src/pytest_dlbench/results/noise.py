@@ -8,7 +8,8 @@ move, and a single run's blocks (batch means of its window) know nothing of that
 blocks gave p = 2e-8 for an unchanged benchmark compared with a baseline saved a minute earlier.
 So a run's figure is judged with the variance **between runs**, never with its blocks alone.
 
-**The model.** Each side's figure is the logarithm of its rate (``perf``); its variance is:
+**The model.** Each side's figure is the logarithm of its rate (``perf``); its variance has
+two parts. The first is the noise of the side's runs within their session:
 
 - a side with two runs or more (``--bench-repeat``): the spread of its run rates, ``s² / (n m²)``
   (the delta method's variance of a log mean), with ``n - 1`` degrees of freedom;
@@ -18,23 +19,26 @@ So a run's figure is judged with the variance **between runs**, never with its b
   known: infinite degrees of freedom). The run's own blocks still count as a floor: a run
   noisier within itself than the model says is judged with its own noise.
 
-The log ratio ``ln(current / baseline)`` has the sum of the two variances; it is tested with a
-t distribution whose degrees of freedom come from Welch-Satterthwaite (:func:`.stats.t_test`):
-one-sided p-values and the ``1 - 2 alpha`` interval of the ratio. With repeats on both sides
-this is Welch's test on the log run rates.
+The second is the **drift between sessions**, ``d²``, added to each side whatever its repeats:
+runs of one pytest session share its state (the warm launcher's server they fork from, the
+machine's clocks and load over those minutes), so their spread says nothing of how far this
+session's figure sits from another's. More repeats shrink the first part, never this one. ``d``
+is estimated from a baseline merged from several sessions (``dlbench baseline``, from saved
+baselines or ``--bench-autosave`` history files of one machine): the spread of the sessions'
+log means less what their own runs' noise explains (one-way random effects), ``k - 1`` degrees
+of freedom for ``k`` sessions, not below :data:`MIN_SESSION_DRIFT_CV`; else
+:data:`DEFAULT_SESSION_DRIFT_CV`, taken as known.
 
-Assumptions: runs are independent draws of the same machine's noise (the baseline's repeats
-describe the current side's runs too, which holds when both were made on the same kind of
-machine: the comparison warns when the machine differs); rates are log-normal enough for a t
-test of their log means; the default is a conservative guess of one shared runner's noise, not
-a measurement of yours: save the baseline with ``--bench-repeat`` to carry your own.
-
-**The default.** benchmarks/README.md measured, on the project's shared 2-core VM, 7.5 %
-between runs (gate_power, 10 runs a side, warm children), 8-11 % run to run with the wall
-clock (detection.py) and 1.5 to 10 % run to run over one afternoon (profile_overhead.py):
-:data:`DEFAULT_BETWEEN_RUN_CV` is 8 %, the middle of what such a runner shows. With one run a
-side that makes a ratio significant only below about 0.83 (above 1.2): smaller changes are
-"inconclusive" unless the baseline carries its repeats or the gate runs paired.
+**The defaults.** benchmarks/README.md measured, on the project's shared 2-core VM, 7.5 %
+between runs of one session (gate_power, 10 runs a side, warm children), 8-11 % run to run
+with the wall clock (detection.py) and 1.5 to 10 % run to run over one afternoon
+(profile_overhead.py): :data:`DEFAULT_BETWEEN_RUN_CV` is 8 %. The drift between sessions: ten
+saved-baseline A/A comparisons there (5 runs a side, sessions a minute apart) spread 7.2 % in
+log ratio where the runs within each side predicted 3 %, so each session drifted by about 4.6 %:
+:data:`DEFAULT_SESSION_DRIFT_CV` is 5 %. With one run a side a ratio is then significant only
+below about 0.79 (above 1.27), and with repeats on both sides only below about 0.89: smaller
+changes are "inconclusive" unless the baseline carries several sessions of a quieter machine,
+or the gate runs paired (``--bench-against``, where no session separates the sides).
 
 **The verdict** (:func:`judge`): a ratio within the tolerance is **unchanged** (no evidence of a
 change beyond it: an identical code's ratio on a quiet machine stays here, however thin the
@@ -80,6 +84,9 @@ if TYPE_CHECKING:  # compare.py imports this module
 
 __all__ = [
     "DEFAULT_BETWEEN_RUN_CV",
+    "DEFAULT_SESSION_DRIFT_CV",
+    "MIN_SESSION_DRIFT_CV",
+    "Drift",
     "Evidence",
     "SideNoise",
     "between_run_cv",
@@ -90,12 +97,27 @@ __all__ = [
     "paired_doubt",
     "paired_with_doubts",
     "saved_score_verdict",
+    "session_drift",
     "side_noise",
 ]
 
 #: The variation of one run's rate between runs assumed when the baseline carries no repeats
 #: (module docstring: what benchmarks/README.md measured on a shared 2-core runner).
 DEFAULT_BETWEEN_RUN_CV = 0.08
+#: The drift of a session's figure between sessions assumed when the baseline carries one
+#: session only, and the least a merged baseline's sessions are taken to drift (module
+#: docstring: measured on the shared runner; no machine's sessions are identical).
+DEFAULT_SESSION_DRIFT_CV = 0.05
+MIN_SESSION_DRIFT_CV = 0.01
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The drift between sessions: its cv, degrees of freedom, and where it came from."""
+
+    cv: float
+    df: float
+    source: str
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,15 @@ class SideNoise:
     #: Whether var comes from this side's own runs; else from the model, which describes the
     #: machine's drift between runs and so moves every benchmark of a run alike.
     own_runs: bool = False
+    #: The drift of this side's session (:class:`Drift`): its variance, shared by every
+    #: benchmark of the session, and its degrees of freedom.
+    drift_var: float = 0.0
+    drift_df: float = math.inf
+
+    @property
+    def parts(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(variance, degrees of freedom) of the runs' noise and of the session's drift."""
+        return (self.var, self.df), (self.drift_var, self.drift_df)
 
 
 @dataclass(frozen=True)
@@ -121,6 +152,7 @@ class Evidence:
     ci: tuple[float, float]  # of the ratio, at 1 - 2 alpha
     current: SideNoise
     baseline: SideNoise
+    drift: Drift | None = None
 
     @property
     def p(self) -> float:
@@ -130,7 +162,10 @@ class Evidence:
     @property
     def noise(self) -> str:
         """Where each side's noise came from, one phrase (the reports' ``noise`` column)."""
-        return f"this run {self.current.source}, the baseline {self.baseline.source}"
+        runs = f"this run {self.current.source}, the baseline {self.baseline.source}"
+        if self.drift is None:
+            return runs
+        return f"{runs}; each session ±{self.drift.cv:.1%} ({self.drift.source})"
 
 
 def _mean_cv(rates: Sequence[float]) -> tuple[float, float] | None:
@@ -151,6 +186,29 @@ def between_run_cv(baseline: BenchSummary) -> tuple[float, float, str]:
     return DEFAULT_BETWEEN_RUN_CV, math.inf, f"the default {DEFAULT_BETWEEN_RUN_CV:.0%}"
 
 
+def session_drift(baseline: BenchSummary) -> Drift:
+    """The drift between sessions the baseline carries (module docstring): estimated from the
+    sessions of a merged baseline, else the default."""
+    sessions = [[x for x in rates if not out_of_range(x) and x > 0]
+                for rates in baseline.session_rates]
+    sessions = [s for s in sessions if s]
+    k = len(sessions)
+    if k < 2:
+        return Drift(DEFAULT_SESSION_DRIFT_CV, math.inf,
+                     f"the default {DEFAULT_SESSION_DRIFT_CV:.0%}")
+    means = [statistics.fmean(s) for s in sessions]
+    # What the runs' own noise adds to the spread of the session means: each session's
+    # variance of its log mean, a session of one run at the others' pooled cv.
+    cvs = [statistics.stdev(s) / m for s, m in zip(sessions, means, strict=True) if len(s) >= 2]
+    pooled = math.sqrt(statistics.fmean(c * c for c in cvs)) if cvs else 0.0
+    within = statistics.fmean(
+        (statistics.stdev(s) / m if len(s) >= 2 else pooled) ** 2 / len(s)
+        for s, m in zip(sessions, means, strict=True))
+    between = statistics.variance([math.log(m) for m in means])
+    cv = max(math.sqrt(max(between - within, 0.0)), MIN_SESSION_DRIFT_CV)
+    return Drift(cv, k - 1.0, f"{k} sessions of the baseline")
+
+
 def _within_var(bench: BenchSummary, rate: float) -> float:
     """The variance of ln(rate) that a single run's blocks show (0 without two blocks)."""
     blocks = [x for x in bench.noise_samples if not out_of_range(x)]
@@ -159,30 +217,41 @@ def _within_var(bench: BenchSummary, rate: float) -> float:
     return statistics.variance(blocks) / len(blocks) / (rate * rate)
 
 
-def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str]) -> SideNoise:
-    """One side's :class:`SideNoise` (``rate``: its perf, positive), by the module's model."""
+def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str],
+               drift: Drift | None = None) -> SideNoise:
+    """One side's :class:`SideNoise` (``rate``: its perf, positive), by the module's model;
+    ``drift``: a session's (none: the runs' noise alone), averaged over the sessions of a
+    merged baseline (its figure is the mean of theirs)."""
+    sessions = max(len(bench.session_rates), 1)
+    drift_var, drift_df = (0.0, math.inf) if drift is None else (drift.cv**2 / sessions,
+                                                                 drift.df)
     runs = _mean_cv(bench.rates)
     n = len(bench.rates)
     if runs is not None:
-        return SideNoise(math.log(rate), runs[1] ** 2 / n, n - 1.0, f"{n} runs", own_runs=True)
+        return SideNoise(math.log(rate), runs[1] ** 2 / n, n - 1.0, f"{n} runs", True,
+                         drift_var, drift_df)
     cv, df, where = model
     within = _within_var(bench, rate)
     if within > cv * cv:  # noisier within itself than the model: its own blocks
         blocks = len(bench.noise_samples)
-        return SideNoise(math.log(rate), within, blocks - 1.0, f"1 run, its {blocks} blocks")
-    return SideNoise(math.log(rate), cv * cv, df, f"1 run at {where}")
+        return SideNoise(math.log(rate), within, blocks - 1.0, f"1 run, its {blocks} blocks",
+                         False, drift_var, drift_df)
+    return SideNoise(math.log(rate), cv * cv, df, f"1 run at {where}", False, drift_var,
+                     drift_df)
 
 
 def evidence(
     current: BenchSummary, baseline: BenchSummary, cur_rate: float, base_rate: float,
     *, alpha: float,
 ) -> Evidence:
-    """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs."""
-    model = between_run_cv(baseline)
-    cur, base = side_noise(current, cur_rate, model), side_noise(baseline, base_rate, model)
+    """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs and
+    the drift between the two sessions (the baseline's model describes both: one machine)."""
+    model, drift = between_run_cv(baseline), session_drift(baseline)
+    cur = side_noise(current, cur_rate, model, drift)
+    base = side_noise(baseline, base_rate, model, drift)
     diff = cur.log_rate - base.log_rate
-    (p_lower, p_higher), ci = t_test(diff, ((cur.var, cur.df), (base.var, base.df)), alpha)
-    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base)
+    (p_lower, p_higher), ci = t_test(diff, (*cur.parts, *base.parts), alpha)
+    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base, drift)
 
 
 # -- what puts a side's figure in doubt -------------------------------------------------------
@@ -306,21 +375,25 @@ def combined_evidence(
     by the model is not: a slower machine moves every benchmark of that run alike, so those
     parts of one side add up as one (their standard deviations summed; the two sides' runs
     still drift independently of each other), and twenty single-run benchmarks
-    slowed by one busy afternoon are no more evidence than one."""
+    slowed by one busy afternoon are no more evidence than one. A session's drift is shared
+    by its benchmarks the same way, whatever their repeats."""
     used = [(w, e) for w, e in terms if w > 0]
     total = sum(w for w, _ in used)
     if not used or total <= 0:
         return None
     parts: list[tuple[float, float]] = []
     for which in ("current", "baseline"):  # the two runs drift independently of each other
+        model_sd, model_df = 0.0, math.inf
         drift_sd, drift_df = 0.0, math.inf
         for w, e in used:
             side: SideNoise = getattr(e, which)
             if side.own_runs:
                 parts.append(((w / total) ** 2 * side.var, side.df))
             else:
-                drift_sd += w / total * math.sqrt(side.var)
-                drift_df = min(drift_df, side.df)
-        parts.append((drift_sd**2, drift_df))
+                model_sd += w / total * math.sqrt(side.var)
+                model_df = min(model_df, side.df)
+            drift_sd += w / total * math.sqrt(side.drift_var)
+            drift_df = min(drift_df, side.drift_df)
+        parts += [(model_sd**2, model_df), (drift_sd**2, drift_df)]
     mean = sum(w / total * math.log(e.ratio) for w, e in used)
     return combine_log_ratios([(1.0, mean, parts)], alpha)

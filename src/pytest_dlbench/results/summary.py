@@ -99,6 +99,10 @@ class BenchSummary:
     noise_samples: tuple[float, ...] = ()
     #: milabench's figure for a voir benchmark (:func:`milabench_figure`), beside ``perf``
     milabench_perf: float | None = None
+    #: a baseline merged from several sessions (``dlbench baseline``): each session's run
+    #: rates, from which the noise model estimates the drift between sessions; () for one
+    #: session (its runs are ``rates``)
+    session_rates: tuple[tuple[float, ...], ...] = ()
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -241,6 +245,8 @@ class BenchSummary:
             **({"compile": dict(self.compile)} if self.compile else {}),
             # A distributed job's size: an njobs perf per GPU divides by it, read back too.
             **({"world_size": self.world_size} if self.world_size > 1 else {}),
+            **({"sessions": [list(s) for s in self.session_rates]}
+               if len(self.session_rates) > 1 else {}),
             **self._time_to_train(),
             "runs": [r.to_dict() for r in self.runs],
         }
@@ -302,6 +308,7 @@ class BenchSummary:
             milabench_perf=optional_float(data.get("milabench_perf")),
             # Older files without samples: the rule applied to the saved runs.
             noise_samples=noise_samples(runs) if samples is None else saved_numbers(samples),
+            session_rates=tuple(saved_numbers(s) for s in data.get("sessions") or ()),
         )
 
 

@@ -145,6 +145,7 @@ def _schema() -> Any:
         metric: Str | None = None
         world_size: Int | None = None
         milabench_perf: Num | None = None
+        sessions: list[list[Num | None]] | None = None
         runs: list[Run] | None = None
 
     class Summary(Loose):
