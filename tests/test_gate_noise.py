@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _runs import quiet_sessions
 
-from pytest_dlbench.results import noise
+from pytest_dlbench.results import gate, noise
 from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy, outside_cores
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
@@ -211,6 +211,25 @@ def test_a_paired_verdict_is_in_doubt_only_when_the_load_hit_one_side() -> None:
     assert doubt == ("the machine was busy during 3 of the base side's 4 runs and none of the "
                      "other side's")
     assert "candidate side" in (paired_doubt(bench(quiet), bench(every)) or "")
+
+
+def test_a_doubted_paired_benchmark_makes_its_score_inconclusive_too() -> None:
+    """A one-benchmark suite whose base side ran on a busy machine: the benchmark and the score
+    regressed by the pairs, both inconclusive after the doubt (exit 9, not 6 from the score)."""
+    from pytest_dlbench.results.paired import compare_paired
+
+    def side(rate: float, busy: bool) -> SuiteSummary:
+        return summary({"x": [run_entry(rate * (1 + 0.001 * (i % 2)), repeat=i, busy=busy)
+                              for i in range(6)]})
+
+    base, candidate = side(100.0, True), side(80.0, False)
+    paired = compare_paired(candidate, base, test="t")
+    assert paired.get("x").verdict == REGRESSED and paired.score_verdict == REGRESSED  # type: ignore[union-attr]
+    judged = noise.paired_with_doubts(paired, base, candidate)
+    assert judged.get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
+    assert judged.score_verdict == INCONCLUSIVE and not judged.regressed
+    assert "in doubt (x)" in judged.score_reason
+    assert gate.final_status(failed=False, comparison=judged) == gate.INCONCLUSIVE
 
 
 # -- busy machine: the monitor's samples ------------------------------------------------------

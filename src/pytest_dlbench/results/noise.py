@@ -303,8 +303,11 @@ def paired_with_doubts(
     comparison: Comparison, base: SuiteSummary | None, candidate: SuiteSummary
 ) -> Comparison:
     """A ``--bench-against`` comparison whose regressed or improved benchmarks in doubt
-    (:func:`paired_doubt`) are inconclusive instead; the rest as the pairs judged them."""
-    rows, changed = [], False
+    (:func:`paired_doubt`) are inconclusive instead; the rest as the pairs judged them. The
+    score follows, as a saved baseline's does: regressed or improved with a weighted
+    benchmark in doubt, it is inconclusive (else a one-benchmark suite would still exit 6
+    on its score)."""
+    rows, doubted = [], []
     for row in comparison.benchmarks:
         cand = candidate.get(row.name)
         doubt = (paired_doubt(base.get(row.name) if base is not None else None, cand)
@@ -312,9 +315,17 @@ def paired_with_doubts(
         if doubt is not None:
             row = dataclasses.replace(row, verdict=INCONCLUSIVE,
                                       reason=f"ratio {row.ratio:.3f}, but {doubt}")
-            changed = True
+            doubted.append(row)
         rows.append(row)
-    return dataclasses.replace(comparison, benchmarks=tuple(rows)) if changed else comparison
+    if not doubted:
+        return comparison
+    changes: dict[str, object] = {"benchmarks": tuple(rows)}
+    weighted = [row.name for row in doubted if row.weight > 0]
+    if weighted and comparison.score_verdict in (REGRESSED, IMPROVED):
+        changes["score_verdict"] = INCONCLUSIVE
+        changes["score_reason"] = (f"the score was {comparison.score_verdict}, but a weighted "
+                                   f"benchmark's figure is in doubt ({', '.join(weighted)})")
+    return dataclasses.replace(comparison, **changes)  # type: ignore[arg-type]
 
 
 # -- the verdicts -----------------------------------------------------------------------------
