@@ -214,7 +214,7 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     check_output({"OUT.json": args.output})
     merged = merge_sessions([load_summary(p) for p in args.inputs], names=args.inputs)
     save_summary(merged, args.output)
-    print(printable_lines(render_sessions(merged, args.output)))
+    print(printable_lines(render_sessions(merged, args.output, _width())))
     return gate.OK
 
 

@@ -222,8 +222,7 @@ def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str]
     """One side's :class:`SideNoise` (``rate``: its perf, positive), by the module's model;
     ``drift``: a session's (none: the runs' noise alone), averaged over the sessions of a
     merged baseline (its figure is the mean of theirs)."""
-    sessions = max(len(bench.session_rates), 1)
-    drift_var, drift_df = (0.0, math.inf) if drift is None else (drift.cv**2 / sessions,
+    drift_var, drift_df = (0.0, math.inf) if drift is None else (drift.cv**2 / bench.session_count,
                                                                  drift.df)
     runs = _mean_cv(bench.rates)
     n = len(bench.rates)

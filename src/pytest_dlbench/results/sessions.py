@@ -32,7 +32,7 @@ class SessionsError(DlbenchError):
 
 def session_count(bench: BenchSummary) -> int:
     """How many sessions a benchmark's figure comes from (1 unless merged)."""
-    return max(len(bench.session_rates), 1)
+    return bench.session_count
 
 
 def _sessions_of(bench: BenchSummary) -> tuple[tuple[float, ...], ...]:

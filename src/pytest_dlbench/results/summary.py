@@ -105,6 +105,11 @@ class BenchSummary:
     session_rates: tuple[tuple[float, ...], ...] = ()
 
     @property
+    def session_count(self) -> int:
+        """How many sessions its figure comes from (1 unless merged: ``session_rates``)."""
+        return max(len(self.session_rates), 1)
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         """What its runs that passed warn of (too few observations), each once."""
         return tuple(dict.fromkeys(w for r in self.runs if r.ok for w in r.warnings))
