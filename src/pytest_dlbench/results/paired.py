@@ -160,7 +160,7 @@ def judge_rounds(
             return verdict(s.ratio, s.p, tolerance=tolerance, alpha=alpha).word if s else ""
 
         found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha,
-                           test=test, available=ran)
+                           available=ran)
         if found is not None:
             stop, stats = found
             return stats, [p for p in pairs if p.round < stop.rounds], stop
