@@ -1,0 +1,120 @@
+"""gate_power's trials from several ``--out`` files pooled into one cell table, with the
+bounds a count of that size allows.
+
+A measurement of 40 trials a cell takes hours at a real training step, longer than one sitting;
+it is taken as several gate_power invocations (a few repetitions each, cells interleaved so a
+change of the machine's load falls on all of them), each writing its ``--out`` JSON after every
+trial. This script reads them all and prints, per cell (mode x neighbour x slowdown):
+
+- the outcome counts and mean rounds (gate_cells' table);
+- "regressed" as k/n with its exact 95 % Clopper-Pearson interval: for identical code the
+  upper bound says how large the false-alarm rate may still be; for a slowdown the lower
+  bound says how small the detection may be;
+- for identical code, the trials' log ratios (the candidate's rate over the base's, as the
+  product judged): their mean and spread, which show a side that is systematically slower;
+- the rounds a paired trial used, as a histogram.
+
+Nothing runs here; only files are read. ``python benchmarks/gate_pool.py OUT.json...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gate_cells import cell_rows, cells, other_lines  # noqa: E402
+from gate_offline import table  # noqa: E402
+
+REGRESSED = 6
+INCONCLUSIVE = 9
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact two-sided interval of a binomial share k/n."""
+    from scipy.stats import beta
+
+    tail = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - tail, k + 1, n - k))
+    return low, high
+
+
+def load(paths: Sequence[Path]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Every trial of the files (as gate_power's Trial), and each file's facts."""
+    from gate_power import load_trials
+
+    trials, facts = [], []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+            found = load_trials(data)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"gate_pool: {path}: not a gate_power --out file ({exc})") from None
+        trials += found
+        facts.append({"file": str(path), "trials": len(found), **data.get("facts", {})})
+    return trials, facts
+
+
+def cell_lines(trials: Sequence[Any]) -> list[str]:
+    """Per cell: regressed k/n with its interval, the A/A log ratios, the rounds used."""
+    lines = []
+    groups: dict[tuple[str, float, float], list[Any]] = {}
+    for t in trials:
+        groups.setdefault((t.mode, t.neighbour, t.slowdown), []).append(t)
+    for (mode, level, slowdown), chosen in sorted(groups.items()):
+        n = len(chosen)
+        k = sum(t.status == REGRESSED for t in chosen)
+        low, high = clopper_pearson(k, n)
+        name = f"{mode} / neighbour {level:g} % / slowdown {slowdown:g} %"
+        lines.append(f"{name}: regressed {k}/{n} ({100 * k / n:.1f} %, 95 % interval "
+                     f"{100 * low:.1f}-{100 * high:.1f} %)")
+        if slowdown == 0:
+            logs = [math.log(t.ratio) for t in chosen if t.ratio]
+            if len(logs) >= 2:
+                mean, sd = statistics.mean(logs), statistics.stdev(logs)
+                lines.append(f"  log ratio over {len(logs)} trials: mean {mean:+.4f}, "
+                             f"sd {sd:.4f}, {sum(v < 0 for v in logs)} below 0")
+        rounds = Counter(t.rounds for t in chosen if t.rounds is not None)
+        if rounds and mode == "paired":
+            used = ", ".join(f"{r} x{c}" for r, c in sorted(rounds.items()))
+            lines.append(f"  rounds used: {used}")
+    return lines
+
+
+def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]]) -> str:
+    loads = [f"{f.get('load_before', '?')}->{f.get('load_after', '?')}" for f in facts]
+    dates = sorted(str(f.get("date", "?")) for f in facts)
+    found = cells(trials, inconclusive=INCONCLUSIVE)
+    return "\n".join([
+        f"{len(trials)} trials from {len(facts)} files, {dates[0]} to {dates[-1]}; "
+        f"load before->after each: {' '.join(loads)}",
+        "",
+        table(cell_rows(found)),
+        *other_lines(found),
+        "",
+        *cell_lines(trials),
+    ])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", type=Path, help="gate_power --out JSON files")
+    args = parser.parse_args(argv)
+    trials, facts = load(args.files)
+    if not trials:
+        raise SystemExit("gate_pool: no trials in " + ", ".join(map(str, args.files)))
+    print(report(trials, facts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""benchmarks/gate_pool.py: gate_power --out files pooled into one cell table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+gate_pool = _load("gate_pool")
+
+
+def trial(status: int, slowdown: float, ratio: float, rounds: int, neighbour: float = 0.0
+          ) -> dict[str, object]:
+    return {"mode": "paired", "rep": 0, "slowdown": slowdown, "status": status,
+            "minutes": 1.5, "run_dir": "/gone", "ratio": ratio, "ci": [ratio, ratio],
+            "pairs": [[100.0, 100.0 * ratio]], "neighbour": neighbour, "rounds": rounds}
+
+
+def out_file(path: Path, trials: list[dict[str, object]], load: str) -> Path:
+    path.write_text(json.dumps({"facts": {"date": "2026-11-25 10:00", "load_before": load,
+                                          "load_after": load}, "args": {}, "trials": trials}))
+    return path
+
+
+def test_files_pool_into_one_cell_with_its_bounds(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    a = out_file(tmp_path / "a.json", [trial(0, 0, 0.99, 4), trial(6, 10, 0.9, 5)], "1.0")
+    b = out_file(tmp_path / "b.json", [trial(6, 0, 0.95, 5), trial(6, 10, 0.91, 5)], "1.2")
+    assert gate_pool.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "4 trials from 2 files" in out and "1.0->1.0 1.2->1.2" in out
+    # One A/A false alarm in 2: the exact interval is wide, as it must be.
+    assert "paired / neighbour 0 % / slowdown 0 %: regressed 1/2 (50.0 %, 95 % interval " \
+           "1.3-98.7 %)" in out
+    assert "log ratio over 2 trials: mean -0.0307" in out and "2 below 0" in out
+    assert "rounds used: 4 x1, 5 x1" in out
+    assert "slowdown 10 %: regressed 2/2 (100.0 %, 95 % interval 15.8-100.0 %)" in out
+
+
+def test_clopper_pearson_is_exact_at_the_edges() -> None:
+    assert gate_pool.clopper_pearson(0, 40)[0] == 0.0
+    assert gate_pool.clopper_pearson(0, 40)[1] == pytest.approx(0.0881, abs=1e-4)
+    assert gate_pool.clopper_pearson(40, 40) == (pytest.approx(0.9119, abs=1e-4), 1.0)
+
+
+def test_a_file_that_is_not_an_out_file_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(SystemExit, match=r"gate_pool: .*bad.json: not a gate_power --out file"):
+        gate_pool.main([str(bad)])
