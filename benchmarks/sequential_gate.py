@@ -9,12 +9,14 @@ the shared 2-core VM: with probability ``SPELL_P`` a run has a spell at half spe
 The candidate's steps are ``1 - change`` of the base's.
 
 Each trial is judged twice on the same rounds: the fixed design (every round, the quantile
-test's verdict at the last) and the sequential one (results/sequential.first_stop, looks at
-4, 6, 8, 10). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %: detection)
-and the mean rounds of the sequential design. The quantile test here is a vectorised twin of
-results/stats.quantile_stats, equal to it (tests/test_sequential.py checks), ~20 times faster.
+test's verdict at the last) and the sequential one (results/sequential.first_stop, a look
+after every round from 4). Printed per cell: "regressed" verdicts (0 %: false alarms;
+5 %, 10 %: detection) and the mean rounds of the sequential design. The quantile test here is
+a vectorised twin of results/stats.quantile_stats, equal to it (tests/test_sequential.py
+checks), ~20 times faster.
 
     python benchmarks/sequential_gate.py [--trials 200] [--rounds 10] [--steps 50] [--seed 0]
+        [--changes 0,5,10] [--spread 15]
 """
 
 from __future__ import annotations
@@ -196,12 +198,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=gate.ROUNDS)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--changes", default=None,
+                        help="the changes to simulate, %% (default 0,4,5,10)")
+    parser.add_argument("--spread", type=float, default=None,
+                        help="one noise kind instead of the three: runs this %% apart (log-normal)"
+                        ", no spells (15: what fresh processes of the MLP step gave on the VM)")
     args = parser.parse_args(argv)
+    changes = CHANGES if args.changes is None else tuple(
+        float(c) / 100 for c in args.changes.split(",") if c.strip())
+    noises = NOISES if args.spread is None else (
+        (f"{args.spread:g} % between runs", args.spread / 100, False),)
     start = time.perf_counter()
-    for name, noise, spells in NOISES:
+    for name, noise, spells in noises:
         seen = within_round_noise(noise=noise, spells=spells, steps=args.steps)
         print(f"noise {name}: within a round (gate_power's figure) {100 * seen:.1f} %")
-    cells = simulate(trials=args.trials, rounds=args.rounds, steps=args.steps, seed=args.seed)
+    cells = simulate(trials=args.trials, rounds=args.rounds, steps=args.steps, seed=args.seed,
+                     noises=noises, changes=changes)
     print(table(cells, args.rounds))
     print(f"{args.trials} trials a cell, tolerance {100 * gate.TOLERANCE:g} %, alpha "
           f"{gate.ALPHA:g}, {args.steps} steps a run; {time.perf_counter() - start:.0f} s")

@@ -287,19 +287,19 @@ def paired_run(folder: Path, base: Sequence[float], cand: Sequence[float], *,
     return run
 
 
-#: Five rounds 20 % slower, quiet: the sequential gate's first look that can reach alpha (the
-#: permutation test's p is 1/32 after 5 rounds) is clear.
-BASE5, SLOWER5 = (100.0, 101.0, 100.0, 101.0, 100.0), (80.8, 80.0, 80.8, 80.0, 80.8)
+#: Six rounds 20 % slower, quiet: the sequential gate's first look that can reach its interim
+#: level (the permutation test's p is 1/64 after 6 rounds) is clear.
+BASE6, SLOWER6 = (100.0, 101.0) * 3, (80.8, 80.0) * 3
 
 
-def test_a_sequential_run_stopped_at_5_rounds_is_judged_regressed_as_the_product_did(
+def test_a_sequential_run_stopped_at_6_rounds_is_judged_regressed_as_the_product_did(
         tmp_path: Path) -> None:
-    run = paired_run(tmp_path, BASE5, SLOWER5)
+    run = paired_run(tmp_path, BASE6, SLOWER6)
     judged = gate_offline.judge_paired(run)
     assert (judged.verdict, judged.status) == (REGRESSED, gate.REGRESSED)
-    assert (judged.rounds, judged.ran, len(judged.pairs)) == (5, 5, 5)
+    assert (judged.rounds, judged.ran, len(judged.pairs)) == (6, 6, 6)
     assert judged.status == evaluate(run).status  # what pytest and dlbench report say
-    assert judged.p_value == pytest.approx(1 / 32)
+    assert judged.p_value == pytest.approx(1 / 64)
     # The fixed rule on the first 4 rounds: the permutation test's smallest p, 1/16, is above
     # alpha: "unchanged" (and the sequential look at 4 did not stop on it either).
     fixed = gate_offline.judge_paired(run, design=FIXED, rounds=4)
@@ -309,17 +309,17 @@ def test_a_sequential_run_stopped_at_5_rounds_is_judged_regressed_as_the_product
     assert every.get("gp").verdict == REGRESSED  # type: ignore[union-attr]
     # The sequential rule asked by name, at the run's own bound: the product's verdict.
     again = gate_offline.judge_paired(run, design=SEQUENTIAL, rounds=10, test="quantile")
-    assert (again.verdict, again.rounds) == (REGRESSED, 5)
+    assert (again.verdict, again.rounds) == (REGRESSED, 6)
 
 
 def test_a_regression_with_the_busy_runs_on_one_side_is_inconclusive(tmp_path: Path) -> None:
-    run = paired_run(tmp_path, BASE5, SLOWER5, busy_base=True)
+    run = paired_run(tmp_path, BASE6, SLOWER6, busy_base=True)
     judged = gate_offline.judge_paired(run)
     assert judged.verdict == INCONCLUSIVE  # results/noise.py's paired doubt
     # The exit status is the product's (the score's verdict is not put in doubt: 6 today).
     assert judged.status == evaluate(run).status
     assert judged.outcome == gate_offline.outcome_of(judged.status)
-    fixed = gate_offline.judge_paired(run, design=FIXED, rounds=5, test="t")
+    fixed = gate_offline.judge_paired(run, design=FIXED, rounds=6, test="t")
     assert fixed.verdict == INCONCLUSIVE  # the doubt applies to every rule
 
 
@@ -388,8 +388,8 @@ def cells_of(text: str, label: str) -> list[str]:
 
 
 def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None:
-    clear = paired_run(tmp_path / "clear", BASE5, SLOWER5)
-    doubt = paired_run(tmp_path / "doubt", BASE5, SLOWER5, busy_base=True)
+    clear = paired_run(tmp_path / "clear", BASE6, SLOWER6)
+    doubt = paired_run(tmp_path / "doubt", BASE6, SLOWER6, busy_base=True)
     dropped, base1 = saved_trial(tmp_path / "dropped", QUIET_BASELINE, 80.0, [100.0, 100.2])
     unsure, base2 = saved_trial(tmp_path / "unsure", [100.0], 92.0)
     trials = [OfflineTrial("paired", 0, 10, gate.REGRESSED, str(clear)),
@@ -434,6 +434,6 @@ def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path
     assert own[3] == "1/1 100 %"
     sequential = cells_of(text, "paired, sequential rule, quantile (steps pooled), up to 10")
     assert sequential[0].endswith("(the product's defaults)") and sequential[3] == "1/1 100 %"
-    assert gate_offline.judge_paired(run, design=SEQUENTIAL).rounds == 5  # stopped early
+    assert gate_offline.judge_paired(run, design=SEQUENTIAL).rounds == 6  # stopped early
     assert gate_offline.judge_paired(run).rounds == rounds
     assert "stopped before round" not in text  # every round ran

@@ -74,8 +74,9 @@ def stats(ratio: float, ci: tuple[float, float], p_lower: float, p_higher: float
 
 
 @pytest.mark.parametrize(("look", "word"), [
-    (stats(0.80, (0.78, 0.82), 0.04, 1.0), REGRESSED),  # clear, and p at most alpha
-    (stats(1.20, (1.18, 1.22), 1.0, 0.04), IMPROVED),
+    (stats(0.80, (0.78, 0.82), 0.02, 1.0), REGRESSED),  # clear, and p at most alpha / 2
+    (stats(1.20, (1.18, 1.22), 1.0, 0.02), IMPROVED),
+    (stats(0.80, (0.78, 0.82), 0.04, 1.0), None),  # p below alpha, not below the interim level
     (stats(1.00, (0.99, 1.01), 0.5, 0.5), UNCHANGED),  # surely inside +-3 %
     (stats(0.80, (0.78, 0.82), 2 / 16, 1.0), None),  # the rounds disagree: more rounds
     (stats(0.95, (0.90, 0.99), 0.01, 1.0), None),  # interval across the band's edge
@@ -92,18 +93,21 @@ def test_judge_look(look: PairedStats, word: str | None) -> None:
     assert judge_look(look, tolerance=0.03, alpha=0.05) == word
 
 
-def test_an_interim_look_is_never_looser_than_alpha() -> None:
+def test_an_interim_look_is_stricter_than_alpha() -> None:
     # Four rounds all slower: the permutation test's smallest p is 1/16, above alpha. The
     # fixed design would not fail on it, so no look may: an A/A pair of the real path whose
     # four rounds read 3-6 % slower failed the gate here under the old max(alpha, 2**-k).
     four_slower = stats(0.952, (0.933, 0.964), 1 / 16, 1.0)
     assert judge_look(four_slower, tolerance=0.03, alpha=0.05) is None
     assert judge_look(stats(1.05, (1.04, 1.07), 1.0, 1 / 16), tolerance=0.03, alpha=0.05) is None
-    # Five rounds can reach it (1/32).
-    assert judge_look(stats(0.952, (0.933, 0.964), 1 / 32, 1.0), tolerance=0.03,
+    # Five rounds (1/32) are below alpha but not below half of it; six (1/64) are.
+    five = stats(0.952, (0.933, 0.964), 1 / 32, 1.0)
+    assert judge_look(five, tolerance=0.03, alpha=0.05) is None
+    assert judge_look(stats(0.952, (0.933, 0.964), 1 / 64, 1.0), tolerance=0.03,
                       alpha=0.05) == REGRESSED
-    # A looser alpha the user chose is the level at every look.
-    assert judge_look(four_slower, tolerance=0.03, alpha=0.10) == REGRESSED
+    # The level follows the alpha the user chose.
+    assert judge_look(five, tolerance=0.03, alpha=0.10) == REGRESSED
+    assert judge_look(four_slower, tolerance=0.03, alpha=0.10) is None
 
 
 def test_the_quantile_twin_is_the_quantile_test(sim: ModuleType) -> None:
@@ -119,8 +123,8 @@ def first(sim: ModuleType, base: np.ndarray, cand: np.ndarray) -> Stop:
 def test_a_large_regression_stops_at_the_first_look_that_can_reach_alpha(
         sim: ModuleType) -> None:
     stop = first(sim, *stream(sim, change=0.20, noise=0.03))
-    assert (stop.rounds, stop.word, stop.reason) == (5, REGRESSED, CLEAR)
-    assert stop.describe() == "stopped after 5 of 10 rounds (clear)"
+    assert (stop.rounds, stop.word, stop.reason) == (6, REGRESSED, CLEAR)
+    assert stop.describe() == "stopped after 6 of 10 rounds (clear)"
 
 
 def test_an_exact_a_a_stops_for_futility(sim: ModuleType) -> None:
@@ -141,9 +145,10 @@ def test_a_borderline_change_runs_every_round(sim: ModuleType) -> None:
 
 
 def test_same_error_rates_as_the_fixed_design_in_fewer_rounds(sim: ModuleType) -> None:
-    # Seeded and small (the calibration in docs/reports.md ran 400 trials a cell): verdicts
-    # "regressed" within 2 trials of the fixed design's in every cell, and at most 60 % of its
-    # rounds on average over the cells.
+    # Seeded and small (the calibration in docs/reports.md ran 200 trials a cell): verdicts
+    # "regressed" within 2 trials of the fixed design's in every cell, and at most 65 % of its
+    # rounds on average over the cells (63 % in the calibration: the interim level at half of
+    # alpha costs a round on a clear change; issue 26's 60 % is not met, for fewer false alarms).
     cells = sim.simulate(trials=6, steps=20, seed=1, changes=(0.0, 0.05, 0.10),
                          noises=(("1 %", 0.01, False), ("7 %, spells", 0.03, True)))
     for cell in cells:
@@ -153,7 +158,7 @@ def test_same_error_rates_as_the_fixed_design_in_fewer_rounds(sim: ModuleType) -
         if cell.change == 0:
             assert sequential == 0  # no false alarm
     rounds = [r for cell in cells for r in cell.rounds]
-    assert sum(rounds) / len(rounds) <= 0.6 * gate.ROUNDS
+    assert sum(rounds) / len(rounds) <= 0.65 * gate.ROUNDS
 
 
 # -- the run directory: the plugin's question and dlbench report's answer agree -------------
@@ -172,24 +177,25 @@ def paired_dir(tmp: Path, base: np.ndarray, cand: np.ndarray, *, rounds: int = 1
 
 
 def test_a_run_stopped_early_is_judged_again_the_same(sim: ModuleType, tmp_path: Path) -> None:
-    base, cand = stream(sim, change=0.20, noise=0.03, rounds=5, steps=20)
+    base, cand = stream(sim, change=0.20, noise=0.03, rounds=6, steps=20)
     run = paired_dir(tmp_path, base, cand)
-    # The plugin, before round 5: clear; before round 4: the look at 4 cannot reach alpha
-    # (and before round 3, no look yet).
-    stop = stop_before(run, "x", devices=[0], before=5, rounds=10)
-    assert stop == Stop(5, 10, REGRESSED, CLEAR)
+    # The plugin, before round 6: clear; before round 5 or 4: those looks cannot reach the
+    # interim level (and before round 3, no look yet).
+    stop = stop_before(run, "x", devices=[0], before=6, rounds=10)
+    assert stop == Stop(6, 10, REGRESSED, CLEAR)
+    assert stop_before(run, "x", devices=[0], before=5, rounds=10) is None
     assert stop_before(run, "x", devices=[0], before=4, rounds=10) is None
     assert stop_before(run, "x", devices=[0], before=3, rounds=10) is None
     # A slot whose rounds have not run yet (no xdist: one slot after the other): no stop.
-    assert stop_before(run, "x", devices=[0, 1], before=5, rounds=10) is None
+    assert stop_before(run, "x", devices=[0, 1], before=6, rounds=10) is None
     # dlbench report: the same verdict, and where the rounds stopped.
     _, _, comparison = summarize_paired_dir(run)  # type: ignore[misc]
     x = comparison.get("x")
-    assert x is not None and x.verdict == REGRESSED and x.samples == (5, 5)
-    assert x.note == "stopped after 5 of 10 rounds (clear)"
+    assert x is not None and x.verdict == REGRESSED and x.samples == (6, 6)
+    assert x.note == "stopped after 6 of 10 rounds (clear)"
     saved = json.loads(json.dumps(comparison.to_dict()))
     assert saved["against"]["design"] == SEQUENTIAL
-    assert saved["against"]["stops"]["x"] == {"rounds_used": 5, "rounds": 10, "stopped": CLEAR}
+    assert saved["against"]["stops"]["x"] == {"rounds_used": 6, "rounds": 10, "stopped": CLEAR}
 
 
 def test_the_first_look_wins_over_rounds_run_after_it(sim: ModuleType, tmp_path: Path) -> None:
@@ -266,13 +272,13 @@ def test_a_clear_regression_stops_a_real_run_early(tmp_path: Path) -> None:
     )
     out = result.stdout + result.stderr
     assert result.returncode == gate.REGRESSED, out
-    assert "sleepy: stopped after 5 of 10 rounds (clear)" in out
-    assert "5 skipped" in out
+    assert "sleepy: stopped after 6 of 10 rounds (clear)" in out
+    assert "4 skipped" in out
     (run,) = (repo / ".dlbench" / "runs").iterdir()
-    assert len(list(run.glob("sleepy.*.data"))) == 5
-    assert len(list((run / "base").glob("sleepy.*.data"))) == 5
+    assert len(list(run.glob("sleepy.*.data"))) == 6
+    assert len(list((run / "base").glob("sleepy.*.data"))) == 6
     # dlbench report on the run directory: the same verdict and status.
     report = subprocess.run([sys.executable, "-m", "pytest_dlbench.cli", "report", str(run)],
                             capture_output=True, text=True, timeout=300)
     assert report.returncode == gate.REGRESSED, report.stdout + report.stderr
-    assert "sleepy: stopped after 5 of 10 rounds (clear)" in report.stdout
+    assert "sleepy: stopped after 6 of 10 rounds (clear)" in report.stdout
