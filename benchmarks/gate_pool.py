@@ -55,9 +55,13 @@ def load(paths: Sequence[Path]) -> tuple[list[Any], list[dict[str, Any]]]:
     trials, facts = [], []
     for path in paths:
         try:
-            data = json.loads(path.read_text())
+            text = path.read_text()
+        except OSError as exc:
+            raise SystemExit(f"gate_pool: {path}: cannot read it ({exc.strerror})") from None
+        try:
+            data = json.loads(text)
             found = load_trials(data)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"gate_pool: {path}: not a gate_power --out file ({exc})") from None
         trials += found
         facts.append({"file": str(path), "trials": len(found), **data.get("facts", {})})

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _bench_scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-gate_pool = _load("gate_pool")
+gate_pool = load_script("gate_pool")
 
 
 def trial(status: int, slowdown: float, ratio: float, rounds: int, neighbour: float = 0.0
@@ -64,3 +50,8 @@ def test_a_file_that_is_not_an_out_file_is_one_line(tmp_path: Path) -> None:
     bad.write_text("{}")
     with pytest.raises(SystemExit, match=r"gate_pool: .*bad.json: not a gate_power --out file"):
         gate_pool.main([str(bad)])
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"gate_pool: .*gone.json: cannot read it \(No such file"):
+        gate_pool.main([str(tmp_path / "gone.json")])

@@ -6,7 +6,6 @@ design, inconclusive as its own outcome, the saved mode's confirmations. No pyte
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -15,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _bench_scripts import load_script
 from _runs import steady_at, write_run
 
 from pytest_dlbench.measure.stream import StreamWriter
@@ -31,21 +30,9 @@ from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.stats import INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_dlbench.run import layout
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-neighbour = _load("neighbour")
-gate_cells = _load("gate_cells")
-gate_offline = _load("gate_offline")
+neighbour = load_script("neighbour")
+gate_cells = load_script("gate_cells")
+gate_offline = load_script("gate_offline")
 
 
 # -- the duty cycle ------------------------------------------------------------------------------
