@@ -9,9 +9,11 @@ the shared 2-core VM: with probability ``SPELL_P`` a run has a spell at half spe
 The candidate's steps are ``1 - change`` of the base's.
 
 Each trial is judged twice on the same rounds: the fixed design (every round, the quantile
-test's verdict at the last) and the sequential one (results/sequential.first_stop, a look
-after every round from 4). Printed per cell: "regressed" verdicts (0 %: false alarms;
-5 %, 10 %: detection) and the mean rounds of the sequential design. The quantile test here is
+test's verdict at the last, by the product's rule: results/paired_noise.paired_verdict) and
+the sequential one (results/sequential.first_stop, a look after every round from 4, the same
+rule at its last look). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %:
+detection), "inconclusive" ones (rounds too noisy for the tolerance) and the mean rounds of
+the sequential design. The quantile test here is
 a vectorised twin of results/stats.quantile_stats, equal to it (tests/test_sequential.py
 checks), ~20 times faster.
 
@@ -31,12 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_dlbench.results import gate, sequential
+from pytest_dlbench.results.paired_noise import paired_verdict
 from pytest_dlbench.results.stats import (
     BOOTSTRAPS,
+    INCONCLUSIVE,
     PERMUTATIONS,
     REGRESSED,
     PairedStats,
-    verdict,
 )
 
 #: The noise kinds of the cells: (name, run-to-run spread, spells on). "7 % in spells" is a
@@ -118,8 +121,8 @@ class Cell:
     sequential: list[str] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
 
-    def share(self, words: Sequence[str]) -> float:
-        return sum(w == REGRESSED for w in words) / max(len(words), 1)
+    def share(self, words: Sequence[str], word: str = REGRESSED) -> float:
+        return sum(w == word for w in words) / max(len(words), 1)
 
 
 def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.TOLERANCE,
@@ -135,7 +138,7 @@ def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.T
 
     def final(s: PairedStats | None) -> str:
         assert s is not None
-        return verdict(s.ratio, s.p, tolerance=tolerance, alpha=alpha).word
+        return paired_verdict(s.ratio, s.p, s.log_var, tolerance=tolerance, alpha=alpha).word
 
     found = sequential.first_stop(look_at, rounds, final=final, tolerance=tolerance,
                                   alpha=alpha)
@@ -176,12 +179,15 @@ def within_round_noise(*, noise: float, spells: bool, steps: int, seed: int = 1)
 
 
 def table(cells: Sequence[Cell], rounds: int) -> str:
-    lines = ["noise         change  fixed: regressed  sequential: regressed  mean rounds"]
+    lines = ["noise         change  fixed: regressed  inconcl.  sequential: regressed  "
+             "inconcl.  mean rounds"]
     for c in cells:
         mean = sum(c.rounds) / max(len(c.rounds), 1)
         lines.append(f"{c.noise:<12}  {100 * c.change:5.0f}%  {100 * c.share(c.fixed):15.1f}%  "
-                     f"{100 * c.share(c.sequential):20.1f}%  {mean:5.2f} of {rounds} "
-                     f"({100 * mean / rounds:.0f} %)")
+                     f"{100 * c.share(c.fixed, INCONCLUSIVE):7.1f}%  "
+                     f"{100 * c.share(c.sequential):20.1f}%  "
+                     f"{100 * c.share(c.sequential, INCONCLUSIVE):7.1f}%  {mean:5.2f} of "
+                     f"{rounds} ({100 * mean / rounds:.0f} %)")
     for what, chosen in (("all cells", cells),
                          ("0, 5 and 10 % cells", [c for c in cells
                                                    if c.change in TARGET_CHANGES])):

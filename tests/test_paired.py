@@ -11,6 +11,7 @@ from _runs import steady_at, write_manifest, write_run
 from pytest_dlbench.cli import main
 from pytest_dlbench.report.terminal import render_paired
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.stats import (
@@ -244,24 +245,40 @@ def test_base_without_the_benchmark_lists_it(tmp_path: Path) -> None:
     assert y is not None and y.verdict == INCOMPARABLE and y.note == "no base run succeeded"
 
 
-def test_score_combines_the_benchmarks(tmp_path: Path) -> None:
-    # Four benchmarks 4 % slower, each with noisy pairs: the score's test pools them.
+def _four_slower(tmp_path: Path, noise: tuple[float, ...]) -> Comparison:
+    """Four benchmarks 4 % slower, their pairs disturbed by ``noise`` (round r of benchmark k
+    by ``noise[(r + k) % 6]``), judged over 6 rounds."""
     run = tmp_path / "run"
     base = layout.base_dir(run)
     base.mkdir(parents=True)
-    noise = (0.10, -0.08, 0.06, -0.10, 0.08, -0.06)
     for k, name in enumerate("abcd"):
         for r in range(6):
             j = noise[(r + k) % 6]
             write_run(base, name, steady_at(100.0 * LOAD[r]), repeat=r)
             write_run(run, name, steady_at(96.0 * LOAD[r] * (1 + j)), repeat=r)
     layout.write_against(run, {"rev": "main", "sha": "b" * 40, "rounds": 6})
-    _, _, comparison = judge(run)
+    return judge(run)[2]
+
+
+def test_score_combines_the_benchmarks(tmp_path: Path) -> None:
+    # Each benchmark's pairs too noisy for a verdict of its own: the score's test pools them.
+    comparison = _four_slower(tmp_path, (0.05, -0.04, 0.03, -0.05, 0.04, -0.03))
     assert all(b.verdict == UNCHANGED for b in comparison.benchmarks)
-    assert comparison.score_rate_ratio == pytest.approx(0.96, abs=0.005)
+    assert comparison.score_rate_ratio == pytest.approx(0.96, abs=0.01)
     assert comparison.score_ci is not None and comparison.score_ci[1] < 1
-    assert comparison.score_p_value is not None and comparison.score_p_value < gate.ALPHA
+    assert comparison.score_p_value is not None and comparison.score_p_value < gate.ALPHA / 2
     assert comparison.score_verdict == REGRESSED and comparison.regressed
+
+
+def test_score_of_noisy_rounds_needs_half_alpha(tmp_path: Path) -> None:
+    # Pairs ±10 % apart: the pooled p is below alpha but not half of it, and an unchanged pair
+    # would land beyond the tolerance 1 time in 9 at this noise: inconclusive (paired_noise).
+    comparison = _four_slower(tmp_path, (0.10, -0.08, 0.06, -0.10, 0.08, -0.06))
+    assert comparison.score_p_value is not None
+    assert gate.ALPHA / 2 < comparison.score_p_value < gate.ALPHA
+    assert comparison.score_verdict == INCONCLUSIVE and not comparison.regressed
+    assert "rounds are noisy" in comparison.score_reason
+    assert "needs p <= 0.025" in comparison.score_reason
 
 
 def test_render_paired_table(tmp_path: Path) -> None:

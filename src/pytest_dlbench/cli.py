@@ -291,7 +291,8 @@ def _add_result_commands(commands: Any) -> None:
         "report", help="the table and score of a run directory, recomputed from its streams",
         epilog="exit status: 0 ok, 1 a benchmark failed, 4 bad input, 6 regressed against "
                "the baseline (or, for a --bench-against run, against its base side), 7 the "
-               "baseline file does not exist",
+               "baseline file does not exist, 8 an output (--save, --html) could not be "
+               "written, 9 inconclusive (the noise too large for the tolerance)",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
                         help="runs/<name>.<time> directory (default: the latest run of the "
@@ -305,7 +306,8 @@ def _add_result_commands(commands: Any) -> None:
     cmp = commands.add_parser(
         "compare", help="compare two saved summaries: CURRENT against BASELINE",
         epilog="exit status: 0 ok, 1 CURRENT has failed benchmarks, 4 bad input, "
-               "6 regressed, 7 the baseline file does not exist",
+               "6 regressed, 7 the baseline file does not exist, 9 inconclusive (the noise "
+               "between runs too large for the tolerance)",
     )
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")

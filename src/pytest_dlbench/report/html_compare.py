@@ -141,7 +141,7 @@ def comparison_view(comparison: Comparison) -> ComparisonView:
         span=f"±{significant(100 * span, 2, zeros=False)} %",
         regressed=comparison.regressed,
         inconclusive=_inconclusive(comparison),
-        advice=gate.INCONCLUSIVE_ADVICE if comparison.inconclusive else "",
+        advice=comparison.inconclusive_advice if comparison.inconclusive else "",
     )
 
 
@@ -199,7 +199,7 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
                           "tolerance",
                           f"{code}: every benchmark ran and none regressed, but "
                           f"{_names(doubtful)} could not be told from noise against the "
-                          f"baseline. To get a verdict, {gate.INCONCLUSIVE_ADVICE}.")
+                          f"baseline. To get a verdict, {comparison.inconclusive_advice}.")
     if status == gate.BENCH_FAILED:
         failed = sorted({r.bench for r in summary.runs if not r.ok and not r.skipped})
         missing = [n for n in summary.incomplete if n not in failed]

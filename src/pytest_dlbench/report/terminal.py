@@ -36,6 +36,7 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.sequential import INTERIM_ALPHA_SHARE
 from pytest_dlbench.results.stats import INCONCLUSIVE
 from pytest_dlbench.results.summary import SuiteSummary
 
@@ -239,7 +240,8 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
     if comparison.score_verdict == INCONCLUSIVE:
         lines.append(printable(f"inconclusive: the score: {comparison.score_reason}"))
     status = "" if comparison.regressed else f" (exit status {gate.INCONCLUSIVE})"
-    lines.append(f"the noise is too large for the tolerance{status}: {gate.INCONCLUSIVE_ADVICE}")
+    lines.append(f"the noise is too large for the tolerance{status}: "
+                 f"{comparison.inconclusive_advice}")
     return lines
 
 
@@ -259,8 +261,12 @@ def verdict_rule(comparison: Comparison) -> str:
     test = _TESTS.get(comparison.test, comparison.test)
     if comparison.pair_rate == "median":
         test = test.replace("of the rounds", "of the rounds' median step rates")
+    level = f"alpha {comparison.alpha:g}"
+    if comparison.against is not None:  # results/paired_noise.py
+        level += (f", {comparison.alpha * INTERIM_ALPHA_SHARE:g} where the rounds are too noisy "
+                  "for the tolerance")
     rule = (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
-            f"({test}, alpha {comparison.alpha:g})")
+            f"({test}, {level})")
     if comparison.test == "between-runs":  # results/noise.py
         rule += ", inconclusive when beyond it without that evidence"
     return rule + "; adj ratio: perf_adj, not judged"

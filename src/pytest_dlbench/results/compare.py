@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results import noise
-from pytest_dlbench.results.gate import ALPHA, INCONCLUSIVE_ADVICE, TOLERANCE
+from pytest_dlbench.results.gate import ALPHA, TOLERANCE, inconclusive_advice
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
@@ -180,6 +180,12 @@ class Comparison:
     def inconclusive(self) -> bool:
         """A benchmark or the score is inconclusive (exit status 9 unless one regressed)."""
         return bool(self.inconclusives) or self.score_verdict == INCONCLUSIVE
+
+    @property
+    def inconclusive_advice(self) -> str:
+        """What to do about an inconclusive verdict: a paired run's rounds or a saved
+        baseline's comparison (results/gate.py)."""
+        return inconclusive_advice(paired=self.against is not None)
 
     def get(self, name: str) -> BenchComparison | None:
         return next((b for b in self.benchmarks if b.name == name), None)
@@ -402,6 +408,6 @@ def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
         "verdict": word,
         "regressions": list(comparison.regressions),
         "inconclusive": reasons,
-        "advice": INCONCLUSIVE_ADVICE if reasons else None,
+        "advice": comparison.inconclusive_advice if reasons else None,
         "comparison": comparison.to_dict(),
     }

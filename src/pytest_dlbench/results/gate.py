@@ -24,6 +24,7 @@ __all__ = [
     "BENCH_FAILED",
     "INCONCLUSIVE",
     "INCONCLUSIVE_ADVICE",
+    "PAIRED_INCONCLUSIVE_ADVICE",
     "INTERRUPTED",
     "LOGGER_FAILED",
     "OK",
@@ -41,6 +42,7 @@ __all__ = [
     "BaselineLoad",
     "OptionValueError",
     "final_status",
+    "inconclusive_advice",
     "output_status",
     "run_failed",
     "load_baseline",
@@ -80,6 +82,16 @@ INCONCLUSIVE = 9
 INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, merge baselines "
                        "saved in several sessions (dlbench baseline) and run with "
                        "--bench-repeat, or use a quieter runner")
+#: The same for a ``--bench-against`` run, whose sides already ran interleaved: its rounds
+#: were too noisy for the tolerance, or one side's runs met a busy machine (results/noise.py,
+#: results/paired_noise.py).
+PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter runner, with "
+                              "nothing else loading it during the run")
+
+
+def inconclusive_advice(paired: bool) -> str:
+    """What to do about an inconclusive verdict of a paired run, or of a saved baseline's."""
+    return PAIRED_INCONCLUSIVE_ADVICE if paired else INCONCLUSIVE_ADVICE
 
 
 #: Defaults of the comparison (smallest change that counts; significance level), tuned with

@@ -12,15 +12,19 @@ Per benchmark, the pairs go to one test of :mod:`.stats` (``test``, ``--bench-pa
 a paired permutation test, a bootstrap interval), ``"t"`` (the paired t-test on the log ratios,
 ``ratio = exp(mean d)``) or ``"wilcoxon"`` (signed ranks, the Hodges-Lehmann ratio). Each gives
 the ratio (above 1 is faster), its interval at ``1 - 2 alpha`` and the one-sided p-values; the
-verdict is :func:`.stats.verdict`, the same as against a saved baseline (:mod:`.compare`).
+verdict is :func:`.stats.verdict`, the same as against a saved baseline (:mod:`.compare`),
+except where the rounds are so noisy that an unchanged pair lands beyond the tolerance more
+than half of alpha of the time: there a change needs p at half of alpha, and a slower ratio
+with less is inconclusive (:mod:`.paired_noise`).
 Rounds where either side failed are left out of the pairs; the candidate's failures fail the
 run (exit status 1), the base side's are listed.
 
 The score: :func:`.stats.combined_paired` combines the benchmarks' mean log ratios and their
 variances (whatever the per-benchmark test: ranks do not add up across benchmarks) into the
 score's rate ratio, interval and p-value; :func:`.stats.score_verdict` judges it, as in
-:mod:`.compare`. ``score_ratio`` stays the ratio of the two sides' perf_adj scores (seed 001),
-shown beside.
+:mod:`.compare`, with the same rule for noisy rounds
+(:func:`.paired_noise.paired_score_verdict`). ``score_ratio`` stays the ratio of the two
+sides' perf_adj scores (seed 001), shown beside.
 
 Pure functions over two :class:`~.summary.SuiteSummary` (no pytest, no git): ``dlbench report``
 recomputes the same verdicts from a finished run directory.
@@ -43,6 +47,7 @@ from pytest_dlbench.results.gate import (
     PAIRED_TESTS,
     TOLERANCE,
 )
+from pytest_dlbench.results.paired_noise import paired_score_verdict, paired_verdict
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.sequential import (
@@ -59,13 +64,13 @@ from pytest_dlbench.results.stats import (
     FAILED,
     INCOMPARABLE,
     PairedStats,
+    Verdict,
     check_levels,
     combined_paired,
+    combined_paired_var,
     p_in_direction,
     paired_stats,
     quantile_stats,
-    score_verdict,
-    verdict,
 )
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -134,6 +139,12 @@ def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[
     return paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
 
 
+def _verdict(stats: PairedStats, *, tolerance: float, alpha: float) -> Verdict:
+    """The last look's verdict of a benchmark's pairs (results/paired_noise.py: the fixed
+    rule, with noisy rounds judged at the claim level)."""
+    return paired_verdict(stats.ratio, stats.p, stats.log_var, tolerance=tolerance, alpha=alpha)
+
+
 def _rounds_ran(*benches: BenchSummary | None) -> int:
     """How many rounds ran on the sides (the last round's index + 1), failed ones too."""
     repeats = [(r.repeat or 0) for b in benches if b is not None for r in b.runs]
@@ -157,7 +168,7 @@ def judge_rounds(
                                 alpha=alpha)
 
         def final(s: PairedStats | None) -> str:
-            return verdict(s.ratio, s.p, tolerance=tolerance, alpha=alpha).word if s else ""
+            return _verdict(s, tolerance=tolerance, alpha=alpha).word if s else ""
 
         found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha,
                            available=ran)
@@ -166,7 +177,7 @@ def judge_rounds(
             return stats, [p for p in pairs if p.round < stop.rounds], stop
     stats = _pairs_stats(base, cand, pairs, test=test, alpha=alpha)
     if design == FIXED and stats is not None:
-        word = verdict(stats.ratio, stats.p, tolerance=tolerance, alpha=alpha).word
+        word = _verdict(stats, tolerance=tolerance, alpha=alpha).word
         return stats, pairs, Stop(ran, max(rounds or 0, ran), word, ALL_ROUNDS)
     return stats, pairs, None
 
@@ -178,7 +189,7 @@ def _compare_bench(
     s, pairs, stop = judge_rounds(base, cand, rounds=rounds, design=design,
                                   tolerance=tolerance, alpha=alpha, test=test, rate=rate)
     cur_adj, base_adj = _adj(cand), _adj(base)
-    note = ""
+    note = reason = ""
     if s is None:
         ratio: float | None
         if not cand.rates:
@@ -189,8 +200,11 @@ def _compare_bench(
         p = None
     else:
         ratio, p = s.ratio, s.p
-        word = (stop.word if stop is not None and stop.reason == CLEAR
-                else verdict(s.ratio, p, tolerance=tolerance, alpha=alpha).word)
+        if stop is not None and stop.reason == CLEAR:
+            word = stop.word
+        else:
+            judged = _verdict(s, tolerance=tolerance, alpha=alpha)
+            word, reason = judged.word, judged.reason
         if s.n < 2:
             note = "one pair: no test (--bench-rounds 2 or more)"
         elif stop is not None and stop.early:
@@ -210,6 +224,7 @@ def _compare_bench(
         adj_ratio=cur_adj / base_adj if cur_adj > 0 and base_adj > 0 else None,
         ci=s.ci if s is not None else None,
         note=note,
+        reason=reason,
     )
     return comparison, s, stop
 
@@ -281,7 +296,8 @@ def compare_paired(
     rate_ratio, score_ci, score_ps = combined_paired(terms, alpha)
     score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
     weighted = {b.verdict for b in benches if b.weight > 0}
-    score = score_verdict(rate_ratio, score_p, weighted, tolerance=tolerance, alpha=alpha)
+    score = paired_score_verdict(rate_ratio, score_p, combined_paired_var(terms), weighted,
+                                 tolerance=tolerance, alpha=alpha)
     scored = {b.name for b in benches if b.adj_ratio and b.weight > 0}
     score_ratio = weighted_geomean(
         (b.adj_ratio or 0.0, b.weight) for b in benches if b.name in scored
@@ -294,6 +310,7 @@ def compare_paired(
         baseline_score=base.score,
         score_ratio=score_ratio,
         score_verdict=score.word,
+        score_reason=score.reason,
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,

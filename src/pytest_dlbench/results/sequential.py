@@ -30,7 +30,9 @@ interval (the test's own, at ``1 - 2 alpha``) is clear of the tolerance band:
   simulation's error) at the rounds it saves (an A/A pair at the shared VM's noise needed all
   10 rounds in 4 of 6 real trials to get its two-sided interval within ±3 %).
 
-Nothing clear by the last round: the fixed design's verdict on every round (stats.verdict).
+Nothing clear by the last round: the fixed design's verdict on every round
+(results/paired_noise.py: stats.verdict, with rounds too noisy for the tolerance judged at the
+interim level, and inconclusive between it and alpha).
 A change near the tolerance keeps its interval across the band's edge, so it runs every round,
 as the fixed design does. The level and the first look were calibrated by simulation
 (``benchmarks/sequential_gate.py``, docs/reports.md "Stopping early"): the same false alarms

@@ -67,6 +67,7 @@ __all__ = [
     "combine_log_ratios",
     "combined_p",
     "combined_paired",
+    "combined_paired_var",
     "out_of_range",
     "p_in_direction",
     "paired_stats",
@@ -496,3 +497,14 @@ def combined_paired(
     combined = _combine([(w / total, s.log_mean, ((s.log_var or 0.0, s.n),)) for w, s in used],
                         alpha)
     return math.exp(combined.log_mean), combined.ci, combined.ps
+
+
+def combined_paired_var(terms: Sequence[tuple[float, PairedStats]]) -> float | None:
+    """The variance of the weighted mean log ratio :func:`combined_paired` tests (the score's
+    standard error squared; results/paired_noise.py asks how far it reaches), None where it
+    has no interval."""
+    used = [(w, s) for w, s in terms if w > 0]
+    total = sum(w for w, _ in used)
+    if not used or total <= 0 or any(s.log_var is None for _, s in used):
+        return None
+    return sum((w / total) ** 2 * (s.log_var or 0.0) for w, s in used)
