@@ -96,7 +96,7 @@ def test_the_runs_spread_alone_would_cry_wolf(monkeypatch: pytest.MonkeyPatch) -
     """The same A/A trials judged without any drift (the model before it): many false
     alarms. This is what the drift term is for; if it stopped mattering, this test says so."""
     monkeypatch.setattr(noise, "session_drift",
-                        lambda bench: noise.Drift(0.0, math.inf, "none"))
+                        lambda bench, known=None: noise.Drift(0.0, math.inf, "none"))
     assert _regressed_share(merged_sessions=1, drift=0.04) > 0.15
 
 

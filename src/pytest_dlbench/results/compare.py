@@ -277,7 +277,8 @@ def _range_note(cur: BenchSummary, base: BenchSummary) -> str | None:
 
 
 def _compare_bench(
-    name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float
+    name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float,
+    known_drift: noise.Drift | None = None,
 ) -> tuple[BenchComparison, noise.Evidence | None]:
     """One row, and the evidence behind its verdict (None when there was no test)."""
     cur_rate, base_rate = _rate(cur), _rate(base)
@@ -299,7 +300,8 @@ def _compare_bench(
         ratio, word = 0.0, FAILED
     else:
         ratio = cur_rate / base_rate
-        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha)
+        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha,
+                               known_drift=known_drift)
         judged = noise.judge(ratio, found, noise.doubts(cur, base), tolerance=tolerance,
                              alpha=alpha)
         word, reason = judged.word, judged.reason
@@ -340,10 +342,13 @@ def _time(bench: BenchSummary) -> float | None:
 
 
 def compare(
-    current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA
+    current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA, *,
+    drifts: Mapping[str, noise.Drift] | None = None,
 ) -> Comparison:
     """Compare ``current`` with ``baseline`` (each a SuiteSummary; a saved summary's dict is
-    read back with ``SuiteSummary.from_dict``).
+    read back with ``SuiteSummary.from_dict``). ``drifts``: each benchmark's drift between
+    sessions measured on this machine (results/history_drift.py), for a baseline of one
+    session.
 
     When the baseline records its machine and the current side does too (a saved summary) or
     is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
@@ -353,7 +358,9 @@ def compare(
     cur_b = {b.name: b for b in cur.benchmarks}
     base_b = {b.name: b for b in base.benchmarks}
     common = [n for n in cur_b if n in base_b]
-    rows = [_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha) for n in common]
+    known = drifts or {}
+    rows = [_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha, known.get(n))
+            for n in common]
     benches = tuple(row for row, _ in rows)
     found = {row.name: ev for row, ev in rows if ev is not None}
     cs, bs = cur.score, base.score

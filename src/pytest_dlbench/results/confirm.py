@@ -41,6 +41,7 @@ from pytest_dlbench.results.gate import OptionValueError
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
+    from pytest_dlbench.results.noise import Drift
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import SuiteSummary
 
@@ -191,6 +192,7 @@ def confirm(
     tolerance: float,
     alpha: float,
     limit: int,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> tuple[SuiteSummary, Comparison, Confirmation]:
     """The first pass ``first`` (compared with ``baseline`` as ``comparison``) and the
     ``confirmation`` runs: the summary of both (the confirmation's successful runs of the
@@ -204,7 +206,7 @@ def confirm(
     ok = [r for r in extra if r.ok and r.rate is not None]
     combined = summarize_runs([*first.runs, *ok], _manifest(first), run_dir=first.run_dir)
     combined = dataclasses.replace(combined, provenance=first.provenance)
-    after = compare(combined, baseline, tolerance=tolerance, alpha=alpha)
+    after = compare(combined, baseline, tolerance=tolerance, alpha=alpha, drifts=drifts)
     records: list[BenchConfirmation] = []
     benches = []
     for bench in after.benchmarks:
@@ -279,6 +281,7 @@ def read_confirmation(
     *,
     tolerance: float,
     alpha: float,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> tuple[SuiteSummary, Comparison, Confirmation] | None:
     """:func:`confirm` with the confirmation runs ``run_dir`` keeps; None when it has none
     that ran to the end."""
@@ -289,4 +292,4 @@ def read_confirmation(
 
     confirmation = summarize_runs(confirmation_runs(run_dir))
     return confirm(first, confirmation, baseline, comparison, tolerance=tolerance,
-                   alpha=alpha, limit=limit)
+                   alpha=alpha, limit=limit, drifts=drifts)

@@ -20,6 +20,7 @@ from pytest_dlbench.results import gate
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.confirm import Confirmation
+    from pytest_dlbench.results.noise import Drift
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "no_score_reason"]
@@ -122,13 +123,14 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     baseline = options.baseline
     if baseline is not None and baseline.summary is not None:
         from pytest_dlbench.results.compare import compare
-
-        comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
-                             alpha=options.alpha)
         from pytest_dlbench.results.confirm import read_confirmation
 
+        drifts = _history_drifts(run_dir, summary, options)
+        comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
+                             alpha=options.alpha, drifts=drifts)
         confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
-                                      tolerance=options.tolerance, alpha=options.alpha)
+                                      tolerance=options.tolerance, alpha=options.alpha,
+                                      drifts=drifts)
         if confirmed is not None:  # the suspected verdicts were run again (--bench-confirm)
             summary, comparison, confirmation = confirmed
         # The reports name the file the baseline came from.
@@ -161,6 +163,17 @@ def _score(
     from pytest_dlbench.results.scoring import summarize_dir
 
     return summarize_dir(run_dir), None, None
+
+
+def _history_drifts(run_dir: Path, summary: SuiteSummary, options: EvaluateOptions
+                    ) -> dict[str, Drift]:
+    """The drift between sessions the machine's history measured (results/history_drift.py):
+    the ``--bench-autosave`` folder, else ``<base>/history`` when there is one."""
+    from pytest_dlbench.results.history import history_folder
+    from pytest_dlbench.results.history_drift import drifts_from_history
+
+    folder = history_folder(summary, options.outputs.autosave)
+    return drifts_from_history(folder, run_dir)
 
 
 def _baseline_status(options: EvaluateOptions) -> int:

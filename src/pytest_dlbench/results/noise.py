@@ -26,7 +26,8 @@ session's figure sits from another's. More repeats shrink the first part, never 
 is estimated from a baseline merged from several sessions (``dlbench baseline``, from saved
 baselines or ``--bench-autosave`` history files of one machine): the spread of the sessions'
 log means less what their own runs' noise explains (one-way random effects), ``k - 1`` degrees
-of freedom for ``k`` sessions, not below :data:`MIN_SESSION_DRIFT_CV`; else
+of freedom for ``k`` sessions, not below :data:`MIN_SESSION_DRIFT_CV`; else the same estimate
+over the machine's history, its sessions grouped by commit (results/history_drift.py); else
 :data:`DEFAULT_SESSION_DRIFT_CV`, taken as known.
 
 **The defaults.** benchmarks/README.md measured, on the project's shared 2-core VM, 7.5 %
@@ -92,6 +93,7 @@ __all__ = [
     "between_run_cv",
     "combined_evidence",
     "doubts",
+    "estimate_drift",
     "evidence",
     "judge",
     "paired_doubt",
@@ -186,16 +188,20 @@ def between_run_cv(baseline: BenchSummary) -> tuple[float, float, str]:
     return DEFAULT_BETWEEN_RUN_CV, math.inf, f"the default {DEFAULT_BETWEEN_RUN_CV:.0%}"
 
 
-def session_drift(baseline: BenchSummary) -> Drift:
-    """The drift between sessions the baseline carries (module docstring): estimated from the
-    sessions of a merged baseline, else the default."""
-    sessions = [[x for x in rates if not out_of_range(x) and x > 0]
-                for rates in baseline.session_rates]
-    sessions = [s for s in sessions if s]
-    k = len(sessions)
-    if k < 2:
-        return Drift(DEFAULT_SESSION_DRIFT_CV, math.inf,
-                     f"the default {DEFAULT_SESSION_DRIFT_CV:.0%}")
+def estimate_drift(groups: Sequence[Sequence[Sequence[float]]], source: str) -> Drift | None:
+    """The drift between sessions of sessions' run rates nested in groups (one group: the
+    sessions of a merged baseline; several: the sessions of each commit in a history, whose
+    code differs between groups, not within one): one-way random effects, the spread of each
+    group's session log means about the group's own mean, pooled over the groups, less what
+    the runs' own noise explains; ``sum(k - 1)`` degrees of freedom, not below
+    :data:`MIN_SESSION_DRIFT_CV`. None without a group of two sessions or more."""
+    kept = [[[x for x in rates if not out_of_range(x) and x > 0] for rates in group]
+            for group in groups]
+    kept = [[s for s in group if s] for group in kept]
+    kept = [group for group in kept if len(group) >= 2]
+    if not kept:
+        return None
+    sessions = [s for group in kept for s in group]
     means = [statistics.fmean(s) for s in sessions]
     # What the runs' own noise adds to the spread of the session means: each session's
     # variance of its log mean, a session of one run at the others' pooled cv.
@@ -204,9 +210,27 @@ def session_drift(baseline: BenchSummary) -> Drift:
     within = statistics.fmean(
         (statistics.stdev(s) / m if len(s) >= 2 else pooled) ** 2 / len(s)
         for s, m in zip(sessions, means, strict=True))
-    between = statistics.variance([math.log(m) for m in means])
-    cv = max(math.sqrt(max(between - within, 0.0)), MIN_SESSION_DRIFT_CV)
-    return Drift(cv, k - 1.0, f"{k} sessions of the baseline")
+    squares, df = 0.0, 0
+    for group in kept:
+        logs = [math.log(statistics.fmean(s)) for s in group]
+        centre = statistics.fmean(logs)
+        squares += sum((x - centre) ** 2 for x in logs)
+        df += len(group) - 1
+    cv = max(math.sqrt(max(squares / df - within, 0.0)), MIN_SESSION_DRIFT_CV)
+    return Drift(cv, float(df), source)
+
+
+def session_drift(baseline: BenchSummary, known: Drift | None = None) -> Drift:
+    """The drift between sessions for a comparison with ``baseline`` (module docstring):
+    estimated from the sessions of a merged baseline; else ``known`` (the machine's history,
+    results/history_drift.py); else the default."""
+    k = len([s for s in baseline.session_rates if s])
+    found = estimate_drift([baseline.session_rates], f"{k} sessions of the baseline")
+    if found is not None:
+        return found
+    if known is not None:
+        return known
+    return Drift(DEFAULT_SESSION_DRIFT_CV, math.inf, f"the default {DEFAULT_SESSION_DRIFT_CV:.0%}")
 
 
 def _within_var(bench: BenchSummary, rate: float) -> float:
@@ -241,11 +265,12 @@ def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str]
 
 def evidence(
     current: BenchSummary, baseline: BenchSummary, cur_rate: float, base_rate: float,
-    *, alpha: float,
+    *, alpha: float, known_drift: Drift | None = None,
 ) -> Evidence:
     """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs and
-    the drift between the two sessions (the baseline's model describes both: one machine)."""
-    model, drift = between_run_cv(baseline), session_drift(baseline)
+    the drift between the two sessions (the baseline's model describes both: one machine;
+    ``known_drift``: the machine's history's estimate, for a baseline of one session)."""
+    model, drift = between_run_cv(baseline), session_drift(baseline, known_drift)
     cur = side_noise(current, cur_rate, model, drift)
     base = side_noise(baseline, base_rate, model, drift)
     diff = cur.log_rate - base.log_rate

@@ -1,0 +1,85 @@
+"""The drift between sessions read from a machine's results history, without a merge step
+(issue 26): what a saved-baseline verdict adds to each side for the sessions being apart
+(results/noise.py).
+
+A baseline merged from several sessions (``dlbench baseline``) carries its own estimate. A
+baseline of one session did not: the verdict took the documented default (5 %), however
+quiet or noisy the machine. But a machine that runs with ``--bench-autosave`` keeps every
+session's summary in its history folder (results/history.py), and sessions of one commit
+measured the same code: the spread of their figures, beyond what their runs' own noise
+explains, is the drift between sessions on that machine. So a comparison with a saved
+baseline of one session reads the history of the machine it runs on:
+
+- only autosaved sessions of a known commit with a clean working tree (an uncommitted change
+  is code nobody can name), of the machine the run was measured on (the history's machine id);
+- grouped by commit, so that a change of code between commits is never taken for drift;
+  each commit with two sessions or more of a benchmark adds ``k - 1`` degrees of freedom;
+- the run being judged is left out (its own figure is what the verdict tests);
+- the estimate (noise.estimate_drift, the merged baseline's, pooled over the commits) is
+  used for each benchmark the history has it for; the rest keep the default.
+
+The ``noise`` column of the comparison says where each figure came from (``each session
+±2.1 % (6 sessions of 3 commits in the history)``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from pytest_dlbench.results.noise import Drift, estimate_drift
+
+__all__ = ["drifts_from_history", "history_drifts"]
+
+
+def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
+                   ) -> dict[str, Drift]:
+    """Each benchmark's drift between sessions from history entries (results/history.Entry)
+    of one machine (module docstring); the entry of the run directory ``leave_out`` is not
+    used."""
+    groups: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))
+    for entry in entries:
+        if not entry.autosaved or not entry.commit or entry.dirty:
+            continue
+        run_dir = entry.summary.run_dir
+        if leave_out is not None and run_dir and Path(run_dir).resolve() == leave_out:
+            continue
+        for bench in entry.summary.benchmarks:
+            if bench.rates:
+                groups[bench.name][entry.commit].append(tuple(bench.rates))
+    found: dict[str, Drift] = {}
+    for name, by_commit in groups.items():
+        usable = [sessions for sessions in by_commit.values() if len(sessions) >= 2]
+        sessions = sum(len(s) for s in usable)
+        commits = "1 commit" if len(usable) == 1 else f"{len(usable)} commits"
+        drift = estimate_drift(usable, f"{sessions} sessions of {commits} in the history")
+        if drift is not None:
+            found[name] = drift
+    return found
+
+
+def drifts_from_history(
+    history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None
+) -> dict[str, Drift]:
+    """:func:`history_drifts` of the history folder ``history`` (empty without one), for the
+    machine the run ``run_dir`` was measured on: the machine its own autosaved entry names,
+    else this machine. A file the history cannot read is left out, as ``dlbench history``
+    leaves it out."""
+    if history is None or not Path(history).is_dir():
+        return {}
+    from pytest_dlbench.results.history import load_history, machine_id
+
+    entries, _ = load_history(history)
+    leave_out = Path(run_dir).resolve() if run_dir else None
+    own = [e for e in entries if leave_out is not None and e.summary.run_dir
+           and Path(e.summary.run_dir).resolve() == leave_out]
+    if own:
+        machine = own[-1].machine
+    else:
+        from pytest_dlbench.measure.machine import machine_info
+
+        machine = machine_id(machine_info())
+    return history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)
