@@ -110,6 +110,22 @@ def test_an_interim_look_is_stricter_than_alpha() -> None:
     assert judge_look(four_slower, tolerance=0.03, alpha=0.10) is None
 
 
+def test_noisy_rounds_claim_nothing_before_the_last_look() -> None:
+    # The real quiet A/A pair of 2026-11-25: runs 20 % apart, round 7, p = 3/128 and the
+    # interval clear of the band. Its standard error (7.6 %) lets an unchanged pair land
+    # beyond -3 % a third of the time: no early claim, on to the last look.
+    noisy = stats(0.779, (0.712, 0.915), 3 / 128, 1.0, n=7)
+    assert judge_look(noisy, tolerance=0.03, alpha=0.05) is None
+    assert judge_look(stats(1.3, (1.1, 1.4), 1.0, 0.001, n=7), tolerance=0.03,
+                      alpha=0.05) is None
+    # The same p on quiet rounds (an interval 2 % wide) is a clear regression.
+    quiet = stats(0.90, (0.89, 0.91), 3 / 128, 1.0, n=7)
+    assert judge_look(quiet, tolerance=0.03, alpha=0.05) == REGRESSED
+    # Futility still stops noisy rounds (it never says "regressed").
+    wide_but_within = stats(1.0, (0.975, 1.025), 0.5, 0.5, n=7)
+    assert judge_look(wide_but_within, tolerance=0.03, alpha=0.05) == UNCHANGED
+
+
 def test_the_quantile_twin_is_the_quantile_test(sim: ModuleType) -> None:
     # The simulation's vectorised test gives the figures of stats.quantile_stats exactly.
     base, cand = stream(sim, change=0.05, noise=0.03, spells=True, rounds=5, steps=20)
@@ -146,9 +162,11 @@ def test_a_borderline_change_runs_every_round(sim: ModuleType) -> None:
 
 def test_same_error_rates_as_the_fixed_design_in_fewer_rounds(sim: ModuleType) -> None:
     # Seeded and small (the calibration in docs/reports.md ran 200 trials a cell): verdicts
-    # "regressed" within 2 trials of the fixed design's in every cell, and at most 65 % of its
-    # rounds on average over the cells (63 % in the calibration: the interim level at half of
-    # alpha costs a round on a clear change; issue 26's 60 % is not met, for fewer false alarms).
+    # "regressed" within 2 trials of the fixed design's in every cell, and at most 70 % of its
+    # rounds on average over the cells (67 % in the calibration: the interim level at half of
+    # alpha costs a round on a clear change, and noisy looks claim nothing early, which makes
+    # a clear 10 % change at 3 % noise run 7.8 rounds; issue 26's 60 % is not met, for fewer
+    # false alarms).
     cells = sim.simulate(trials=6, steps=20, seed=1, changes=(0.0, 0.05, 0.10),
                          noises=(("1 %", 0.01, False), ("7 %, spells", 0.03, True)))
     for cell in cells:
@@ -158,7 +176,7 @@ def test_same_error_rates_as_the_fixed_design_in_fewer_rounds(sim: ModuleType) -
         if cell.change == 0:
             assert sequential == 0  # no false alarm
     rounds = [r for cell in cells for r in cell.rounds]
-    assert sum(rounds) / len(rounds) <= 0.65 * gate.ROUNDS
+    assert sum(rounds) / len(rounds) <= 0.70 * gate.ROUNDS
 
 
 # -- the run directory: the plugin's question and dlbench report's answer agree -------------

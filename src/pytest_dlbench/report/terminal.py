@@ -36,7 +36,7 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
-from pytest_dlbench.results.sequential import INTERIM_ALPHA_SHARE
+from pytest_dlbench.results.paired_noise import CLAIM_ALPHA_SHARE
 from pytest_dlbench.results.stats import INCONCLUSIVE
 from pytest_dlbench.results.summary import SuiteSummary
 
@@ -263,7 +263,7 @@ def verdict_rule(comparison: Comparison) -> str:
         test = test.replace("of the rounds", "of the rounds' median step rates")
     level = f"alpha {comparison.alpha:g}"
     if comparison.against is not None:  # results/paired_noise.py
-        level += (f", {comparison.alpha * INTERIM_ALPHA_SHARE:g} where the rounds are too noisy "
+        level += (f", {comparison.alpha * CLAIM_ALPHA_SHARE:g} where the rounds are too noisy "
                   "for the tolerance")
     rule = (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
             f"({test}, {level})")

@@ -14,9 +14,9 @@ issue 26's 1 in 40.
 ratio would land beyond the tolerance on noise alone: ``Φ(-b / se)``, with ``b`` the tolerance
 on the log scale in the change's direction (``-ln(1 - tolerance)`` for a slower ratio) and
 ``se`` the test's own standard error of the log ratio (``PairedStats.log_var``: the bootstrap's
-for the quantile test). When the reach is above :data:`.sequential.INTERIM_ALPHA_SHARE` of
-alpha (half: 0.025), the rounds are **noisy** and a change is claimed only at that level, the
-level of the sequential design's interim looks:
+for the quantile test). When the reach is above :data:`CLAIM_ALPHA_SHARE` of alpha (half:
+0.025), the rounds are **noisy** and a change is claimed only at that level, the level of the
+sequential design's interim looks:
 
 - slower than the tolerance with p below alpha but above its share: **inconclusive** (the
   evidence would do on a quieter machine, not at this noise; more rounds narrow it);
@@ -40,7 +40,6 @@ import statistics
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from pytest_dlbench.results.sequential import INTERIM_ALPHA_SHARE
 from pytest_dlbench.results.stats import (
     IMPROVED,
     INCONCLUSIVE,
@@ -51,8 +50,13 @@ from pytest_dlbench.results.stats import (
     verdict,
 )
 
-__all__ = ["Reach", "paired_score_verdict", "paired_verdict",
+__all__ = ["CLAIM_ALPHA_SHARE", "Reach", "paired_score_verdict", "paired_verdict",
            "reach"]
+#: The share of alpha at which a change is claimed where the tolerance band cannot keep an
+#: unchanged pair's false alarms down by itself: a noisy last look (here) and every interim
+#: look of the sequential design (results/sequential.py), whose noisy looks claim nothing.
+CLAIM_ALPHA_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class Reach:
@@ -63,9 +67,10 @@ class Reach:
     se: float
     chance: float
 
-    def noisy(self, alpha: float) -> bool:
-        """The band no longer keeps an unchanged pair's false alarms to the claim level."""
-        return self.chance > alpha * INTERIM_ALPHA_SHARE
+    def noisy(self, alpha: float, share: float = CLAIM_ALPHA_SHARE) -> bool:
+        """The band no longer keeps an unchanged pair beyond it to ``share`` of alpha (the
+        claim level; the sequential design's interim looks ask about alpha itself)."""
+        return self.chance > alpha * share
 
     def describe(self, tolerance: float) -> str:
         """``±4.7 % a side (standard error); an unchanged pair lands beyond ±3 % 1 time in 4``."""
@@ -92,7 +97,7 @@ def paired_verdict(
     judged = verdict(ratio, p, tolerance=tolerance, alpha=alpha)
     if judged.word not in (REGRESSED, IMPROVED) or p is None:
         return judged
-    level = alpha * INTERIM_ALPHA_SHARE
+    level = alpha * CLAIM_ALPHA_SHARE
     found = reach(ratio, log_var, tolerance)
     if found is None or not found.noisy(alpha) or p <= level:
         return judged
