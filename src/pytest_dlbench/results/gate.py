@@ -79,9 +79,9 @@ OUTPUT_FAILED = 8
 #: file that could not be written) and 0 (a gate that cannot tell must not pass silently).
 INCONCLUSIVE = 9
 #: What to do about an inconclusive verdict, said by the terminal, the HTML banner and the JSON.
-INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, merge baselines "
-                       "saved in several sessions (dlbench baseline) and run with "
-                       "--bench-repeat, or use a quieter runner")
+INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, keep this "
+                       "machine's sessions (--bench-autosave, or dlbench baseline) and run "
+                       "with --bench-repeat, or use a quieter runner")
 #: The same for a ``--bench-against`` run, whose sides already ran interleaved: its rounds
 #: were too noisy for the tolerance, or one side's runs met a busy machine (results/noise.py,
 #: results/paired_noise.py).
