@@ -383,6 +383,20 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
+def run_machine(entries: Sequence[Entry], run_dir: str | PathLike[str] | None
+                ) -> tuple[str, list[Entry]]:
+    """(the machine id a run was measured on, its own autosaved entries): the machine its
+    entries name, else this machine now (a run not saved into the history yet)."""
+    here = Path(run_dir).resolve() if run_dir else None
+    own = [e for e in entries if here is not None and e.summary.run_dir
+           and Path(e.summary.run_dir).resolve() == here]
+    if own:
+        return own[-1].machine, own
+    from pytest_dlbench.measure.machine import machine_info
+
+    return machine_id(machine_info()), own
+
+
 def history_folder(summary: SuiteSummary, folder: str | PathLike[str] | None) -> Path | None:
     """The history a run's summary goes to: ``folder``, else (``""`` or None)
     ``<base>/history`` of its run directory (None when it has none)."""
@@ -411,13 +425,7 @@ def report_series(summary: SuiteSummary, folder: str | PathLike[str] | None = No
     if target is None or not target.is_dir():
         return None, []
     entries, _ = load_history(target)
-    own = [e for e in entries if summary.run_dir and e.summary.run_dir == summary.run_dir]
-    if own:
-        machine = own[-1].machine
-    else:
-        from pytest_dlbench.measure.machine import machine_info
-
-        machine = machine_id(machine_info())
+    machine, own = run_machine(entries, summary.run_dir)
     names = {b.name for b in summary.benchmarks}
     series = bench_series([e for e in entries if e.machine == machine],
                           select=lambda name: name in names)

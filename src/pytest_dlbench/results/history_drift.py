@@ -18,8 +18,8 @@ baseline of one session reads the history of the machine it runs on:
 - the estimate (noise.estimate_drift, the merged baseline's, pooled over the commits) is
   used for each benchmark the history has it for; the rest keep the default.
 
-The ``noise`` column of the comparison says where each figure came from (``each session
-±2.1 % (6 sessions of 3 commits in the history)``).
+The comparison's JSON (each benchmark's ``noise``) says where the figure came from (``each
+session ±2.1% (6 sessions of 3 commits in the history)``), as an inconclusive reason does.
 """
 
 from __future__ import annotations
@@ -70,16 +70,9 @@ def drifts_from_history(
     leaves it out."""
     if history is None or not Path(history).is_dir():
         return {}
-    from pytest_dlbench.results.history import load_history, machine_id
+    from pytest_dlbench.results.history import load_history, run_machine
 
     entries, _ = load_history(history)
+    machine, _own = run_machine(entries, run_dir)
     leave_out = Path(run_dir).resolve() if run_dir else None
-    own = [e for e in entries if leave_out is not None and e.summary.run_dir
-           and Path(e.summary.run_dir).resolve() == leave_out]
-    if own:
-        machine = own[-1].machine
-    else:
-        from pytest_dlbench.measure.machine import machine_info
-
-        machine = machine_id(machine_info())
     return history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)

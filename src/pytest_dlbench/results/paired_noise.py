@@ -52,6 +52,7 @@ from pytest_dlbench.results.stats import (
 
 __all__ = ["CLAIM_ALPHA_SHARE", "Reach", "paired_score_verdict", "paired_verdict",
            "reach"]
+
 #: The share of alpha at which a change is claimed where the tolerance band cannot keep an
 #: unchanged pair's false alarms down by itself: a noisy last look (here) and every interim
 #: look of the sequential design (results/sequential.py), whose noisy looks claim nothing.
@@ -73,7 +74,8 @@ class Reach:
         return self.chance > alpha * share
 
     def describe(self, tolerance: float) -> str:
-        """``±4.7 % a side (standard error); an unchanged pair lands beyond ±3 % 1 time in 4``."""
+        """``±4.7 % standard error, so an unchanged pair lands beyond ±3 % about 1 time in
+        4``."""
         times = 1 / self.chance if self.chance > 0 else math.inf
         return (f"±{100 * self.se:.1f} % standard error, so an unchanged pair lands beyond "
                 f"±{100 * tolerance:g} % about 1 time in {times:.0f}")
