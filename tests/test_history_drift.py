@@ -75,7 +75,8 @@ def test_what_the_history_cannot_vouch_for_is_left_out() -> None:
 
 
 def test_no_history_folder_is_no_estimate(tmp_path: Path) -> None:
-    assert drifts_from_history(None) == {} and drifts_from_history(tmp_path / "none") == {}
+    assert drifts_from_history(None).drifts == {}
+    assert drifts_from_history(tmp_path / "none").drifts == {}
 
 
 # -- a comparison the history decides -------------------------------------------------------
@@ -118,7 +119,7 @@ def test_a_quiet_machines_history_makes_an_8_percent_drop_a_regression(
     # With the machine's history beside the runs (<base>/history): its sessions of one
     # commit agree within ~1 %, so the drop is a regression, and the noise column says why.
     quiet_history(base)
-    drifts = drifts_from_history(base / "history", now)
+    drifts = drifts_from_history(base / "history", now).drifts
     assert drifts["x"].df == 5 and drifts["x"].cv < 0.02
     assert drifts["x"].source == "7 sessions of 2 commits in the history"
     out_json = tmp_path / "now.json"
@@ -127,9 +128,84 @@ def test_a_quiet_machines_history_makes_an_8_percent_drop_a_regression(
     row = json.loads(out_json.read_text())["gate"]["comparison"]["benchmarks"]["x"]
     assert row["verdict"] == REGRESSED
     assert "each session ±1.0% (7 sessions of 2 commits in the history)" in row["noise"]
+    assert row["drift"]["source"] == "7 sessions of 2 commits in the history"
+    assert row["drift"]["df"] == 5 and row["drift"]["cv"] == pytest.approx(0.01)
     judged = compare(summarize_dir(now), summary_dict(summarize_dir(base / "runs" / "then")),
                      drifts=drifts)
     assert judged.get("x").verdict == REGRESSED  # type: ignore[union-attr]
     # Another machine's history says nothing of this one.
     monkeypatch.setenv("DLBENCH_MACHINE", "elsewhere")
-    assert drifts_from_history(base / "history", now) == {}
+    assert drifts_from_history(base / "history", now).drifts == {}
+
+
+def test_the_terminal_says_which_drift_the_verdict_assumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    monkeypatch.setenv("COLUMNS", "200")
+    base = tmp_path / "base"
+    saved = tmp_path / "baseline.json"
+    save_summary(summarize_dir(run_of(base, "then", 100.0)), saved)
+    now = run_of(base, "now", 99.0)
+    assert main(["report", str(now), "--compare", str(saved)]) == gate.OK
+    default = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("between sessions")]
+    assert default == ["between sessions: ±5.0% a session (the default 5%); measure this "
+                       "machine's with --bench-autosave or dlbench baseline"]
+    quiet_history(base)
+    assert main(["report", str(now), "--compare", str(saved)]) == gate.OK
+    measured = [line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("between sessions")]
+    assert measured == ["between sessions: ±1.0% a session (7 sessions of 2 commits in the "
+                        "history)"]
+    page = (Path(__file__).parent.parent / "docs" / "reports.md").read_text()
+    assert default[0] in page and measured[0] in page  # the page shows what the terminal says
+
+
+def test_a_history_file_that_cannot_be_read_is_named_not_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    base = tmp_path / "base"
+    saved = tmp_path / "baseline.json"
+    save_summary(summarize_dir(run_of(base, "then", 100.0)), saved)
+    now = run_of(base, "now", 92.0)
+    folder = quiet_history(base)
+    broken = folder / "here" / "20261103T000000Z_cccccccccc.json"
+    broken.write_text("{ not json")
+    found = drifts_from_history(folder, now)
+    assert found.drifts["x"].df == 5  # the other files still count
+    assert len(found.left_out) == 1 and str(broken) in found.left_out[0]
+    out_json = tmp_path / "now.json"
+    assert main(["report", str(now), "--compare", str(saved), "--save",
+                 str(out_json)]) == gate.REGRESSED
+    warnings = json.loads(out_json.read_text())["gate"]["comparison"]["warnings"]
+    assert [w for w in warnings if str(broken) in w and "left out" in w]
+    assert f"warning: history {folder}: left out" in capsys.readouterr().out
+    # Many broken files: three named, the rest counted.
+    for k in range(5):
+        (folder / "here" / f"20261104T00000{k}Z_dddddddddd.json").write_text("[]")
+    lines = drifts_from_history(folder, now).warnings
+    assert len(lines) == 4 and lines[-1] == f"history {folder}: 3 more files left out"
+
+
+def test_dlbench_compare_reads_the_drift_from_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    base = tmp_path / "base"
+    then, now = tmp_path / "then.json", tmp_path / "now.json"
+    save_summary(summarize_dir(run_of(base, "then", 100.0)), then)
+    save_summary(summarize_dir(run_of(base, "now", 92.0)), now)
+    assert main(["compare", str(then), str(now)]) == gate.INCONCLUSIVE
+    folder = quiet_history(base)
+    assert main(["compare", str(then), str(now), "--history", str(folder)]) == gate.REGRESSED
+    assert "(7 sessions of 2 commits in the history)" in capsys.readouterr().out
+    # Another machine's sessions say nothing of the one CURRENT was measured on.
+    monkeypatch.setenv("DLBENCH_MACHINE", "elsewhere")
+    assert main(["compare", str(then), str(now), "--history", str(folder)]) == gate.INCONCLUSIVE
+    assert main(["compare", str(then), str(now), "--history",
+                 str(tmp_path / "nowhere")]) == gate.USAGE_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dlbench: error: --history {tmp_path / 'nowhere'}: no such folder "
+                   "(write one with --bench-autosave)"]

@@ -143,6 +143,10 @@ def test_summary_metrics(tmp_path: Path) -> None:
     assert metrics["failure_rate"] == pytest.approx(0.2)
     assert metrics["runs"] == 5 and metrics["failed_runs"] == 1
     assert metrics["perf_adj/beta"] == pytest.approx(summary["benchmarks"]["beta"]["perf_adj"])
+    # std% in percent for every logger, as the terminal and the HTML report show it.
+    std = summary["benchmarks"]["beta"]["std_pct"]
+    assert std and metrics["std_pct/beta"] == pytest.approx(100 * std)
+    assert per_bench["beta"]["std_pct"] == pytest.approx(100 * std)
 
 
 def test_tables() -> None:

@@ -82,6 +82,8 @@ def test_offline_runs_hold_the_streams(
         bench = summary["benchmarks"][name.split("[")[0]]
         assert run.summary["perf"] == pytest.approx(bench["perf"])
         assert run.summary["perf_adj"] == pytest.approx(bench["perf_adj"])
+        if bench["std_pct"] is not None:  # in percent, as the terminal and MLflow show it
+            assert run.summary["std_pct"] == pytest.approx(100 * bench["std_pct"])
         total_rows += len(run.history)
     assert total_rows > 150
     failed = runs["beta[D0-R1]"]
@@ -105,6 +107,8 @@ def test_offline_runs_hold_the_streams(
     session = runs[RUN_NAME]
     assert session.summary["score"] == pytest.approx(summary["score"])
     assert session.summary["failure_rate"] == pytest.approx(0.2)
+    beta_std = summary["benchmarks"]["beta"]["std_pct"]
+    assert beta_std and session.summary["std_pct/beta"] == pytest.approx(100 * beta_std)
     assert session.config["suite"] == "lt" and session.job_type == "session"
     session_files = session.path.parent / "files"
     assert (session_files / "report.html").is_file()

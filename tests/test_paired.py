@@ -245,6 +245,21 @@ def test_base_without_the_benchmark_lists_it(tmp_path: Path) -> None:
     assert y is not None and y.verdict == INCOMPARABLE and y.note == "no base run succeeded"
 
 
+def test_sides_measured_in_other_units_are_not_compared(tmp_path: Path) -> None:
+    # The base side measured items/s, the candidate TFLOP/s (the benchmark changed what it
+    # logs): no ratio, no verdict, no term of the score, and a warning every report shows.
+    run = paired_run(tmp_path, {"x": (100.0, 100.0)})
+    for r in range(6):
+        write_run(layout.base_dir(run), "flops", steady_at(100.0), repeat=r, units="items/s")
+        write_run(run, "flops", steady_at(30.0), repeat=r, units="TFLOP/s")
+    _, _, comparison = judge(run)
+    flops = comparison.get("flops")
+    assert flops is not None and flops.verdict == INCOMPARABLE and flops.ratio is None
+    assert flops.note == "not compared: measured in TFLOP/s here and in items/s on the base side"
+    assert comparison.warnings == (f"flops: {flops.note}",)
+    assert not comparison.regressed and comparison.score_rate_ratio == pytest.approx(1.0, 0.01)
+
+
 def _four_slower(tmp_path: Path, noise: tuple[float, ...]) -> Comparison:
     """Four benchmarks 4 % slower, their pairs disturbed by ``noise`` (round r of benchmark k
     by ``noise[(r + k) % 6]``), judged over 6 rounds."""

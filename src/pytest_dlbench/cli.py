@@ -10,13 +10,14 @@ summaries side by side; ``table`` prints a run's sweep table (seed 004's result 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.numbers import printable, printable_lines
@@ -29,6 +30,10 @@ from pytest_dlbench.options import (
 from pytest_dlbench.results import gate
 from pytest_dlbench.run.layout import check_run_dir
 from pytest_dlbench.run.protocol import Env
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.history_drift import HistoryDrifts
+    from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["main"]
 
@@ -199,10 +204,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except DlbenchError as exc:  # the current file missing is bad input, not "no baseline"
         _error(str(exc))
         return gate.USAGE_ERROR
-    comparison = compare(current, baseline.summary, tolerance=args.tolerance, alpha=args.alpha)
+    history = _compare_history(args.history, current)
+    comparison = compare(current, baseline.summary, tolerance=args.tolerance, alpha=args.alpha,
+                         drifts=history.drifts)
+    comparison = dataclasses.replace(comparison,
+                                     warnings=(*comparison.warnings, *history.warnings))
     print(render_comparison(comparison, verbosity=_verbosity(args), width=_width(),
                             sort=args.sort))
     return gate.final_status(failed=gate.run_failed(current), comparison=comparison)
+
+
+def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts:
+    """``dlbench compare --history``: the drift between sessions that the history folder
+    measured on the machine CURRENT was measured on (results/history_drift.py)."""
+    from pytest_dlbench.results.history import summary_machine
+    from pytest_dlbench.results.history_drift import HistoryDrifts, drifts_from_history
+
+    if folder is None:
+        return HistoryDrifts()
+    if not Path(folder).is_dir():
+        raise DlbenchError(f"--history {folder}: no such folder (write one with "
+                           "--bench-autosave)")
+    return drifts_from_history(folder, current.run_dir, machine=summary_machine(current))
 
 
 def _cmd_baseline(args: argparse.Namespace) -> int:
@@ -312,6 +335,10 @@ def _add_result_commands(commands: Any) -> None:
     cmp.add_argument("baseline", metavar="BASELINE.json", help="the reference summary")
     cmp.add_argument("current", metavar="CURRENT.json", help="the summary to judge")
     _add_report_options(cmp, "tolerance", "alpha", "sort")  # not paired-*: no pairs
+    cmp.add_argument("--history", metavar="DIR", default=None,
+                     help="a results history (--bench-autosave): the drift between sessions "
+                          "of CURRENT's machine is read from its sessions of one commit, "
+                          "instead of the 5%% default, for a baseline of one session")
     cmp.set_defaults(handler=_cmd_compare)
 
     baseline = commands.add_parser(

@@ -238,10 +238,10 @@ class MlflowSink:
             for bench, values in bench_metrics(summary).items():
                 for run_id, run_end in self.bench_runs.get(bench, []):
                     metrics = [Metric(_key(k), v, _ms(run_end or end), 0)
-                               for k, v in sorted(_as_shown(values).items())]
+                               for k, v in sorted(values.items())]
                     self._metrics(run_id, metrics)
             metrics = [Metric(_key(k), v, _ms(end), 0)
-                       for k, v in sorted(_as_shown(session_metrics(summary)).items())]
+                       for k, v in sorted(session_metrics(summary).items())]
             self._metrics(self.parent_id, metrics)
             score = evaluation.summary.score
             self._tags(self.parent_id, {
@@ -372,13 +372,6 @@ class MlflowSink:
                                       artifact_file=f"profile_tables/{stem}.json")
         self.client.set_terminated(run_id, "FINISHED" if run.ok else "FAILED", end_time=end)
         return run_id
-
-
-def _as_shown(metrics: Mapping[str, float]) -> dict[str, float]:
-    """``std_pct`` (and ``std_pct/<bench>``) in percent, as the terminal and the HTML report
-    show std%: the summary keeps it as a fraction."""
-    return {k: (100 * v if k == "std_pct" or k.startswith("std_pct/") else v)
-            for k, v in metrics.items()}
 
 
 def _run_params(run: BenchRun) -> dict[str, str]:

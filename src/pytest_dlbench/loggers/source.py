@@ -32,6 +32,7 @@ __all__ = [
     "Point",
     "Sample",
     "SessionFacts",
+    "as_shown",
     "bench_metrics",
     "flatten",
     "manifest_facts",
@@ -169,19 +170,28 @@ def _metric_name(text: str) -> str:
 
 #: The benchmark's numbers of the summary table, as metric names (summary key -> metric).
 _BENCH_KEYS = {"perf": "perf", "total": "total", "std_pct": "std_pct", "perf_adj": "perf_adj"}
+#: The summary's keys kept as fractions that every logger sends in percent, as the terminal
+#: and the HTML report show them (std% 2.5, not 0.025).
+PERCENT_KEYS = frozenset({"std_pct"})
+
+
+def as_shown(key: str, value: Any) -> Any:
+    """A summary value as the reports show it: :data:`PERCENT_KEYS` in percent."""
+    return 100 * value if key in PERCENT_KEYS and isinstance(value, int | float) else value
 _TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "energy_j", "mean_gpu_util")
 
 
 def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Per benchmark: ``perf``, ``total``, ``std_pct``, ``perf_adj`` and the benchmark's peak
-    memory and energy, from a summary dict (None values are left out)."""
+    """Per benchmark: ``perf``, ``total``, ``std_pct`` (in percent: :func:`as_shown`),
+    ``perf_adj`` and the benchmark's peak memory and energy, from a summary dict (None values
+    are left out)."""
     out: dict[str, dict[str, float]] = {}
     for name, bench in (summary.get("benchmarks") or {}).items():
         metrics: dict[str, float] = {}
         for key, metric in _BENCH_KEYS.items():
             value = _num(bench.get(key))
             if value is not None:
-                metrics[metric] = value
+                metrics[metric] = as_shown(key, value)
         telemetry = bench.get("telemetry") or {}
         for key in _TELEMETRY_KEYS:
             value = _num(telemetry.get(key))

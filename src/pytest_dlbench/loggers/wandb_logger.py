@@ -30,6 +30,7 @@ from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
     BenchRun,
     SessionFacts,
+    as_shown,
     bench_metrics,
     read_bench_run,
     session_metrics,
@@ -239,7 +240,7 @@ class WandbSink:
         benches = summary.get("benchmarks") or {}
         columns = ["bench", "units", "weight", "n", "fail", "perf", "total", "std_pct",
                    "perf_adj"]
-        rows = [(name, *(json_safe(b.get(c)) for c in columns[1:]))
+        rows = [(name, *(json_safe(as_shown(c, b.get(c))) for c in columns[1:]))
                 for name, b in benches.items()]
         if not (wb.resumed and wb.starting_step > 0):
             wb.log({"benchmarks": self._table(Table(tuple(columns), tuple(rows)))}, step=0)

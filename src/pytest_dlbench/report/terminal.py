@@ -50,6 +50,7 @@ __all__ = [
     "score_line",
     "score_text",
     "verdict_rule",
+    "drift_line",
 ]
 
 
@@ -225,9 +226,42 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
     if comparison.only_baseline:
         lines.append(f"only in the baseline: {', '.join(comparison.only_baseline)}")
     lines.append(verdict_rule(comparison))
+    drift = drift_line(comparison)
+    if drift:
+        lines.append(drift)
     lines += inconclusive_lines(comparison)
     lines += [f"warning: {printable(warning)}" for warning in comparison.warnings]
     return lines
+
+
+#: The drift sources a "between sessions" line names; the rest are counted.
+_SHOWN_DRIFT_SOURCES = 2
+
+
+def drift_line(comparison: Comparison) -> str | None:
+    """The drift between sessions a saved-baseline verdict assumed, one line: each source with
+    its figure (a range over the benchmarks), and how to measure it where it was the default
+    (results/noise.py, results/history_drift.py). None without one (a paired comparison)."""
+    by_source: dict[str, list[float]] = {}
+    assumed = False
+    for c in comparison.benchmarks:
+        if c.drift is not None:
+            by_source.setdefault(c.drift.source, []).append(c.drift.cv)
+            assumed = assumed or c.drift.assumed
+    if not by_source:
+        return None
+    groups = sorted(by_source.items(), key=lambda item: -len(item[1]))
+    parts = []
+    for source, cvs in groups[:_SHOWN_DRIFT_SOURCES]:
+        low, high = min(cvs), max(cvs)
+        figure = f"±{low:.1%}" if f"{low:.1%}" == f"{high:.1%}" else f"±{low:.1%} to {high:.1%}"
+        parts.append(f"{figure} a session ({source})")
+    if len(groups) > _SHOWN_DRIFT_SOURCES:
+        parts.append(f"{len(groups) - _SHOWN_DRIFT_SOURCES} more sources")
+    line = "between sessions: " + "; ".join(parts)
+    if assumed:
+        line += "; measure this machine's with --bench-autosave or dlbench baseline"
+    return printable(line)
 
 
 def inconclusive_lines(comparison: Comparison) -> list[str]:

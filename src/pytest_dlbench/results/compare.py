@@ -49,6 +49,7 @@ from typing import Any
 
 from pytest_dlbench.results import noise
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE, inconclusive_advice
+from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
@@ -68,6 +69,7 @@ __all__ = [
     "Comparison",
     "compare",
     "gate_record",
+    "units_note",
 ]
 
 
@@ -100,6 +102,8 @@ class BenchComparison:
     reason: str = ""
     #: Where each side's noise came from (a saved baseline: results/noise.py), one phrase.
     noise: str = ""
+    #: The drift between sessions the verdict assumed (a saved baseline: results/noise.py).
+    drift: Drift | None = None
 
     @property
     def time_ratio(self) -> float | None:
@@ -126,6 +130,7 @@ class BenchComparison:
             "note": self.note,
             "reason": self.reason,
             "noise": self.noise,
+            "drift": _drift_dict(self.drift),
         }
         if self.metric == TOTAL_TIME:
             data.update(metric=self.metric, lower_is_better=True,
@@ -257,11 +262,12 @@ def _rate(bench: BenchSummary) -> float:
     return _positive(bench.perf)
 
 
-def _units_note(cur: BenchSummary, base: BenchSummary) -> str | None:
-    """Why two sides measured in different units (TFLOP/s against items/s) are no pair."""
+def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the baseline"
+               ) -> str | None:
+    """Why two sides measured in different units (TFLOP/s against items/s) are no pair
+    (``other``: where the second side was measured; a paired run says "on the base side")."""
     if cur.units and base.units and cur.units != base.units:
-        return (f"not compared: measured in {cur.units} here and in {base.units} in the "
-                "baseline")
+        return f"not compared: measured in {cur.units} here and in {base.units} {other}"
     return None
 
 
@@ -284,7 +290,7 @@ def _compare_bench(
     cur_rate, base_rate = _rate(cur), _rate(base)
     cur_adj, base_adj = cur.perf_adj, base.perf_adj
     samples = (len(cur.noise_samples), len(base.noise_samples))
-    note = _units_note(cur, base) or _range_note(cur, base)
+    note = units_note(cur, base) or _range_note(cur, base)
     if note is not None:
         return BenchComparison(
             name=name, units=cur.units or base.units, weight=cur.weight, current=cur_rate,
@@ -324,7 +330,16 @@ def _compare_bench(
         baseline_time=_time(base),
         reason=reason,
         noise=found.noise if found is not None else "",
+        drift=found.drift if found is not None else None,
     ), found
+
+
+def _drift_dict(drift: Drift | None) -> dict[str, Any] | None:
+    """The drift as the JSON says it: its cv, degrees of freedom (null: assumed, not
+    measured) and source."""
+    if drift is None:
+        return None
+    return {"cv": drift.cv, "df": None if drift.assumed else drift.df, "source": drift.source}
 
 
 def _ratio(current: float, baseline: float) -> float | None:

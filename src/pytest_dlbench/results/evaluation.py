@@ -20,7 +20,7 @@ from pytest_dlbench.results import gate
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.confirm import Confirmation
-    from pytest_dlbench.results.noise import Drift
+    from pytest_dlbench.results.history_drift import HistoryDrifts
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "no_score_reason"]
@@ -125,16 +125,18 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
         from pytest_dlbench.results.compare import compare
         from pytest_dlbench.results.confirm import read_confirmation
 
-        drifts = _history_drifts(run_dir, summary, options)
+        history = _history_drifts(run_dir, summary, options)
         comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
-                             alpha=options.alpha, drifts=drifts)
+                             alpha=options.alpha, drifts=history.drifts)
         confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
                                       tolerance=options.tolerance, alpha=options.alpha,
-                                      drifts=drifts)
+                                      drifts=history.drifts)
         if confirmed is not None:  # the suspected verdicts were run again (--bench-confirm)
             summary, comparison, confirmation = confirmed
-        # The reports name the file the baseline came from.
-        comparison = dataclasses.replace(comparison, baseline_path=options.baseline_path)
+        # The reports name the file the baseline came from, and the history files left out.
+        comparison = dataclasses.replace(
+            comparison, baseline_path=options.baseline_path,
+            warnings=(*comparison.warnings, *history.warnings))
     failed = gate.run_failed(summary)
     status = gate.final_status(failed=failed, comparison=comparison,
                                baseline_status=_baseline_status(options))
@@ -166,7 +168,7 @@ def _score(
 
 
 def _history_drifts(run_dir: Path, summary: SuiteSummary, options: EvaluateOptions
-                    ) -> dict[str, Drift]:
+                    ) -> HistoryDrifts:
     """The drift between sessions the machine's history measured (results/history_drift.py):
     the ``--bench-autosave`` folder, else ``<base>/history`` when there is one."""
     from pytest_dlbench.results.history import history_folder

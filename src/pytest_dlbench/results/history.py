@@ -51,6 +51,7 @@ __all__ = [
     "keyword_matcher",
     "load_history",
     "machine_id",
+    "summary_machine",
 ]
 
 #: The folder of a results base that holds the history.
@@ -81,6 +82,12 @@ def machine_id(machine: Mapping[str, Any] | None) -> str:
     }
     digest = hashlib.sha1(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
     return f"{_slug(str(machine.get('hostname') or 'unknown'))}-{digest[:8]}"
+
+
+def summary_machine(summary: SuiteSummary) -> str | None:
+    """The machine id a saved summary says it was measured on (None: it does not say)."""
+    machine = (summary.provenance or {}).get("machine")
+    return machine_id(machine) if isinstance(machine, Mapping) else None
 
 
 @dataclass(frozen=True)

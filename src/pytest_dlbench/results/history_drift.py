@@ -18,21 +18,47 @@ baseline of one session reads the history of the machine it runs on:
 - the estimate (noise.estimate_drift, the merged baseline's, pooled over the commits) is
   used for each benchmark the history has it for; the rest keep the default.
 
-The comparison's JSON (each benchmark's ``noise``) says where the figure came from (``each
-session ±2.1% (6 sessions of 3 commits in the history)``), as an inconclusive reason does.
+The comparison's JSON (each benchmark's ``noise`` and ``drift``) says where the figure came
+from (``each session ±2.1% (6 sessions of 3 commits in the history)``), as an inconclusive
+reason and the terminal's "between sessions" line do. A history file that cannot be read is
+left out, and the comparison's warnings name it: a reader never drops a file in silence.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.results.noise import Drift, estimate_drift
 
-__all__ = ["drifts_from_history", "history_drifts"]
+__all__ = ["HistoryDrifts", "drifts_from_history", "history_drifts"]
+
+#: The files left out that a comparison's warnings name one by one; the rest are counted.
+SHOWN_LEFT_OUT = 3
+
+
+@dataclass(frozen=True)
+class HistoryDrifts:
+    """What a history folder says of the drift between sessions: each benchmark's estimate,
+    and one line per file of the history that could not be read (left out)."""
+
+    drifts: dict[str, Drift] = field(default_factory=dict)
+    folder: Path | None = None
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The comparison's warnings about the files left out: a few, then a count."""
+        lines = [f"history {self.folder}: {line} (the drift between sessions is read from "
+                 "the other files)" for line in self.left_out[:SHOWN_LEFT_OUT]]
+        more = len(self.left_out) - SHOWN_LEFT_OUT
+        if more > 0:
+            lines.append(f"history {self.folder}: {more} more files left out")
+        return tuple(lines)
 
 
 def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
@@ -62,17 +88,20 @@ def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
 
 
 def drifts_from_history(
-    history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None
-) -> dict[str, Drift]:
-    """:func:`history_drifts` of the history folder ``history`` (empty without one), for the
-    machine the run ``run_dir`` was measured on: the machine its own autosaved entry names,
-    else this machine. A file the history cannot read is left out, as ``dlbench history``
-    leaves it out."""
+    history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None, *,
+    machine: str | None = None,
+) -> HistoryDrifts:
+    """:func:`history_drifts` of the history folder ``history`` (nothing without one), for
+    ``machine``, else the machine the run ``run_dir`` was measured on: the machine its own
+    autosaved entry names, else this machine. A file the history cannot read is left out, as
+    ``dlbench history`` leaves it out, and named in :attr:`HistoryDrifts.left_out`."""
     if history is None or not Path(history).is_dir():
-        return {}
+        return HistoryDrifts()
     from pytest_dlbench.results.history import load_history, run_machine
 
-    entries, _ = load_history(history)
-    machine, _own = run_machine(entries, run_dir)
+    entries, problems = load_history(history)
+    if machine is None:
+        machine, _own = run_machine(entries, run_dir)
     leave_out = Path(run_dir).resolve() if run_dir else None
-    return history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)
+    drifts = history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)
+    return HistoryDrifts(drifts, Path(history), tuple(problems))

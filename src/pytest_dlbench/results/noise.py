@@ -121,6 +121,11 @@ class Drift:
     df: float
     source: str
 
+    @property
+    def assumed(self) -> bool:
+        """The documented default, not measured on this machine (no degrees of freedom)."""
+        return math.isinf(self.df)
+
 
 @dataclass(frozen=True)
 class SideNoise:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.results.compare import BenchComparison, Comparison
+from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import (
     ALPHA,
     PAIRED_RATE,
@@ -229,6 +229,14 @@ def _compare_bench(
     return comparison, s, stop
 
 
+def _refused(cand: BenchSummary, base: BenchSummary, note: str) -> BenchComparison:
+    """The row of a benchmark whose two sides cannot be compared (``note`` says why)."""
+    return BenchComparison(
+        name=cand.name, units=cand.units, weight=cand.weight, current=cand.perf or 0.0,
+        baseline=base.perf or 0.0, ratio=None, verdict=INCOMPARABLE, p_value=None,
+        samples=(0, 0), current_adj=_adj(cand), baseline_adj=_adj(base), note=note)
+
+
 def _round_steps(
     base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[Pair]
 ) -> tuple[list[list[float]], list[list[float]]]:
@@ -281,14 +289,18 @@ def compare_paired(
         if cand.name not in base_names:
             only_current.append(cand.name)
             continue
-        b, s, stop = _compare_bench(cand.name, base.get(cand.name), cand, tolerance=tolerance,
+        base_bench = base.get(cand.name)
+        refused = units_note(cand, base_bench, "on the base side") if base_bench else None
+        if base_bench is not None and refused is not None:
+            benches.append(_refused(cand, base_bench, refused))  # no ratio of items/s to TFLOP/s
+            continue
+        b, s, stop = _compare_bench(cand.name, base_bench, cand, tolerance=tolerance,
                                     alpha=alpha, test=test, rate=rate, rounds=rounds,
                                     design=design)
         benches.append(b)
         if stop is not None:
             stops[cand.name] = {"rounds_used": stop.rounds, "rounds": stop.of,
                                 "stopped": stop.reason}
-        base_bench = base.get(cand.name)
         if s is not None and cand.scored and base_bench is not None and base_bench.scored:
             terms.append((cand.weight, s))
     cand_names = {b.name for b in candidate.benchmarks if b.n}
@@ -314,7 +326,10 @@ def compare_paired(
         score_p_value=score_p,
         tolerance=tolerance,
         alpha=alpha,
-        warnings=tuple(warnings),
+        # A pair refused (units) is said where every report shows warnings, as a saved
+        # baseline's comparison says it.
+        warnings=(*warnings, *(f"{b.name}: {b.note}" for b in benches
+                               if b.verdict == INCOMPARABLE and b.note.startswith("not compared"))),
         score_rate_ratio=rate_ratio,
         score_ci=score_ci,
         test=test,

@@ -15,7 +15,7 @@ one machine; a benchmark missing from some sessions is merged from those that ha
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
@@ -43,11 +43,10 @@ def _sessions_of(bench: BenchSummary) -> tuple[tuple[float, ...], ...]:
 def _check_machines(summaries: Sequence[SuiteSummary], names: Sequence[str]) -> None:
     """Every input that says where it was measured says the same machine (the history's
     machine id: host name, CPU, GPUs; ``$DLBENCH_MACHINE`` names it when set)."""
-    from pytest_dlbench.results.history import machine_id
+    from pytest_dlbench.results.history import summary_machine
 
-    known = [(n, machine_id(s.provenance["machine"])) for n, s in zip(names, summaries,
-                                                                       strict=True)
-             if s.provenance is not None and isinstance(s.provenance.get("machine"), Mapping)]
+    known = [(n, m) for n, s in zip(names, summaries, strict=True)
+             if (m := summary_machine(s)) is not None]
     for name, machine in known[1:]:
         if machine != known[0][1]:
             raise SessionsError(f"{name}: measured on machine {machine}, {known[0][0]} on "
