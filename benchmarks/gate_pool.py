@@ -12,7 +12,14 @@ trial. This script reads them all and prints, per cell (mode x neighbour x slowd
   bound says how small the detection may be;
 - for identical code, the trials' log ratios (the candidate's rate over the base's, as the
   product judged): their mean and spread, which show a side that is systematically slower;
-- the rounds a paired trial used, as a histogram.
+- the rounds a paired trial used, as a histogram;
+- with ``--designs``, the two paired designs on the same rounds: trials run with every round
+  (``--paired-args=--bench-fixed-rounds``, kept with ``--keep``) judged again from their run
+  directories by the sequential rule at the product's defaults (``gate_offline.judge_paired``:
+  the same ``first_stop`` the plugin asks before each round, over the first k rounds that ran).
+  The sequential gate decides only when to stop, so the rounds it would have seen are the first
+  rounds of the fixed trial: each trial gives both designs' verdicts and the rounds the
+  sequential one would have run, paired, without the trial-to-trial noise of two measurements.
 
 Nothing runs here; only files are read. ``python benchmarks/gate_pool.py OUT.json...``
 """
@@ -94,7 +101,64 @@ def cell_lines(trials: Sequence[Any]) -> list[str]:
     return lines
 
 
-def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]]) -> str:
+def design_lines(trials: Sequence[Any]) -> list[str]:
+    """Per paired cell, the fixed design (the trials' exit status) against the sequential rule
+    on the same rounds (module docstring): each design's regressed / inconclusive / passed, the
+    sequential rule's mean rounds as a share of the fixed design's, and the trials where the two
+    disagree. Trials not run with every round, or whose run directory is gone, are counted
+    apart."""
+    from gate_offline import judge_paired, run_rule
+
+    from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
+
+    groups: dict[tuple[float, float], list[tuple[Any, Any]]] = {}
+    skipped = 0
+    for t in trials:
+        if t.mode != "paired":
+            continue
+        rule = run_rule(t.run_dir) if Path(t.run_dir).is_dir() else None
+        if rule is None or rule[0] != FIXED or t.status not in (0, REGRESSED, INCONCLUSIVE):
+            skipped += 1
+            continue
+        bound = rule[1] or t.rounds
+        sequential = judge_paired(t.run_dir, design=SEQUENTIAL, rounds=bound)
+        groups.setdefault((t.neighbour, t.slowdown), []).append((t, sequential))
+    if not groups:
+        return [f"--designs: no paired trial ran every round with its run directory kept "
+                f"({skipped} paired trials could not be judged again)"]
+    rows = [["neighbour", "slowdown", "trials", "fixed: regr / inconcl / passed",
+             "sequential: regr / inconcl / passed", "rounds (fixed)", "rounds (sequential)",
+             "share", "disagree"]]
+
+    def counts(statuses: Sequence[int]) -> str:
+        return " / ".join(str(sum(s == want for s in statuses))
+                          for want in (REGRESSED, INCONCLUSIVE, 0))
+
+    all_fixed = all_sequential = 0
+    for (level, slowdown), chosen in sorted(groups.items()):
+        fixed_rounds = [t.rounds or 0 for t, _ in chosen]
+        seq_rounds = [j.rounds or 0 for _, j in chosen]
+        all_fixed += sum(fixed_rounds)
+        all_sequential += sum(seq_rounds)
+        differ = [f"rep {t.rep}: {t.status} vs {j.status} at round {j.rounds}"
+                  for t, j in chosen if t.status != j.status]
+        rows.append([f"{level:g} %", f"{slowdown:g} %", str(len(chosen)),
+                     counts([t.status for t, _ in chosen]), counts([j.status for _, j in chosen]),
+                     f"{statistics.mean(fixed_rounds):.1f}", f"{statistics.mean(seq_rounds):.1f}",
+                     f"{100 * sum(seq_rounds) / max(1, sum(fixed_rounds)):.0f} %",
+                     "; ".join(differ) or "-"])
+    lines = ["the two paired designs on the same rounds (exit statuses 6 / 9 / 0):",
+             table(rows),
+             f"the sequential rule over every cell: {all_sequential} of {all_fixed} rounds "
+             f"({100 * all_sequential / max(1, all_fixed):.0f} % of the fixed design's)"]
+    if skipped:
+        lines.append(f"{skipped} paired trials left out: not run with every round "
+                     "(--bench-fixed-rounds), no verdict, or their run directory is gone")
+    return lines
+
+
+def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]],
+           designs: bool = False) -> str:
     loads = [f"{f.get('load_before', '?')}->{f.get('load_after', '?')}" for f in facts]
     dates = sorted(str(f.get("date", "?")) for f in facts)
     found = cells(trials, inconclusive=INCONCLUSIVE)
@@ -106,17 +170,21 @@ def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]]) -> str:
         *other_lines(found),
         "",
         *cell_lines(trials),
+        *(["", *design_lines(trials)] if designs else []),
     ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, help="gate_power --out JSON files")
+    parser.add_argument("--designs", action="store_true",
+                        help="judge paired trials run with every round again by the sequential "
+                        "rule on the same rounds (their run directories kept with --keep)")
     args = parser.parse_args(argv)
     trials, facts = load(args.files)
     if not trials:
         raise SystemExit("gate_pool: no trials in " + ", ".join(map(str, args.files)))
-    print(report(trials, facts))
+    print(report(trials, facts, designs=args.designs))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,37 @@ def test_a_file_that_is_not_an_out_file_is_one_line(tmp_path: Path) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"gate_pool: .*gone.json: cannot read it \(No such file"):
         gate_pool.main([str(tmp_path / "gone.json")])
+
+
+def test_designs_judges_fixed_trials_by_the_sequential_rule_on_their_rounds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_gate_power_tools import paired_run
+
+    from pytest_dlbench.results.sequential import FIXED
+
+    slower = paired_run(tmp_path / "slower", [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED)
+    same = paired_run(tmp_path / "same", [100.0, 101.0] * 5, [100.5, 100.5] * 5, design=FIXED)
+    trials = [{**trial(6, 10, 0.8, 10), "run_dir": str(slower)},
+              # Recorded as passed: the two designs disagree on it, and the table says so.
+              {**trial(0, 10, 0.8, 10), "rep": 1, "run_dir": str(slower)},
+              {**trial(0, 0, 1.0, 10), "run_dir": str(same)},
+              trial(0, 0, 1.0, 10)]  # its run directory is gone: counted apart
+    out = out_file(tmp_path / "a.json", trials, "1.0")
+    assert gate_pool.main([str(out), "--designs"]) == 0
+    text = capsys.readouterr().out
+    rows = {cols[1]: cols for line in text.splitlines() if line.startswith("0 % ")
+            for cols in [re.split(r"\s{2,}", line.strip())]}
+    # Identical rates: futility stops the sequential rule at the first look (round 4).
+    assert rows["0 %"][2:8] == ["1", "0 / 0 / 1", "0 / 0 / 1", "10.0", "4.0", "40 %"]
+    # 20 % slower: regressed at round 6 (p = 1/64), where the fixed design ran 10.
+    assert rows["10 %"][2:8] == ["2", "1 / 0 / 1", "2 / 0 / 0", "10.0", "6.0", "60 %"]
+    assert "rep 1: 0 vs 6 at round 6" in text
+    assert "the sequential rule over every cell: 16 of 30 rounds (53 % of the fixed" in text
+    assert "1 paired trials left out" in text
+
+
+def test_designs_says_so_when_no_trial_can_be_judged_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = out_file(tmp_path / "a.json", [trial(0, 0, 1.0, 10)], "1.0")
+    assert gate_pool.main([str(out), "--designs"]) == 0
+    assert "--designs: no paired trial ran every round" in capsys.readouterr().out
