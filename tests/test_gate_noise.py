@@ -188,6 +188,22 @@ def test_a_busy_side_makes_a_regression_inconclusive_either_side() -> None:
     assert row is not None and row.verdict == REGRESSED
 
 
+def test_a_run_faster_on_a_busy_machine_is_not_in_doubt() -> None:
+    """Load only slows a run: one that reads faster while busy is faster still, so its busy
+    machine hides no regression (a real unchanged A/A trial read 1.054 on a busy run and exited
+    9). A busy baseline still puts a faster reading in doubt: it may hide a regression."""
+    base = summary({"x": repeats(100.0, QUIET_RUNS)})
+    faster_busy = summary({"x": repeats(115.0, QUIET_RUNS, busy=True)})
+    comparison = compare(faster_busy, base)
+    row = comparison.get("x")
+    assert row is not None and row.verdict == IMPROVED, row.reason
+    assert comparison.score_verdict == IMPROVED
+    busy_then = summary({"x": repeats(100.0, QUIET_RUNS, busy=True)})
+    row = compare(summary({"x": repeats(115.0, QUIET_RUNS, busy=False)}), busy_then).get("x")
+    assert row is not None and row.verdict == INCONCLUSIVE
+    assert "during the baseline" in row.reason
+
+
 def test_an_unreliable_figure_makes_a_regression_inconclusive() -> None:
     base = summary({"x": repeats(100.0, QUIET_RUNS)})
     cur = summary({"x": repeats(85.0, QUIET_RUNS)}, unreliable={"x": "std% 30% above 25%"})

@@ -308,8 +308,8 @@ def _compare_bench(
         ratio = cur_rate / base_rate
         found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha,
                                known_drift=known_drift)
-        judged = noise.judge(ratio, found, noise.doubts(cur, base), tolerance=tolerance,
-                             alpha=alpha)
+        judged = noise.judge(ratio, found, noise.doubts(cur, base, faster=ratio > 1),
+                             tolerance=tolerance, alpha=alpha)
         word, reason = judged.word, judged.reason
     return BenchComparison(
         name=name,
@@ -390,7 +390,8 @@ def compare(
     score_p = (p_in_direction(rate_ratio, score_evidence[0])
                if rate_ratio is not None and score_evidence is not None else None)
     weighted = [b.verdict for b in benches if b.weight > 0]
-    doubtful = any(noise.doubts(cur_b[b.name], base_b[b.name]) for b in both)
+    faster = rate_ratio is not None and rate_ratio > 1
+    doubtful = any(noise.doubts(cur_b[b.name], base_b[b.name], faster=faster) for b in both)
     score = noise.saved_score_verdict(rate_ratio, score_evidence, weighted, doubtful,
                                       tolerance=tolerance, alpha=alpha)
     return Comparison(
