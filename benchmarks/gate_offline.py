@@ -143,6 +143,18 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
     return Judged(status, row.verdict, row.ratio, row.ci, row.p_value, pairs, used, ran)
 
 
+def sequential_on_same_rounds(run: Path | str) -> Judged | None:
+    """A paired run that ran every round (its own design fixed) judged by the sequential rule
+    at the product's defaults over its first rounds, as the plugin would have stopped it: the
+    verdict and the rounds it would have used. None for a run of another design (its rounds
+    stopped where its own rule said) or with no against.json."""
+    rule = run_rule(run)
+    if rule is None or rule[0] != FIXED:
+        return None
+    return judge_paired(run, design=SEQUENTIAL, rounds=rule[1], test=gate.PAIRED_TEST,
+                        rate=gate.PAIRED_RATE)
+
+
 def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float = gate.TOLERANCE,
                 confirm: bool = True, bench: str = BENCH) -> Judged:
     """A saved-baseline trial judged again: ``confirm``, as the product judged it (``evaluate``

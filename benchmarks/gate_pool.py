@@ -14,12 +14,15 @@ trial. This script reads them all and prints, per cell (mode x neighbour x slowd
   product judged): their mean and spread, which show a side that is systematically slower;
 - the rounds a paired trial used, as a histogram;
 - with ``--designs``, the two paired designs on the same rounds: trials run with every round
-  (``--paired-args=--bench-fixed-rounds``, kept with ``--keep``) judged again from their run
-  directories by the sequential rule at the product's defaults (``gate_offline.judge_paired``:
-  the same ``first_stop`` the plugin asks before each round, over the first k rounds that ran).
-  The sequential gate decides only when to stop, so the rounds it would have seen are the first
-  rounds of the fixed trial: each trial gives both designs' verdicts and the rounds the
-  sequential one would have run, paired, without the trial-to-trial noise of two measurements.
+  (``--paired-args=--bench-fixed-rounds``) judged by the sequential rule at the product's
+  defaults over their first rounds (``gate_offline.sequential_on_same_rounds``: the same
+  ``first_stop`` the plugin asks before each round). gate_power records that judgement in each
+  such trial (``sequential_status``, ``sequential_rounds``), so files of several sittings pool
+  without their run directories; an older file's trial is judged from its run directory when
+  it was kept (``--keep``). The sequential gate decides only when to stop, so the rounds it would
+  have seen are the first rounds of the fixed trial: each trial gives both designs' verdicts and
+  the rounds the sequential one would have run, paired, without the trial-to-trial noise of two
+  measurements.
 
 Nothing runs here; only files are read. ``python benchmarks/gate_pool.py OUT.json...``
 """
@@ -105,27 +108,30 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
     """Per paired cell, the fixed design (the trials' exit status) against the sequential rule
     on the same rounds (module docstring): each design's regressed / inconclusive / passed, the
     sequential rule's mean rounds as a share of the fixed design's, and the trials where the two
-    disagree. Trials not run with every round, or whose run directory is gone, are counted
-    apart."""
-    from gate_offline import judge_paired, run_rule
+    disagree. Trials not run with every round, or with neither a recorded judgement nor their
+    run directory, are counted apart."""
+    from gate_offline import sequential_on_same_rounds
 
-    from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
-
-    groups: dict[tuple[float, float], list[tuple[Any, Any]]] = {}
+    groups: dict[tuple[float, float], list[tuple[Any, tuple[int, int | None]]]] = {}
     skipped = 0
     for t in trials:
         if t.mode != "paired":
             continue
-        rule = run_rule(t.run_dir) if Path(t.run_dir).is_dir() else None
-        if rule is None or rule[0] != FIXED or t.status not in (0, REGRESSED, INCONCLUSIVE):
+        judged: tuple[int, int | None] | None = None
+        if t.sequential_status is not None:
+            judged = (t.sequential_status, t.sequential_rounds)
+        elif Path(t.run_dir).is_dir():
+            again = sequential_on_same_rounds(t.run_dir)
+            judged = (again.status, again.rounds) if again is not None else None
+        if judged is None or t.status not in (0, REGRESSED, INCONCLUSIVE):
             skipped += 1
             continue
-        bound = rule[1] or t.rounds
-        sequential = judge_paired(t.run_dir, design=SEQUENTIAL, rounds=bound)
-        groups.setdefault((t.neighbour, t.slowdown), []).append((t, sequential))
+        groups.setdefault((t.neighbour, t.slowdown), []).append((t, judged))
     if not groups:
-        return [f"--designs: no paired trial ran every round with its run directory kept "
-                f"({skipped} paired trials could not be judged again)"]
+        return [f"--designs: no paired trial ran every round with its judgement recorded or its "
+                f"run directory kept "
+                f"({skipped} paired trials: another design, or neither a recorded judgement nor "
+                "their run directory)"]
     rows = [["neighbour", "slowdown", "trials", "fixed: regr / inconcl / passed",
              "sequential: regr / inconcl / passed", "rounds (fixed)", "rounds (sequential)",
              "share", "disagree"]]
@@ -137,13 +143,14 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
     all_fixed = all_sequential = 0
     for (level, slowdown), chosen in sorted(groups.items()):
         fixed_rounds = [t.rounds or 0 for t, _ in chosen]
-        seq_rounds = [j.rounds or 0 for _, j in chosen]
+        seq_rounds = [rounds or 0 for _, (_, rounds) in chosen]
         all_fixed += sum(fixed_rounds)
         all_sequential += sum(seq_rounds)
-        differ = [f"rep {t.rep}: {t.status} vs {j.status} at round {j.rounds}"
-                  for t, j in chosen if t.status != j.status]
+        differ = [f"rep {t.rep}: {t.status} vs {status} at round {rounds}"
+                  for t, (status, rounds) in chosen if t.status != status]
         rows.append([f"{level:g} %", f"{slowdown:g} %", str(len(chosen)),
-                     counts([t.status for t, _ in chosen]), counts([j.status for _, j in chosen]),
+                     counts([t.status for t, _ in chosen]),
+                     counts([status for _, (status, _) in chosen]),
                      f"{statistics.mean(fixed_rounds):.1f}", f"{statistics.mean(seq_rounds):.1f}",
                      f"{100 * sum(seq_rounds) / max(1, sum(fixed_rounds)):.0f} %",
                      "; ".join(differ) or "-"])
@@ -153,7 +160,8 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
              f"({100 * all_sequential / max(1, all_fixed):.0f} % of the fixed design's)"]
     if skipped:
         lines.append(f"{skipped} paired trials left out: not run with every round "
-                     "(--bench-fixed-rounds), no verdict, or their run directory is gone")
+                     "(--bench-fixed-rounds), no verdict, or neither a recorded judgement nor "
+                     "their run directory")
     return lines
 
 

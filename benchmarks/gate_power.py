@@ -58,7 +58,13 @@ from typing import Any
 
 # Siblings in benchmarks/ (on sys.path when this file runs as a script).
 from gate_cells import cell_rows, cells, confirmations_in, other_lines, outcome, rounds_in
-from gate_offline import judge_paired, judge_saved, offline_report, table
+from gate_offline import (
+    judge_paired,
+    judge_saved,
+    offline_report,
+    sequential_on_same_rounds,
+    table,
+)
 from gate_workloads import SOURCES, WORK_ARG, WORKLOADS, calibrate, measure_slowdown
 from neighbour import (
     Neighbour,
@@ -118,6 +124,11 @@ class Trial:
     load_before: float | None = None  # the 1-minute load average before and after the trial
     load_after: float | None = None
     reason: str = ""  # why a trial that is neither 0, 6 nor 9 failed: pytest's last words
+    #: Paired, run with every round (--bench-fixed-rounds): the exit status the sequential rule
+    #: at the product's defaults gives on the same rounds, and the rounds it would have run
+    #: (gate_offline.sequential_on_same_rounds; gate_pool --designs pools them).
+    sequential_status: int | None = None
+    sequential_rounds: int | None = None
 
     @property
     def detected(self) -> bool:
@@ -202,6 +213,9 @@ class Scratch:
         trial.verdict, trial.ratio, trial.ci, trial.p_value = (
             judged.verdict, judged.ratio, judged.ci, judged.p_value)
         trial.pairs = judged.pairs
+        sequential = sequential_on_same_rounds(run)
+        if sequential is not None:
+            trial.sequential_status, trial.sequential_rounds = sequential.status, sequential.rounds
         return trial
 
     def baseline(self, rep: int) -> tuple[Path, float]:

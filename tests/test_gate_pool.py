@@ -85,6 +85,20 @@ def test_designs_judges_fixed_trials_by_the_sequential_rule_on_their_rounds(
     assert "1 paired trials left out" in text
 
 
+def test_designs_pools_the_judgement_a_trial_recorded_without_its_run_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gate_power records the sequential rule's status and rounds in each fixed trial, so files
+    of several sittings pool when their run directories are long gone."""
+    recorded = [{**trial(0, 0, 1.0, 10), "sequential_status": 0, "sequential_rounds": 4},
+                {**trial(6, 10, 0.9, 10), "sequential_status": 6, "sequential_rounds": 7}]
+    a = out_file(tmp_path / "a.json", recorded[:1], "1.0")
+    b = out_file(tmp_path / "b.json", recorded[1:], "1.0")
+    assert gate_pool.main([str(a), str(b), "--designs"]) == 0
+    text = capsys.readouterr().out
+    assert "the sequential rule over every cell: 11 of 20 rounds (55 % of the fixed" in text
+    assert "left out" not in text
+
+
 def test_designs_says_so_when_no_trial_can_be_judged_again(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = out_file(tmp_path / "a.json", [trial(0, 0, 1.0, 10)], "1.0")

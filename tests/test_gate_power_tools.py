@@ -408,6 +408,22 @@ def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None
     assert "paired rep 0 10 % exit 0 vs 6" in text
 
 
+def test_a_fixed_trial_is_judged_by_the_sequential_rule_on_its_first_rounds(
+        tmp_path: Path) -> None:
+    fixed = paired_run(tmp_path / "fixed", [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED)
+    judged = gate_offline.sequential_on_same_rounds(fixed)
+    assert judged is not None and (judged.status, judged.rounds) == (gate.REGRESSED, 6)
+    # A run that stopped by its own sequential rule has nothing more to say.
+    own = paired_run(tmp_path / "own", BASE6, SLOWER6)
+    assert gate_offline.sequential_on_same_rounds(own) is None
+    # gate_power's trials keep it, and read it back.
+    gate_power = load_script("gate_power")
+    raw = {"mode": "paired", "rep": 0, "slowdown": 10.0, "status": 6, "minutes": 1.0,
+           "run_dir": str(fixed), "sequential_status": 6, "sequential_rounds": 6}
+    (kept,) = gate_power.load_trials({"trials": [raw]})
+    assert (kept.sequential_status, kept.sequential_rounds) == (6, 6)
+
+
 def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path) -> None:
     rounds = 10
     run = paired_run(tmp_path, [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED,
