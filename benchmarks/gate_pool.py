@@ -127,11 +127,12 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
             skipped += 1
             continue
         groups.setdefault((t.neighbour, t.slowdown), []).append((t, judged))
+    left_out = (f"{skipped} paired trials left out: not run with every round "
+                "(--bench-fixed-rounds), no verdict, or neither a recorded judgement nor their "
+                "run directory")
     if not groups:
         return [f"--designs: no paired trial ran every round with its judgement recorded or its "
-                f"run directory kept "
-                f"({skipped} paired trials: another design, or neither a recorded judgement nor "
-                "their run directory)"]
+                f"run directory kept ({left_out})"]
     rows = [["neighbour", "slowdown", "trials", "fixed: regr / inconcl / passed",
              "sequential: regr / inconcl / passed", "rounds (fixed)", "rounds (sequential)",
              "share", "disagree"]]
@@ -159,9 +160,7 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
              f"the sequential rule over every cell: {all_sequential} of {all_fixed} rounds "
              f"({100 * all_sequential / max(1, all_fixed):.0f} % of the fixed design's)"]
     if skipped:
-        lines.append(f"{skipped} paired trials left out: not run with every round "
-                     "(--bench-fixed-rounds), no verdict, or neither a recorded judgement nor "
-                     "their run directory")
+        lines.append(left_out)
     return lines
 
 
@@ -186,8 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, help="gate_power --out JSON files")
     parser.add_argument("--designs", action="store_true",
-                        help="judge paired trials run with every round again by the sequential "
-                        "rule on the same rounds (their run directories kept with --keep)")
+                        help="compare the paired designs on the same rounds: trials run with "
+                        "every round, by the sequential rule's judgement gate_power recorded (or "
+                        "from their run directories, kept with --keep)")
     args = parser.parse_args(argv)
     trials, facts = load(args.files)
     if not trials:

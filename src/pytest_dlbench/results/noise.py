@@ -302,10 +302,11 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
     a run faster while busy is faster still and hides no regression (an unchanged suite that
     read 5 % faster on a busy run exited 9 before; benchmarks/README.md)."""
     out = []
-    for side, bench in (("this run", current), ("the baseline", baseline)):
+    for side, bench, load_counts in (("this run", current, not faster),
+                                     ("the baseline", baseline, True)):
         if bench.unreliable:
             out.append(f"{side}'s figure is unreliable ({bench.unreliable})")
-        busy = _busy_reason(bench) if not (faster and bench is current) else None
+        busy = _busy_reason(bench) if load_counts else None
         if busy:
             out.append(f"the machine was busy during {side} ({busy})")
     return out
