@@ -6,15 +6,23 @@ records one row: what was checked, the figure, and ok / FAIL / skipped / - (not 
 1. the device: torch, CUDA, GPU names and memory;
 2. the NVML inventory: NVML lists as many GPUs as torch counts (those CUDA_VISIBLE_DEVICES
    shows), with the same names;
-3. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
-   (children, the CUDA-event timer, NVML telemetry), one row per benchmark;
+3. the CUDA-event timer against ``torch.utils.benchmark`` on the same resnet50 training step;
 4. a standard subset, resnet50 (tf32-fp16) and matmul bf16, shortened, on every GPU at once;
-5. the CUDA-event timer against ``torch.utils.benchmark`` on the same resnet50 training step;
-6. NVML telemetry and energy in every stream of steps 3-4 (GPU utilisation, memory, joules); a
+5. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
+   (children, the CUDA-event timer, NVML telemetry), one row per benchmark;
+6. NVML telemetry and energy in every stream of steps 4-5 (GPU utilisation, memory, joules); a
    benchmark that skipped itself gets a "skipped" row.
 
+The cheap, in-process checks come first and the longest last, so a lease that runs short loses
+the least. ``--budget SECONDS`` bounds the whole script: each pytest run gets at most what is
+left (less a reserve for what follows), a check with too little left is a "-" row saying so, and
+with ``--quick`` each benchmark is cut at ``max_duration`` (a hang is one failed benchmark, not
+the whole run).
+
 The table is printed whatever happens: a check that raises or runs out of time is a FAIL row
-saying so, and the table comes from a ``finally``.
+saying so, and the table comes from a ``finally`` (SIGTERM and SIGHUP too, as from ``timeout``).
+``OUT/gpu_check.txt`` is rewritten after every row, so a run killed from outside (SIGKILL, a
+lease taken back) leaves the rows measured so far.
 
 ``--dry-run`` runs the same code on a machine without a GPU: the facts of two fake H100s
 instead of torch's and NVML's, a fake ``pytest`` (this script with ``--fake-pytest``, started
@@ -22,7 +30,7 @@ the way the real one is, with its timeout) that writes the streams and summary a
 writes, read back by the project's own readers, and the timer comparison on the CPU with a tiny
 model. No figure of a dry run is a measurement.
 
-    python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--dry-run]
+    python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--budget SECONDS] [--dry-run]
 """
 
 from __future__ import annotations
@@ -45,6 +53,12 @@ from typing import Any
 DEFAULT_OUT = Path(os.environ.get("OUT") or "/tmp/dlbench-gpu-check")
 SMOKE_TIMEOUT_S = 240.0
 STANDARD_TIMEOUT_S = 300.0
+# --quick: each benchmark's max_duration, so one that hangs is one failure and the suite goes on.
+QUICK_MAX_DURATION_S = 60
+# A pytest run is not started with less than this left of --budget: it could not finish.
+MIN_RUN_S = 30.0
+# Kept back from a run's timeout for the checks after it (reading streams, the table).
+RESERVE_S = 15.0
 # The timer check on a real GPU: the events timer within 3 % of torch.utils.benchmark. A dry run
 # compares the CPU timer with the wall clock of the same steps (what is not timed: a few calls).
 TIMER_TOLERANCE = 0.03
@@ -64,17 +78,25 @@ class Table:
     """The rows so far, printed as they come and once more, aligned, at the end."""
 
     rows: list[Row] = field(default_factory=list)
+    path: Path | None = None  # rewritten after every row: a kill from outside keeps them
 
     def add(self, check: str, figure: str, ok: bool | str | None) -> None:
         status = ok if isinstance(ok, str) else ("ok" if ok else ("FAIL" if ok is False else "-"))
         self.rows.append(Row(check, figure, status))
         print(f"  {check}: {figure} [{status}]", flush=True)
+        self.save("gpu_check  (in progress: the rows so far)")
+
+    def save(self, header: str) -> None:
+        if self.path is not None:
+            self.path.write_text(self.render(header).lstrip("\n") + "\n")
 
     @contextlib.contextmanager
     def check(self, name: str) -> Iterator[None]:
         """Any failure of the block is a FAIL row for ``name``, never the end of the script."""
         try:
             yield
+        except OutOfBudget as exc:
+            self.add(name, f"not run: {exc}", None)
         except subprocess.TimeoutExpired as exc:
             self.add(name, f"timed out after {exc.timeout:g} s", False)
         except Exception as exc:  # noqa: BLE001 - one check's failure is one row
@@ -98,6 +120,34 @@ def _count(n: int, word: str) -> str:
 def _one_line(text: str, limit: int = 160) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass
+class Budget:
+    """The script's whole time (``--budget``; None: no bound): a run gets at most what is left,
+    less a reserve for the checks after it."""
+
+    seconds: float | None
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def left(self) -> float:
+        return float("inf") if self.seconds is None else self.seconds - self.elapsed()
+
+    def timeout(self, default: float, reserve: float = RESERVE_S) -> float | None:
+        """The run's timeout: ``default``, capped by what is left; None when under MIN_RUN_S."""
+        allowed = min(default, self.left() - reserve)
+        return allowed if allowed >= MIN_RUN_S else None
+
+
+class OutOfBudget(Exception):
+    """Too little of --budget is left to start a check: a "-" row, not a failure."""
 
 
 # -- the device --------------------------------------------------------------------------------
@@ -420,15 +470,31 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("out", type=Path, nargs="?", default=DEFAULT_OUT,
                         help="where the runs, logs and gpu_check.txt go")
-    parser.add_argument("--quick", action="store_true", help="shorter windows, fewer rounds")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"shorter windows, fewer rounds, each benchmark cut at "
+                             f"{QUICK_MAX_DURATION_S} s")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="the whole script's time: each run gets at most what is left")
     parser.add_argument("--dry-run", action="store_true",
                         help="no GPU: fake GPUs, fake pytest runs, the timer on the CPU")
-    return parser.parse_args(list(argv))
+    args = parser.parse_args(list(argv))
+    if args.budget is not None and args.budget <= 0:
+        parser.error(f"--budget must be a positive number of seconds, not {args.budget:g}")
+    return args
+
+
+def _run_timeout(budget: Budget, default: float) -> float:
+    timeout = budget.timeout(default)
+    if timeout is None:
+        raise OutOfBudget(f"{max(budget.left(), 0):.0f} s of --budget left, under the "
+                          f"{MIN_RUN_S + RESERVE_S:.0f} s a run needs")
+    return timeout
 
 
 def run_checks(table: Table, args: argparse.Namespace,
-               facts_of: Callable[[], Facts]) -> None:
+               facts_of: Callable[[], Facts], budget: Budget | None = None) -> None:
     out: Path = args.out
+    budget = budget or Budget(getattr(args, "budget", None))
     print("== device", flush=True)
     facts: Facts | None = None
     with table.check("device facts"):
@@ -438,35 +504,47 @@ def run_checks(table: Table, args: argparse.Namespace,
         table.add("NVML inventory", figure, ok)
     gpus = facts.gpu_count if facts is not None else 0
     if gpus == 0:
-        for check in ("pytest --bench-suite=smoke", "standard: resnet50, matmul-bf16",
-                      "timer agreement", "telemetry"):
+        for check in ("timer agreement", "standard: resnet50, matmul-bf16",
+                      "pytest --bench-suite=smoke", "telemetry"):
             table.add(check, "not run: no CUDA device", None)
         return
+    # In-process and about a minute: first, so a short lease still checks the timer.
+    print("== timer agreement", flush=True)
+    with table.check("timer agreement"):
+        if budget.left() < MIN_RUN_S + RESERVE_S:
+            raise OutOfBudget(f"{max(budget.left(), 0):.0f} s of --budget left")
+        timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
+                   DRY_TIMER if args.dry_run else GPU_TIMER)
     spread = ["-n", str(gpus)]  # one xdist worker per GPU: every GPU at once
     stop = "10" if args.quick else "30"
-    print(f"== smoke suite on {gpus} GPUs at once", flush=True)
-    smoke_dir = std_dir = None
-    with table.check("pytest --bench-suite=smoke"):
-        smoke_dir = suite_rows(table, out, "smoke", "pytest --bench-suite=smoke",
-                               ["--bench-suite=smoke", *spread], SMOKE_TIMEOUT_S,
-                               dry_run=args.dry_run)
+    # --quick: a benchmark that hangs is cut at max_duration, one failure; the suite goes on.
+    cut = (["--bench-override", f"*.max_duration={QUICK_MAX_DURATION_S}"] if args.quick
+           else [])
     print("== standard subset", flush=True)
+    smoke_dir = std_dir = None
     with table.check("standard: resnet50, matmul-bf16"):
         std_dir = suite_rows(
             table, out, "standard", "standard: resnet50, matmul-bf16",
             # -k matches substrings: name the variants to leave out (resnet50-compiled, -noio)
             ["--bench-suite=standard", "-k",
              "resnet50 and not (ddp or compiled or noio) or matmul-bf16",
-             "--bench-override", f"*.voir.options.stop={stop}", *spread],
-            STANDARD_TIMEOUT_S, dry_run=args.dry_run)
-    print("== timer agreement", flush=True)
-    with table.check("timer agreement"):
-        timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
-                   DRY_TIMER if args.dry_run else GPU_TIMER)
+             "--bench-override", f"*.voir.options.stop={stop}", *cut, *spread],
+            _run_timeout(budget, STANDARD_TIMEOUT_S), dry_run=args.dry_run)
+    print(f"== smoke suite on {gpus} GPUs at once", flush=True)
+    with table.check("pytest --bench-suite=smoke"):
+        smoke_dir = suite_rows(table, out, "smoke", "pytest --bench-suite=smoke",
+                               ["--bench-suite=smoke", *cut, *spread],
+                               _run_timeout(budget, SMOKE_TIMEOUT_S), dry_run=args.dry_run)
     print("== NVML telemetry and energy", flush=True)
-    for name, run_dir in (("smoke", smoke_dir), ("standard", std_dir)):
+    for name, run_dir in (("standard", std_dir), ("smoke", smoke_dir)):
         with table.check(f"telemetry {name}"):
             telemetry_rows(table, name, run_dir)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM and SIGHUP (``timeout``, a closing session) end the script the way Ctrl-C does:
+    the running pytest's process group is killed and the table printed."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | None = None) -> int:
@@ -475,18 +553,28 @@ def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | N
         return fake_pytest(argv[1:])
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    table = Table()
-    started = time.monotonic()
+    table = Table(path=args.out / "gpu_check.txt")
+    budget = Budget(args.budget)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    interrupted = ""
     try:
-        run_checks(table, args, facts_of or (fake_facts if args.dry_run else real_facts))
-    finally:  # the table, whatever happened (an interrupt included)
+        run_checks(table, args, facts_of or (fake_facts if args.dry_run else real_facts), budget)
+    except KeyboardInterrupt as exc:
+        interrupted = str(exc) or "SIGINT"
+    finally:  # the table, whatever happened
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         header = (f"gpu_check  {time.strftime('%Y-%m-%d %H:%M')}  "
-                  f"({(time.monotonic() - started) / 60:.1f} min, host {os.uname().nodename}"
-                  f"{', quick' if args.quick else ''})")
+                  f"({budget.elapsed() / 60:.1f} min, host "
+                  f"{os.uname().nodename}{', quick' if args.quick else ''}"
+                  f"{f', budget {args.budget:g} s' if args.budget is not None else ''})")
+        if interrupted:
+            header += f"\nINTERRUPTED ({interrupted}): the checks after the last row did not run"
         if args.dry_run:
             header += "\nDRY RUN: fake GPUs and fake pytest runs; no figure here is a measurement"
         print(table.render(header), flush=True)
-    return 1 if table.failed else 0
+        table.save(header)
+    return 130 if interrupted else (1 if table.failed else 0)
 
 
 # -- --dry-run: a fake pytest ------------------------------------------------------------------
@@ -514,6 +602,9 @@ def fake_pytest(argv: Sequence[str]) -> int:
     parser.add_argument("--bench-suite", required=True)
     parser.add_argument("-n", type=int, default=1)
     args, _rest = parser.parse_known_args(list(argv))
+    if os.environ.get("GPU_CHECK_FAKE_HANG") == args.bench_suite:  # tests: a run that hangs
+        print(f"fake pytest: {args.bench_suite} hangs (process group {os.getpgrp()})", flush=True)
+        time.sleep(600)
     run_dir = args.bench_base / "runs" / f"{args.bench_suite}.{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     for bench, units, rate, how in FAKE_SUITES.get(args.bench_suite, []):
@@ -524,6 +615,7 @@ def fake_pytest(argv: Sequence[str]) -> int:
             _fake_stream(run_dir, bench, units, rate, device, how, gpus=[device])
     save_summary(summarize_dir(run_dir), args.bench_save, suite=args.bench_suite)
     print(f"fake pytest: {args.bench_suite} on {args.n} fake GPUs in {run_dir}")
+    print(f"fake pytest: arguments {' '.join(argv)}")
     return 0
 
 

@@ -1,52 +1,89 @@
 #!/usr/bin/env bash
 # One check of pytest-dlbench's CUDA paths on a GPU machine, in under 10 minutes.
 #
-# The GPU machines have torch, torchvision, timm, pytest, xdist, pandas and nvidia-ml-py but no
-# package index, so the project is carried as source (PYTHONPATH=src) and its pytest plugin is
-# loaded with -p. Figures: one table at the end (and $OUT_DIR/gpu_check.txt); record them with
-# the date and device in benchmarks/README.md. docs/gpu.md says how to read the table.
+# GPU machines often have torch, torchvision, timm, pytest, xdist and pandas but no package index,
+# so the project is carried as source (PYTHONPATH=src) and its pytest plugin is loaded with -p.
+# What such a machine lacks travels as wheels (benchmarks/gpu_wheels.py, then --wheels DIR).
+# Figures: one table at the end, also OUT_DIR/gpu_check.txt (rewritten after every row); record
+# them with the date and device in benchmarks/README.md. docs/gpu.md says how to read the table.
 #
-#   bash benchmarks/gpu_check.sh [OUT_DIR] [--quick] [--dry-run]     (in any order)
+#   bash benchmarks/gpu_check.sh [OUT_DIR] [--quick] [--budget SECONDS] [--wheels DIR] [--dry-run]
 #
-# --dry-run: no GPU needed (fake GPUs, fake pytest runs): checks the script itself.
+# Options in any order. --budget bounds the whole script (a lease's minutes); --dry-run needs no
+# GPU (fake GPUs, fake pytest runs): it checks the script itself. PYTHON names the interpreter;
+# else the first of python3, python that imports torch.
 set -uo pipefail
-usage() { sed -n '9p' "$0" | sed 's/^#  *//'; }
+usage() { sed -n '10p' "$0" | sed 's/^#  *//'; }
 out=${OUT:-/tmp/dlbench-gpu-check}
 flags=()
 dry_run=0
-for arg in "$@"; do
-  case "$arg" in
-    --quick) flags+=("$arg") ;;
-    --dry-run) flags+=("$arg"); dry_run=1 ;;
+wheels=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) flags+=("$1") ;;
+    --dry-run) flags+=("$1"); dry_run=1 ;;
+    --budget|--wheels)
+      [ $# -ge 2 ] || { echo "gpu_check: $1 needs a value" >&2; usage >&2; exit 2; }
+      if [ "$1" = --budget ]; then flags+=("--budget=$2"); else wheels=$2; fi
+      shift ;;
+    --budget=*) flags+=("$1") ;;
+    --wheels=*) wheels=${1#--wheels=} ;;
     -h|--help) usage; exit 0 ;;
-    -*) echo "gpu_check: unknown option $arg" >&2; usage >&2; exit 2 ;;
-    *) out=$arg ;;
+    -*) echo "gpu_check: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) out=$1 ;;
   esac
+  shift
 done
+if [ -n "$wheels" ] && ! ls "$wheels"/*.whl >/dev/null 2>&1; then
+  echo "gpu_check: --wheels $wheels: no .whl files there" >&2; exit 2
+fi
+# Relative paths name places in the caller's directory, before the cd below.
+mkdir -p "$out" && out=$(cd "$out" && pwd) || { echo "gpu_check: cannot create $out" >&2; exit 2; }
+[ -z "$wheels" ] || wheels=$(cd "$wheels" && pwd)
 cd "$(dirname "$0")/.."
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+
+# The interpreter: one that has torch, where a machine has several (a bare python3 beside a
+# virtual environment's). Its children (pytest, the benchmarks) use the same one.
+py=${PYTHON:-}
+if [ -z "$py" ]; then
+  for candidate in python3 python; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
+      py=$candidate; break
+    fi
+  done
+  py=${py:-python3}
+fi
+command -v "$py" >/dev/null || { echo "gpu_check: no Python interpreter '$py'" >&2; exit 2; }
+
+if [ -n "$wheels" ]; then
+  # Into the output folder, not the machine's environment: nothing is left behind.
+  "$py" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+    --target "$out/site" "$wheels"/*.whl || { echo "gpu_check: installing $wheels failed" >&2; exit 2; }
+  export PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # Without the installed entry point, pytest finds the plugin through -p (not when it is installed:
 # pytest would register it twice).
-if ! python -c "import importlib.metadata as m; m.distribution('pytest-dlbench')" 2>/dev/null; then
+if ! "$py" -c "import importlib.metadata as m; m.distribution('pytest-dlbench')" 2>/dev/null; then
   export PYTEST_ADDOPTS="-p pytest_dlbench.plugin ${PYTEST_ADDOPTS:-}"
 fi
-# A dry run needs only what it runs (torch for the timer on the CPU, the project's own modules);
-# the modules only a GPU run uses are named when missing, not required.
-DRY_RUN=$dry_run python - <<'PY' || { echo "gpu_check: a module the check needs is missing (see above)"; exit 2; }
-import importlib.util, os
+# Every module a run needs is named in seconds when missing, not found by a benchmark minutes in.
+# A dry run needs only what it runs (torch for the timer on the CPU, the project's own modules).
+DRY_RUN=$dry_run "$py" - <<'PY' || { echo "gpu_check: a module the check needs is missing (see above); carry it: python benchmarks/gpu_wheels.py DIR on a machine with pip, then --wheels DIR here" >&2; exit 2; }
+import importlib.util, os, sys
 dry = os.environ["DRY_RUN"] == "1"
-needed = ["torch", "pytest", "yaml"]
-gpu_only = ["torchvision", "timm", "xdist", "pandas", "pynvml"]
+needed = ["torch", "pytest", "yaml", "pydantic"]
+gpu_only = ["torchvision", "timm", "xdist", "pandas", "pynvml", "psutil", "scipy", "jinja2",
+            "matplotlib", "torchinfo", "wcwidth"]
 missing = [m for m in needed + ([] if dry else gpu_only) if importlib.util.find_spec(m) is None]
 if missing:
-    raise SystemExit("missing: " + ", ".join(missing))
+    raise SystemExit(f"missing ({sys.executable}): " + ", ".join(missing))
 if dry:
     absent = [m for m in gpu_only if importlib.util.find_spec(m) is None]
     if absent:
         print("gpu_check --dry-run: not installed here, not needed for a dry run: "
               + ", ".join(absent))
 PY
-python benchmarks/gpu_check.py "$out" ${flags[@]+"${flags[@]}"} | tee "$out/gpu_check.txt"
-exit "${PIPESTATUS[0]}"
+# exec: a signal sent to this script (timeout, a closing session) reaches the check itself, which
+# kills its pytest runs and prints the table; gpu_check.py writes OUT_DIR/gpu_check.txt itself.
+PYTHONUNBUFFERED=1 exec "$py" benchmarks/gpu_check.py "$out" ${flags[@]+"${flags[@]}"}

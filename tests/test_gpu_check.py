@@ -3,9 +3,13 @@ whatever happens, one row per check, and its --dry-run (fake GPUs, fake pytest r
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +18,7 @@ from _procs import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
+QUICK_CUT = 60
 CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", "pytest --bench-suite=smoke",
           "standard: resnet50, matmul-bf16", "timer backend", "timer agreement")
 
@@ -57,13 +62,17 @@ def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: 
     for check in CHECKS:
         _row(table, check)  # exactly one row each
     assert not any("  FAIL  " in line for line in table), "\n".join(table)
-    # The output directory is the path given, never "--quick"; the table is saved there too.
-    assert (out / "gpu_check.txt").read_text() == done.stdout
+    # The output directory is the path given, never "--quick"; the final table is saved there.
+    saved = (out / "gpu_check.txt").read_text()
+    assert saved.startswith("gpu_check  2") and done.stdout.endswith(saved)
     assert not (ROOT / "--quick").exists() and not (tmp_path / "--quick").exists()
     assert "quick)" in next(x for x in done.stdout.splitlines() if x.startswith("gpu_check  "))
     # Per-GPU benchmarks ran on both (fake) GPUs at once: one pytest with -n 2.
     assert "2 runs on 2 devices" in _row(table, "  smoke toy")
     assert "fake GPUs" in (out / "smoke.log").read_text()
+    # --quick cuts each benchmark at max_duration: one that hangs is one failure.
+    for log in ("smoke.log", "standard.log"):
+        assert f"*.max_duration={QUICK_CUT}" in (out / log).read_text()
     # A benchmark that skipped itself: skipped rows, its telemetry is not a failure.
     assert "skipped" in _row(table, "  smoke clip-tiny-openclip").split()
     assert "skipped" in _row(table, "telemetry smoke clip-tiny-openclip.D0").split()
@@ -75,11 +84,26 @@ def test_an_unknown_option_is_refused_by_the_script(tmp_path: Path):
     assert done.returncode == 2 and "unknown option --quik" in done.stderr
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--budget"], "--budget needs a value"),
+    (["--budget", "0"], "--budget must be a positive number of seconds"),
+    (["--budget=soon"], "--budget: invalid float value"),
+    (["--wheels", "EMPTY"], "no .whl files there"),
+])
+def test_a_bad_budget_or_wheel_folder_is_refused_in_one_line(tmp_path: Path, args, message):
+    (tmp_path / "empty").mkdir()
+    args = [str(tmp_path / "empty") if a == "EMPTY" else a for a in args]
+    done = _run_sh("--dry-run", str(tmp_path / "out"), *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 def test_arguments_in_any_order(gpu_check: ModuleType, tmp_path: Path):
     for argv in (["--quick", str(tmp_path)], [str(tmp_path), "--quick"],
-                 ["--dry-run", "--quick", str(tmp_path)]):
+                 ["--dry-run", "--quick", str(tmp_path)],
+                 ["--budget", "420", "--quick", str(tmp_path)]):
         args = gpu_check.parse_args(argv)
         assert args.out == tmp_path and args.quick, argv
+    assert gpu_check.parse_args(["--budget=420"]).budget == 420
     assert gpu_check.parse_args(["--quick"]).out == gpu_check.DEFAULT_OUT
 
 
@@ -88,22 +112,149 @@ def test_a_timeout_in_one_step_still_prints_the_table_with_a_fail_row(
         capsys: pytest.CaptureFixture[str]):
     real_run = gpu_check.pytest_run
 
-    def smoke_hangs(out, name, args, timeout, *, dry_run=False):
-        if name == "smoke":
+    def standard_hangs(out, name, args, timeout, *, dry_run=False):
+        if name == "standard":
             raise subprocess.TimeoutExpired(["pytest"], timeout)
         return real_run(out, name, args, timeout, dry_run=dry_run)
 
-    monkeypatch.setattr(gpu_check, "pytest_run", smoke_hangs)
+    monkeypatch.setattr(gpu_check, "pytest_run", standard_hangs)
     monkeypatch.setattr(gpu_check, "timer_rows", lambda table, rounds, setup: None)
     status = gpu_check.main(["--dry-run", str(tmp_path)])
     table = _table(capsys.readouterr().out)
     assert status == 1
-    smoke = _row(table, "pytest --bench-suite=smoke")
-    assert "FAIL" in smoke.split() and f"timed out after {gpu_check.SMOKE_TIMEOUT_S:g} s" in smoke
-    # The steps after it ran: the standard subset and its telemetry have their rows.
-    assert "ok" in _row(table, "standard: resnet50, matmul-bf16").split()
-    assert "FAIL" in _row(table, "telemetry smoke").split()  # no run directory
-    assert "ok" in _row(table, "telemetry standard resnet50.D0").split()
+    standard = _row(table, "standard: resnet50, matmul-bf16")
+    assert "FAIL" in standard.split()
+    assert f"timed out after {gpu_check.STANDARD_TIMEOUT_S:g} s" in standard
+    # The steps after it ran: the smoke suite and its telemetry have their rows.
+    assert "ok" in _row(table, "pytest --bench-suite=smoke").split()
+    assert "FAIL" in _row(table, "telemetry standard").split()  # no run directory
+    assert "ok" in _row(table, "telemetry smoke toy.D0").split()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_budget_caps_each_run_and_a_check_it_cannot_fit_is_not_run(
+        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """A lease of 300 s: the timer takes 60, the standard subset hangs until its timeout (what
+    is left less the reserve), and the smoke suite, with too little left, is not started."""
+    clock = FakeClock()
+    timeouts: dict[str, float] = {}
+
+    def timer_takes_a_minute(table, rounds, setup):
+        clock.now += 60
+        table.add("timer agreement", "1.0000", True)
+
+    def runs_hang(out, name, args, timeout, *, dry_run=False):
+        timeouts[name] = timeout
+        clock.now += timeout
+        raise subprocess.TimeoutExpired(["pytest"], timeout)
+
+    monkeypatch.setattr(gpu_check, "timer_rows", timer_takes_a_minute)
+    monkeypatch.setattr(gpu_check, "pytest_run", runs_hang)
+    args = gpu_check.parse_args(["--dry-run", "--budget", "300", str(tmp_path)])
+    table = gpu_check.Table()
+    gpu_check.run_checks(table, args, gpu_check.fake_facts, gpu_check.Budget(300, clock))
+    rows = {r.check: r for r in table.rows}
+    assert timeouts == {"standard": 300 - 60 - gpu_check.RESERVE_S}
+    assert rows["standard: resnet50, matmul-bf16"].status == "FAIL"
+    smoke = rows["pytest --bench-suite=smoke"]
+    assert smoke.status == "-" and "not run: 15 s of --budget left" in smoke.figure
+    capsys.readouterr()
+
+
+def test_a_budget_too_short_for_anything_runs_only_the_device_rows(
+        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(gpu_check, "pytest_run", lambda *a, **k: pytest.fail("started a run"))
+    monkeypatch.setattr(gpu_check, "timer_rows", lambda *a: pytest.fail("started the timer"))
+    clock = FakeClock()
+    budget = gpu_check.Budget(100, clock)
+    clock.now += 90
+    table = gpu_check.Table()
+    gpu_check.run_checks(table, gpu_check.parse_args(["--dry-run", str(tmp_path)]),
+                         gpu_check.fake_facts, budget)
+    statuses = {r.check: r.status for r in table.rows}
+    assert statuses["NVML inventory"] == "ok"
+    for check in ("timer agreement", "standard: resnet50, matmul-bf16",
+                  "pytest --bench-suite=smoke"):
+        assert statuses[check] == "-", table.rows
+    assert not any(r.status == "FAIL" for r in table.rows if not r.check.startswith("telemetry"))
+
+
+def test_the_saved_table_grows_row_by_row(gpu_check: ModuleType, tmp_path: Path):
+    table = gpu_check.Table(path=tmp_path / "gpu_check.txt")
+    table.add("torch / CUDA", "2.11.0 / 13.0", True)
+    first = table.path.read_text()
+    assert "in progress" in first and "torch / CUDA" in first
+    table.add("CUDA device", "1 x NVIDIA H100 80GB HBM3, 80 GiB", True)
+    assert "CUDA device" in table.path.read_text()
+
+
+@pytest.mark.slow  # the script with a fake pytest that hangs, in a subprocess: 5-10 s
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, sig: int):
+    """``timeout`` sends SIGTERM to the script: the check itself gets it (the script execs it),
+    kills the hanging run's process group and prints the table. Even SIGKILL, which nothing can
+    catch, leaves gpu_check.txt with the rows before it."""
+    out = tmp_path / "out"
+    env = {**child_env(), "GPU_CHECK_FAKE_HANG": "smoke"}
+    proc = subprocess.Popen(["bash", str(SCRIPT), "--dry-run", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    log = out / "smoke.log"
+    deadline = time.monotonic() + 90
+    while "hangs" not in (log.read_text() if log.exists() else ""):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    group = int(log.read_text().split("process group ")[1].split(")")[0])
+    try:
+        proc.send_signal(sig)
+        stdout, _ = proc.communicate(timeout=30)
+        saved = (out / "gpu_check.txt").read_text()
+        assert "timer agreement" in saved and "standard: resnet50, matmul-bf16" in saved
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 130, stdout
+            assert "INTERRUPTED (SIGTERM)" in stdout and "INTERRUPTED (SIGTERM)" in saved
+            with pytest.raises(ProcessLookupError):  # the hanging run's group was killed
+                _wait_gone(group)
+        else:
+            assert "in progress" in saved
+    finally:  # whatever failed: nothing of the script or its run is left behind
+        for leftover in (group, proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leftover, signal.SIGKILL)
+
+
+def _wait_gone(group: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        os.killpg(group, 0)  # raises ProcessLookupError once no process of it is left
+        time.sleep(0.1)
+
+
+def test_the_script_picks_the_interpreter_that_has_torch(tmp_path: Path):
+    """A machine where a bare python3 comes first on PATH and torch lives in another one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text("#!/bin/sh\nexit 1\n")  # no torch, no anything
+    (bin_dir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    for shim in bin_dir.iterdir():
+        shim.chmod(0o755)
+    env = child_env()
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    done = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**env, "PYTHON": str(tmp_path / "nowhere")})
+    assert done.returncode == 2 and "no Python interpreter" in done.stderr
 
 
 def test_a_crash_anywhere_still_prints_the_table(gpu_check: ModuleType, tmp_path: Path,

@@ -1,0 +1,50 @@
+"""benchmarks/gpu_wheels.py: the wheels a GPU machine without a package index lacks, pinned to
+the versions the tests ran with, for the GPU machine's Python (no download here)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gpu_wheels() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_wheels",
+                                                  ROOT / "benchmarks" / "gpu_wheels.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_wheel_is_pinned_to_the_version_installed_here(gpu_wheels: ModuleType):
+    assert gpu_wheels.requirement("pydantic") == \
+        f"pydantic=={importlib.metadata.version('pydantic')}"
+    assert gpu_wheels.requirement("wcwidth==0.2.6") == "wcwidth==0.2.6"  # as asked
+    assert gpu_wheels.requirement("no-such-distribution-here") == "no-such-distribution-here"
+
+
+def test_the_download_targets_the_gpu_machines_python_and_platform(gpu_wheels: ModuleType,
+                                                                    tmp_path: Path):
+    command = gpu_wheels.pip_command(tmp_path, "3.12", ["pydantic==2.0"])
+    assert command[:4] == [sys.executable, "-m", "pip", "download"]
+    assert command[command.index("--python-version") + 1] == "3.12"
+    assert "--no-deps" in command and "--only-binary=:all:" in command
+    assert command[command.index("-d") + 1] == str(tmp_path)
+    assert "manylinux2014_x86_64" in command and command[-1] == "pydantic==2.0"
+
+
+def test_the_default_set_covers_what_the_check_needs_beyond_a_gpu_image(gpu_wheels: ModuleType):
+    """The modules gpu_check.sh requires that the GPU image of 2026-11 did not have."""
+    script = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
+    for module, distribution in (("pydantic", "pydantic"), ("torchinfo", "torchinfo"),
+                                 ("wcwidth", "wcwidth")):
+        assert f'"{module}"' in script
+        assert distribution in gpu_wheels.DEFAULT
