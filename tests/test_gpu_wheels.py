@@ -4,24 +4,19 @@ the versions the tests ran with, for the GPU machine's Python (no download here)
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def gpu_wheels() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_wheels",
-                                                  ROOT / "benchmarks" / "gpu_wheels.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_wheels")
 
 
 def test_each_wheel_is_pinned_to_the_version_installed_here(gpu_wheels: ModuleType):
