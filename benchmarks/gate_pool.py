@@ -22,7 +22,13 @@ trial. This script reads them all and prints, per cell (mode x neighbour x slowd
   it was kept (``--keep``). The sequential gate decides only when to stop, so the rounds it would
   have seen are the first rounds of the fixed trial: each trial gives both designs' verdicts and
   the rounds the sequential one would have run, paired, without the trial-to-trial noise of two
-  measurements.
+  measurements;
+- with ``--sequential``, every paired cell as the product's default gate (the sequential rule)
+  judges it: a trial run with every round counts with the sequential rule's recorded status and
+  rounds on its first rounds, a trial run in the default design counts as it ran. So the fixed
+  trials of one sitting and the default-design trials of another (about half as long each) pool
+  into one count for the gate users run. A fixed trial with no recorded judgement is left out,
+  and said so; its ratio stays the one of all its rounds.
 
 Nothing runs here; only files are read. ``python benchmarks/gate_pool.py OUT.json...``
 """
@@ -30,6 +36,7 @@ Nothing runs here; only files are read. ``python benchmarks/gate_pool.py OUT.jso
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -58,8 +65,35 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return low, high
 
 
-def load(paths: Sequence[Path]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """Every trial of the files (as gate_power's Trial), and each file's facts."""
+FIXED_ROUNDS = "--bench-fixed-rounds"
+
+
+def ran_every_round(data: dict[str, Any]) -> bool:
+    """Whether the file's paired trials ran with every round (the fixed design)."""
+    return FIXED_ROUNDS in (data.get("args", {}).get("paired_args") or [])
+
+
+def as_sequential(found: Sequence[Any], data: dict[str, Any]) -> tuple[list[Any], int]:
+    """The file's trials as the default (sequential) paired gate judges them (``--sequential``),
+    and how many fixed trials were left out for want of a recorded judgement."""
+    if not ran_every_round(data):
+        return list(found), 0
+    kept, left_out = [], 0
+    for t in found:
+        if t.mode != "paired":
+            kept.append(t)
+        elif t.sequential_status is None:
+            left_out += 1
+        else:
+            kept.append(dataclasses.replace(t, status=t.sequential_status,
+                                            rounds=t.sequential_rounds))
+    return kept, left_out
+
+
+def load(paths: Sequence[Path], *, sequential: bool = False
+         ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Every trial of the files (as gate_power's Trial), and each file's facts; with
+    ``sequential``, the paired trials as the default gate judges them (:func:`as_sequential`)."""
     from gate_power import load_trials
 
     trials, facts = [], []
@@ -73,8 +107,14 @@ def load(paths: Sequence[Path]) -> tuple[list[Any], list[dict[str, Any]]]:
             found = load_trials(data)
         except (ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"gate_pool: {path}: not a gate_power --out file ({exc})") from None
+        left_out = 0
+        if sequential:
+            found, left_out = as_sequential(found, data)
+        fixed = ran_every_round(data)
         trials += found
-        facts.append({"file": str(path), "trials": len(found), **data.get("facts", {})})
+        facts.append({"file": str(path), "trials": len(found), "left_out": left_out,
+                      "paired_every_round": sum(fixed and t.mode == "paired" for t in found),
+                      **data.get("facts", {})})
     return trials, facts
 
 
@@ -164,14 +204,27 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
     return lines
 
 
+def sequential_lines(trials: Sequence[Any], facts: Sequence[dict[str, Any]]) -> list[str]:
+    """What ``--sequential`` did: how many paired trials came from each design."""
+    from_fixed = sum(f["paired_every_round"] for f in facts)
+    left_out = sum(f["left_out"] for f in facts)
+    as_ran = sum(t.mode == "paired" for t in trials) - from_fixed
+    line = (f"paired trials judged as the default (sequential) gate: {from_fixed} run with every "
+            f"round, each by the sequential rule on its first rounds; {as_ran} run in the "
+            f"default design")
+    return [line + (f"; {left_out} fixed trials left out (no recorded judgement)"
+                    if left_out else "")]
+
+
 def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]],
-           designs: bool = False) -> str:
+           designs: bool = False, sequential: bool = False) -> str:
     loads = [f"{f.get('load_before', '?')}->{f.get('load_after', '?')}" for f in facts]
     dates = sorted(str(f.get("date", "?")) for f in facts)
     found = cells(trials, inconclusive=INCONCLUSIVE)
     return "\n".join([
         f"{len(trials)} trials from {len(facts)} files, {dates[0]} to {dates[-1]}; "
         f"load before->after each: {' '.join(loads)}",
+        *(sequential_lines(trials, facts) if sequential else []),
         "",
         table(cell_rows(found)),
         *other_lines(found),
@@ -184,15 +237,20 @@ def report(trials: Sequence[Any], facts: Sequence[dict[str, Any]],
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, help="gate_power --out JSON files")
-    parser.add_argument("--designs", action="store_true",
-                        help="compare the paired designs on the same rounds: trials run with "
-                        "every round, by the sequential rule's judgement gate_power recorded (or "
-                        "from their run directories, kept with --keep)")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--designs", action="store_true",
+                     help="compare the paired designs on the same rounds: trials run with "
+                     "every round, by the sequential rule's judgement gate_power recorded (or "
+                     "from their run directories, kept with --keep)")
+    how.add_argument("--sequential", action="store_true",
+                     help="pool the paired trials as the default (sequential) gate judges "
+                     "them: a trial run with every round by the judgement recorded for its "
+                     "first rounds, a default-design trial as it ran")
     args = parser.parse_args(argv)
-    trials, facts = load(args.files)
+    trials, facts = load(args.files, sequential=args.sequential)
     if not trials:
         raise SystemExit("gate_pool: no trials in " + ", ".join(map(str, args.files)))
-    print(report(trials, facts, designs=args.designs))
+    print(report(trials, facts, designs=args.designs, sequential=args.sequential))
     return 0
 
 

@@ -104,3 +104,32 @@ def test_designs_says_so_when_no_trial_can_be_judged_again(
     out = out_file(tmp_path / "a.json", [trial(0, 0, 1.0, 10)], "1.0")
     assert gate_pool.main([str(out), "--designs"]) == 0
     assert "--designs: no paired trial ran every round" in capsys.readouterr().out
+
+
+def test_sequential_pools_fixed_and_default_trials_as_the_default_gate_judges_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fixed trial counts with the sequential rule's recorded verdict and rounds (here a 5 %
+    trial the fixed design caught and the sequential rule called inconclusive); a default-design
+    trial counts as it ran; a fixed trial without a recorded judgement is left out, said so."""
+    fixed = out_file(tmp_path / "fixed.json", [
+        {**trial(0, 0, 1.0, 10), "sequential_status": 0, "sequential_rounds": 4},
+        {**trial(6, 5, 0.95, 10), "sequential_status": 9, "sequential_rounds": 10},
+        trial(6, 5, 0.95, 10)], "1.0")
+    data = json.loads(fixed.read_text())
+    fixed.write_text(json.dumps({**data, "args": {"paired_args": ["--bench-fixed-rounds"]}}))
+    default = out_file(tmp_path / "default.json", [trial(6, 5, 0.94, 6)], "1.0")
+    assert gate_pool.main([str(fixed), str(default), "--sequential"]) == 0
+    text = capsys.readouterr().out
+    assert "2 run with every round, each by the sequential rule on its first rounds; 1 run in " \
+           "the default design; 1 fixed trials left out" in text
+    assert "slowdown 5 %: regressed 1/2 (50.0 %" in text
+    assert re.search(r"slowdown 5 %: regressed 1/2 .*\n  rounds used: 6 x1, 10 x1", text)
+    # Without --sequential the same files count the fixed design's verdicts, all three.
+    assert gate_pool.main([str(fixed), str(default)]) == 0
+    assert "slowdown 5 %: regressed 3/3" in capsys.readouterr().out
+
+
+def test_sequential_and_designs_do_not_go_together(tmp_path: Path) -> None:
+    out = out_file(tmp_path / "a.json", [trial(0, 0, 1.0, 4)], "1.0")
+    with pytest.raises(SystemExit):
+        gate_pool.main([str(out), "--designs", "--sequential"])
