@@ -42,6 +42,15 @@ class ProcessTree:
         self._system_primed: set[int] = set()
         self._io_base = self._io_total()
 
+    def prime_system(self) -> None:
+        """Set this thread's reference for the machine's CPU now, so that its first sample is a
+        reading (of the time since): the sampler thread calls it as it starts. Without it the
+        thread's first sample, one interval in, has none, and a timed window of a second or two
+        (one or two samples) shows nothing of what else ran (results/busy.py)."""
+        with contextlib.suppress(Exception):
+            self.psutil.cpu_percent(None)
+            self._system_primed.add(threading.get_ident())
+
     def _walk(self, cpu: bool) -> list[tuple[Any, float, int]]:
         psutil = self.psutil
         try:

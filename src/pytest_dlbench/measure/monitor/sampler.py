@@ -177,6 +177,8 @@ class Monitor:
             return dict(NO_PROCESS)
 
     def _run(self) -> None:
+        if self._tree is not None:
+            self._tree.prime_system()  # the thread's first sample then reads the machine's CPU
         # Event.wait returns True as soon as stop() sets it: stopping never waits an interval.
         while not self._stop.wait(self.interval):
             try:
