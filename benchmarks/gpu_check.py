@@ -21,8 +21,9 @@ the whole run).
 
 The table is printed whatever happens: a check that raises or runs out of time is a FAIL row
 saying so, and the table comes from a ``finally`` (SIGTERM and SIGHUP too, as from ``timeout``).
-``OUT/gpu_check.txt`` is rewritten after every row, so a run killed from outside (SIGKILL, a
-lease taken back) leaves the rows measured so far.
+``OUT/gpu_check.txt`` is rewritten after every row (and copied, with the pytest logs, to
+``--copy-to DIR``), so a run killed from outside (SIGKILL, a lease taken back) leaves the rows
+measured so far.
 
 ``--dry-run`` runs the same code on a machine without a GPU: the facts of two fake H100s
 instead of torch's and NVML's, a fake ``pytest`` (this script with ``--fake-pytest``, started
@@ -30,7 +31,8 @@ the way the real one is, with its timeout) that writes the streams and summary a
 writes, read back by the project's own readers, and the timer comparison on the CPU with a tiny
 model. No figure of a dry run is a measurement.
 
-    python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--budget SECONDS] [--dry-run]
+    python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--budget SECONDS] [--copy-to DIR]
+                                   [--dry-run]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -79,6 +82,9 @@ class Table:
 
     rows: list[Row] = field(default_factory=list)
     path: Path | None = None  # rewritten after every row: a kill from outside keeps them
+    #: Also copied there after every row, with the pytest logs beside it: a folder that a
+    #: lease brings back even when it kills the script (--copy-to).
+    copy_to: Path | None = None
 
     def add(self, check: str, figure: str, ok: bool | str | None) -> None:
         status = ok if isinstance(ok, str) else ("ok" if ok else ("FAIL" if ok is False else "-"))
@@ -87,8 +93,13 @@ class Table:
         self.save("gpu_check  (in progress: the rows so far)")
 
     def save(self, header: str) -> None:
-        if self.path is not None:
-            self.path.write_text(self.render(header).lstrip("\n") + "\n")
+        if self.path is None:
+            return
+        self.path.write_text(self.render(header).lstrip("\n") + "\n")
+        if self.copy_to is not None:
+            self.copy_to.mkdir(parents=True, exist_ok=True)
+            for source in (self.path, *sorted(self.path.parent.glob("*.log"))):
+                shutil.copyfile(source, self.copy_to / source.name)
 
     @contextlib.contextmanager
     def check(self, name: str) -> Iterator[None]:
@@ -475,6 +486,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                              f"{QUICK_MAX_DURATION_S} s")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="the whole script's time: each run gets at most what is left")
+    parser.add_argument("--copy-to", type=Path, metavar="DIR",
+                        help="copy gpu_check.txt and the pytest logs there after every row")
     parser.add_argument("--dry-run", action="store_true",
                         help="no GPU: fake GPUs, fake pytest runs, the timer on the CPU")
     args = parser.parse_args(list(argv))
@@ -553,7 +566,7 @@ def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | N
         return fake_pytest(argv[1:])
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    table = Table(path=args.out / "gpu_check.txt")
+    table = Table(path=args.out / "gpu_check.txt", copy_to=args.copy_to)
     budget = Budget(args.budget)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     interrupted = ""

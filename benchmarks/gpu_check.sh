@@ -7,9 +7,10 @@
 # Figures: one table at the end, also OUT_DIR/gpu_check.txt (rewritten after every row); record
 # them with the date and device in benchmarks/README.md. docs/gpu.md says how to read the table.
 #
-#   bash benchmarks/gpu_check.sh [OUT_DIR] [--quick] [--budget SECONDS] [--wheels DIR] [--dry-run]
+#   bash benchmarks/gpu_check.sh [OUT_DIR] [--quick] [--budget S] [--wheels DIR] [--copy-to DIR] [--dry-run]
 #
-# Options in any order. --budget bounds the whole script (a lease's minutes); --dry-run needs no
+# Options in any order. --budget bounds the whole script (a lease's minutes); --copy-to copies
+# the table and the logs after every row to a folder that outlives a kill; --dry-run needs no
 # GPU (fake GPUs, fake pytest runs): it checks the script itself. PYTHON names the interpreter;
 # else the first of python3, python that imports torch.
 set -uo pipefail
@@ -18,16 +19,18 @@ out=${OUT:-/tmp/dlbench-gpu-check}
 flags=()
 dry_run=0
 wheels=""
+copy_to=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) flags+=("$1") ;;
     --dry-run) flags+=("$1"); dry_run=1 ;;
-    --budget|--wheels)
+    --budget|--wheels|--copy-to)
       [ $# -ge 2 ] || { echo "gpu_check: $1 needs a value" >&2; usage >&2; exit 2; }
-      if [ "$1" = --budget ]; then flags+=("--budget=$2"); else wheels=$2; fi
+      case "$1" in --budget) flags+=("--budget=$2") ;; --wheels) wheels=$2 ;; *) copy_to=$2 ;; esac
       shift ;;
     --budget=*) flags+=("$1") ;;
     --wheels=*) wheels=${1#--wheels=} ;;
+    --copy-to=*) copy_to=${1#--copy-to=} ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "gpu_check: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) out=$1 ;;
@@ -40,6 +43,11 @@ fi
 # Relative paths name places in the caller's directory, before the cd below.
 mkdir -p "$out" && out=$(cd "$out" && pwd) || { echo "gpu_check: cannot create $out" >&2; exit 2; }
 [ -z "$wheels" ] || wheels=$(cd "$wheels" && pwd)
+if [ -n "$copy_to" ]; then
+  mkdir -p "$copy_to" && copy_to=$(cd "$copy_to" && pwd) \
+    || { echo "gpu_check: --copy-to: cannot create $copy_to" >&2; exit 2; }
+  flags+=("--copy-to=$copy_to")
+fi
 cd "$(dirname "$0")/.."
 
 # The interpreter: one that has torch, where a machine has several (a bare python3 beside a

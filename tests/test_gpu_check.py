@@ -202,9 +202,10 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
     """``timeout`` sends SIGTERM to the script: the check itself gets it (the script execs it),
     kills the hanging run's process group and prints the table. Even SIGKILL, which nothing can
     catch, leaves gpu_check.txt with the rows before it."""
-    out = tmp_path / "out"
+    out, back = tmp_path / "out", tmp_path / "back"
     env = {**child_env(), "GPU_CHECK_FAKE_HANG": "smoke"}
-    proc = subprocess.Popen(["bash", str(SCRIPT), "--dry-run", str(out)], env=env,
+    proc = subprocess.Popen(["bash", str(SCRIPT), "--dry-run", str(out), "--copy-to", str(back)],
+                            env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     log = out / "smoke.log"
@@ -218,11 +219,15 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
         stdout, _ = proc.communicate(timeout=30)
         saved = (out / "gpu_check.txt").read_text()
         assert "timer agreement" in saved and "standard: resnet50, matmul-bf16" in saved
+        # --copy-to: a folder a lease brings back holds the same table and the logs so far.
+        assert (back / "gpu_check.txt").read_text() == saved
+        assert "fake pytest: standard" in (back / "standard.log").read_text()
         if sig == signal.SIGTERM:
             assert proc.returncode == 130, stdout
             assert "INTERRUPTED (SIGTERM)" in stdout and "INTERRUPTED (SIGTERM)" in saved
             with pytest.raises(ProcessLookupError):  # the hanging run's group was killed
                 _wait_gone(group)
+            assert "hangs" in (back / "smoke.log").read_text()  # the last copy, at the end
         else:
             assert "in progress" in saved
     finally:  # whatever failed: nothing of the script or its run is left behind
