@@ -85,7 +85,9 @@ gpu_only = ["torchvision", "timm", "xdist", "pandas", "pynvml", "psutil", "scipy
             "matplotlib", "torchinfo", "wcwidth"]
 missing = [m for m in needed + ([] if dry else gpu_only) if importlib.util.find_spec(m) is None]
 if missing:
-    raise SystemExit(f"missing ({sys.executable}): " + ", ".join(missing))
+    hint = ("; name an interpreter that has torch with PYTHON=/path/to/python"
+            if "torch" in missing else "")
+    raise SystemExit(f"missing ({sys.executable}): " + ", ".join(missing) + hint)
 if dry:
     absent = [m for m in gpu_only if importlib.util.find_spec(m) is None]
     if absent:

@@ -311,3 +311,16 @@ def test_a_mismatched_inventory_fails_the_run(gpu_check: ModuleType, tmp_path: P
     assert gpu_check.main(["--dry-run", str(tmp_path)], facts_of=lambda: facts) == 1
     row = _row(_table(capsys.readouterr().out), "NVML inventory")
     assert "FAIL" in row.split() and "count differs" in row
+
+
+def test_an_interpreter_without_torch_is_refused_with_how_to_name_one(tmp_path: Path):
+    """The lent machine's bare python3 had no torch: the script stops in seconds and says how to
+    name the interpreter that has it."""
+    no_site = tmp_path / "python-without-site-packages"
+    no_site.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_site.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=60, env={**child_env(), "PYTHON": str(no_site)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "missing (" in done.stderr and "torch" in done.stderr
+    assert "PYTHON=/path/to/python" in done.stderr
