@@ -73,10 +73,11 @@ def ran_every_round(data: dict[str, Any]) -> bool:
     return FIXED_ROUNDS in (data.get("args", {}).get("paired_args") or [])
 
 
-def as_sequential(found: Sequence[Any], data: dict[str, Any]) -> tuple[list[Any], int]:
-    """The file's trials as the default (sequential) paired gate judges them (``--sequential``),
-    and how many fixed trials were left out for want of a recorded judgement."""
-    if not ran_every_round(data):
+def as_sequential(found: Sequence[Any], fixed: bool) -> tuple[list[Any], int]:
+    """A file's trials as the default (sequential) paired gate judges them (``--sequential``),
+    and how many fixed trials were left out for want of a recorded judgement. ``fixed``: the
+    file's paired trials ran every round."""
+    if not fixed:
         return list(found), 0
     kept, left_out = [], 0
     for t in found:
@@ -107,10 +108,9 @@ def load(paths: Sequence[Path], *, sequential: bool = False
             found = load_trials(data)
         except (ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"gate_pool: {path}: not a gate_power --out file ({exc})") from None
-        left_out = 0
+        left_out, fixed = 0, ran_every_round(data)
         if sequential:
-            found, left_out = as_sequential(found, data)
-        fixed = ran_every_round(data)
+            found, left_out = as_sequential(found, fixed)
         trials += found
         facts.append({"file": str(path), "trials": len(found), "left_out": left_out,
                       "paired_every_round": sum(fixed and t.mode == "paired" for t in found),

@@ -42,7 +42,6 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -85,6 +84,7 @@ class Table:
     #: Also copied there after every row, with the pytest logs beside it: a folder that a
     #: lease brings back even when it kills the script (--copy-to).
     copy_to: Path | None = None
+    write_failed: bool = False
 
     def add(self, check: str, figure: str, ok: bool | str | None) -> None:
         status = ok if isinstance(ok, str) else ("ok" if ok else ("FAIL" if ok is False else "-"))
@@ -93,13 +93,24 @@ class Table:
         self.save("gpu_check  (in progress: the rows so far)")
 
     def save(self, header: str) -> None:
+        """Each file whole or not at all (a kill mid-write leaves the previous one); a file that
+        cannot be written is said once and never fails a check nor hides the table."""
+        from pytest_dlbench.run.output_files import write_atomic
+
         if self.path is None:
             return
-        self.path.write_text(self.render(header).lstrip("\n") + "\n")
-        if self.copy_to is not None:
-            self.copy_to.mkdir(parents=True, exist_ok=True)
-            for source in (self.path, *sorted(self.path.parent.glob("*.log"))):
-                shutil.copyfile(source, self.copy_to / source.name)
+        text = self.render(header).lstrip("\n") + "\n"
+        try:
+            write_atomic(self.path, text)
+            if self.copy_to is not None:
+                write_atomic(self.copy_to / self.path.name, text)
+                for log in sorted(self.path.parent.glob("*.log")):
+                    write_atomic(self.copy_to / log.name, log.read_text(errors="replace"))
+        except OSError as exc:
+            if not self.write_failed:
+                print(f"gpu_check: cannot write {exc.filename or self.path}: {exc.strerror}",
+                      flush=True)
+            self.write_failed = True
 
     @contextlib.contextmanager
     def check(self, name: str) -> Iterator[None]:
@@ -524,8 +535,7 @@ def run_checks(table: Table, args: argparse.Namespace,
     # In-process and about a minute: first, so a short lease still checks the timer.
     print("== timer agreement", flush=True)
     with table.check("timer agreement"):
-        if budget.left() < MIN_RUN_S + RESERVE_S:
-            raise OutOfBudget(f"{max(budget.left(), 0):.0f} s of --budget left")
+        _run_timeout(budget, float("inf"))  # raises when too little is left
         timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
                    DRY_TIMER if args.dry_run else GPU_TIMER)
     spread = ["-n", str(gpus)]  # one xdist worker per GPU: every GPU at once

@@ -324,3 +324,14 @@ def test_an_interpreter_without_torch_is_refused_with_how_to_name_one(tmp_path: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "missing (" in done.stderr and "torch" in done.stderr
     assert "PYTHON=/path/to/python" in done.stderr
+
+
+def test_a_table_file_that_cannot_be_written_is_said_once_and_fails_no_check(
+        gpu_check: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    table = gpu_check.Table(path=blocker / "gpu_check.txt")
+    table.add("torch / CUDA", "2.11.0 / 13.0", True)
+    table.add("CUDA device", "1 x NVIDIA H100 80GB HBM3, 80 GiB", True)
+    assert [r.status for r in table.rows] == ["ok", "ok"] and not table.failed
+    assert capsys.readouterr().out.count("gpu_check: cannot write") == 1
