@@ -60,8 +60,25 @@ def test_torchrun_command_for_one_node_lets_torchrun_pick_the_port():
     assert cmd == [
         PY, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=4",
         "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0", "--rdzv-id=job1",
-        "--max-restarts=0", "--no-python", "--", *CHILD,
+        "--max-restarts=0", "--local-addr=127.0.0.1", "--no-python", "--", *CHILD,
     ]
+
+
+def test_one_node_hands_the_ranks_the_loopback_not_the_hostname():
+    """torchrun's rendezvous hands rank 0's address to every rank as MASTER_ADDR: the
+    ``--local-addr`` given, else ``socket.getfqdn()`` (torch.distributed.elastic.rendezvous.api
+    RendezvousStoreInfo.build), which a VM without DNS cannot resolve."""
+    from torch.distributed.run import get_args_parser
+
+    launch = njobs_launch(CHILD, system=SystemConfig(None, (Node("local", "127.0.0.1"),)),
+                          nproc=2, run_id="j")
+    args = get_args_parser().parse_args(launch.argv[3:])  # after `python -m torch.distributed.run`
+    assert args.local_addr == "127.0.0.1"
+    assert args.rdzv_endpoint == "127.0.0.1:0"
+    # A node of several keeps the address it was given (its IP from the system file).
+    other = torchrun_command(CHILD, nproc=1, nnodes=2, node_rank=1, endpoint="10.0.0.1:29400",
+                             run_id="j", local_addr="10.0.0.2")
+    assert get_args_parser().parse_args(other[3:]).local_addr == "10.0.0.2"
 
 
 def test_torchrun_command_for_a_node_of_several():

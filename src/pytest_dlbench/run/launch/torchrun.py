@@ -5,7 +5,8 @@ under torch.distributed's elastic launcher instead of plain python, so every ran
 same item with the same fixtures (design.md, "Execution"):
 
 - one node: :func:`torchrun_command` (c10d rendezvous on ``127.0.0.1:0``: torchrun binds a free
-  port itself, so concurrent jobs never clash);
+  port itself, so concurrent jobs never clash; ``--local-addr=127.0.0.1``, so the ranks' master
+  address is the loopback, not the hostname, which may not resolve);
 - several nodes (``--bench-system`` lists them): the main node hosts the c10d rendezvous at its
   ``ip:port`` and the other nodes join it. :func:`njobs_launch` picks how they are started: over
   ``ssh`` from the main node as milabench does (``python -m pytest_dlbench.run.launch launch``,
@@ -48,6 +49,8 @@ __all__ = [
     "torchrun_command",
 ]
 
+#: What a one-node job advertises (``--local-addr``), so that no rank resolves the hostname.
+LOOPBACK = "127.0.0.1"
 #: The c10d rendezvous port when the main node has no ``port`` (torchrun's own default).
 DEFAULT_RDZV_PORT = 29400
 #: A variable name, which a remote shell takes as it is (ssh_command).
@@ -96,14 +99,18 @@ def torchrun_command(
     other nodes could not find it). ``node_rank`` says which node hosts the rendezvous store
     (``is_host``: node 0); it is not passed as ``--node-rank``, which c10d ignores (with a
     warning) and which torchrun documents for the static backend only. ``local_addr`` is what
-    this node advertises to the others (its IP from the system file; the default is its FQDN,
-    which other nodes may not resolve).
+    this node advertises to the others (its IP from the system file; torchrun's default is its
+    FQDN, which other nodes may not resolve). One node advertises the loopback, ``127.0.0.1``:
+    the ranks get it as ``MASTER_ADDR``, and the FQDN may not resolve even here (a VM without
+    DNS), where every job would fail or hang to its deadline.
     """
     if nproc < 1 or nnodes < 1:
         raise ValueError(f"nproc and nnodes must be >= 1, got {nproc} and {nnodes}")
     _, port = _split_endpoint(endpoint)
     if nnodes > 1 and port == 0:
         raise ValueError("a multi-node rendezvous needs a fixed port, not 0")
+    if nnodes == 1 and local_addr is None:
+        local_addr = LOOPBACK
     conf: dict[str, object] = dict(rdzv_conf or {})
     if nnodes > 1 and node_rank is not None:
         # Explicit, not guessed from hostnames: the main node's IP may be one of several.
