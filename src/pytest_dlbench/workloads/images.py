@@ -11,7 +11,11 @@ from typing import Any
 
 from pytest_dlbench.workloads.arguments import positive_int
 
-__all__ = ["add_image_data_args", "jpeg_loader"]
+__all__ = ["PREFETCH_FACTOR", "add_image_data_args", "epoch_samples", "jpeg_loader"]
+
+#: Batches each DataLoader worker keeps in flight (torch's default, passed explicitly so that
+#: the epoch's size below and the loader agree).
+PREFETCH_FACTOR = 2
 
 
 def add_image_data_args(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +32,20 @@ def add_image_data_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
+def epoch_samples(images: int, batch_size: int, num_workers: int,
+                  prefetch_factor: int = PREFETCH_FACTOR) -> int:
+    """Samples in one epoch of the training loader: the folder's `images`, or more (drawn with
+    replacement) so that an epoch holds at least 2 x prefetch_factor x workers batches.
+
+    An epoch shorter than prefetch_factor x workers batches leaves workers idle (a worker gets
+    work only while the epoch has batches to hand out), and every epoch's end drains the
+    pipeline: bs 256 over 1,024 images is 4 batches, so 4 of 16 workers decode. Twice that keeps
+    every worker busy for a full round after the start of each epoch.
+    """
+    wanted_batches = 2 * prefetch_factor * max(num_workers, 0)
+    return max(images, wanted_batches * batch_size)
+
+
 def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch_size: int,
                 pin_memory: bool) -> Any:
     """A shuffling DataLoader over a JPEG ImageFolder: decode, random crop, flip, normalise.
@@ -40,7 +58,7 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
     from pathlib import Path
 
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, RandomSampler
     from torchvision import datasets, transforms
 
     from pytest_dlbench.data import jpeg_folder
@@ -67,14 +85,22 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
         raise ValueError(f"{root} has {len(dataset.classes)} classes, more than {num_classes}")
     if len(dataset) < batch_size:
         raise ValueError(f"{root} has {len(dataset)} images, fewer than one batch of {batch_size}")
+    workers = args.num_workers
+    generator = torch.Generator().manual_seed(args.seed)
+    samples = epoch_samples(len(dataset), batch_size, workers)
+    # Without replacement when the folder is large enough: a plain shuffle, every image once;
+    # a small folder is drawn with replacement (as milabench's loader is), decoded every time.
+    sampler = RandomSampler(dataset, replacement=samples > len(dataset), num_samples=samples,
+                            generator=generator)
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=True,
-        num_workers=args.num_workers,
+        sampler=sampler,
+        num_workers=workers,
+        prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
         pin_memory=pin_memory,
         drop_last=True,  # every step has batch_size items
         # Workers survive epoch ends: forever() restarts the loader every epoch.
-        persistent_workers=args.num_workers > 0,
-        generator=torch.Generator().manual_seed(args.seed),
+        persistent_workers=workers > 0,
+        generator=generator,
     )
