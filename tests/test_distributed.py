@@ -295,6 +295,8 @@ def test_rank_device_is_the_local_ranks_gpu(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cores: None)  # pinned: not here
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
     distributed._rank_device.cache_clear()
     try:
         device = distributed.rank_device(RankInfo.from_env(TORCHRUN_ENV))

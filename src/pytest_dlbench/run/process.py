@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["package_path", "pdeathsig_setter", "preexec"]
+__all__ = ["package_path", "pdeathsig_setter", "pin_running_process", "preexec"]
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -74,6 +74,23 @@ def _pinning(cpus: Sequence[int] | None) -> Callable[[], None] | None:
             os.sched_setaffinity(0, chosen)
 
     return pin
+
+
+def pin_running_process(cpus: Sequence[int]) -> list[int]:
+    """Pin this running process, every thread of it, to ``cpus`` (a process torchrun started,
+    which no ``preexec`` could pin before its first line); returns the cores, ``[]`` where
+    affinity is not supported. The caller sizes its thread pools to them."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return []
+    cores = sorted(set(cpus))
+    # sched_setaffinity(0) pins the calling thread only; threads already running (gloo, OpenMP,
+    # pytest's) keep the old mask unless each is set. New threads inherit the caller's mask.
+    tasks = Path("/proc/self/task")
+    tids = [int(t) for t in os.listdir(tasks)] if tasks.is_dir() else [0]
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cores)
+    return cores
 
 
 def package_path(env: Mapping[str, str]) -> str:

@@ -11,7 +11,6 @@ their addresses, so rank 0 may live on another node, whose disk the parent never
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.measure.stream import NullStream, Stream, StreamWriter
+from pytest_dlbench.run.process import pin_running_process
 from pytest_dlbench.run.protocol import Env
 
 if TYPE_CHECKING:
@@ -32,8 +32,11 @@ __all__ = [
     "destroy_process_group",
     "init_process_group",
     "open_rank_stream",
+    "pin_cores",
     "pin_cpu_share",
+    "pin_gpu_rank",
     "rank_device",
+    "slot_cores",
 ]
 
 #: Default timeout of a collective (a peer that died or never came).
@@ -141,22 +144,48 @@ def cpu_share(index: int, count: int, allowed: Sequence[int]) -> list[int]:
 def pin_cpu_share(index: int, count: int) -> list[int]:
     """Pin this process (all its threads) to its share of the allowed cores and size torch's
     thread pool to it. Returns the cores; ``[]`` where affinity is not supported."""
-    import torch
-
     try:
         allowed = os.sched_getaffinity(0)
     except AttributeError:  # not Linux
         return []
-    cores = cpu_share(index, count, list(allowed))
-    # sched_setaffinity(0) pins the calling thread only; threads already running (gloo, OpenMP,
-    # pytest's) keep the old mask unless each is set. New threads inherit the caller's mask.
-    tasks = Path("/proc/self/task")
-    tids = [int(t) for t in os.listdir(tasks)] if tasks.is_dir() else [0]
-    for tid in tids:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(tid, cores)
-    torch.set_num_threads(len(cores))
-    return cores
+    return pin_cores(cpu_share(index, count, list(allowed)))
+
+
+def pin_cores(cores: Sequence[int]) -> list[int]:
+    """Pin this process (all its threads) to ``cores`` and size torch's thread pool to them,
+    as a per_gpu child is (its slot's cores, ``OMP_NUM_THREADS``). Returns the cores."""
+    import torch
+
+    pinned = pin_running_process(cores)
+    if pinned:
+        torch.set_num_threads(len(pinned))
+    return pinned
+
+
+def slot_cores(local_rank: int, env: Mapping[str, str] | None = None) -> list[int] | None:
+    """The cores of the device slot of ``local_rank`` (rank k runs on the job's k-th slot:
+    plugin/launcher.py), from the slots the controller planned (``DLBENCH_SLOTS``: whole cores
+    near each GPU, run/topology.py); None when they are unknown or not this process's to take
+    (another node's plan, naming cores this machine did not give the job)."""
+    import json
+
+    env = os.environ if env is None else env
+    try:
+        slots = json.loads(env.get(Env.SLOTS) or "[]")
+        cores = sorted({int(c) for c in slots[local_rank]["cpus"]})
+        allowed = os.sched_getaffinity(0)
+    except (ValueError, LookupError, TypeError, AttributeError):
+        return None
+    return cores if cores and set(cores) <= allowed else None
+
+
+def pin_gpu_rank(rank: RankInfo) -> list[int]:
+    """Pin a GPU rank to its slot's cores (near its GPU), as a per_gpu child is pinned; without
+    a usable plan, to an equal share of the cores it was given, as a CPU rank is."""
+    cores = slot_cores(rank.local_rank)
+    if cores is None:
+        return pin_cpu_share(rank.local_rank, rank.local_world_size)
+    return pin_cores(cores)
 
 
 def cuda_unavailable_reason() -> str:
@@ -188,6 +217,7 @@ def _rank_device(rank: RankInfo) -> torch.device:
         # torchrun leaves every GPU visible to every rank: the local rank picks one.
         index = rank.local_rank % torch.cuda.device_count()
         torch.cuda.set_device(index)
+        pin_gpu_rank(rank)
         return torch.device("cuda", index)
     required = gpu_required()
     if required:  # CPU numbers would pass for the GPU's
@@ -200,7 +230,8 @@ def _rank_device(rank: RankInfo) -> torch.device:
 
 def rank_device(rank: RankInfo | None = None) -> torch.device:
     """This process's device: ``cuda:LOCAL_RANK`` under torchrun with GPUs, the current GPU
-    outside torchrun, else the CPU (under torchrun pinned to the rank's share of the cores).
+    outside torchrun, else the CPU. Under torchrun the rank is pinned: a GPU rank to its slot's
+    cores near its GPU (:func:`pin_gpu_rank`), a CPU rank to its share of the cores.
     Computed once per process. Raises :class:`~pytest_dlbench.errors.DeviceError` when a GPU
     is expected (:func:`~pytest_dlbench.run.devices.gpu_required`) and torch cannot use CUDA."""
     return _rank_device(RankInfo.from_env() if rank is None else rank)
