@@ -6,30 +6,40 @@ records one row: what was checked, the figure, and ok / FAIL / skipped / - (not 
 1. the device: torch, CUDA, GPU names and memory;
 2. the NVML inventory: NVML lists as many GPUs as torch counts (those CUDA_VISIBLE_DEVICES
    shows), with the same names;
-3. the CUDA-event timer against ``torch.utils.benchmark`` on the same resnet50 training step;
-4. a standard subset, resnet50 (tf32-fp16) and matmul bf16, shortened, on every GPU at once;
-5. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
+3. the reference rows, on one GPU: resnet50 (synthetic data, tf32-fp16, channels_last, batch 128
+   on an H100, 256 on an H200) and matmul bf16 8192^3 through pytest, beside a bare PyTorch loop
+   of the same step timed here (two CUDA events around a window, one synchronize), milabench's
+   published per-GPU figure and the datasheet's dense peak; the rows print the ratios;
+4. the CUDA-event timer against a bare events window on the same resnet50 training step;
+5. a standard subset, resnet50 (tf32-fp16) and matmul bf16, shortened, on every GPU at once;
+6. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
    (children, the CUDA-event timer, NVML telemetry), one row per benchmark;
-6. NVML telemetry and energy in every stream of steps 4-5 (GPU utilisation, memory, joules); a
-   benchmark that skipped itself gets a "skipped" row.
+7. NVML telemetry and energy in every stream of steps 3, 5 and 6 (GPU utilisation, memory,
+   joules); a benchmark that skipped itself gets a "skipped" row.
 
-The cheap, in-process checks come first and the longest last, so a lease that runs short loses
-the least. ``--budget SECONDS`` bounds the whole script: each pytest run gets at most what is
-left (less a reserve for what follows), a check with too little left is a "-" row saying so, and
+This process never initialises CUDA: the checks that need torch (the device facts, the bare
+loops, the timer) each run in a child process of their own (``--worker``), whose CUDA context and
+cached memory go with it, so no telemetry row's peak memory holds another process's gigabytes.
+
+The short, decisive checks come first and the longest last, so a lease that runs short loses
+the least. ``--budget SECONDS`` bounds the whole script: each run gets at most what is left
+(less a reserve for what follows), a check with too little left is a "-" row saying so, and
 with ``--quick`` each benchmark is cut at ``max_duration`` (a hang is one failed benchmark, not
-the whole run).
+the whole run). A pytest run cut by its timeout still gives the rows of the benchmarks that had
+finished, read from the streams in its run directory.
 
 The table is printed whatever happens: a check that raises or runs out of time is a FAIL row
 saying so, and the table comes from a ``finally`` (SIGTERM and SIGHUP too, as from ``timeout``).
-``OUT/gpu_check.txt`` is rewritten after every row (and copied, with the pytest logs, to
-``--copy-to DIR``), so a run killed from outside (SIGKILL, a lease taken back) leaves the rows
-measured so far.
+``OUT/gpu_check.txt`` is written before anything can hang (the device facts pending) and
+rewritten after every row; it is copied, with each run's log and summary JSON (at most 8 files,
+``COPIED``), to ``--copy-to DIR``, so a run killed from outside (SIGKILL, a lease taken back)
+leaves the rows measured so far.
 
 ``--dry-run`` runs the same code on a machine without a GPU: the facts of two fake H100s
 instead of torch's and NVML's, a fake ``pytest`` (this script with ``--fake-pytest``, started
 the way the real one is, with its timeout) that writes the streams and summary a real run
-writes, read back by the project's own readers, and the timer comparison on the CPU with a tiny
-model. No figure of a dry run is a measurement.
+writes, read back by the project's own readers, and the bare loops and the timer comparison on
+the CPU with tiny models. No figure of a dry run is a measurement.
 
     python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--budget SECONDS] [--copy-to DIR]
                                    [--dry-run]
@@ -39,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -47,7 +58,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +76,26 @@ RESERVE_S = 15.0
 # compares the CPU timer with the wall clock of the same steps (what is not timed: a few calls).
 TIMER_TOLERANCE = 0.03
 DRY_TIMER_TOLERANCE = 0.05
+# The checks run in a child process each (--worker): their timeouts.
+FACTS_TIMEOUT_S = 90.0
+BARE_TIMEOUT_S = 150.0
+TIMER_TIMEOUT_S = 240.0
+REFERENCE_TIMEOUT_S = 180.0
+# The reference rows: the project's figure within 5 % of the bare loop's on the same GPU.
+REFERENCE_TOLERANCE = 0.05
+# milabench's published per-GPU figures (config/scaling.yaml): resnet50, synthetic data,
+# tf32-fp16, channels_last, in img/s at the batch it names; the SXM parts only.
+MILABENCH_RESNET50: dict[str, tuple[int, float]] = {"H100": (128, 3378.0),
+                                                    "H200": (256, 4868.0)}
+# milabench's measured matmul bf16 8192^3 on an H100/H200 SXM (TFLOP/s), beside the datasheet's.
+MILABENCH_MATMUL_BF16 = 783.0
+MATMUL_SIZE = 8192
+# What --copy-to receives, at most 8 files: the table, the workers' log, each run's log and
+# summary (a run directory has many files: it stays in OUT_DIR).
+CHECKS_LOG = "checks.log"
+SUITES = ("reference", "standard", "smoke")
+COPIED = ("gpu_check.txt", CHECKS_LOG,
+          *(f"{suite}.{ext}" for suite in SUITES for ext in ("log", "json")))
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -104,8 +135,10 @@ class Table:
             write_atomic(self.path, text)
             if self.copy_to is not None:
                 write_atomic(self.copy_to / self.path.name, text)
-                for log in sorted(self.path.parent.glob("*.log")):
-                    write_atomic(self.copy_to / log.name, log.read_text(errors="replace"))
+                for name in COPIED[1:]:
+                    source = self.path.parent / name
+                    if source.is_file():
+                        write_atomic(self.copy_to / name, source.read_text(errors="replace"))
         except OSError as exc:
             if not self.write_failed:
                 print(f"gpu_check: cannot write {exc.filename or self.path}: {exc.strerror}",
@@ -277,22 +310,30 @@ def pytest_command(out: Path, name: str, args: Sequence[str], *, dry_run: bool) 
             f"--bench-save={out / f'{name}.json'}", *args]
 
 
-def pytest_run(out: Path, name: str, args: Sequence[str], timeout: float, *,
-               dry_run: bool = False) -> PytestRun:
-    """Run pytest (its log in ``OUT/<name>.log``); past ``timeout`` its whole process group (the
-    xdist workers and the benchmark children too) is killed and TimeoutExpired raised."""
-    cmd = pytest_command(out, name, args, dry_run=dry_run)
-    started = time.monotonic()
-    with open(out / f"{name}.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+def run_logged(cmd: Sequence[str], log_path: Path, timeout: float, *,
+               env: Mapping[str, str] | None = None, append: bool = False) -> int:
+    """Run ``cmd`` in a session of its own, its output into ``log_path``; past ``timeout`` (or
+    on any interruption) its whole process group is killed and the exception raised again."""
+    with open(log_path, "a" if append else "w") as log:
+        proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                env=None if env is None else dict(env))
         try:
-            code = proc.wait(timeout=timeout)
+            return proc.wait(timeout=timeout)
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+
+
+def pytest_run(out: Path, name: str, args: Sequence[str], timeout: float, *,
+               dry_run: bool = False, env: Mapping[str, str] | None = None) -> PytestRun:
+    """Run pytest (its log in ``OUT/<name>.log``); past ``timeout`` its whole process group (the
+    xdist workers and the benchmark children too) is killed and TimeoutExpired raised."""
+    started = time.monotonic()
+    code = run_logged(pytest_command(out, name, args, dry_run=dry_run), out / f"{name}.log",
+                      timeout, env=env)
     return PytestRun(code, latest_run_dir(out / name), time.monotonic() - started)
 
 
@@ -325,15 +366,43 @@ def benchmark_row(table: Table, label: str, bench: dict[str, Any]) -> None:
 
 
 def suite_rows(table: Table, out: Path, name: str, title: str, args: Sequence[str],
-               timeout: float, *, dry_run: bool) -> Path | None:
-    """Run one suite; a row for the run and one per benchmark. Returns the run directory."""
-    run = pytest_run(out, name, args, timeout, dry_run=dry_run)
+               timeout: float, *, dry_run: bool,
+               env: Mapping[str, str] | None = None) -> Path | None:
+    """Run one suite; a row for the run and one per benchmark. Returns the run directory. A run
+    cut by its timeout (or interrupted) still gives the rows of the benchmarks that finished."""
+    try:
+        run = pytest_run(out, name, args, timeout, dry_run=dry_run, env=env)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+        run_dir = latest_run_dir(out / name)
+        benches = streamed_benchmarks(run_dir)
+        why = (f"timed out after {exc.timeout:g} s" if isinstance(exc, subprocess.TimeoutExpired)
+               else f"interrupted ({exc or 'SIGINT'})")
+        table.add(title, f"{why}; {_count(len(benches), 'benchmark')} read from the streams "
+                         f"written before (log {out / f'{name}.log'})", False)
+        for bench_name, bench in benches.items():
+            benchmark_row(table, f"  {name} {bench_name}", bench)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return run_dir
     benches = summary_benchmarks(out, name)
     table.add(title, f"exit {run.code}, {len(benches)} benchmarks, {run.wall:.0f} s "
                      f"(log {out / f'{name}.log'})", run.code == 0)
     for bench_name, bench in benches.items():
         benchmark_row(table, f"  {name} {bench_name}", bench)
     return run.run_dir
+
+
+def streamed_benchmarks(run_dir: Path | None) -> dict[str, Any]:
+    """The benchmarks of a run that did not finish, scored from the streams it wrote (the
+    project's own reader: a stream cut mid-run is a failed run with its reason), in the saved
+    summary's form."""
+    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.run.layout import json_safe
+
+    if run_dir is None or not run_dir.is_dir():
+        return {}
+    benchmarks: dict[str, Any] = json_safe(summarize_dir(run_dir).to_dict())["benchmarks"]
+    return benchmarks
 
 
 # -- telemetry ---------------------------------------------------------------------------------
@@ -367,24 +436,357 @@ def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
                   and energy is not None and energy > 0)
 
 
+# -- the bare loop: a rate timed without the project's code ------------------------------------
+def window_rate(step: Callable[[], None], items_per_step: float, *, steps: int, warmup: int,
+                cuda: Any = None, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Items per second of ``steps`` calls of ``step`` after ``warmup`` untimed ones.
+
+    On a GPU (``cuda``: ``torch.cuda`` or a fake with its Event API) two events around the
+    window and one synchronize at its end: the host runs ahead, as in training (pipelined; a
+    sync per step would add the host's time to every step). On the CPU, ``clock`` around it."""
+    for _ in range(warmup):
+        step()
+    if cuda is None:
+        started = clock()
+        for _ in range(steps):
+            step()
+        return items_per_step * steps / (clock() - started)
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    start.record()  # stamped when the device reaches it: after the warm-up's work
+    for _ in range(steps):
+        step()
+    end.record()
+    end.synchronize()  # the one sync
+    return items_per_step * steps / (start.elapsed_time(end) / 1000.0)
+
+
+def _cuda_of(device: str) -> Any:
+    import torch
+
+    return torch.cuda if device == "cuda" else None
+
+
+def bare_training_step(batch: int, *, device: str, tiny: bool = False) -> Callable[[], None]:
+    """One training step of resnet50 as the reference row's configuration has it (tf32, fp16
+    autocast with a gradient scaler, channels_last, SGD with momentum, fused where torch has it,
+    one synthetic batch on the device), written with torch alone. ``tiny``: a small convnet on
+    32 px images (bf16 autocast on the CPU), for a test."""
+    import torch
+
+    cuda = device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+    if tiny:
+        classes, size = 10, 32
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, classes))
+    else:
+        import torchvision
+
+        classes, size = 1000, 224
+        model = torchvision.models.resnet50(num_classes=classes)
+    model = model.to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
+    images = torch.randn(batch, 3, size, size, device=device).contiguous(
+        memory_format=torch.channels_last)
+    labels = torch.randint(0, classes, (batch,), device=device)
+    try:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
+    except (RuntimeError, TypeError):  # no fused kernel for this device
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler(device, enabled=cuda)
+    dtype = torch.float16 if cuda else torch.bfloat16
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=dtype):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    return step
+
+
+def bare_matmul_step(size: int, *, device: str, number: int) -> tuple[Callable[[], None], float]:
+    """``number`` matmuls of two (size, size) matrices (bf16 on a GPU, fp32 on the CPU) and the
+    TFLOP of one step, 2·size³·number / 1e12."""
+    import torch
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+
+    def step() -> None:
+        for _ in range(number):
+            torch.matmul(a, b, out=out)
+
+    return step, 2.0 * size**3 * number / 1e12
+
+
+def median_window(step: Callable[[], None], items: float, *, windows: int, steps: int,
+                  warmup: int, device: str) -> float:
+    """The median of ``windows`` window rates, the first after ``warmup`` steps."""
+    cuda = _cuda_of(device)
+    rates = [window_rate(step, items, steps=steps, warmup=warmup if i == 0 else 0, cuda=cuda)
+             for i in range(windows)]
+    return statistics.median(rates)
+
+
+def bare_figures(batch: int, *, dry_run: bool, quick: bool) -> dict[str, Any]:
+    """The bare loops of the reference rows: resnet50 img/s and matmul TFLOP/s (a dry run: a
+    tiny convnet and a small fp32 matmul on the CPU)."""
+    device = "cpu" if dry_run else "cuda"
+    steps = 5 if dry_run else (40 if quick else 100)
+    resnet = median_window(bare_training_step(batch, device=device, tiny=dry_run), batch,
+                           windows=3, steps=steps, warmup=3 if dry_run else 20, device=device)
+    size = 256 if dry_run else MATMUL_SIZE
+    step, tflop = bare_matmul_step(size, device=device, number=10)
+    matmul = median_window(step, tflop, windows=3, steps=3 if dry_run else 10, warmup=2,
+                           device=device)
+    return {"resnet50": resnet, "batch": batch, "matmul": matmul, "size": size,
+            "device": device}
+
+
+# -- the reference rows --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reference:
+    """What the reference rows compare with on one GPU: milabench's part and figures, the
+    datasheet's dense bf16 peak (results/peaks.py)."""
+
+    gpu: str
+    batch: int
+    milabench_part: str | None  # "H100" or "H200" (the SXM parts milabench published)
+    milabench_rate: float | None  # img/s per GPU at ``batch``
+    milabench_matmul: float | None  # TFLOP/s
+    peak: float | None  # TFLOP/s
+
+
+def reference_for(gpu: str) -> Reference:
+    from pytest_dlbench.results.peaks import table_peak
+
+    sxm = not any(word in gpu for word in ("PCIe", "NVL"))
+    part = next((p for p in MILABENCH_RESNET50 if p in gpu and sxm), None)
+    batch, rate = MILABENCH_RESNET50[part] if part else (128, None)
+    return Reference(gpu, batch, part, rate, MILABENCH_MATMUL_BF16 if part else None,
+                     table_peak(gpu, "bf16"))
+
+
+def reference_suite(batch: int, *, quick: bool) -> str:
+    """The reference run's suite: the project's resnet50 in the reference configuration and its
+    matmul bf16 8192^3, one replica on one GPU."""
+    stop = 60 if quick else 150
+    return f"""# Written by benchmarks/gpu_check.py: the reference rows' run (one GPU).
+_defaults:
+  max_duration: {QUICK_MAX_DURATION_S * 2 if quick else 300}
+  plan:
+    method: per_gpu
+  voir:
+    options:
+      skip: 10
+      stop: {stop}
+      interval: 1s
+
+resnet50-ref:
+  inherits: _defaults
+  definition: pytest_dlbench.workloads.vision:train
+  weight: 1
+  argv:
+    --model: resnet50
+    --batch-size: {batch}
+    --precision: tf32-fp16
+    --channels-last: true
+    --synthetic-data: true
+    --lr: 0.01
+    --momentum: 0.9
+    --num-workers: 0
+
+matmul-bf16:
+  inherits: _defaults
+  definition: pytest_dlbench.workloads.matmul:main
+  weight: 1
+  argv:
+    --m: {MATMUL_SIZE}
+    --n: {MATMUL_SIZE}
+    --k: {MATMUL_SIZE}
+    --number: 30
+    --dtype: bf16
+"""
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "?" if a is None or not b else f"{a / b:.3f}"
+
+
+def _figure(x: float | None, units: str) -> str:
+    return "none" if x is None else f"{x:,.1f} {units}" if x >= 10 else f"{x:.3g} {units}"
+
+
+def resnet_reference_row(project: float | None, bare: float | None, ref: Reference, *,
+                         dry_run: bool) -> tuple[str, bool | str | None]:
+    """The project's resnet50 img/s beside the bare loop's and milabench's, with the ratios;
+    ok when the project is within REFERENCE_TOLERANCE of the bare loop (same GPU, same step)."""
+    figure = (f"project {_figure(project, 'img/s')}; bare loop {_figure(bare, 'img/s')} "
+              f"(project/bare {_ratio(project, bare)}); ")
+    figure += (f"milabench {ref.milabench_part} {ref.milabench_rate:,.0f} img/s at bs"
+               f"{ref.batch} (project/milabench {_ratio(project, ref.milabench_rate)})"
+               if ref.milabench_rate else f"milabench: no published figure for {ref.gpu}")
+    return _judged(figure, project, bare, dry_run=dry_run)
+
+
+def matmul_reference_row(project: float | None, bare: float | None, ref: Reference, *,
+                         dry_run: bool) -> tuple[str, bool | str | None]:
+    """The project's matmul TFLOP/s beside the bare loop's, the datasheet's dense peak and
+    milabench's measured figure; a figure above the peak is an error of measurement (FAIL)."""
+    figure = (f"project {_figure(project, 'TFLOP/s')}; bare loop {_figure(bare, 'TFLOP/s')} "
+              f"(project/bare {_ratio(project, bare)}); ")
+    figure += (f"datasheet dense peak {ref.peak:,.1f} (project/peak {_ratio(project, ref.peak)})"
+               if ref.peak else f"no datasheet peak for {ref.gpu}")
+    if ref.milabench_matmul:
+        figure += (f"; milabench ~{ref.milabench_matmul:,.0f} "
+                   f"(project/milabench {_ratio(project, ref.milabench_matmul)})")
+    over = [name for name, x in (("project", project), ("bare loop", bare))
+            if x is not None and ref.peak and x > ref.peak and not dry_run]
+    if over:
+        return (f"{figure}; {' and '.join(over)} above the datasheet's peak: an error of "
+                f"measurement"), False
+    return _judged(figure, project, bare, dry_run=dry_run)
+
+
+def _judged(figure: str, project: float | None, bare: float | None, *,
+            dry_run: bool) -> tuple[str, bool | str | None]:
+    if project is None or bare is None:
+        return figure, False
+    if dry_run:  # a fake pytest's figure beside a tiny model's on the CPU: nothing to judge
+        return f"{figure} (dry run: not judged)", None
+    return figure, abs(project / bare - 1) <= REFERENCE_TOLERANCE
+
+
+def one_gpu_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment with only the first visible GPU: the reference rows are per GPU."""
+    environ = dict(os.environ if environ is None else environ)
+    visible = [d.strip() for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return {**environ, "CUDA_VISIBLE_DEVICES": visible[0] if visible else "0"}
+
+
+REFERENCE_RESNET = "reference resnet50"
+REFERENCE_MATMUL = "reference matmul bf16"
+
+
+def reference_checks(table: Table, out: Path, budget: Budget, facts: Facts, *, quick: bool,
+                     dry_run: bool) -> Path | None:
+    """The reference rows on the first GPU: the bare loops (a worker), then the project's run of
+    the same configurations (pytest); returns the run directory."""
+    ref = reference_for(facts.torch_gpus[0][0])
+    env = one_gpu_env()
+    bare: dict[str, Any] = {}
+    print("== reference rows", flush=True)
+    with table.check("reference: bare loops"):
+        bare = in_subprocess(out, "bare", ["--batch", str(ref.batch)], _run_timeout(
+            budget, BARE_TIMEOUT_S), dry_run=dry_run, quick=quick, env=env)
+    run_dir = None
+    title = f"reference: pytest resnet50 bs{ref.batch}, matmul bf16 on 1 GPU"
+    with table.check(title):
+        suite = out / "reference.yaml"
+        suite.write_text(reference_suite(ref.batch, quick=quick))
+        run_dir = suite_rows(table, out, "reference", title, [f"--bench-suite={suite}"],
+                             _run_timeout(budget, REFERENCE_TIMEOUT_S), dry_run=dry_run,
+                             env=env)
+    project = summary_benchmarks(out, "reference")
+    if not project and run_dir is not None:
+        project = streamed_benchmarks(run_dir)
+    figure, ok = resnet_reference_row(project.get("resnet50-ref", {}).get("perf"),
+                                      bare.get("resnet50"), ref, dry_run=dry_run)
+    table.add(f"{REFERENCE_RESNET} bs{ref.batch}", figure, ok)
+    figure, ok = matmul_reference_row(project.get("matmul-bf16", {}).get("perf"),
+                                      bare.get("matmul"), ref, dry_run=dry_run)
+    table.add(f"{REFERENCE_MATMUL} {MATMUL_SIZE}^3", figure, ok)
+    return run_dir
+
+
+# -- the checks that run in a child process of their own -----------------------------------------
+class WorkerFailed(RuntimeError):
+    """A worker exited without its result: the last line of its log says why."""
+
+
+def worker_result(out: Path, name: str) -> Path:
+    return out / "workers" / f"{name}.json"
+
+
+def in_subprocess(out: Path, name: str, options: Sequence[str], timeout: float, *,
+                  dry_run: bool, quick: bool = False,
+                  env: Mapping[str, str] | None = None) -> Any:
+    """Run the worker ``name`` (this script with ``--worker``) and return its JSON result. It
+    initialises CUDA, never this process; its output is appended to ``OUT/checks.log``."""
+    result = worker_result(out, name)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--result",
+           str(result), *(["--dry-run"] if dry_run else []), *(["--quick"] if quick else []),
+           *options]
+    log = out / CHECKS_LOG
+    with open(log, "a") as f:
+        f.write(f"== {name}: {' '.join(cmd)}\n")
+    code = run_logged(cmd, log, timeout, env=env, append=True)
+    if code != 0 or not result.is_file():
+        lines = log.read_text(errors="replace").strip().splitlines()
+        raise WorkerFailed(f"the {name} worker exited {code}: {lines[-1] if lines else ''}")
+    return json.loads(result.read_text())
+
+
+def worker_main(argv: Sequence[str]) -> int:
+    """``--worker NAME``: one check in this process, its result as JSON in ``--result``."""
+    from pytest_dlbench.run.output_files import write_atomic
+
+    parser = argparse.ArgumentParser(prog="gpu_check --worker")
+    parser.add_argument("name", choices=("facts", "bare", "timer"))
+    parser.add_argument("--result", type=Path, required=True)
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--batch", type=int, default=128)
+    args = parser.parse_args(list(argv))
+    value: Any
+    if args.name == "facts":
+        value = dataclasses.asdict(fake_facts() if args.dry_run else real_facts())
+    elif args.name == "bare":
+        value = bare_figures(args.batch, dry_run=args.dry_run, quick=args.quick)
+        print(f"bare loops: {value}", flush=True)
+    else:
+        table = Table()
+        timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
+                   DRY_TIMER if args.dry_run else GPU_TIMER)
+        value = [[r.check, r.figure, r.status] for r in table.rows]
+    write_atomic(args.result, json.dumps(value))
+    return 0
+
+
+def subprocess_facts(out: Path, budget: Budget, *, dry_run: bool) -> Facts:
+    data = in_subprocess(out, "facts", [], _run_timeout(budget, FACTS_TIMEOUT_S),
+                         dry_run=dry_run)
+    return Facts(**{**data, "torch_gpus": tuple(tuple(g) for g in data["torch_gpus"]),
+                    "nvml_gpus": tuple(data["nvml_gpus"])})
+
+
 # -- the timer ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TimerSetup:
     """The step the timers measure and what the Bench's rate is compared with: on the GPU,
-    resnet50 against ``torch.utils.benchmark`` (an independent measurement of the same step);
-    in a dry run, a small model on the CPU against the wall clock of the very same timed steps
-    (a shared CPU is too noisy for two separate measurements to agree)."""
+    resnet50 against a bare window of the same step (two CUDA events, one synchronize: pipelined
+    as the Bench's windows are), measured apart; in a dry run, a small model on the CPU against
+    the wall clock of the very same timed steps (a shared CPU is too noisy for two separate
+    measurements to agree)."""
 
     device: str
     label: str
     backend_prefix: str  # what the Bench's timer backend must be called
-    reference: str  # "torch.utils.benchmark" or "wall clock"
+    reference: str  # "events window" or "wall clock"
     tolerance: float
-    min_run_time: float = 2.0
 
 
-GPU_TIMER = TimerSetup("cuda", "resnet50 bs64 fp16", "cuda", "torch.utils.benchmark",
-                       TIMER_TOLERANCE)
+GPU_TIMER = TimerSetup("cuda", "resnet50 bs64 fp16", "cuda", "events window", TIMER_TOLERANCE)
 DRY_TIMER = TimerSetup("cpu", "dry run: MLP bs64 on the CPU", "cpu", "wall clock",
                        DRY_TIMER_TOLERANCE)
 SKIP, STOP = 5, 50
@@ -453,20 +855,6 @@ def _bench_round(step: Callable[[], None], batch: int, setup: TimerSetup) -> tup
     return ours, STOP * batch / wall, type(bench.timer.backend).__name__
 
 
-def _utils_benchmark_rate(step: Callable[[], None], batch: int, setup: TimerSetup) -> float:
-    import torch
-    from torch.utils import benchmark
-
-    def synced() -> None:
-        step()
-        _synchronize(setup.device)
-
-    # The same host threads as the timed loop (the Timer's default is one).
-    timer = benchmark.Timer(stmt="synced()", globals={"synced": synced},
-                            num_threads=torch.get_num_threads())
-    return batch / timer.blocked_autorange(min_run_time=setup.min_run_time).median
-
-
 def timer_rows(table: Table, rounds: int, setup: TimerSetup) -> None:
     """Bench (CUDA events, one sync per window) against the reference on one training step."""
     step, batch = _training_step(setup)
@@ -476,8 +864,8 @@ def timer_rows(table: Table, rounds: int, setup: TimerSetup) -> None:
     ratios, backend = [], "?"
     for _ in range(rounds):
         ours, wall_rate, backend = _bench_round(step, batch, setup)
-        reference = (wall_rate if setup.reference == "wall clock"
-                     else _utils_benchmark_rate(step, batch, setup))
+        reference = (wall_rate if setup.reference == "wall clock" else
+                     window_rate(step, batch, steps=STOP, warmup=0, cuda=_cuda_of(setup.device)))
         ratios.append(ours / reference)
     table.add("timer backend", backend, backend.lower().startswith(setup.backend_prefix))
     median = statistics.median(ratios)
@@ -516,28 +904,33 @@ def _run_timeout(budget: Budget, default: float) -> float:
 
 
 def run_checks(table: Table, args: argparse.Namespace,
-               facts_of: Callable[[], Facts], budget: Budget | None = None) -> None:
+               facts_of: Callable[[], Facts] | None = None, budget: Budget | None = None) -> None:
+    """Every check in the budget's order. ``facts_of``: the device facts (default: read by a
+    worker process, so that this one never initialises CUDA)."""
     out: Path = args.out
     budget = budget or Budget(getattr(args, "budget", None))
     print("== device", flush=True)
     facts: Facts | None = None
     with table.check("device facts"):
-        facts = facts_of()
+        facts = (facts_of or (lambda: subprocess_facts(out, budget, dry_run=args.dry_run)))()
         device_rows(table, facts)
         figure, ok = inventory_row(facts)
         table.add("NVML inventory", figure, ok)
     gpus = facts.gpu_count if facts is not None else 0
-    if gpus == 0:
-        for check in ("timer agreement", "standard: resnet50, matmul-bf16",
+    if facts is None or gpus == 0:
+        for check in ("reference rows", "timer agreement", "standard: resnet50, matmul-bf16",
                       "pytest --bench-suite=smoke", "telemetry"):
             table.add(check, "not run: no CUDA device", None)
         return
-    # In-process and about a minute: first, so a short lease still checks the timer.
+    # The headline first: the project's figures beside references no one here wrote.
+    ref_dir = reference_checks(table, out, budget, facts, quick=args.quick, dry_run=args.dry_run)
+    # A worker process of about a minute: before the suites, so a short lease checks the timer.
     print("== timer agreement", flush=True)
     with table.check("timer agreement"):
-        _run_timeout(budget, float("inf"))  # raises when too little is left
-        timer_rows(table, 1 if args.dry_run else (3 if args.quick else 5),
-                   DRY_TIMER if args.dry_run else GPU_TIMER)
+        rows = in_subprocess(out, "timer", [], _run_timeout(budget, TIMER_TIMEOUT_S),
+                             dry_run=args.dry_run, quick=args.quick)
+        for check, figure, status in rows:
+            table.add(check, figure, status)
     spread = ["-n", str(gpus)]  # one xdist worker per GPU: every GPU at once
     stop = "10" if args.quick else "30"
     # --quick: a benchmark that hangs is cut at max_duration, one failure; the suite goes on.
@@ -559,7 +952,7 @@ def run_checks(table: Table, args: argparse.Namespace,
                                ["--bench-suite=smoke", *cut, *spread],
                                _run_timeout(budget, SMOKE_TIMEOUT_S), dry_run=args.dry_run)
     print("== NVML telemetry and energy", flush=True)
-    for name, run_dir in (("standard", std_dir), ("smoke", smoke_dir)):
+    for name, run_dir in (("reference", ref_dir), ("standard", std_dir), ("smoke", smoke_dir)):
         with table.check(f"telemetry {name}"):
             telemetry_rows(table, name, run_dir)
 
@@ -574,14 +967,20 @@ def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | N
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--fake-pytest"]:
         return fake_pytest(argv[1:])
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / CHECKS_LOG).unlink(missing_ok=True)  # this run's workers only
     table = Table(path=args.out / "gpu_check.txt", copy_to=args.copy_to)
+    # Before anything can hang (the device facts start CUDA): a lease killed there still
+    # brings back a table saying how far it got.
+    table.save("gpu_check  (in progress: the device facts pending)")
     budget = Budget(args.budget)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     interrupted = ""
     try:
-        run_checks(table, args, facts_of or (fake_facts if args.dry_run else real_facts), budget)
+        run_checks(table, args, facts_of, budget)
     except KeyboardInterrupt as exc:
         interrupted = str(exc) or "SIGINT"
     finally:  # the table, whatever happened
@@ -610,6 +1009,8 @@ FAKE_SUITES: dict[str, list[tuple[str, str, float, str]]] = {
               ("clip-tiny-openclip", "items/s", 0.0, "skipped")],
     "standard": [("resnet50", "items/s", 2480.0, "ok"),
                  ("matmul-bf16", "TFLOP/s", 731.0, "ok")],
+    "reference": [("resnet50-ref", "items/s", 3300.0, "ok"),
+                  ("matmul-bf16", "TFLOP/s", 760.0, "ok")],
 }
 
 
@@ -625,19 +1026,31 @@ def fake_pytest(argv: Sequence[str]) -> int:
     parser.add_argument("--bench-suite", required=True)
     parser.add_argument("-n", type=int, default=1)
     args, _rest = parser.parse_known_args(list(argv))
-    if os.environ.get("GPU_CHECK_FAKE_HANG") == args.bench_suite:  # tests: a run that hangs
-        print(f"fake pytest: {args.bench_suite} hangs (process group {os.getpgrp()})", flush=True)
+    suite = args.bench_suite
+    if suite.endswith(".yaml"):  # a suite file (the reference rows'): resolved as pytest would
+        from pytest_dlbench.suite.resolve import resolve_suite
+
+        resolved = resolve_suite(suite)
+        suite = resolved.name
+        names = sorted(spec.name for spec in resolved.enabled)
+        if names != sorted(b for b, *_ in FAKE_SUITES.get(suite, [])):
+            print(f"fake pytest: {suite} names {names}, not the fake's benchmarks")
+            return 4
+        for spec in resolved.enabled:
+            print(f"fake pytest: {spec.name} {spec.definition} {' '.join(spec.args)}")
+    if os.environ.get("GPU_CHECK_FAKE_HANG") == suite:  # tests: a run that hangs
+        print(f"fake pytest: {suite} hangs (process group {os.getpgrp()})", flush=True)
         time.sleep(600)
-    run_dir = args.bench_base / "runs" / f"{args.bench_suite}.{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = args.bench_base / "runs" / f"{suite}.{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    for bench, units, rate, how in FAKE_SUITES.get(args.bench_suite, []):
+    for bench, units, rate, how in FAKE_SUITES.get(suite, []):
         if how == "njobs":
             _fake_stream(run_dir, bench, units, rate * args.n, 0, how, gpus=range(args.n))
             continue
         for device in range(args.n):
             _fake_stream(run_dir, bench, units, rate, device, how, gpus=[device])
-    save_summary(summarize_dir(run_dir), args.bench_save, suite=args.bench_suite)
-    print(f"fake pytest: {args.bench_suite} on {args.n} fake GPUs in {run_dir}")
+    save_summary(summarize_dir(run_dir), args.bench_save, suite=suite)
+    print(f"fake pytest: {suite} on {args.n} fake GPUs in {run_dir}")
     print(f"fake pytest: arguments {' '.join(argv)}")
     return 0
 
