@@ -91,8 +91,9 @@ class FakeCuda:
 
     Counters for tests: ``synchronize_calls`` (device syncs, ``torch.cuda.synchronize``),
     ``event_syncs`` (``event.synchronize()``), ``hidden_syncs`` (:meth:`item`), ``queue_waits``
-    (launches that found the queue full), ``kernels``, ``busy`` (device seconds of work) and
-    ``max_depth`` (the most entries ever queued).
+    (launches that found the queue full), ``kernels``, ``busy`` (device seconds of work),
+    ``max_depth`` (the most entries ever queued), ``events`` (``Event`` objects made) and
+    ``stream_lookups`` (``current_stream`` calls: host time a timer should not spend per mark).
     """
 
     def __init__(
@@ -119,6 +120,8 @@ class FakeCuda:
         self.kernels = 0
         self.busy = 0.0
         self.max_depth = 0
+        self.events = 0
+        self.stream_lookups = 0
 
     # -- what a test does ------------------------------------------------------------------
     def host(self, seconds: float) -> None:
@@ -161,9 +164,11 @@ class FakeCuda:
 
     # -- the torch.cuda API CudaEventBackend uses -------------------------------------------
     def Event(self, enable_timing: bool = False, **_: Any) -> FakeCudaEvent:  # noqa: N802
+        self.events += 1
         return FakeCudaEvent(self, enable_timing=enable_timing)
 
     def current_stream(self, device: Any = None) -> FakeStream:
+        self.stream_lookups += 1
         return self.stream
 
     def synchronize(self, device: Any = None) -> None:
