@@ -151,6 +151,8 @@ class Bench(ClosesOnExit):
         self._start_barrier = start_barrier
         #: ``(model, example)`` from :meth:`watch`, for the model summary
         self.watched: tuple[Any, Any] | None = None
+        #: rate items one example of ``watched`` holds (:meth:`watch`), for the FLOPs count
+        self.items_per_example: float = 1
         #: the profiled window (None: no profiling); read by ``profile.finish_profile``
         self.profiled = profiled
         if profiled is not None:
@@ -184,14 +186,20 @@ class Bench(ClosesOnExit):
         """Steps of the profiled window so far (never observations: they are not scored)."""
         return self._window.steps if self._window is not None else 0
 
-    def watch(self, model: Any, example: Any = None) -> None:
-        """Hand the model and an example input to the harness, for the ``summary`` report.
+    def watch(self, model: Any, example: Any = None, *, items_per_example: float = 1) -> None:
+        """Hand the model and an example input to the harness, for the ``summary`` report and
+        the FLOPs count (TFLOP/s, MFU) made after the run.
 
         ``example`` is what ``model`` is called with: a tensor, a tuple of positional inputs or
-        a dict of keyword inputs; or a function returning it, called only if a summary is made.
-        Costs nothing when the run makes no summary.
+        a dict of keyword inputs, whose leading dimension is the examples; or a function
+        returning it, called only after the run. ``items_per_example``: the rate items one
+        example holds, so that FLOPs per item are in the rate's unit (a language model whose
+        rate is in tokens/s: its sequence length).
         """
+        if not items_per_example > 0:
+            raise ValueError(f"items_per_example must be positive, not {items_per_example!r}")
         self.watched = (model, example)
+        self.items_per_example = items_per_example
 
     def set_units(self, units: str) -> None:
         """Unit of the rate records written from now on (e.g. ``"TFLOP/s"``)."""

@@ -1,10 +1,23 @@
 """FLOPs of one training step, counted once after the run (outside every timed window).
 
-The model a benchmark handed to ``bench.watch(model, example)`` is run forward and backward on
-its example batch under ``torch.utils.flop_counter.FlopCounterMode``; FLOPs per item = that count
-over the items in the example. The optimizer's update is left out (a few FLOPs per parameter,
-next to thousands per parameter for forward and backward). Every rank of an njobs job counts at
-the same point, so a DDP model's collectives stay matched.
+The model a benchmark handed to ``bench.watch(model, example, items_per_example=...)`` is run
+forward and backward under ``torch.utils.flop_counter.FlopCounterMode``. The optimizer's update is
+left out (a few FLOPs per parameter, next to thousands per parameter for forward and backward).
+Every rank of an njobs job counts at the same point, so a DDP model's collectives stay matched.
+
+Three choices make the count the figure MFU needs:
+
+- **Per rate item.** FLOPs per item are in the rate's unit: an example of a language model is a
+  sequence of ``seq_len`` tokens, and its rate is in tokens/s, so the workload says
+  ``items_per_example=seq_len`` and the count is divided by the tokens, not the sequences.
+- **Two examples, scaled.** The count runs on the first :data:`COUNTED_EXAMPLES` examples of the
+  example batch (every tensor sliced on its leading dimension), not the training batch: a second
+  fp32 forward and backward at full batch, on top of the training's cache, could run out of
+  memory. FLOPs per item are linear in the batch for every built-in model, so the per-item
+  figure is the same (tests/test_flops_batch.py holds that).
+- **Model FLOPs, not hardware FLOPs.** Gradient checkpointing recomputes the forward in the
+  backward pass (about a third more work); MFU counts the model's FLOPs only (PaLM, appendix B),
+  so checkpointing is switched off for the count and back on after (:func:`no_checkpointing`).
 
 The example is moved to the model's device first: workloads build it on the CPU while the model
 runs on ``cuda:k``, and a device mismatch would leave every GPU run without FLOPs.
@@ -12,28 +25,55 @@ runs on ``cuda:k``, and a device mismatch would leave every GPU run without FLOP
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.errors import one_line
 
-__all__ = ["FlopCount", "count_step_flops", "model_device", "to_device"]
+__all__ = [
+    "CHECKPOINT_FLAGS",
+    "COUNTED_EXAMPLES",
+    "FlopCount",
+    "count_step_flops",
+    "first_examples",
+    "model_device",
+    "no_checkpointing",
+    "to_device",
+]
+
+#: Examples the count runs on (2, not 1: a BatchNorm in training mode needs two values a channel).
+COUNTED_EXAMPLES = 2
+#: The module attributes that switch gradient checkpointing on: OpenCLIP's and timm's
+#: ``grad_checkpointing``, Hugging Face's ``gradient_checkpointing``.
+CHECKPOINT_FLAGS = ("grad_checkpointing", "gradient_checkpointing")
 
 
 @dataclass(frozen=True)
 class FlopCount:
-    """FLOPs of a forward and backward pass over ``items`` items, or why they are unknown."""
+    """FLOPs of a forward and backward pass over ``items`` rate items, or why they are unknown.
+
+    ``items`` is in the rate's unit (``examples`` x items per example); ``examples`` is how many
+    examples the count ran on, ``batch_examples`` how many the example batch held.
+    """
 
     flops: int | None
-    items: int | None
+    items: float | None
     reason: str = ""
+    examples: int | None = None
+    batch_examples: int | None = None
 
     @property
     def per_item(self) -> float | None:
         if not self.flops or not self.items:
             return None
         return self.flops / self.items
+
+    def record(self) -> dict[str, Any]:
+        """The fields of the stream's ``flops`` record (measure/stream.py: ``Event.FLOPS``)."""
+        return {"flops": self.flops, "items": self.items, "reason": self.reason,
+                "counted_examples": self.examples, "batch_examples": self.batch_examples}
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -62,22 +102,55 @@ def model_device(model: Any) -> Any | None:
     return None
 
 
-def to_device(value: Any, device: Any) -> Any:
-    """``value`` with every tensor in it (a tensor, a tuple/list, a mapping, nested) on
-    ``device``; anything else is kept as it is."""
+def _map_tensors(value: Any, fn: Any) -> Any:
+    """``value`` with ``fn`` applied to every tensor in it (a tensor, a tuple/list, a mapping,
+    a namedtuple, nested); anything else is kept as it is."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.to(device)
+        return fn(value)
     if isinstance(value, Mapping):
-        return {k: to_device(v, device) for k, v in value.items()}
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
-        return type(value)(*(to_device(v, device) for v in value))
+        return type(value)(*(_map_tensors(v, fn) for v in value))
     if isinstance(value, list):
-        return [to_device(v, device) for v in value]
+        return [_map_tensors(v, fn) for v in value]
     if isinstance(value, tuple):
-        return tuple(to_device(v, device) for v in value)
+        return tuple(_map_tensors(v, fn) for v in value)
     return value
+
+
+def to_device(value: Any, device: Any) -> Any:
+    """``value`` with every tensor in it (a tensor, a tuple/list, a mapping, nested) on
+    ``device``; anything else is kept as it is."""
+    return _map_tensors(value, lambda t: t.to(device))
+
+
+def first_examples(example: Any, batch: int, keep: int) -> Any:
+    """``example`` cut to its first ``keep`` examples: every tensor whose leading dimension is
+    the batch's (``batch``) is sliced; the others (a mask, a table) are kept whole."""
+    if keep >= batch:
+        return example
+    return _map_tensors(example, lambda t: t[:keep] if t.dim() > 0 and t.shape[0] == batch
+                        else t)
+
+
+@contextlib.contextmanager
+def no_checkpointing(model: Any) -> Iterator[int]:
+    """Gradient checkpointing off in every module of ``model`` that has it on (one of
+    :data:`CHECKPOINT_FLAGS` true), back on after; yields how many modules were switched."""
+    switched: list[tuple[Any, str]] = []
+    modules = getattr(model, "modules", None)
+    for module in (modules() if callable(modules) else ()):
+        for flag in CHECKPOINT_FLAGS:
+            if getattr(module, flag, None) is True:
+                setattr(module, flag, False)
+                switched.append((module, flag))
+    try:
+        yield len(switched)
+    finally:
+        for module, flag in switched:
+            setattr(module, flag, True)
 
 
 def _call(model: Any, example: Any) -> Any:
@@ -88,8 +161,10 @@ def _call(model: Any, example: Any) -> Any:
     return model(example)
 
 
-def count_step_flops(model: Any, example: Any) -> FlopCount:
-    """Count forward + backward FLOPs of ``model`` on ``example`` (see the module docstring)."""
+def count_step_flops(model: Any, example: Any, items_per_example: float = 1) -> FlopCount:
+    """Count forward + backward FLOPs of ``model`` on the first :data:`COUNTED_EXAMPLES`
+    examples of ``example``, whose examples hold ``items_per_example`` rate items each (see the
+    module docstring)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -101,24 +176,28 @@ def count_step_flops(model: Any, example: Any) -> FlopCount:
         example = example()
     if example is None:
         return FlopCount(None, None, "no example batch was handed to bench.watch")
-    items = count_items(example)
+    batch = count_items(example)
+    examples = min(batch, COUNTED_EXAMPLES)
+    items = examples * items_per_example
+    example = first_examples(example, batch, examples)
     device = model_device(model)
     counter = FlopCounterMode(display=False)
     try:
         if device is not None:
             example = to_device(example, device)
-        with counter:
+        with no_checkpointing(model), counter:
             outputs = [t for t in _tensors(_call(model, example)) if t.requires_grad]
             if not outputs:
-                return FlopCount(None, items, "the model's output has no gradient to count")
+                return FlopCount(None, items, "the model's output has no gradient to count",
+                                 examples, batch)
             sum(t.float().sum() for t in outputs).backward()
     except Exception as exc:  # noqa: BLE001 - an uncountable model says why, never fails a run
-        return FlopCount(None, items, one_line(exc)[:200])
+        return FlopCount(None, items, one_line(exc)[:200], examples, batch)
     finally:
         zero = getattr(model, "zero_grad", None)
         if zero is not None:
             zero(set_to_none=True)
     total = int(counter.get_total_flops())
     if total <= 0:
-        return FlopCount(None, items, "FlopCounterMode counted no FLOPs")
-    return FlopCount(total, items)
+        return FlopCount(None, items, "FlopCounterMode counted no FLOPs", examples, batch)
+    return FlopCount(total, items, "", examples, batch)

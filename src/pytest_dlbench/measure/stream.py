@@ -53,7 +53,9 @@ class Event(str, enum.Enum):
     TELEMETRY = "telemetry"  # one sample of the GPUs and the process tree
     MONITOR_SUMMARY = "monitor_summary"  # samples, errors, the summary of the samples
     WARNING = "warning"  # message: a usage check that warned
-    FLOPS = "flops"  # flops, items (of one forward+backward), reason: counted after the run
+    # flops of one forward+backward over `items` rate items (the rate's unit: tokens for an
+    # LM), counted_examples (2) of batch_examples, reason: counted after the run
+    FLOPS = "flops"
     # phase "warmup": mode, backend, seconds, start, end, steps, graphs, graph_breaks,
     # break_reasons, frames, cache_hits, cache_misses (torch.compile before the timed loop);
     # phase "loop": graphs and graph_breaks compiled during the timed loop (a recompile)

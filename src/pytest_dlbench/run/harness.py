@@ -89,9 +89,10 @@ class RunContext:
         if self.bench.watched is not None:
             from pytest_dlbench.measure.flops import count_step_flops
 
-            count = count_step_flops(*self.bench.watched)
-            self.stream.write(Event.FLOPS, flops=count.flops, items=count.items,
-                              reason=count.reason)
+            model, example = self.bench.watched
+            count = count_step_flops(model, example,
+                                     items_per_example=self.bench.items_per_example)
+            self.stream.write(Event.FLOPS, **count.record())
 
     def finish_profile(self, scored_rate: Callable[[Any], float | None] | None = None,
                        ) -> list[Path]:

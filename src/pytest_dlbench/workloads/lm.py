@@ -107,7 +107,9 @@ def train(bench: Any) -> None:
     # pre-tokenised shards, so the loop measures the model.
     data = token_sequences(args.num_sequences, args.seq_len, args.vocab_size, seed=args.seed)
     on_device = tuple(t.to(device) for t in data.tensors)
-    bench.watch(model, lambda: on_device[0][: args.batch_size])
+    # The rate is in tokens: one example (a sequence) holds seq_len of them.
+    bench.watch(model, lambda: on_device[0][: args.batch_size],
+                items_per_example=args.seq_len)
     batches = tensor_batches(on_device, args.batch_size, device=device, seed=args.seed)
 
     model.train()
