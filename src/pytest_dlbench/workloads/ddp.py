@@ -20,12 +20,23 @@ throughput is reported.
 
 With one process (no torchrun, ``process_group`` is ``None``) the model is trained without DDP
 and there is no ``comm`` region: nothing is communicated.
+
+DDP's reducer samples its own runtime statistics (forward, backward and communication times) in
+iterations 1 to 10 and every 100th (``should_collect_runtime_stats``, torch's
+``kDDPRuntimeLoggingSampleRate``); the forward after a sampled iteration reads that iteration's
+timers (``Logger::set_runtime_stats_and_log``): on a GPU an ``cudaEventSynchronize`` on its CUDA
+events, a host sync. So :data:`WARMUP_STEPS` (11) untimed forward and backward passes (no
+update: the weights stay) run before the first window (:func:`warm_up_reducer`), as the compile
+warm-up does. Every 100th iteration stays in the timed
+loop, as in any DDP training: one host wait in 100 steps, which costs the device the host's lead
+of one step; the shipped suites (skip + stop <= 70 steps after the warm-up) never reach it.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
@@ -33,13 +44,25 @@ from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
 from pytest_dlbench.workloads.compilation import CompileOptions
 from pytest_dlbench.workloads.models import build_sized, logits_of
-from pytest_dlbench.workloads.precision import backend_flags, optimizer_options, setup_precision
+from pytest_dlbench.workloads.precision import (
+    Precision,
+    backend_flags,
+    optimizer_options,
+    setup_precision,
+)
 from pytest_dlbench.workloads.train import train_steps
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CommTiming", "make_parser", "train"]
+__all__ = ["STATS_ITERATIONS", "WARMUP_STEPS", "CommTiming", "make_parser", "train",
+           "warm_up_reducer"]
+
+#: The iterations in which DDP's reducer samples its runtime stats at first (1 to 10).
+STATS_ITERATIONS = 10
+#: Untimed DDP steps before the first window: the forward of iteration 11 still reads the
+#: stats of iteration 10 (a host sync on a GPU); from iteration 12 on, none until the 101st.
+WARMUP_STEPS = STATS_ITERATIONS + 1
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -96,6 +119,48 @@ class CommTiming:
         if self.open:
             self.timer.end("comm")
             self.open = False
+
+
+def warm_up_reducer(bench: Any, batches: Iterator[Any], run_step: Callable[[Any], Any],
+                    steps: int = WARMUP_STEPS) -> None:
+    """Run ``steps`` untimed steps of the DDP model before the timed loop (the reducer's
+    sampled iterations, module docstring), then drop the ``comm`` intervals its hook recorded
+    meanwhile and wait for the device: the first window starts on an idle one."""
+    for _ in range(steps):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            raise ValueError("the data ran out during the DDP warm-up") from None
+        run_step(batch)
+    timer = bench.timer
+    timer.read()  # the comm regions of the warm-up: in no window
+    timer.backend.synchronize()
+
+
+def _untimed_step(
+    *,
+    compute_loss: Callable[[tuple[torch.Tensor, ...]], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    precision: Precision,
+    device: torch.device,
+    channels_last: bool,
+    after_backward: Callable[[], None],
+) -> Callable[[Any], Any]:
+    """A warm-up step: forward and backward (with DDP's all-reduce) as the timed loop runs them
+    (workloads/train.py), with no region and no update. The weights stay as they were, so the
+    timed loop trains the same model from the same start as without the warm-up (eleven more
+    updates at the suites' learning rates can make a small batch's fp16 loss NaN)."""
+
+    def step(batch: Any) -> Any:
+        on_device = to_device(batch, device, channels_last=channels_last)
+        with precision.autocast():
+            loss = compute_loss(on_device)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        after_backward()
+        return loss
+
+    return step
 
 
 def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
@@ -164,10 +229,15 @@ def train(bench: Any, process_group: Any) -> None:
         return loss_fn(logits_of(net(images)), labels)
 
     net.train()
+    batches = iter(_batches(args, device, rank))
     with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        if comm is not None:  # DDP: its reducer's sampled iterations before the first window
+            warm_up_reducer(bench, batches, _untimed_step(
+                compute_loss=compute_loss, optimizer=optimizer, precision=precision,
+                device=device, channels_last=args.channels_last, after_backward=comm.close))
         train_steps(
             bench,
-            _batches(args, device, rank),
+            batches,
             compute_loss=compute_loss,
             optimizer=optimizer,
             precision=precision,
