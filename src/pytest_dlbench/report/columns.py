@@ -33,7 +33,8 @@ VERBOSE = ("n", "fail", "total")
 VERBOSE_COMPARE = ("adj ratio", "p")
 #: The second table: what only some benchmarks have.
 DETAILS = ("TFLOP/s", "MFU", "precision", "compile", "graphs", "breaks", "speedup",
-           "total_time_secs", "peak gpu mem", "peak rss", "energy")
+           "total_time_secs", "peak gpu mem", "peak rss", "torch alloc", "torch reserved",
+           "energy")
 ALL_COLUMNS = (*MAIN, *VERBOSE, *COMPARE, *VERBOSE_COMPARE, *DETAILS)
 
 #: Other names a column is known by (pytest-benchmark's among them: ops is its rate).
@@ -41,7 +42,8 @@ _ALIASES = {
     "std": ("std%",), "stddev": ("std%",), "std_pct": ("std%",), "ops": ("perf",),
     "rounds": ("n",), "adj_ratio": ("adj ratio",), "tflops": ("TFLOP/s",),
     "time": ("total_time_secs",), "peak": ("peak gpu mem", "peak rss"),
-    "memory": ("peak gpu mem", "peak rss"), "peak_mem": ("peak gpu mem", "peak rss"),
+    "memory": ("peak gpu mem", "peak rss", "torch alloc", "torch reserved"),
+    "peak_mem": ("peak gpu mem", "peak rss"), "torch_mem": ("torch alloc", "torch reserved"),
 }
 
 

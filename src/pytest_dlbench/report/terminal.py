@@ -55,8 +55,10 @@ __all__ = [
 
 
 # -- the parts --------------------------------------------------------------------------------
-def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
-    """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise) and energy."""
+def _telemetry_columns(b: Any, gpu: bool, energy: bool, torch_peaks: bool = False,
+                       ) -> dict[str, str]:
+    """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise), torch's own peaks
+    beside the device's when some run recorded them, and energy."""
     t = b.telemetry
     # Named for what it is: on a CPU run the process tree's resident memory, torch included.
     columns = (
@@ -64,6 +66,10 @@ def _telemetry_columns(b: Any, gpu: bool, energy: bool) -> dict[str, str]:
         if gpu
         else {"peak rss": byte_size(t.get("peak_rss_bytes"))}
     )
+    if torch_peaks:
+        # The device's figure counts other processes and the CUDA context; these the run's.
+        columns["torch alloc"] = byte_size(t.get("torch_max_allocated_bytes"))
+        columns["torch reserved"] = byte_size(t.get("torch_max_reserved_bytes"))
     if energy:
         joules = t.get("energy_j")
         columns["energy"] = MISSING if joules is None else f"{number(joules / 1000)} kJ"
@@ -80,7 +86,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
     precision = any(b.precision for b in summary.benchmarks)
     compiled = {r.bench: r for r in compile_rows(summary)}
     # Telemetry columns only when some run recorded it (streams from older runs have none).
-    has_memory = any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes") for t in stats)
+    torch_peaks = any(t.get("torch_max_reserved_bytes") is not None for t in stats)
+    has_memory = torch_peaks or any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes")
+                                    for t in stats)
     gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
     energy = any(t.get("energy_j") is not None for t in stats)
     # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted (results/peaks.py).
@@ -111,7 +119,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             # Time-to-train: the time itself, lower is better (perf is its equivalent rate).
             row[TIME_COLUMN] = seconds(b.total_time_secs) if b.lower_is_better else MISSING
         if has_memory:
-            row.update(_telemetry_columns(b, gpu, energy))
+            row.update(_telemetry_columns(b, gpu, energy, torch_peaks))
         if comparison is not None:
             c = comparison.get(b.name)
             row["ratio"] = fixed(c.ratio, 3) if c else MISSING

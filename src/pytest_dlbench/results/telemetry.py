@@ -28,6 +28,9 @@ def telemetry_stats(
 
     - ``peak_gpu_mem_bytes``: the largest per-GPU peak of memory used (whole run);
     - ``peak_rss_bytes``: the peak RSS of the benchmark's process tree (whole run);
+    - ``torch_max_allocated_bytes``, ``torch_max_reserved_bytes``: torch's own peaks on the
+      run's device (tensors; the allocator's cache), as the monitor read them (absent: a CPU
+      run, or a run from before they were recorded);
     - ``energy_j``: joules of all sampled GPUs, from the monitor's start to its stop;
     - ``mean_gpu_util``: percent, over the timed window (all samples without one);
     - ``busy`` (and ``busy_share``, ``outside_cpu_cores``, ``busy_reason``): whether something
@@ -45,17 +48,24 @@ def telemetry_stats(
         "peak_rss_bytes": whole.peak_rss_bytes,
         "energy_j": whole.energy_j,
         "mean_gpu_util": util,
+        **_torch_peaks(whole.torch_max_allocated_bytes, whole.torch_max_reserved_bytes),
         **busy_stats(records),
     }
+
+
+def _torch_peaks(allocated: float | None, reserved: float | None) -> dict[str, int]:
+    """torch's peaks, only where known: a CPU run's stats stay as they were."""
+    known = {"torch_max_allocated_bytes": allocated, "torch_max_reserved_bytes": reserved}
+    return {key: int(value) for key, value in known.items() if value is not None}
 
 
 def combine_stats(
     stats: Iterable[Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks are the largest
-    run's, the energy is the sum (every replica and repeat drew it), the utilisation the mean
-    of the runs that have one, ``busy`` whether any run was taken on a busy machine. None where
-    no run knows."""
+    """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks (torch's too)
+    are the largest run's, the energy is the sum (every replica and repeat drew it), the
+    utilisation the mean of the runs that have one, ``busy`` whether any run was taken on a busy
+    machine. None where no run knows (torch's peaks: absent)."""
     stats = list(stats)
 
     def known(key: str) -> list[float]:
@@ -64,11 +74,15 @@ def combine_stats(
     gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
     energy, util = known("energy_j"), known("mean_gpu_util")
     busy = [bool(s["busy"]) for s in stats if s.get("busy") is not None]
+    allocated, reserved = known("torch_max_allocated_bytes"), known("torch_max_reserved_bytes")
     return {
         "peak_gpu_mem_bytes": int(max(gpu_mem)) if gpu_mem else None,
         "peak_rss_bytes": int(max(rss)) if rss else None,
         "energy_j": sum(energy) if energy else None,
         "mean_gpu_util": sum(util) / len(util) if util else None,
+        # The largest run's, as the device peak (what must fit on one device).
+        **_torch_peaks(max(allocated) if allocated else None,
+                       max(reserved) if reserved else None),
         # Only when a run knows (results/busy.py): older runs' telemetry stays as it was.
         **({"busy": any(busy)} if busy else {}),
     }

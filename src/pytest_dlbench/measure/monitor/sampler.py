@@ -12,7 +12,8 @@ It writes, into the run's stream (docs/telemetry.md):
   with the ``reason`` (no driver, no nvidia-ml-py, no visible GPU): the single info line of a
   CPU-only run, which never fails because of it;
 - one ``telemetry`` record per sample: at start, every ``interval`` seconds, and at stop;
-- one ``monitor_summary`` record when it stops.
+- one ``monitor_summary`` record when it stops, with torch's own peak memory of the run when
+  CUDA was used through torch (monitor/torch_memory.py: reset at start, read at stop).
 
 Samples are taken by a daemon thread, never by the benchmark's (timed) thread, except the first
 (in :meth:`Monitor.start`, before the benchmark runs) and the last (in :meth:`Monitor.stop`,
@@ -34,6 +35,7 @@ from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
+from pytest_dlbench.measure.monitor.torch_memory import read_peaks, reset_peaks
 from pytest_dlbench.measure.stream import Event, Stream
 from pytest_dlbench.suite.interval import (  # the suite's option
     DEFAULT_INTERVAL,
@@ -54,7 +56,8 @@ class Monitor:
     ``CUDA_VISIBLE_DEVICES`` (all GPUs when unset), ``[]`` samples no GPU. ``nvml`` and
     ``psutil`` replace the modules (tests); ``clock`` (monotonic seconds) times the energy
     integration and ``elapsed``; ``wall`` is the records' ``time`` (UNIX seconds, like ``rate``
-    records, so both can be put on one time axis).
+    records, so both can be put on one time axis); ``torch_cuda`` replaces ``torch.cuda`` for
+    the peak memory (tests; by default the one of an already imported torch).
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class Monitor:
         clock: Callable[[], float] = time.monotonic,
         psutil: Any = None,
         wall: Callable[[], float] = time.time,
+        torch_cuda: Any = None,
     ) -> None:
         if not interval > 0:
             raise IntervalError(f"interval must be positive, got {interval!r}")
@@ -91,6 +95,7 @@ class Monitor:
         self._errors = 0
         self._last_error = ""
         self._acc = Summarizer()
+        self._torch_cuda = torch_cuda
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Monitor:
@@ -114,6 +119,9 @@ class Monitor:
         if self._nvml.notes:
             info["notes"] = self._nvml.notes
         self._write(Event.MONITOR, info)
+        # Before the benchmark's first step: the peaks are this run's, not an earlier one's
+        # in the same process (inline runs, the bench fixture).
+        reset_peaks(self._torch_cuda)
         self.sample()
         self._thread = threading.Thread(target=self._run, name="dlbench-monitor", daemon=True)
         self._thread.start()
@@ -137,6 +145,7 @@ class Monitor:
         self.summary = self._acc.summary(
             gpu=self.gpu, reason=self._gpu_reason, interval=self.interval,
             errors=self._errors, last_error=self._last_error,
+            torch_memory=read_peaks(self._torch_cuda),  # after the last step
         )
         self._write(Event.MONITOR_SUMMARY, {**self.summary.to_dict(), "time": self.wall()})
         if joined:

@@ -82,6 +82,10 @@ class MonitorSummary:
     disk_write_bytes: int | None = None
     errors: int = 0
     last_error: str = ""
+    # torch's own peaks on the run's device (monitor/torch_memory.py), beside NVML's
+    # device-wide peak_mem_used; None on a CPU run or without torch.
+    torch_max_allocated_bytes: int | None = None
+    torch_max_reserved_bytes: int | None = None
 
     @property
     def peak_gpu_mem_bytes(self) -> int | None:
@@ -118,6 +122,8 @@ class MonitorSummary:
             "disk_write_bytes": self.disk_write_bytes,
             "errors": self.errors,
             "last_error": self.last_error,
+            "torch_max_allocated_bytes": self.torch_max_allocated_bytes,
+            "torch_max_reserved_bytes": self.torch_max_reserved_bytes,
         }
 
 
@@ -205,8 +211,9 @@ class Summarizer:
 
     def summary(
         self, *, gpu: bool, reason: str, interval: float | None, errors: int = 0,
-        last_error: str = "",
+        last_error: str = "", torch_memory: Mapping[str, Any] | None = None,
     ) -> MonitorSummary:
+        torch_memory = torch_memory or {}
         return MonitorSummary(
             gpu=gpu,
             reason=reason,
@@ -223,6 +230,8 @@ class Summarizer:
             disk_write_bytes=self.disk_write,
             errors=errors,
             last_error=last_error,
+            torch_max_allocated_bytes=as_int(torch_memory.get("max_allocated_bytes")),
+            torch_max_reserved_bytes=as_int(torch_memory.get("max_reserved_bytes")),
         )
 
 
@@ -236,7 +245,8 @@ def summarize_telemetry(
     only the samples taken in between. Pure: no NVML, no psutil.
 
     ``gpu`` and ``reason`` come from the ``monitor`` record (without one: whether any sample
-    has GPUs); ``errors`` from the ``monitor_summary`` record.
+    has GPUs); ``errors`` and torch's peaks (a whole-run figure, not a sample) from the
+    ``monitor_summary`` record.
     """
     run = RunRecords.of(records)
     acc = Summarizer()
@@ -255,8 +265,11 @@ def summarize_telemetry(
         interval = as_float(monitor.get("interval"))
     else:
         gpu, reason, interval = bool(acc.gpus), "", None
+    torch_memory = {key: summary.get(f"torch_{key}")
+                    for key in ("max_allocated_bytes", "max_reserved_bytes")}
     return acc.summary(
-        gpu=gpu, reason=reason, interval=interval, errors=errors, last_error=last_error
+        gpu=gpu, reason=reason, interval=interval, errors=errors, last_error=last_error,
+        torch_memory=torch_memory,
     )
 
 
