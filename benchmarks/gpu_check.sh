@@ -3,7 +3,9 @@
 #
 # GPU machines often have torch, torchvision, timm, pytest, xdist and pandas but no package index,
 # so the project is carried as source (PYTHONPATH=src) and its pytest plugin is loaded with -p.
-# What such a machine lacks travels as wheels (benchmarks/gpu_wheels.py, then --wheels DIR).
+# What such a machine lacks travels as wheels inside the checkout (a lease copies the checkout,
+# not /tmp): `python benchmarks/gpu_wheels.py .whl` here, then, on a lease of 540 s there:
+#   bash benchmarks/gpu_check.sh /tmp/gc --quick --budget 420 --wheels .whl --copy-to $OUT
 # Figures: one table at the end, also OUT_DIR/gpu_check.txt (rewritten after every row); record
 # them with the date and device in benchmarks/README.md. docs/gpu.md says how to read the table.
 #
@@ -14,7 +16,7 @@
 # GPU (fake GPUs, fake pytest runs): it checks the script itself. PYTHON names the interpreter;
 # else the first of python3, python that imports torch.
 set -uo pipefail
-usage() { sed -n '10p' "$0" | sed 's/^#  *//'; }
+usage() { sed -n '12p' "$0" | sed 's/^#  *//'; }
 out=${OUT:-/tmp/dlbench-gpu-check}
 flags=()
 dry_run=0
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ -n "$wheels" ] && ! ls "$wheels"/*.whl >/dev/null 2>&1; then
-  echo "gpu_check: --wheels $wheels: no .whl files there" >&2; exit 2
+  echo "gpu_check: --wheels $wheels: no .whl files there (carry them inside the checkout: python benchmarks/gpu_wheels.py .whl)" >&2; exit 2
 fi
 # Relative paths name places in the caller's directory, before the cd below.
 mkdir -p "$out" && out=$(cd "$out" && pwd) || { echo "gpu_check: cannot create $out" >&2; exit 2; }

@@ -2,13 +2,14 @@
 
 GPU images usually hold torch, torchvision, timm, pytest, xdist, pandas, scipy and nvidia-ml-py,
 and not the project's small pure dependencies (pydantic and its helpers, torchinfo, wcwidth).
-Run this where pip reaches an index, carry DIR to the GPU machine, and pass it there as
-``bash benchmarks/gpu_check.sh --wheels DIR``: the wheels go into the check's output folder,
-nothing is installed on the machine. The versions are the ones installed here (the versions the
-project's tests ran with), for the GPU machine's Python (``--python``, 3.12 by default) on x86-64
-Linux.
+Run this where pip reaches an index; DIR is the checkout's ``.whl`` by default, so the wheels
+travel with the checkout (a lease copies the checkout, not /tmp; git does not ignore ``.whl``),
+and pass it there as ``bash benchmarks/gpu_check.sh ... --wheels .whl``: the wheels go into the
+check's output folder, nothing is installed on the machine. The versions are the ones installed
+here (the versions the project's tests ran with), for the GPU machine's Python (``--python``,
+3.12 by default) on x86-64 Linux.
 
-    python benchmarks/gpu_wheels.py DIR [--python 3.12] [EXTRA_DISTRIBUTION ...]
+    python benchmarks/gpu_wheels.py [DIR] [--python 3.12] [EXTRA_DISTRIBUTION ...]
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+#: Inside the checkout: what a lease copies to the GPU machine.
+DEFAULT_OUT = ROOT / ".whl"
+# The lease's command, from the checkout's root there (docs/gpu.md, benchmarks/README.md).
+LEASE = "bash benchmarks/gpu_check.sh /tmp/gc --quick --budget 420 --wheels .whl --copy-to $OUT"
 # What the GPU images seen so far lack (the 'cuda' image of 2026-11: docs/gpu.md).
 DEFAULT = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection",
            "typing-extensions", "torchinfo", "wcwidth")
@@ -47,9 +53,16 @@ def pip_command(out: Path, python: str, requirements: Sequence[str]) -> list[str
     return command + list(requirements)
 
 
+def outside_checkout(path: Path) -> bool:
+    """True when ``path`` is not under the checkout: a lease that copies the checkout leaves
+    it behind, and gpu_check.sh exits 2 there before any row."""
+    return not path.resolve().is_relative_to(ROOT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("out", type=Path, help="where the wheels go")
+    parser.add_argument("out", type=Path, nargs="?", default=DEFAULT_OUT,
+                        help="where the wheels go (default: the checkout's .whl)")
     parser.add_argument("--python", default="3.12",
                         help="the GPU machine's Python version (default 3.12)")
     parser.add_argument("extra", nargs="*", help="more distributions, NAME or NAME==VERSION")
@@ -64,8 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     wheels = sorted(args.out.glob("*.whl"))
     size = sum(w.stat().st_size for w in wheels) / 2**20
     print(f"gpu_wheels: {len(wheels)} wheels, {size:.1f} MiB in {args.out} "
-          f"(Python {args.python}); on the GPU machine: bash benchmarks/gpu_check.sh "
-          f"--wheels {args.out}")
+          f"(Python {args.python}); on the GPU machine, from the checkout's root: "
+          + (LEASE if args.out.resolve() == DEFAULT_OUT else
+             f"bash benchmarks/gpu_check.sh ... --wheels {args.out}"))
+    if outside_checkout(args.out):
+        print(f"gpu_wheels: {args.out} is outside the checkout: carry it to the GPU machine "
+              f"yourself (a lease copies the checkout only)", file=sys.stderr)
     return 0
 
 

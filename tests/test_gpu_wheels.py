@@ -43,3 +43,13 @@ def test_the_default_set_covers_what_the_check_needs_beyond_a_gpu_image(gpu_whee
                                  ("wcwidth", "wcwidth")):
         assert f'"{module}"' in script
         assert distribution in gpu_wheels.DEFAULT
+
+
+def test_the_wheels_go_inside_the_checkout_by_default(gpu_wheels: ModuleType, tmp_path: Path):
+    """Issue 37 item 18: a lease copies the checkout to the GPU machine, not /tmp: the default
+    folder is the checkout's .whl (the one the lease recipe names), and a folder outside it is
+    said to be one."""
+    assert gpu_wheels.DEFAULT_OUT == ROOT / ".whl"
+    assert not gpu_wheels.outside_checkout(gpu_wheels.DEFAULT_OUT)
+    assert gpu_wheels.outside_checkout(tmp_path / "gpu-wheels")
+    assert "--wheels .whl" in gpu_wheels.LEASE and "--budget 420" in gpu_wheels.LEASE
