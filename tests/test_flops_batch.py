@@ -14,15 +14,20 @@ torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
-from pytest_dlbench.measure.flops import COUNTED_EXAMPLES, count_step_flops  # noqa: E402
+from pytest_dlbench.measure.flops import (  # noqa: E402
+    COUNTED_EXAMPLES,
+    count_step_flops,
+    cpu_attention_formulas,
+)
 from pytest_dlbench.measure.stream import Event, NullStream  # noqa: E402
 from pytest_dlbench.run.harness import RunContext  # noqa: E402
 
 
 def bare_count(model: Any, example: Any) -> int:
-    """FLOPs of one forward and backward at the whole batch, counted without the code under
-    test: the reference the two-example count must agree with, per item."""
-    with FlopCounterMode(display=False) as counter:
+    """FLOPs of one forward and backward at the whole batch, counted without the slicing under
+    test: the reference the two-example count must agree with, per item (the same formulas:
+    torch's, and the CPU attention's)."""
+    with FlopCounterMode(display=False, custom_mapping=cpu_attention_formulas()) as counter:
         out = model(*example) if isinstance(example, tuple) else model(example)
         tensors = list(out.values()) if isinstance(out, dict) else [out]
         sum(t.float().sum() for t in tensors if t.requires_grad).backward()
@@ -157,3 +162,21 @@ def test_checkpointing_does_not_change_the_model_flops():
     # ... and the training goes on checkpointed.
     flags = [m.grad_checkpointing for m in model.modules() if hasattr(m, "grad_checkpointing")]
     assert flags and all(flags)
+
+
+def test_attention_on_a_cpu_is_counted():
+    # torch registers its attention formulas for the CUDA kernels only: on a CPU a transformer's
+    # attention counted 0 FLOPs. Reference: the two products of the forward (Q K^T, P V), 2 b h
+    # s^2 d FLOPs each, by hand; the backward is torch's own formula for the GPU kernels.
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    b, h, s, d = 2, 3, 17, 8
+    width = h * d
+    q = torch.randn(1, h, s, d)
+    attention = torch.nn.MultiheadAttention(width, h, batch_first=True)
+    x = torch.randn(b, s, width, requires_grad=True)  # every input gradient is computed
+    count = count_step_flops(lambda t: attention(t, t, t, need_weights=False)[0], x)
+    projections = 3 * 2 * s * 4 * width ** 2  # q, k, v and out: forward, two gradients
+    forward = 2 * (2 * h * s * s * d)
+    backward = sdpa_backward_flop_count(q.shape, q.shape, q.shape, q.shape)
+    assert count.per_item == pytest.approx(projections + forward + backward, rel=1e-6)

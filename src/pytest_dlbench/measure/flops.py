@@ -18,6 +18,8 @@ Three choices make the count the figure MFU needs:
 - **Model FLOPs, not hardware FLOPs.** Gradient checkpointing recomputes the forward in the
   backward pass (about a third more work); MFU counts the model's FLOPs only (PaLM, appendix B),
   so checkpointing is switched off for the count and back on after (:func:`no_checkpointing`).
+- **Attention on a CPU.** torch's counter has no formula for the CPU's fused attention kernel
+  (it counted 0); :func:`cpu_attention_formulas` gives it the CUDA kernels' one.
 
 The example is moved to the model's device first: workloads build it on the CPU while the model
 runs on ``cuda:k``, and a device mismatch would leave every GPU run without FLOPs.
@@ -37,6 +39,7 @@ __all__ = [
     "COUNTED_EXAMPLES",
     "FlopCount",
     "count_step_flops",
+    "cpu_attention_formulas",
     "first_examples",
     "model_device",
     "no_checkpointing",
@@ -153,6 +156,38 @@ def no_checkpointing(model: Any) -> Iterator[int]:
             setattr(module, flag, True)
 
 
+def cpu_attention_formulas() -> dict[Any, Any]:
+    """FlopCounterMode's formulas for the CPU's fused attention: torch registers them for the
+    CUDA kernels (flash, efficient, cuDNN) only, so on a CPU every ``scaled_dot_product_attention``
+    counted 0 FLOPs. The CPU ops take the same leading arguments (q, k, v; grad_out, q, k, v)."""
+    import torch
+    from torch.utils import flop_counter
+
+    aten = torch.ops.aten
+    pairs = (("_scaled_dot_product_flash_attention_for_cpu", flop_counter.sdpa_flop),
+             ("_scaled_dot_product_flash_attention_for_cpu_backward",
+              flop_counter.sdpa_backward_flop))
+    out: dict[Any, Any] = {}
+    for name, formula in pairs:
+        try:
+            op = getattr(aten, name)
+        except AttributeError:  # a torch without the op: nothing to count
+            continue
+        out[op] = _raw(formula)
+    return out
+
+
+def _raw(formula: Any) -> Any:
+    """``formula`` (registered: it takes the op's raw arguments and ``out_val``) marked raw, so
+    that ``custom_mapping`` does not wrap it a second time."""
+
+    def count(*args: Any, **kwargs: Any) -> int:
+        return int(formula(*args, **kwargs))
+
+    count._get_raw = True  # type: ignore[attr-defined]
+    return count
+
+
 def _call(model: Any, example: Any) -> Any:
     if isinstance(example, Mapping):
         return model(**example)
@@ -181,7 +216,7 @@ def count_step_flops(model: Any, example: Any, items_per_example: float = 1) -> 
     items = examples * items_per_example
     example = first_examples(example, batch, examples)
     device = model_device(model)
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping=cpu_attention_formulas())
     try:
         if device is not None:
             example = to_device(example, device)
