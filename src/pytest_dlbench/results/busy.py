@@ -3,8 +3,9 @@
 A saved-baseline verdict compares two runs made at different times: a slower rate can be
 slower code or a slower machine, and the rate alone cannot tell which. The monitor
 (measure/monitor) samples, every interval, the CPU of the run's process tree (``cpu_percent``,
-100 = one core) and of the whole machine (``system_cpu_percent``, 100 = every core). Their
-difference is the CPU that something *outside* the run used at the same time::
+100 = one core; every process marked as the run's on the node, so an njobs job's other ranks
+too: measure/monitor/process.py) and of the whole machine (``system_cpu_percent``, 100 = every
+core). Their difference is the CPU that something *outside* the run used at the same time::
 
     outside cores = system_cpu_percent / 100 x cores - cpu_percent / 100
 

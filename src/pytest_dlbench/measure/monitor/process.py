@@ -2,23 +2,56 @@
 
 psutil is passed in (imported lazily by the monitor, or a fake in tests); a process that
 exits between two samples is simply left out of the next one.
+
+The tree is the *run's*, not only the sampling process's: its root is the furthest ancestor
+that carries the same run marker (``DLBENCH_STREAM``, which every process of a run inherits:
+run/protocol.py). In an njobs job the monitor runs in the reporting rank, whose siblings (the
+other ranks of this node) are children of the torchrun agent, not its own: rooted at the rank,
+they counted as "other processes" and every multi-rank run was judged busy (results/busy.py).
+Rooted at the agent (or the launcher above it), they are the run's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from typing import Any
 
-__all__ = ["NO_PROCESS", "ProcessTree"]
+from pytest_dlbench.run.protocol import Env
+
+__all__ = ["NO_PROCESS", "ProcessTree", "run_root"]
+
+#: Ancestors looked at above the sampling process (rank, torchrun, node launcher...).
+MAX_RUN_DEPTH = 8
+
+
+def run_root(psutil: Any, proc: Any, marker: str | None) -> Any:
+    """The furthest ancestor of ``proc`` whose environment has ``DLBENCH_STREAM == marker``
+    (``proc`` itself when none has, or without a marker). An environment is the one a process
+    was started with: the xdist worker or the fork server above a run's child lacks the marker
+    and stops the walk; one that cannot be read (another user's) stops it too."""
+    root = proc
+    if not marker:
+        return root
+    for _ in range(MAX_RUN_DEPTH):
+        try:
+            parent = root.parent()
+            if parent is None or parent.environ().get(Env.STREAM) != marker:
+                break
+        except (psutil.Error, OSError):
+            break
+        root = parent
+    return root
 
 # CPU percentages over a shorter period are tick noise (see ProcessTree).
 MIN_CPU_PERIOD = 0.05
 
 
 class ProcessTree:
-    """CPU %, RSS and disk bytes of a process and all its descendants (DataLoader workers...).
+    """CPU %, RSS and disk bytes of a run's processes: the sampling process's :func:`run_root`
+    and all its descendants (DataLoader workers, the other ranks of an njobs job...).
 
     ``cpu_percent`` is summed over the tree (100 = one core busy). RSS is summed too, which
     counts the pages that forked workers share with their parent more than once: an upper bound,
@@ -27,9 +60,14 @@ class ProcessTree:
     a worker that exited keeps counting with its last known values.
     """
 
-    def __init__(self, psutil: Any, pid: int) -> None:
+    def __init__(self, psutil: Any, pid: int, marker: str | None = None) -> None:
+        """``marker``: the run's ``DLBENCH_STREAM`` (default: this process's, when ``pid`` is
+        this process); the tree is rooted at :func:`run_root`."""
         self.psutil = psutil
-        self.root = psutil.Process(pid)
+        if marker is None and pid == os.getpid():
+            marker = os.environ.get(Env.STREAM)
+        self.pid = pid
+        self.root = run_root(psutil, psutil.Process(pid), marker)
         self._procs: dict[int, Any] = {}
         self._io: dict[int, tuple[int, int]] = {}
         self._io_ok = True
