@@ -533,6 +533,13 @@ def test_the_bare_window_is_pipelined_on_a_fake_cuda_device(gpu_check: ModuleTyp
     assert rate == pytest.approx(batch / device, rel=1e-9)
     assert cuda.synchronize_calls + cuda.event_syncs == 1
 
+    def synced_step() -> None:  # the reference before issue 37: a sync after every step
+        step()
+        cuda.synchronize()
+
+    serialised = gpu_check.window_rate(synced_step, batch, steps=steps, warmup=3, cuda=cuda)
+    assert serialised == pytest.approx(batch / (host + device), rel=1e-9)
+
 
 def test_the_window_on_the_cpu_times_the_steps_after_the_warmup(gpu_check: ModuleType):
     durations = [5.0, 5.0, 0.5, 0.25, 0.25]  # two warm-up steps, then three timed
