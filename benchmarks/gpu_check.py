@@ -658,8 +658,8 @@ def matmul_reference_row(project: float | None, bare: float | None, ref: Referen
 
 def _judged(figure: str, project: float | None, bare: float | None, *,
             dry_run: bool) -> tuple[str, bool | str | None]:
-    if project is None or bare is None:
-        return figure, False
+    if project is None or bare is None:  # the check that did not give it has its own row
+        return figure, None
     if dry_run:  # a fake pytest's figure beside a tiny model's on the CPU: nothing to judge
         return f"{figure} (dry run: not judged)", None
     return figure, abs(project / bare - 1) <= REFERENCE_TOLERANCE
