@@ -83,8 +83,9 @@ TIMER_TIMEOUT_S = 240.0
 REFERENCE_TIMEOUT_S = 180.0
 # The reference rows: the project's figure within 5 % of the bare loop's on the same GPU.
 REFERENCE_TOLERANCE = 0.05
-# milabench's published per-GPU figures (config/scaling.yaml): resnet50, synthetic data,
-# tf32-fp16, channels_last, in img/s at the batch it names; the SXM parts only.
+# milabench's published per-GPU figures (config/scaling/H100.yaml and H200.yaml): its
+# resnet50-noio (config/training.yaml: one fixed synthetic batch, `--loader synthetic_fixed`,
+# tf32-fp16, `--optim channel_last`), in img/s at the batch it names; the SXM parts only.
 MILABENCH_RESNET50: dict[str, tuple[int, float]] = {"H100": (128, 3378.0),
                                                     "H200": (256, 4868.0)}
 # milabench's measured matmul bf16 8192^3 on an H100/H200 SXM (TFLOP/s), beside the datasheet's.
@@ -599,7 +600,7 @@ resnet50-ref:
     --batch-size: {batch}
     --precision: tf32-fp16
     --channels-last: true
-    --synthetic-data: true
+    --fixed-batch: true          # milabench's synthetic_fixed loader, the bare loop's batch
     --lr: 0.01
     --momentum: 0.9
     --num-workers: 0

@@ -614,7 +614,7 @@ def test_the_reference_suite_runs_the_reference_configuration(gpu_check: ModuleT
     specs = {s.name: s for s in resolve_suite(path).enabled}
     resnet = vision.make_parser().parse_args(list(specs["resnet50-ref"].args))
     assert (resnet.model, resnet.batch_size, resnet.precision) == ("resnet50", 256, "tf32-fp16")
-    assert resnet.channels_last and resnet.synthetic_data
+    assert resnet.channels_last and resnet.fixed_batch
     mm = matmul.make_parser().parse_args(list(specs["matmul-bf16"].args))
     assert (mm.m, mm.n, mm.k, mm.dtype) == (8192, 8192, 8192, "bf16")
 
