@@ -29,6 +29,9 @@ from pytest_dlbench.report.html_compare import (
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 
+#: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
+ERROR = "error"
+
 if TYPE_CHECKING:
     from jinja2 import Environment
 
@@ -167,8 +170,6 @@ def _std_source(bench: BenchSummary) -> str:
 
 
 def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
-    from pytest_dlbench.results.scoring import MFU_ERROR
-
     return BenchRow(
         name=b.name,
         units=b.units,
@@ -185,9 +186,12 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
         unreliable=b.unreliable,
-        tflops=significant(b.tflops) if b.tflops is not None else DASH,
+        # A TFLOP/s past a ceiling is an error of measurement (scoring._with_mfu): its reason
+        # is the cell's title, never the figure.
+        tflops=significant(b.tflops) if b.tflops is not None else
+        ERROR if b.mfu_error else DASH,
         # An MFU above 100 % is an error of measurement: its reason, never the figure.
-        mfu=MFU_ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
+        mfu=ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
         peak_source=b.mfu_error or b.peak_source or b.flops_reason,
         precision=b.precision or "",
         time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
@@ -300,7 +304,8 @@ def _view(
         comparison=comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
         profiles=profile_views(summary.run_dir, link_base),
-        has_flops=any(b.tflops is not None and b.units != "TFLOP/s" for b in benches),
+        has_flops=any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
+                      for b in benches),
         show_precision=any(b.precision for b in benches),
         compiled=_compile_views(summary),
         has_time_to_train=any(b.lower_is_better for b in benches),

@@ -92,7 +92,8 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
     gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
     energy = any(t.get("energy_j") is not None for t in stats)
     # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted (results/peaks.py).
-    flops = any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks)
+    flops = any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
+                for b in summary.benchmarks)
     ttt = _has_time_to_train(summary)
     for b in summary.benchmarks:
         row = {
@@ -107,7 +108,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             "units": b.units,
         }
         if flops:
-            row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else MISSING
+            # Past a ceiling (scoring._with_mfu), an error of measurement, never the figure.
+            row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else \
+                "error" if b.mfu_error else MISSING
             # An MFU above 100 % is an error of measurement: no figure, its reason below.
             row["MFU"] = "error" if b.mfu_error else percent(b.mfu) if b.mfu is not None \
                 else MISSING
@@ -395,10 +398,12 @@ def render_summary(
         out.append(incomplete)
     out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
             if b.unreliable]
-    if any(b.tflops is not None and b.units != "TFLOP/s" for b in summary.benchmarks):
+    if any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
+           for b in summary.benchmarks):
         out += [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
                 for b in summary.benchmarks if b.tflops is None and b.flops_reason]
-        out += [printable(f"MFU not shown: {b.name} ({b.mfu_error})")
+        out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
+                          f"{b.name} ({b.mfu_error})")
                 for b in summary.benchmarks if b.mfu_error]
     out += observation_lines(summary)  # too few observations, milabench's figure (issue 23)
     out += _failure_lines(summary)

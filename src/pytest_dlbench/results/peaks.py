@@ -6,14 +6,30 @@ MI300X. The datasheets give tensor-core figures with 2:4 sparsity; the dense pea
 that is not in the table (and every CPU) takes its peak from the suite's own matmul benchmark
 measured in the same run, when there is one: then MFU says how close the model gets to what this
 machine's matrix multiply does, and the report says so.
+
+A measured peak is taken from the matmul's fastest steps, not its mean (:func:`stable_peak`): on a
+shared CPU its steps alternated 59 and 4.3 GFLOP/s (std% 100 %), and a model's MFU over that mean
+read 73 %, 6 % and 39 % in three runs. What the machine can do is what its fastest steps did,
+when enough of them agree; when they do not, there is no MFU, and the report says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PEAKS", "dtype_of", "table_peak"]
+__all__ = ["CEILING", "PEAKS", "PEAK_AGREEMENT", "MeasuredPeak", "dtype_of", "stable_peak",
+           "table_peak"]
+
+#: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
+#: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
+CEILING = 1.5
+#: The fastest third of the matmul's steps must agree within this ratio (slowest / fastest).
+PEAK_AGREEMENT = 0.8
+#: Steps the fastest third needs at least.
+PEAK_STEPS = 3
 
 #: (name fragment, {dtype: dense TFLOP/s}); the first fragment found in the device name wins,
 #: so the more specific names come first.
@@ -79,3 +95,28 @@ def table_peak(device_name: str | None, dtype: str) -> float | None:
         if fragment.lower() in device_name.lower():
             return peaks.get(dtype)
     return None
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """A peak measured in this run (TFLOP/s per GPU), or None with ``source`` saying why not."""
+
+    tflops: float | None
+    source: str
+
+
+def stable_peak(step_tflops: Sequence[float], name: str) -> MeasuredPeak:
+    """The peak of a matmul benchmark ``name`` from its steady steps' TFLOP/s: the median of its
+    fastest third, when that third holds :data:`PEAK_STEPS` steps or more and they agree within
+    :data:`PEAK_AGREEMENT`; else no peak, and why."""
+    steps = sorted((v for v in step_tflops if v > 0), reverse=True)
+    top = steps[: max(PEAK_STEPS, len(steps) // 3)]
+    if len(top) < PEAK_STEPS:
+        return MeasuredPeak(None, f"{name} in this run has {len(steps)} steady steps, too few "
+                                  f"for a peak: no MFU")
+    if top[-1] < PEAK_AGREEMENT * top[0]:
+        return MeasuredPeak(None, f"{name} in this run is too noisy for a peak (its fastest "
+                                  f"{len(top)} steps span {top[-1]:.3g} to {top[0]:.3g} "
+                                  f"TFLOP/s): no MFU")
+    return MeasuredPeak(statistics.median(top), f"{name} in this run (median of its fastest "
+                                                f"{len(top)} of {len(steps)} steps)")

@@ -19,7 +19,7 @@ from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
 from pytest_dlbench.results.compiled import compile_summary
-from pytest_dlbench.results.peaks import dtype_of
+from pytest_dlbench.results.peaks import CEILING, MeasuredPeak, dtype_of
 from pytest_dlbench.results.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
@@ -66,6 +66,8 @@ MIN_STEADY = 4 * BLOCKS
 BURST = 0.5
 #: What an MFU above 100 % is (of a datasheet's peak): never a figure to show.
 MFU_ERROR = "MFU above 100 %: error of measurement"
+#: A model's TFLOP/s above CEILING x this machine's measured matmul (results/peaks.py).
+CEILING_ERROR = f"TFLOP/s above {CEILING:g} x this machine's matmul: error of measurement"
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -384,20 +386,33 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
     return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
-def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
-    """MFU = achieved TFLOP/s per GPU over one GPU's peak: a known accelerator's datasheet peak
-    for the benchmark's compute type, else the fastest matmul benchmark (units TFLOP/s, per GPU)
-    of the same type measured in this run (results/peaks.py). An MFU above 100 % is an error of
-    measurement: it is never shown as a figure (``mfu_error`` says why)."""
-    from pytest_dlbench.results.peaks import table_peak
+def _measured_peaks(benches: tuple[BenchSummary, ...]) -> dict[str, MeasuredPeak]:
+    """Per compute type, the peak of this run's matmul benchmarks (units TFLOP/s): the best
+    stable one (results/peaks.stable_peak), else an unstable one, for its reason."""
+    from pytest_dlbench.results.peaks import stable_peak
 
-    measured: dict[str, tuple[float, str]] = {}
+    out: dict[str, MeasuredPeak] = {}
     for b in benches:
         ok = [r for r in b.runs if r.ok]
-        if b.units == "TFLOP/s" and b.tflops and ok:
-            best = measured.get(ok[0].dtype)
-            if best is None or b.tflops > best[0]:
-                measured[ok[0].dtype] = (b.tflops, b.name)
+        if b.units != "TFLOP/s" or not b.tflops or not ok or not b.perf:
+            continue
+        per_gpu = b.tflops / b.perf  # an njobs matmul's steps are the job's: one GPU's share
+        peak = stable_peak([v * per_gpu for r in ok for _, v in r.steady], b.name)
+        best = out.get(ok[0].dtype)
+        if best is None or (peak.tflops or 0.0) > (best.tflops or 0.0):
+            out[ok[0].dtype] = peak
+    return out
+
+
+def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
+    """MFU = achieved TFLOP/s per GPU over one GPU's peak: a known accelerator's datasheet peak
+    for the benchmark's compute type, else this run's matmul benchmark of the same type, from its
+    fastest steps when they agree (results/peaks.py). A TFLOP/s above the datasheet's peak, or
+    above :data:`~pytest_dlbench.results.peaks.CEILING` times the measured one, is an error of
+    measurement: neither it nor the MFU is shown as a figure (``mfu_error`` says why)."""
+    from pytest_dlbench.results.peaks import table_peak
+
+    measured = _measured_peaks(benches)
     out = []
     for b in benches:
         ok = [r for r in b.runs if r.ok]
@@ -406,22 +421,37 @@ def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
             continue
         run = ok[0]
         peak = table_peak(run.device_name, run.dtype)
-        source = f"{run.device_name} datasheet, {run.dtype}" if peak else None
-        if peak is None and run.dtype in measured and measured[run.dtype][1] != b.name:
-            peak, name = measured[run.dtype]
-            source = f"{name} in this run"
+        if peak:
+            source = f"{run.device_name} datasheet, {run.dtype}"
             if b.tflops > peak:
-                # A small matmul is no peak for a model that outruns it: no MFU above 100 %.
-                out.append(replace(b, mfu=None, peak_source=(
-                    f"{name} in this run is slower than this model: no MFU")))
+                out.append(_flops_error(b, f"{MFU_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
+                                           f"against a peak of {peak:.4g}, {source})", source))
                 continue
-        if peak and b.tflops > peak:
-            out.append(replace(b, mfu=None, peak_source=source, mfu_error=(
-                f"{MFU_ERROR} ({b.tflops:.4g} TFLOP/s per GPU against a peak of {peak:.4g}, "
-                f"{source})")))
+            out.append(replace(b, mfu=b.tflops / peak, peak_source=source))
             continue
-        out.append(replace(b, mfu=b.tflops / peak if peak else None, peak_source=source))
+        found = measured.get(run.dtype)
+        if found is None or b.units == "TFLOP/s":  # a matmul is its own reference
+            out.append(b)
+        elif found.tflops is None:
+            out.append(replace(b, mfu=None, peak_source=found.source))
+        elif b.tflops > CEILING * found.tflops:
+            out.append(_flops_error(b, f"{CEILING_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
+                                       f"against {found.tflops:.4g}, {found.source})",
+                                    found.source))
+        elif b.tflops > found.tflops:
+            # A small matmul is no peak for a model that outruns it: no MFU above 100 %.
+            name = found.source.split(" in this run")[0]
+            out.append(replace(b, mfu=None, peak_source=(
+                f"{name} in this run is slower than this model: no MFU")))
+        else:
+            out.append(replace(b, mfu=b.tflops / found.tflops, peak_source=found.source))
     return tuple(out)
+
+
+def _flops_error(b: BenchSummary, why: str, source: str) -> BenchSummary:
+    """``b`` with its TFLOP/s and MFU withheld: past a physical ceiling, the FLOPs count or the
+    rate is wrong (a miscounted item, a timing without synchronisation), never a figure."""
+    return replace(b, tflops=None, mfu=None, peak_source=source, mfu_error=why)
 
 
 def summarize_runs(
