@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_dlbench.plugin.against_setup import AGAINST_AND_COMPARE, AgainstSetup
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.run import layout
@@ -25,13 +26,9 @@ from pytest_dlbench.suite import BenchSpec, ResolvedSuite, SystemConfig
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.xdist import WaveScheduling
-    from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.barrier import BarrierServer
 
 __all__ = ["AGAINST_AND_COMPARE", "ControllerSession"]
-
-AGAINST_AND_COMPARE = ("--bench-against and --bench-compare: use one (the first measures the "
-                       "base revision now, the second reads a file)")
 
 
 class _WorkerNode(Protocol):
@@ -58,8 +55,8 @@ class ControllerSession(BenchSession):
         self._barrier_server: BarrierServer | None = None
         #: xdist's scheduler, when the run is distributed (plugin/xdist.py).
         self._scheduler: WaveScheduling | None = None
-        #: Puts the SIGTERM handler back once the base worktree is removed (--bench-against).
-        self._restore_sigterm: Callable[[], None] | None = None
+        #: The base side of a paired run and its removal (--bench-against).
+        self._against_setup: AgainstSetup | None = None
         self._manifest_written = False
         self._readiness_said = False
 
@@ -170,44 +167,29 @@ class ControllerSession(BenchSession):
     # -- a paired run (--bench-against): the base revision's worktree ------------------------
 
     def _check_out_base(self, rev: str) -> None:
-        """Check ``rev`` out in a temporary worktree (removed when the session ends, whatever
-        ends it) and resolve its suites; one line and exit status 4 when that cannot be done."""
+        """Check ``rev`` out in a temporary worktree (plugin/against_setup.py: removed when the
+        session ends, whatever ends it) and resolve its suites; one line and exit status 4 when
+        that cannot be done."""
         from pytest_dlbench.errors import DlbenchError
-        from pytest_dlbench.run.against import AgainstError, BaseSide, find_repo, resolve_rev
 
         config = self.config
-        if config.getoption("bench_compare"):
-            raise pytest.UsageError(AGAINST_AND_COMPARE)
-        if config.option.collectonly:  # nothing runs: check the revision, make no worktree
-            try:
-                resolve_rev(find_repo(config.rootpath), rev)
-            except AgainstError as exc:
-                raise pytest.UsageError(str(exc)) from None
+        setup = AgainstSetup.check_out(config, rev)
+        if setup is None:  # --collect-only: the revision is checked, no worktree made
             return
+        self._against_setup = setup
+        self.against = setup.side
         try:
-            side = BaseSide.create(rev, Path(config.rootpath))
-        except AgainstError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        self.against = side
-        config.add_cleanup(self._remove_base)
-        self._restore_sigterm = _removal_on_exit(side)
-        try:
-            side.resolve(self.suites, self.options.overrides, self.selected_names)
+            setup.side.resolve(self.suites, self.options.overrides, self.selected_names)
         except DlbenchError as exc:
             self._remove_base()
             raise pytest.UsageError(str(exc)) from None
-        dirty = side.dirty_note()
-        for note in [*side.notes, *([dirty] if dirty else [])]:
+        for note in setup.warnings():
             config.issue_config_time_warning(pytest.PytestWarning(f"dlbench: {note}"),
                                              stacklevel=2)
 
     def _remove_base(self) -> None:
-        if self.against is not None:
-            self.against.remove()
-        restore = self._restore_sigterm
-        if restore is not None:
-            self._restore_sigterm = None
-            restore()
+        if self._against_setup is not None:
+            self._against_setup.remove()
 
     def make_run_dir(self) -> Path:
         return layout.make_run_dir(self.options.base, self.run_name)
@@ -271,29 +253,16 @@ class ControllerSession(BenchSession):
     def _write_base_manifest(self, specs: list[BenchSpec], facts: dict[str, Any]) -> None:
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and
         ``against.json`` (what the base is, the rounds and their order, the notes)."""
-        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
-        from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
-        from pytest_dlbench.run.against import round_order
-
-        side = self.against
-        assert side is not None
+        setup = self._against_setup
+        assert setup is not None
+        side = setup.side
         base_specs = [side.specs[s.name] for s in specs if s.name in side.specs]
         base_dir = layout.side_dir(self.run_dir(), "base")
         base_dir.mkdir(parents=True, exist_ok=True)
         layout.write_manifest(base_dir, self.run_name, base_specs,
                               facts={**facts, "commit": side.sha})
-        dirty = side.dirty_note()
-        layout.write_against(self.run_dir(), {
-            **side.to_dict(),
-            "rounds": self.options.repeat,
-            "order": "ABBA",
-            "first": [round_order(r)[0] for r in range(self.options.repeat)],
-            "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
-            "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
-            # Whether a benchmark's rounds stop once its verdict is clear (issue 26 item 4).
-            "design": FIXED if self.options.fixed_rounds else SEQUENTIAL,
-            "warnings": [*side.notes, *([dirty] if dirty else [])],
-        })
+        setup.write_against(self.run_dir(), rounds=self.options.repeat,
+                            fixed_rounds=self.options.fixed_rounds)
 
     # -- xdist ----------------------------------------------------------------------------------
 
@@ -378,33 +347,4 @@ class ControllerSession(BenchSession):
         if self._barrier_server is not None:
             self._barrier_server.close()
         self._remove_base()
-
-
-def _removal_on_exit(side: BaseSide) -> Callable[[], None] | None:
-    """The worktree goes also when the process ends without unconfiguring: at exit, and on
-    SIGTERM (a CI job cancelled), turned into the KeyboardInterrupt pytest handles as Ctrl-C
-    (Ctrl-C itself already is one). Only a SIGTERM handler nobody else set is replaced; the
-    returned function puts the previous one back."""
-    import atexit
-    import signal
-    import threading
-
-    atexit.register(side.remove)
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        return None
-
-    def interrupt(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills
-        raise KeyboardInterrupt("SIGTERM")
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-    def restore() -> None:
-        if signal.getsignal(signal.SIGTERM) is interrupt:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-    return restore
 

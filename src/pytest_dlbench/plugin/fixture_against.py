@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from pytest_dlbench.run.against import BaseSide
+if TYPE_CHECKING:  # imported when a run is paired: an ordinary test run loads no suite code
+    from pytest_dlbench.plugin.against_setup import AgainstSetup
 
 __all__ = ["FixtureAgainst", "child_stream"]
 
@@ -39,46 +39,27 @@ def child_stream() -> Path | None:
 class FixtureAgainst:
     """The base side of a fixture run and its rounds (made by :class:`.FixtureRuns`)."""
 
-    def __init__(self, config: pytest.Config, side: BaseSide, rounds: int) -> None:
-        self.config = config
-        self.side = side
+    def __init__(self, setup: AgainstSetup, rounds: int) -> None:
+        self.config = setup.config
+        self.setup = setup
+        self.side = setup.side
         self.rounds = rounds
 
     @classmethod
-    def create(cls, config: pytest.Config, rev: str) -> FixtureAgainst:
-        """Check ``rev`` out (removed when the session ends); a usage error when it cannot."""
+    def create(cls, config: pytest.Config, rev: str) -> FixtureAgainst | None:
+        """Check ``rev`` out (plugin/against_setup.py: removed when the session ends, on Ctrl-C
+        and on SIGTERM); None under ``--collect-only``; a usage error when it cannot."""
+        from pytest_dlbench.plugin.against_setup import AgainstSetup
         from pytest_dlbench.results.gate import ROUNDS
-        from pytest_dlbench.run.against import AgainstError, BaseSide
 
-        if config.getoption("bench_compare"):
-            from pytest_dlbench.plugin.controller import AGAINST_AND_COMPARE
-
-            raise pytest.UsageError(AGAINST_AND_COMPARE)
-        try:
-            side = BaseSide.create(rev, Path(config.rootpath))
-        except AgainstError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        config.add_cleanup(side.remove)
-        return cls(config, side, config.getoption("bench_rounds") or ROUNDS)
+        setup = AgainstSetup.check_out(config, rev)
+        if setup is None:
+            return None
+        return cls(setup, config.getoption("bench_rounds") or ROUNDS)
 
     def write_against(self, run_dir: Path) -> None:
-        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
-        from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
-        from pytest_dlbench.run import layout
-        from pytest_dlbench.run.against import round_order
-
-        layout.side_dir(run_dir, "base").mkdir(parents=True, exist_ok=True)
-        dirty = self.side.dirty_note()
-        layout.write_against(run_dir, {
-            **self.side.to_dict(),
-            "rounds": self.rounds,
-            "order": "ABBA",
-            "first": [round_order(r)[0] for r in range(self.rounds)],
-            "test": self.config.getoption("bench_paired_test") or PAIRED_TEST,
-            "rate": self.config.getoption("bench_paired_rate") or PAIRED_RATE,
-            "design": FIXED if self.config.getoption("bench_fixed_rounds") else SEQUENTIAL,
-            "warnings": [*self.side.notes, *([dirty] if dirty else [])],
-        })
+        self.setup.write_against(run_dir, rounds=self.rounds,
+                                 fixed_rounds=bool(self.config.getoption("bench_fixed_rounds")))
 
     def stopped(self, run_dir: Path, name: str, before: int) -> bool:
         """Whether the verdict of ``name`` is clear after its first ``before`` rounds (the

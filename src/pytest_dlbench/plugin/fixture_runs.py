@@ -149,24 +149,17 @@ class FixtureRuns:
         check_outputs(lambda dest: config.getoption(f"bench_{dest}"), cli=False)
 
     def _check_out_base(self, rev: str) -> None:
-        """``--bench-against``: the base revision's worktree (--collect-only: the revision is
-        checked, no worktree made)."""
+        """``--bench-against``: the base revision's worktree, removed however the session ends
+        (--collect-only: the revision is checked, no worktree made)."""
         config = self.config
         if getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("--bench-against runs the bench fixture's rounds from this "
                                     "process: leave -n out (or use --bench-suite)")
-        if config.option.collectonly:
-            from pytest_dlbench.run.against import AgainstError, find_repo, resolve_rev
-
-            try:
-                resolve_rev(find_repo(config.rootpath), rev)
-            except AgainstError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            return
         from pytest_dlbench.plugin.fixture_against import FixtureAgainst
 
-        self.paired = FixtureAgainst.create(config, rev)
-        self.against = self.paired.side
+        self.paired = FixtureAgainst.create(config, rev)  # plugin/against_setup.py
+        if self.paired is not None:
+            self.against = self.paired.side
 
     # -- the run directory (what BenchReporter reads) -------------------------------------------
 

@@ -1,0 +1,127 @@
+"""The set-up of ``--bench-against=REV``, one for both paths: a suite run
+(plugin/controller.py) and the ``bench`` fixture's run of your own tests
+(plugin/fixture_against.py).
+
+:meth:`AgainstSetup.check_out` refuses ``--bench-compare`` beside it, only checks the revision
+under ``--collect-only``, and otherwise checks REV out in a temporary worktree
+(run/against.py's :class:`~pytest_dlbench.run.against.BaseSide`) that is removed however the
+session ends: when pytest unconfigures, at exit, on Ctrl-C (pytest's KeyboardInterrupt) and on
+SIGTERM (a cancelled CI job), turned here into that same KeyboardInterrupt. Only SIGKILL leaves
+it behind; the next ``--bench-against`` removes it (``remove_stale_worktrees``).
+:func:`write_against` writes the run's ``against.json`` the same way for both.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from pytest_dlbench.run import layout
+from pytest_dlbench.run.against import AgainstError, BaseSide, find_repo, resolve_rev, round_order
+
+__all__ = ["AGAINST_AND_COMPARE", "AgainstSetup", "Removal", "write_against"]
+
+AGAINST_AND_COMPARE = ("--bench-against and --bench-compare: use one (the first measures the "
+                       "base revision now, the second reads a file)")
+
+
+class Removal:
+    """Removes ``side``'s worktree once, whenever it is called first: by pytest's clean-up, at
+    exit, or after SIGTERM interrupted the session as Ctrl-C does. Only a SIGTERM handler nobody
+    else set is replaced, and it is put back when the worktree is removed."""
+
+    def __init__(self, side: BaseSide) -> None:
+        self.side = side
+        self._handler: Callable[[int, FrameType | None], None] | None = None
+        atexit.register(self)
+        self._interrupt_on_sigterm()
+
+    def _interrupt_on_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals are the main thread's
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return  # someone else's handler: theirs to decide
+
+        def interrupt(signum: int, frame: FrameType | None) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills
+            raise KeyboardInterrupt("SIGTERM")
+
+        signal.signal(signal.SIGTERM, interrupt)
+        self._handler = interrupt
+
+    def __call__(self) -> None:
+        self.side.remove()  # safe to call twice, never raises
+        atexit.unregister(self)
+        handler, self._handler = self._handler, None
+        if handler is not None and signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class AgainstSetup:
+    """The base side of this session's paired run, and its removal."""
+
+    def __init__(self, config: pytest.Config, side: BaseSide) -> None:
+        self.config = config
+        self.side = side
+        self.remove = Removal(side)
+        config.add_cleanup(self.remove)
+
+    @classmethod
+    def check_out(cls, config: pytest.Config, rev: str) -> AgainstSetup | None:
+        """Check ``rev`` out in a temporary worktree; None under ``--collect-only`` (nothing
+        runs: the revision is checked, no worktree made). One line as a usage error (exit
+        status 4) when that cannot be done."""
+        if config.getoption("bench_compare"):
+            raise pytest.UsageError(AGAINST_AND_COMPARE)
+        try:
+            if config.option.collectonly:
+                resolve_rev(find_repo(config.rootpath), rev)
+                return None
+            side = BaseSide.create(rev, Path(config.rootpath))
+        except AgainstError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return cls(config, side)
+
+    def warnings(self) -> list[str]:
+        """What the user is told about the base side (and ``against.json`` keeps)."""
+        return _warnings(self.side)
+
+    def write_against(self, run_dir: Path, *, rounds: int, fixed_rounds: bool) -> None:
+        """``against.json``, with this session's paired test and rate."""
+        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+
+        option = self.config.getoption
+        write_against(self.side, run_dir, rounds=rounds,
+                      test=option("bench_paired_test") or PAIRED_TEST,
+                      rate=option("bench_paired_rate") or PAIRED_RATE, fixed_rounds=fixed_rounds)
+
+
+def _warnings(side: BaseSide) -> list[str]:
+    dirty = side.dirty_note()
+    return [*side.notes, *([dirty] if dirty else [])]
+
+
+def write_against(side: BaseSide, run_dir: Path, *, rounds: int, test: str, rate: str,
+                  fixed_rounds: bool) -> None:
+    """The base side's folder and ``against.json``: what the base is, the rounds and their
+    order, the paired test and rate, the design, the notes."""
+    from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
+
+    layout.side_dir(run_dir, "base").mkdir(parents=True, exist_ok=True)
+    layout.write_against(run_dir, {
+        **side.to_dict(),
+        "rounds": rounds,
+        "order": "ABBA",
+        "first": [round_order(r)[0] for r in range(rounds)],
+        "test": test,
+        "rate": rate,
+        # Whether a benchmark's rounds stop once its verdict is clear (issue 26 item 4).
+        "design": FIXED if fixed_rounds else SEQUENTIAL,
+        "warnings": _warnings(side),
+    })
