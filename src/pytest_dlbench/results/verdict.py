@@ -1,0 +1,397 @@
+"""The verdict core (issue 38): the one place that decides whether a benchmark (or the score)
+**regressed**, **improved**, is **unchanged** or **inconclusive**.
+
+Every mode only measures and hands this module an :class:`Evidence`: a saved baseline
+(results/compare.py with results/noise.py), a ``--bench-against`` run's pairs at its last look
+or an interim one (results/paired.py, results/sequential.py), confirmation reruns
+(results/confirm.py), a bisect step (results/probe.py) and a step of the history
+(results/changes.py). The :class:`Rule` (tolerance, alpha, the claim level of noisy rounds)
+decides and describes itself, so that the terminal, the HTML and the JSON say one text.
+
+**The rule** needs size *and* evidence: a ratio (candidate / reference, above 1 is faster)
+within ``1 ± tolerance`` is unchanged; beyond it, the change is claimed when its one-sided p is
+below alpha. The modes differ only in what their evidence can carry:
+
+- a saved baseline's evidence carries the noise between runs and sessions and the doubts of a
+  busy or unreliable side (results/noise.py): beyond the tolerance with a doubt, or slower
+  without the evidence, it is inconclusive; faster without it, unchanged (no improvement
+  claimed, and a faster reading is no sign of a regression);
+- a paired run's evidence carries its rounds' variance: where the rounds are so noisy that an
+  unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time
+  (:func:`reach`), a change is claimed only at that level; a slower ratio between it and alpha
+  is inconclusive, a faster one unchanged.
+
+Pure and light: no scipy, no numpy, no other module of results/ (everything imports this).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "ALPHA",
+    "CHANGED",
+    "CLAIM_ALPHA_SHARE",
+    "FAILED",
+    "FUTILITY_CONFIDENCE",
+    "IMPROVED",
+    "INCOMPARABLE",
+    "INCONCLUSIVE",
+    "NOT_HELD",
+    "REGRESSED",
+    "SAME",
+    "SUSPECT",
+    "TOLERANCE",
+    "UNCHANGED",
+    "UNSURE",
+    "Evidence",
+    "Reach",
+    "Rule",
+    "Verdict",
+    "check_levels",
+    "judge",
+    "judge_confirmation",
+    "judge_confirmed_score",
+    "judge_doubted",
+    "judge_doubted_score",
+    "judge_look",
+    "judge_probe",
+    "judge_score",
+    "judge_step",
+    "reach",
+    "repeats",
+]
+
+# -- the words, defined once ------------------------------------------------------------------
+REGRESSED = "regressed"
+IMPROVED = "improved"
+UNCHANGED = "unchanged"
+#: Beyond the tolerance, but the evidence cannot tell a change from noise.
+INCONCLUSIVE = "inconclusive"
+FAILED = "failed"  # no successful run on the candidate side, some on the reference side
+INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on either)
+#: The verdicts worth confirming (results/confirm.py): the gate fails on the first.
+SUSPECT = (REGRESSED, IMPROVED)
+#: A confirmed verdict that did not hold while the combined comparison still says it.
+NOT_HELD = INCONCLUSIVE
+#: A bisect step (results/probe.py): beyond the tolerance from GOOD, within it, or neither.
+CHANGED, SAME, UNSURE = "changed", "same", "unsure"
+
+#: Defaults of the rule (smallest change that counts; significance level), tuned with
+#: ``benchmarks/detection.py``: see docs/reports.md.
+TOLERANCE = 0.03
+ALPHA = 0.05
+#: The share of alpha at which a change is claimed where the tolerance band cannot keep an
+#: unchanged pair's false alarms down by itself: a noisy last look and every interim look of
+#: the sequential design (results/sequential.py, results/paired_noise.py's docstring).
+CLAIM_ALPHA_SHARE = 0.5
+#: The one-sided confidence of the sequential design's futility bound against a regression.
+FUTILITY_CONFIDENCE = 0.90
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict word and why, one line."""
+
+    word: str
+    reason: str
+
+
+def check_levels(tolerance: float, alpha: float) -> None:
+    """Refuse a tolerance or alpha no verdict can be made with (the options parse them in
+    results/gate.py; this guards the functions called directly)."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a comparison measured, the only input of a decision."""
+
+    ratio: float  # candidate / reference (above 1 is faster)
+    p: float | None  # one-sided, in the ratio's direction; None: nothing could be tested
+    ci: tuple[float, float] | None = None  # of the ratio, at 1 - 2 alpha
+    #: The variance of ln(ratio) the test assumed (paired rounds: the reach of their noise).
+    log_var: float | None = None
+    log_mean: float | None = None  # the mean log ratio behind that variance
+    noise: str = ""  # where the noise came from (a saved baseline: both sides, the drift)
+    paired: bool = False  # matched rounds (--bench-against), else a saved baseline
+    rounds: int = 0  # pairs behind a paired ratio
+    doubts: tuple[str, ...] = ()  # why a side's figure cannot carry a change (saved baseline)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How far the rounds' noise carries an unchanged pair: its standard error of the log
+    ratio (``se``) and the chance (``chance``) its ratio lands beyond the tolerance on the
+    side of the change."""
+
+    se: float
+    chance: float
+
+    def noisy(self, alpha: float, share: float = CLAIM_ALPHA_SHARE) -> bool:
+        """The band no longer keeps an unchanged pair beyond it to ``share`` of alpha."""
+        return self.chance > alpha * share
+
+    def describe(self, tolerance: float) -> str:
+        """``±4.7 % standard error, so an unchanged pair lands beyond ±3 % about 1 time in
+        4``."""
+        times = 1 / self.chance if self.chance > 0 else math.inf
+        return (f"±{100 * self.se:.1f} % standard error, so an unchanged pair lands beyond "
+                f"±{100 * tolerance:g} % about 1 time in {times:.0f}")
+
+
+def reach(ratio: float, log_var: float | None, tolerance: float) -> Reach | None:
+    """The reach of the rounds behind ``ratio``: ``Φ(-b / se)`` with ``b`` the tolerance on the
+    log scale in the change's direction; None without a variance."""
+    if log_var is None or not math.isfinite(log_var) or log_var <= 0:
+        return None
+    se = math.sqrt(log_var)
+    bound = -math.log1p(-tolerance) if ratio < 1 else math.log1p(tolerance)
+    return Reach(se, statistics.NormalDist().cdf(-bound / se))
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The decision: the tolerance, alpha and the share of alpha a noisy change needs."""
+
+    tolerance: float = TOLERANCE
+    alpha: float = ALPHA
+    claim_share: float = CLAIM_ALPHA_SHARE
+
+    @property
+    def claim_level(self) -> float:
+        """The p a change needs where the rounds are noisy, and at an interim look."""
+        return self.alpha * self.claim_share
+
+    def beyond(self, ratio: float) -> str | None:
+        """REGRESSED below ``1 - tolerance``, IMPROVED above ``1 + tolerance``, None within
+        (a ratio exactly at a bound is within): the size half of every verdict."""
+        if ratio < 1 - self.tolerance:
+            return REGRESSED
+        if ratio > 1 + self.tolerance:
+            return IMPROVED
+        return None
+
+    def describe(self, test: str, *, paired: bool, saved: bool) -> str:
+        """The rule the verdicts follow, one line (the terminal's, the HTML's and the JSON's):
+        ``test`` describes the statistical test (results/stats.py's table)."""
+        level = f"alpha {self.alpha:g}"
+        if paired:
+            level += (f", {self.claim_level:g} where the rounds are too noisy for the "
+                      "tolerance")
+        rule = (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
+                f"({test}, {level})")
+        if saved:
+            rule += ", inconclusive when beyond it without that evidence"
+        return rule + "; adj ratio: perf_adj, not judged"
+
+
+# -- a benchmark --------------------------------------------------------------------------------
+def _significance(ratio: float, p: float | None, rule: Rule) -> Verdict:
+    """Size and significance alone: the change when both say so, else unchanged and why."""
+    size = f"ratio {ratio:.3f}"
+    word = rule.beyond(ratio)
+    if word == REGRESSED:
+        beyond = f"{size} below {1 - rule.tolerance:.3f}"
+    elif word == IMPROVED:
+        beyond = f"{size} above {1 + rule.tolerance:.3f}"
+    else:
+        return Verdict(UNCHANGED, f"{size} not beyond ±{_percent(rule.tolerance)}")
+    if p is None:
+        return Verdict(UNCHANGED, f"{beyond}, but no test (too few samples)")
+    if p < rule.alpha:
+        return Verdict(word, f"{beyond} and significant (p {p:.3g} < alpha {rule.alpha:g})")
+    return Verdict(UNCHANGED,
+                   f"{beyond}, but not significant (p {p:.3g} >= alpha {rule.alpha:g})")
+
+
+def _noisy_rounds(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
+    """A paired change claimed at alpha, unless its rounds are noisy and its p above the
+    claim level: then a slower ratio is inconclusive, a faster one unchanged."""
+    if judged.word not in SUSPECT or found.p is None:
+        return judged
+    noise = reach(found.ratio, found.log_var, rule.tolerance)
+    if noise is None or not noise.noisy(rule.alpha, rule.claim_share) or \
+            found.p <= rule.claim_level:
+        return judged
+    why = (f"{judged.reason}, but the rounds are noisy ({noise.describe(rule.tolerance)}): a "
+           f"change needs p <= {rule.claim_level:g} at this noise")
+    if judged.word == IMPROVED:
+        return Verdict(UNCHANGED, f"{why}; no improvement claimed")
+    return Verdict(INCONCLUSIVE, why)
+
+
+def _between_runs(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
+    """A saved baseline's change beyond the tolerance: inconclusive with a doubt, or slower
+    without the evidence; unchanged faster without it."""
+    ratio, tol = found.ratio, rule.tolerance
+    if found.doubts:
+        return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tol:.0%}, but "
+                                     f"{'; '.join(found.doubts)}")
+    if judged.word in SUSPECT:
+        return judged
+    lo, hi = found.ci if found.ci is not None else (math.nan, math.nan)
+    p = found.p if found.p is not None else math.nan
+    if ratio > 1:  # faster without evidence: no improvement claimed, and no sign of a regression
+        return Verdict(UNCHANGED, f"ratio {ratio:.3f} beyond ±{tol:.0%} but not "
+                                  f"significant (p {p:.3g} >= alpha {rule.alpha:g}; interval "
+                                  f"[{lo:.3f}, {hi:.3f}]): no improvement claimed")
+    return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tol:.0%}, but its interval "
+                                 f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {p:.3g} >= "
+                                 f"alpha {rule.alpha:g}; between runs: {found.noise})")
+
+
+def judge(found: Evidence, rule: Rule) -> Verdict:
+    """A benchmark's verdict on its evidence (the module's docstring)."""
+    judged = _significance(found.ratio, found.p, rule)
+    if found.paired:
+        return _noisy_rounds(found, judged, rule)
+    if rule.beyond(found.ratio) is None:
+        return judged
+    return _between_runs(found, judged, rule)
+
+
+def judge_doubted(word: str, ratio: float | None, doubt: str | None) -> Verdict | None:
+    """A paired change whose figure is in doubt (load on one side's runs only): inconclusive;
+    None when the verdict stands."""
+    if word not in SUSPECT or doubt is None:
+        return None
+    return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f}, but {doubt}")
+
+
+# -- the score ----------------------------------------------------------------------------------
+def _score_significance(found: Evidence, weighted: Collection[str], rule: Rule) -> Verdict:
+    """The score's size and significance: its combined p, or a weighted benchmark's own
+    change in the same direction (a drop spread thinly is caught by the first, a drop in one
+    benchmark by the second)."""
+    combined = _significance(found.ratio, found.p, rule)
+    if combined.word != UNCHANGED:
+        return combined
+    direction = rule.beyond(found.ratio)
+    if direction is not None and direction in weighted:
+        bound = "below" if direction == REGRESSED else "above"
+        limit = 1 - rule.tolerance if direction == REGRESSED else 1 + rule.tolerance
+        return Verdict(direction, f"rate ratio {found.ratio:.3f} {bound} {limit:.3f} and a "
+                                  f"weighted benchmark {direction}")
+    return combined
+
+
+def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -> Verdict:
+    """The score's verdict on the weighted benchmarks' combined evidence (None: no weighted
+    benchmark scored on both sides) and their verdicts (``weighted``)."""
+    if found is None:
+        return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
+    score = _score_significance(found, weighted, rule)
+    if found.paired:
+        if score.word not in SUSPECT or score.word in weighted:
+            return score
+        noisy = _noisy_rounds(found, _significance(found.ratio, found.p, rule), rule)
+        return score if noisy.word == score.word else Verdict(noisy.word, f"rate {noisy.reason}")
+    if rule.beyond(found.ratio) is None:
+        return score
+    tol = rule.tolerance
+    if found.doubts:
+        return Verdict(INCONCLUSIVE, f"rate ratio {found.ratio:.3f} beyond ±{tol:.0%}, "
+                                     "but a weighted benchmark's figure is in doubt")
+    if score.word != UNCHANGED or found.ratio > 1:  # faster without evidence: unchanged
+        return score
+    return Verdict(INCONCLUSIVE, f"rate ratio {found.ratio:.3f} beyond ±{tol:.0%}, "
+                                 "but not significant")
+
+
+def judge_doubted_score(word: str, doubted: Sequence[str]) -> Verdict | None:
+    """A paired score that changed with a weighted benchmark's figure in doubt (``doubted``:
+    their names): inconclusive; None when it stands."""
+    if not doubted or word not in SUSPECT:
+        return None
+    return Verdict(INCONCLUSIVE, f"the score was {word}, but a weighted benchmark's figure is "
+                                 f"in doubt ({', '.join(doubted)})")
+
+
+# -- an interim look of the sequential design (results/sequential.py) --------------------------
+def _no_regression(found: Evidence, rule: Rule) -> bool:
+    """Whether the ratio's lower bound at :data:`FUTILITY_CONFIDENCE` is above
+    ``1 - tolerance`` (log scale, the normal quantile, the test's own variance)."""
+    log_var, log_mean = found.log_var, found.log_mean
+    if log_var is None or log_mean is None or not math.isfinite(log_var) or log_var < 0:
+        return False
+    z = statistics.NormalDist().inv_cdf(FUTILITY_CONFIDENCE)
+    return log_mean - z * math.sqrt(log_var) >= math.log(1 - rule.tolerance)
+
+
+def judge_look(found: Evidence | None, rule: Rule) -> str | None:
+    """The verdict at an interim look: REGRESSED or IMPROVED when the interval is clear of the
+    band, p at most the claim level and the rounds not noisy (at alpha itself); UNCHANGED when
+    the interval is inside the band or a regression is futile; None: more rounds."""
+    if found is None or found.ci is None or found.rounds < 2:
+        return None
+    low, high = found.ci
+    tol, p = rule.tolerance, found.p
+    sure = p is not None and p <= rule.claim_level
+    claim = None
+    if high < 1 - tol and sure and found.ratio < 1:
+        claim = REGRESSED
+    elif low > 1 + tol and sure and found.ratio > 1:
+        claim = IMPROVED
+    if claim is not None:
+        noise = reach(found.ratio, found.log_var, tol)
+        return claim if noise is None or not noise.noisy(rule.alpha, share=1.0) else None
+    if 1 - tol <= low and high <= 1 + tol:
+        return UNCHANGED
+    if found.ratio <= 1 + tol and _no_regression(found, rule):
+        return UNCHANGED
+    return None
+
+
+# -- confirmation reruns (results/confirm.py) ---------------------------------------------------
+def repeats(first: str, ratio: float | None, rule: Rule) -> bool:
+    """Whether one run's ratio repeats the first pass's suspicion ``first`` on its own."""
+    return ratio is not None and ratio > 0 and first in SUSPECT and rule.beyond(ratio) == first
+
+
+def judge_confirmation(first: str, combined: str, ratios: Sequence[float], rule: Rule) -> str:
+    """The verdict kept after the confirmation runs (``ratios``: each one's ratio): the first
+    pass's when none succeeded, or when every one repeats it and the combined comparison still
+    says it; else the combined verdict, or NOT_HELD where that still says the first."""
+    held = not ratios or (combined == first and all(repeats(first, r, rule) for r in ratios))
+    if held:
+        return first
+    return combined if combined != first else NOT_HELD
+
+
+def judge_confirmed_score(word: str, backed: bool, dropped: bool) -> str:
+    """The score's verdict once the benchmarks' are confirmed: a change only on the strength of
+    benchmarks whose verdict did not hold (``dropped``, none ``backed`` it) does not hold."""
+    if word not in SUSPECT:
+        return word
+    return NOT_HELD if dropped and not backed else word
+
+
+# -- a bisect step and a step of the history ----------------------------------------------------
+def judge_probe(word: str, found: Evidence, rule: Rule) -> str:
+    """A bisect step: CHANGED when the paired verdict claims a change, SAME when the whole
+    interval is within the tolerance, else UNSURE."""
+    if word in SUSPECT:
+        return CHANGED
+    ci = found.ci
+    if ci is not None and 1 - rule.tolerance <= ci[0] and ci[1] <= 1 + rule.tolerance:
+        return SAME
+    return UNSURE
+
+
+def judge_step(found: Evidence, rule: Rule) -> bool:
+    """Whether a step of a history series holds: its log ratio beyond the tolerance either way
+    (on the log scale, symmetric) and its two-sided p below alpha."""
+    log_ratio = found.log_mean if found.log_mean is not None else math.log(found.ratio)
+    p = found.p if found.p is not None else 1.0
+    return abs(log_ratio) >= math.log1p(rule.tolerance) - 1e-12 and p < rule.alpha

@@ -1,0 +1,380 @@
+"""The verdict core (results/verdict.py) decides every mode's verdict as the 15 functions it
+replaced did (issue 38, part 1).
+
+The ``old_*`` functions below are the old rule kept for this equivalence test only: their
+bodies are copied from results/stats.py, noise.py, paired_noise.py, sequential.py, confirm.py
+and probe.py at d023ee7, frozen. Generated evidence goes to both, and the words and reasons
+must be the same, a few hundred cases per mode.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_dlbench.results.verdict import (
+    CHANGED,
+    IMPROVED,
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    REGRESSED,
+    SAME,
+    UNCHANGED,
+    UNSURE,
+    Evidence,
+    Rule,
+    Verdict,
+    judge,
+    judge_confirmation,
+    judge_confirmed_score,
+    judge_doubted,
+    judge_doubted_score,
+    judge_look,
+    judge_probe,
+    judge_score,
+    judge_step,
+)
+
+CASES = settings(max_examples=400, deadline=None)
+
+
+# -- the old rule, frozen at d023ee7 (for this equivalence test only) ---------------------------
+def _old_percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def old_beyond_tolerance(ratio: float, tolerance: float) -> str | None:
+    if ratio < 1 - tolerance:
+        return REGRESSED
+    if ratio > 1 + tolerance:
+        return IMPROVED
+    return None
+
+
+def old_verdict(ratio: float, p: float | None, *, tolerance: float, alpha: float) -> Verdict:
+    size = f"ratio {ratio:.3f}"
+    word = old_beyond_tolerance(ratio, tolerance)
+    if word == REGRESSED:
+        beyond = f"{size} below {1 - tolerance:.3f}"
+    elif word == IMPROVED:
+        beyond = f"{size} above {1 + tolerance:.3f}"
+    else:
+        return Verdict(UNCHANGED, f"{size} not beyond ±{_old_percent(tolerance)}")
+    if p is None:
+        return Verdict(UNCHANGED, f"{beyond}, but no test (too few samples)")
+    if p < alpha:
+        return Verdict(word, f"{beyond} and significant (p {p:.3g} < alpha {alpha:g})")
+    return Verdict(UNCHANGED, f"{beyond}, but not significant (p {p:.3g} >= alpha {alpha:g})")
+
+
+def old_score_verdict(rate_ratio: float | None, p: float | None, weighted: Collection[str], *,
+                      tolerance: float, alpha: float) -> Verdict:
+    if rate_ratio is None:
+        return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
+    combined = old_verdict(rate_ratio, p, tolerance=tolerance, alpha=alpha)
+    if combined.word != UNCHANGED:
+        return combined
+    direction = old_beyond_tolerance(rate_ratio, tolerance)
+    if direction is not None and direction in weighted:
+        bound = "below" if direction == REGRESSED else "above"
+        limit = 1 - tolerance if direction == REGRESSED else 1 + tolerance
+        return Verdict(direction, f"rate ratio {rate_ratio:.3f} {bound} {limit:.3f} and a "
+                                  f"weighted benchmark {direction}")
+    return combined
+
+
+def old_judge(ratio: float, p: float, ci: tuple[float, float], noise: str,
+              doubt: Sequence[str], *, tolerance: float, alpha: float) -> Verdict:
+    """noise.judge (its Evidence unpacked: p, ci, noise)."""
+    judged = old_verdict(ratio, p, tolerance=tolerance, alpha=alpha)
+    if not old_beyond_tolerance(ratio, tolerance):
+        return judged
+    if doubt:
+        return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but "
+                                     f"{'; '.join(doubt)}")
+    if judged.word in (REGRESSED, IMPROVED):
+        return judged
+    lo, hi = ci
+    if ratio > 1:
+        return Verdict(UNCHANGED, f"ratio {ratio:.3f} beyond ±{tolerance:.0%} but not "
+                                  f"significant (p {p:.3g} >= alpha {alpha:g}; interval "
+                                  f"[{lo:.3f}, {hi:.3f}]): no improvement claimed")
+    return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but its interval "
+                                 f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {p:.3g} >= "
+                                 f"alpha {alpha:g}; between runs: {noise})")
+
+
+def old_saved_score_verdict(rate_ratio: float | None, p: float | None, weighted: Sequence[str],
+                            doubtful: bool, *, tolerance: float, alpha: float) -> Verdict:
+    """noise.saved_score_verdict (its p already in the ratio's direction)."""
+    score = old_score_verdict(rate_ratio, p, set(weighted), tolerance=tolerance, alpha=alpha)
+    if rate_ratio is None or not old_beyond_tolerance(rate_ratio, tolerance):
+        return score
+    if doubtful:
+        return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
+                                     "but a weighted benchmark's figure is in doubt")
+    if score.word != UNCHANGED or rate_ratio > 1:
+        return score
+    return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
+                                 "but not significant")
+
+
+def old_reach(ratio: float, log_var: float | None, tolerance: float
+              ) -> tuple[float, float] | None:
+    """paired_noise.reach: (se, chance)."""
+    if log_var is None or not math.isfinite(log_var) or log_var <= 0:
+        return None
+    se = math.sqrt(log_var)
+    bound = -math.log1p(-tolerance) if ratio < 1 else math.log1p(tolerance)
+    return se, statistics.NormalDist().cdf(-bound / se)
+
+
+def old_describe_reach(se: float, chance: float, tolerance: float) -> str:
+    times = 1 / chance if chance > 0 else math.inf
+    return (f"±{100 * se:.1f} % standard error, so an unchanged pair lands beyond "
+            f"±{100 * tolerance:g} % about 1 time in {times:.0f}")
+
+
+def old_paired_verdict(ratio: float, p: float | None, log_var: float | None, *,
+                       tolerance: float, alpha: float) -> Verdict:
+    judged = old_verdict(ratio, p, tolerance=tolerance, alpha=alpha)
+    if judged.word not in (REGRESSED, IMPROVED) or p is None:
+        return judged
+    level = alpha * 0.5
+    found = old_reach(ratio, log_var, tolerance)
+    if found is None or not found[1] > alpha * 0.5 or p <= level:
+        return judged
+    why = (f"{judged.reason}, but the rounds are noisy "
+           f"({old_describe_reach(*found, tolerance)}): a "
+           f"change needs p <= {level:g} at this noise")
+    if judged.word == IMPROVED:
+        return Verdict(UNCHANGED, f"{why}; no improvement claimed")
+    return Verdict(INCONCLUSIVE, why)
+
+
+def old_paired_score_verdict(rate_ratio: float | None, p: float | None, log_var: float | None,
+                             weighted: Collection[str], *, tolerance: float,
+                             alpha: float) -> Verdict:
+    score = old_score_verdict(rate_ratio, p, weighted, tolerance=tolerance, alpha=alpha)
+    if rate_ratio is None or score.word not in (REGRESSED, IMPROVED) or score.word in weighted:
+        return score
+    noisy = old_paired_verdict(rate_ratio, p, log_var, tolerance=tolerance, alpha=alpha)
+    return score if noisy.word == score.word else Verdict(noisy.word, f"rate {noisy.reason}")
+
+
+def old_judge_look(n: int, ratio: float, ci: tuple[float, float] | None, p: float | None,
+                   log_var: float | None, log_mean: float, *, tolerance: float,
+                   alpha: float) -> str | None:
+    """sequential.judge_look and _no_regression (its PairedStats unpacked)."""
+    if ci is None or n < 2:
+        return None
+    low, high = ci
+    level = alpha * 0.5
+    claim = None
+    if high < 1 - tolerance and p is not None and p <= level and ratio < 1:
+        claim = REGRESSED
+    elif low > 1 + tolerance and p is not None and p <= level and ratio > 1:
+        claim = IMPROVED
+    if claim is not None:
+        found = old_reach(ratio, log_var, tolerance)
+        return claim if found is None or not found[1] > alpha else None
+    if 1 - tolerance <= low and high <= 1 + tolerance:
+        return UNCHANGED
+    if ratio <= 1 + tolerance:
+        if log_var is None or not math.isfinite(log_var) or log_var < 0:
+            return None
+        z = statistics.NormalDist().inv_cdf(0.90)
+        if log_mean - z * math.sqrt(log_var) >= math.log(1 - tolerance):
+            return UNCHANGED
+    return None
+
+
+def old_repeats(first: str, rate: float | None, baseline: float, tolerance: float) -> bool:
+    if rate is None or not rate > 0 or not baseline > 0:
+        return False
+    ratio = rate / baseline
+    if first == REGRESSED:
+        return ratio < 1 - tolerance
+    if first == IMPROVED:
+        return ratio > 1 + tolerance
+    return False
+
+
+def old_decide(first: str, combined: str, ratios: Sequence[float], tolerance: float) -> str:
+    """confirm._decide's verdict."""
+    held = not ratios or (combined == first and all(
+        old_repeats(first, r, 1.0, tolerance) for r in ratios))
+    if held:
+        return first
+    return combined if combined != first else INCONCLUSIVE
+
+
+def old_confirmed_score(word: str, backed: bool, dropped: bool) -> str:
+    if word not in (REGRESSED, IMPROVED):
+        return word
+    return INCONCLUSIVE if dropped and not backed else word
+
+
+def old_probe_word(verdict: str, ci: tuple[float, float] | None, tolerance: float) -> str:
+    if verdict in (REGRESSED, IMPROVED):
+        return CHANGED
+    if ci is not None and 1 - tolerance <= ci[0] and ci[1] <= 1 + tolerance:
+        return SAME
+    return UNSURE
+
+
+def old_paired_doubt(word: str, ratio: float, doubt: str | None) -> Verdict | None:
+    """noise.paired_with_doubts's rule for one row."""
+    if word in (REGRESSED, IMPROVED) and doubt is not None:
+        return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f}, but {doubt}")
+    return None
+
+
+def old_step_holds(diff: float, p: float, tolerance: float, alpha: float) -> bool:
+    """changes.detect_steps: a step is weak (merged away) unless both hold."""
+    return not (abs(diff) < math.log1p(tolerance) - 1e-12 or p >= alpha)
+
+
+# -- generated evidence -------------------------------------------------------------------------
+TOLERANCES = st.sampled_from([0.0, 0.01, 0.03, 0.05, 0.1, 0.25])
+ALPHAS = st.sampled_from([0.01, 0.05, 0.1, 0.2])
+
+
+@st.composite
+def ratios(draw: st.DrawFn, tolerance: float) -> float:
+    """Ratios anywhere, and exactly at the bounds and just beside them."""
+    edge = st.sampled_from([1 - tolerance, 1 + tolerance, 1.0])
+    near = edge.map(lambda x: x * (1 + draw(st.sampled_from([-1e-9, 0.0, 1e-9]))))
+    return draw(st.one_of(st.floats(0.3, 2.0), near))
+
+
+@st.composite
+def ps(draw: st.DrawFn, alpha: float, optional: bool = True) -> float | None:
+    """p-values anywhere, at alpha and its half, and None (nothing tested)."""
+    exact = st.sampled_from([alpha, alpha * 0.5, 0.0, 1.0, 1 / 64, 1 / 128])
+    choices = [st.floats(0.0, 1.0), exact]
+    if optional:
+        choices.append(st.none())
+    return draw(st.one_of(*choices))
+
+
+LOG_VARS = st.one_of(st.none(), st.just(0.0), st.floats(1e-8, 0.2), st.just(math.inf))
+DOUBTS = st.lists(st.sampled_from(["the machine was busy during this run (1 of 1 runs: x)",
+                                   "the baseline's figure is unreliable (std 40%)"]),
+                  max_size=2)
+WORDS = st.sampled_from([REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE, "failed",
+                         "incomparable"])
+
+
+@st.composite
+def interval(draw: st.DrawFn, ratio: float) -> tuple[float, float]:
+    low = ratio * draw(st.floats(0.5, 1.0))
+    return low, ratio * draw(st.floats(1.0, 2.0))
+
+
+@CASES
+@given(st.data())
+def test_saved_baseline_benchmark(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
+    ratio = data.draw(ratios(tol))
+    p = data.draw(ps(alpha, optional=False))
+    assert p is not None
+    ci, doubts = data.draw(interval(ratio)), tuple(data.draw(DOUBTS))
+    noise = "this run 1 run at the default 8%, the baseline 3 runs"
+    old = old_judge(ratio, p, ci, noise, doubts, tolerance=tol, alpha=alpha)
+    new = judge(Evidence(ratio, p, ci, noise=noise, doubts=doubts), Rule(tol, alpha))
+    assert new == old
+
+
+@CASES
+@given(st.data())
+def test_saved_baseline_score(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
+    ratio = data.draw(st.one_of(st.none(), ratios(tol)))
+    p = data.draw(ps(alpha)) if ratio is not None else None
+    weighted = data.draw(st.lists(WORDS, max_size=3))
+    doubtful = data.draw(st.booleans())
+    old = old_saved_score_verdict(ratio, p, weighted, doubtful, tolerance=tol, alpha=alpha)
+    found = (Evidence(ratio, p, doubts=("in doubt",) if doubtful else ())
+             if ratio is not None else None)
+    assert judge_score(found, set(weighted), Rule(tol, alpha)) == old
+
+
+@CASES
+@given(st.data())
+def test_paired_benchmark(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
+    ratio, p, log_var = data.draw(ratios(tol)), data.draw(ps(alpha)), data.draw(LOG_VARS)
+    old = old_paired_verdict(ratio, p, log_var, tolerance=tol, alpha=alpha)
+    new = judge(Evidence(ratio, p, log_var=log_var, paired=True), Rule(tol, alpha))
+    assert new == old
+
+
+@CASES
+@given(st.data())
+def test_paired_score(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
+    ratio = data.draw(st.one_of(st.none(), ratios(tol)))
+    p, log_var = data.draw(ps(alpha)), data.draw(LOG_VARS)
+    weighted = set(data.draw(st.lists(WORDS, max_size=3)))
+    old = old_paired_score_verdict(ratio, p, log_var, weighted, tolerance=tol, alpha=alpha)
+    found = Evidence(ratio, p, log_var=log_var, paired=True) if ratio is not None else None
+    assert judge_score(found, weighted, Rule(tol, alpha)) == old
+
+
+@CASES
+@given(st.data())
+def test_paired_doubts(data: st.DataObject) -> None:
+    word, ratio = data.draw(WORDS), data.draw(st.floats(0.3, 2.0))
+    doubt = data.draw(st.one_of(st.none(), st.just("busy on one side")))
+    assert judge_doubted(word, ratio, doubt) == old_paired_doubt(word, ratio, doubt)
+    doubted = data.draw(st.lists(st.sampled_from(["a", "b"]), max_size=2))
+    new = judge_doubted_score(word, doubted)
+    assert (new is not None) == (bool(doubted) and word in (REGRESSED, IMPROVED))
+
+
+@CASES
+@given(st.data())
+def test_sequential_look(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES.filter(lambda t: t < 0.5)), data.draw(ALPHAS)
+    ratio = data.draw(ratios(tol))
+    ci = data.draw(st.one_of(st.none(), interval(ratio)))
+    n, p, log_var = data.draw(st.integers(0, 12)), data.draw(ps(alpha)), data.draw(LOG_VARS)
+    log_mean = math.log(ratio) + data.draw(st.floats(-0.05, 0.05))
+    old = old_judge_look(n, ratio, ci, p, log_var, log_mean, tolerance=tol, alpha=alpha)
+    found = Evidence(ratio, p, ci, log_var=log_var, log_mean=log_mean, paired=True, rounds=n)
+    assert judge_look(found, Rule(tol, alpha)) == old
+
+
+@CASES
+@given(st.data())
+def test_confirmation(data: st.DataObject) -> None:
+    tol = data.draw(TOLERANCES)
+    first, combined = data.draw(WORDS), data.draw(WORDS)
+    runs = data.draw(st.lists(st.one_of(ratios(tol), st.just(0.0), st.just(math.nan)),
+                              max_size=3))
+    assert judge_confirmation(first, combined, runs, Rule(tol)) == old_decide(first, combined,
+                                                                              runs, tol)
+    backed, dropped = data.draw(st.booleans()), data.draw(st.booleans())
+    assert judge_confirmed_score(first, backed, dropped) == old_confirmed_score(first, backed,
+                                                                                dropped)
+
+
+@CASES
+@given(st.data())
+def test_bisect_probe_and_history_step(data: st.DataObject) -> None:
+    tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
+    word, ratio = data.draw(WORDS), data.draw(ratios(tol))
+    ci = data.draw(st.one_of(st.none(), interval(ratio)))
+    assert judge_probe(word, Evidence(ratio, None, ci, paired=True), Rule(tol, alpha)) == \
+        old_probe_word(word, ci, tol)
+    diff = data.draw(st.one_of(st.floats(-0.5, 0.5),
+                               st.sampled_from([math.log1p(tol), -math.log1p(tol)])))
+    p = data.draw(ps(alpha, optional=False))
+    assert p is not None
+    assert judge_step(Evidence(math.exp(diff), p, log_mean=diff), Rule(tol, alpha)) == \
+        old_step_holds(diff, p, tol, alpha)
