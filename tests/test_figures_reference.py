@@ -62,6 +62,7 @@ def transformer_per_sequence(*, layers: int, width: int, tokens: int, mlp: float
     return per_token * tokens + 6 * extra_params * extra_tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "size"), [("resnet18", 64), ("resnet18", 96)])
 def test_vision_against_torchvisions_metadata(tmp_path: Path, name: str, size: int):
     from pytest_dlbench.workloads.vision import train
@@ -103,6 +104,7 @@ def test_the_lm_against_6n_plus_12lds_per_token(tmp_path: Path):
     assert per_token == pytest.approx(reference, rel=TOLERANCE)
 
 
+@pytest.mark.slow
 def test_timms_vit_against_the_transformer_formula(tmp_path: Path):
     pytest.importorskip("timm")
     from pytest_dlbench.workloads.timm_train import train
