@@ -19,14 +19,19 @@ from pytest_dlbench.loggers.base import (
     missing_logger,
     require,
 )
+from pytest_dlbench.loggers.mlflow_logger import run_params, run_tags
 from pytest_dlbench.loggers.sink import GuardedSink, log_run_dir
 from pytest_dlbench.loggers.source import (
     bench_metrics,
     flatten,
     manifest_facts,
-    read_bench_run,
+    profile_files,
+    read_run,
+    run_stats,
+    samples,
     session_facts,
     session_metrics,
+    step_series,
     telemetry_values,
 )
 from pytest_dlbench.loggers.tables import read_table, tabulate
@@ -34,46 +39,65 @@ from pytest_dlbench.results.evaluation import evaluate
 from pytest_dlbench.run.layout import check_run_dir
 
 
-def test_read_bench_run_keeps_every_observation(tmp_path: Path) -> None:
+def test_a_runs_series_keep_every_observation(tmp_path: Path) -> None:
     run_dir = write_run_dir(tmp_path)
     path = run_dir / "alpha.D0.data"
-    run = read_bench_run(path)
-    assert [(o.step, o.value) for o in run.observations] == stream_rates(path)
-    assert [o.warmup for o in run.observations][:4] == [True, True, True, False]
-    assert run.key == f"{RUN_NAME}/alpha.D0.data"
-    assert run.label == "alpha[D0]" and run.status == "ok" and run.ok
-    assert len(run.losses) == 15 and run.losses[3].step == 3
+    records, result = read_run(path)  # the product's readers of the stream
+    series = step_series(records)
+    observations = [p for p in series if p.key == "rate"]
+    assert [(o.step, o.value) for o in observations] == stream_rates(path)
+    assert [o.warmup for o in observations][:4] == [True, True, True, False]
+    assert result.label == "alpha[D0]" and result.status == "ok" and result.ok
+    losses = [p for p in series if p.key == "loss"]
+    assert len(losses) == 15 and losses[3].step == 3
     # A loss has no time of its own: it takes its step's observation's.
-    assert run.losses[3].time == run.observations[3].time
-    assert [p.key for p in run.regions] == ["region/forward"] * 3
-    assert run.regions[0].value == pytest.approx(0.05 * 1.04 / 5)
-    assert len(run.telemetry) == 3
-    assert run.telemetry[1].values["system/process_memory_usage_megabytes"] == 510.0
-    assert set(run.stats) >= {"run_rate", "peak_rss_bytes"}
-    assert [run.profile_name(p) for p in run.profile_files] == [
+    assert losses[3].time == observations[3].time
+    regions = [p for p in series if p.key.startswith("region/")]
+    assert [p.key for p in regions] == ["region/forward"] * 3
+    assert regions[0].value == pytest.approx(0.05 * 1.04 / 5)
+    assert [p.key for p in series] == ["rate"] * 15 + ["loss"] * 15 + ["region/forward"] * 3
+    telemetry = samples(records)
+    assert len(telemetry) == 3 and [s.index for s in telemetry] == [0, 1, 2]
+    assert telemetry[1].values["system/process_memory_usage_megabytes"] == 510.0
+    assert set(run_stats(result)) >= {"run_rate", "peak_rss_bytes"}
+    assert records.span is not None and records.span[0] <= observations[0].time
+    assert [name for name, _ in profile_files(path)] == [
         "nested/system.json", "speed.json", "time.csv"]
 
 
 def test_params_and_tags_of_a_run(tmp_path: Path) -> None:
-    run = read_bench_run(write_run_dir(tmp_path) / "beta.D0.R1.data")
-    params = run.params()
+    path = write_run_dir(tmp_path) / "beta.D0.R1.data"
+    records, result = read_run(path)
+    params = run_params(records, result)
     assert params["argv.--batch-size"] == "32"
     assert params["plan.method"] == "per_gpu"
     assert params["tags"] == "vision,small"
     assert params["weight"] == "1.0" and params["device"] == "0" and params["repeat"] == "1"
-    tags = run.tags()
+    assert "env" not in params and "voir.options.skip" not in params  # empty, and a copy
+    tags = run_tags(path, records, result)
     assert tags["status"] == "oom" and tags["reason"].startswith("out of memory")
-    assert tags["meta.host"] == "testhost" and tags["repeat"] == "1"
-    assert run.label == "beta[D0-R1]" and not run.ok
+    assert tags["host"] == "testhost" and tags["repeat"] == "1"
+    assert result.label == "beta[D0-R1]" and not result.ok
 
 
 def test_a_torn_stream_is_a_failed_run_with_what_it_measured(tmp_path: Path) -> None:
     path = write_stream(tmp_path / "runs" / "x.20260101-000000", "torn", status=None)
     with open(path, "a", encoding="utf-8") as f:
         f.write('{"event": "rate", "val')  # killed mid-record
-    run = read_bench_run(path)
-    assert run.status == "fail" and "no end record" in run.reason
-    assert len(run.observations) == 15
+    records, result = read_run(path)
+    assert result.status == "fail" and "no end record" in result.reason
+    assert len([p for p in step_series(records) if p.key == "rate"]) == 15
+
+
+def test_a_stream_corrupt_before_its_end_is_a_failed_run_with_nothing_to_send(
+    tmp_path: Path,
+) -> None:
+    path = write_stream(tmp_path / "runs" / "x.20260101-000000", "bad")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    records, result = read_run(path)
+    assert not result.ok and "corrupt stream" in result.reason
+    assert step_series(records) == [] and records.span is None
 
 
 def test_telemetry_names_follow_mlflow_system_metrics() -> None:

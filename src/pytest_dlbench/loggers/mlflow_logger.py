@@ -27,18 +27,25 @@ from typing import Any
 
 from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
 from pytest_dlbench.loggers.source import (
-    BenchRun,
     SessionFacts,
     bench_metrics,
-    read_bench_run,
+    flatten,
+    profile_files,
+    read_run,
+    run_spec,
+    run_stats,
+    samples,
     session_metrics,
+    step_series,
     stream_key,
 )
 from pytest_dlbench.loggers.tables import read_table
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
+from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.run.layout import json_safe
 
-__all__ = ["MlflowSink", "TAG", "resolve_tracking_uri"]
+__all__ = ["TAG", "MlflowSink", "resolve_tracking_uri", "run_params", "run_tags"]
 
 #: Our tags: ``dlbench.<name>``.
 TAG = "dlbench."
@@ -217,13 +224,15 @@ class MlflowSink:
             return
         if not Path(stream_path).is_file():  # an item that never started its benchmark
             return
-        run = read_bench_run(stream_path)
+        records, result = read_run(stream_path)
+        span = records.span
         with _calling_mlflow():
-            run_id = self._log_bench(run)
+            run_id = self._log_bench(Path(stream_path), records, result)
         self.run_ids[key] = run_id
-        self.bench_runs.setdefault(run.bench, []).append((run_id, run.end_time))
-        if run.end_time is not None:
-            self.end_time = max(self.end_time or run.end_time, run.end_time)
+        run_end = span[1] if span else None
+        self.bench_runs.setdefault(result.bench, []).append((run_id, run_end))
+        if run_end is not None:
+            self.end_time = max(self.end_time or run_end, run_end)
 
     def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         if self.skipped or self.client is None or self.parent_id is None:
@@ -326,40 +335,49 @@ class MlflowSink:
         for i in range(0, len(items), MAX_PARAMS_TAGS):
             self.client.log_batch(run_id, tags=items[i:i + MAX_PARAMS_TAGS], synchronous=True)
 
-    def _log_bench(self, run: BenchRun) -> str:
+    def _log_bench(self, stream: Path, records: RunRecords, result: RunResult) -> str:
         from mlflow.entities import Metric, Param
 
         assert self.facts is not None and self.parent_id is not None
-        tags = {f"{TAG}{k}": v for k, v in _run_tags(run).items()}
+        span = records.span
+        start, end_time = (span if span else (None, None))
+        tags = {f"{TAG}{k}": v for k, v in run_tags(stream, records, result).items()}
         tags.update({
-            KIND: "bench", KEY: run.key, SESSION: self.facts.run_name,
+            KIND: "bench", KEY: stream_key(stream), SESSION: self.facts.run_name,
             "mlflow.parentRunId": self.parent_id,
         })
-        if run.reason:
-            tags["mlflow.note.content"] = f"{run.status}: {run.reason}"
+        if result.reason:
+            tags["mlflow.note.content"] = f"{result.status}: {result.reason}"
         created = self.client.create_run(
-            self.experiment_id, start_time=_ms(run.start_time or self.facts.start_time),
-            tags=_tags(tags), run_name=run.label,
+            self.experiment_id, start_time=_ms(start or self.facts.start_time),
+            tags=_tags(tags), run_name=result.label,
         )
         run_id = created.info.run_id
-        params = [Param(_key(k), v[:MAX_PARAM_VALUE]) for k, v in _run_params(run).items()]
+        params = [Param(_key(k), v[:MAX_PARAM_VALUE])
+                  for k, v in run_params(records, result).items()]
         for i in range(0, len(params), MAX_PARAMS_TAGS):
             self.client.log_batch(run_id, params=params[i:i + MAX_PARAMS_TAGS], synchronous=True)
-        metrics = [Metric("rate", o.value, _ms(o.time), o.step) for o in run.observations]
-        metrics += [Metric(_key(p.key), p.value, _ms(p.time), p.step)
-                    for p in run.losses + run.regions]
-        for sample in run.telemetry:
+        metrics = [Metric(_key(p.key), p.value, _ms(p.time), p.step)
+                   for p in step_series(records)]
+        for sample in samples(records):
             metrics += [Metric(_key(k), v, _ms(sample.time), sample.index)
                         for k, v in sample.values.items()]
-        end = _ms(run.end_time or run.start_time or self.facts.start_time)
-        metrics += [Metric(_key(k), v, end, 0) for k, v in sorted(run.stats.items())]
+        end = _ms(end_time or start or self.facts.start_time)
+        metrics += [Metric(_key(k), v, end, 0) for k, v in sorted(run_stats(result).items())]
         self._metrics(run_id, metrics)
+        self._log_profile(run_id, stream)
+        self.client.set_terminated(run_id, "FINISHED" if result.ok else "FAILED", end_time=end)
+        return run_id
+
+    def _log_profile(self, run_id: str, stream: Path) -> None:
+        """The run's profile reports as artifacts, and each one that is a table once as a
+        table artifact."""
         tabled: set[str] = set()
         # A report is written twice (speed.csv and speed.json): one table of it, its CSV rows
         # (sorted first). A second log_table to one file would download the first to append
         # to it (a tqdm bar in the terminal) and double every row.
-        for path in sorted(run.profile_files, key=lambda p: (p.suffix.lower() != ".csv", p)):
-            name = run.profile_name(path)
+        files = sorted(profile_files(stream), key=lambda f: (f[1].suffix.lower() != ".csv", f[1]))
+        for name, path in files:
             folder = "/".join(["profile", *name.split("/")[:-1]])
             self.client.log_artifact(run_id, str(path), folder)
             stem = name.rsplit(".", 1)[0]
@@ -370,15 +388,16 @@ class MlflowSink:
                 tabled.add(stem)
                 self.client.log_table(run_id, data=table.as_columns(),
                                       artifact_file=f"profile_tables/{stem}.json")
-        self.client.set_terminated(run_id, "FINISHED" if run.ok else "FAILED", end_time=end)
-        return run_id
 
 
-def _run_params(run: BenchRun) -> dict[str, str]:
-    """The run's resolved spec as params, without empty values (``env: {}``, a ``repeat`` of
-    none) and without the copies the spec keeps for the runner (``voir.options.skip`` is
-    ``skip``)."""
-    params = run.params()
+def run_params(records: RunRecords, result: RunResult) -> dict[str, str]:
+    """The run's resolved spec flattened (``argv.--batch-size``, ``plan.method``, ``tags``,
+    ``weight``...) with ``device`` and ``repeat``, as params: without empty values (``env:
+    {}``, a ``repeat`` of none) and without the copies the spec keeps for the runner
+    (``voir.options.skip`` is ``skip``)."""
+    params = flatten(run_spec(records))
+    params["device"] = str(result.device)
+    params["repeat"] = "" if result.repeat is None else str(result.repeat)
     out = {}
     for key, value in params.items():
         if value == "":
@@ -390,13 +409,24 @@ def _run_params(run: BenchRun) -> dict[str, str]:
     return out
 
 
-def _run_tags(run: BenchRun) -> dict[str, str]:
+def run_tags(stream: Path, records: RunRecords, result: RunResult) -> dict[str, str]:
     """A nested run's own tags: its status and stream, and where it ran (host, device); the
     session run holds the machine's other facts once (``dlbench.machine.*``,
     ``dlbench.versions.*``)."""
-    tags = {k: v for k, v in run.tags().items() if not k.startswith("meta.") and v != ""}
+    tags = {
+        "bench": result.bench,
+        "device": str(result.device),
+        "status": str(result.status),
+        "reason": result.reason,
+        "stream": stream.name,
+        "units": result.units,
+    }
+    if result.repeat is not None:
+        tags["repeat"] = str(result.repeat)
+    tags = {k: v for k, v in tags.items() if v != ""}
+    meta = records.meta or {}
     for key in RUN_META_TAGS:
-        value = run.meta.get(key)
+        value = meta.get(key)
         if value not in (None, ""):
             tags[key] = str(value)
     return tags

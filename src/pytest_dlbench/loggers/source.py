@@ -1,8 +1,9 @@
-"""What the loggers send, read from a run directory: session facts, one run per stream, and
-the metrics of the saved summary (the run's :class:`~pytest_dlbench.results.evaluation.Evaluation`).
+"""What the loggers send, read from a run directory: session facts, the series of one run (from
+the product's readers of a stream: :class:`~pytest_dlbench.measure.records.RunRecords` and
+:class:`~pytest_dlbench.results.run_result.RunResult`), and the metrics of the saved summary
+(the run's :class:`~pytest_dlbench.results.evaluation.Evaluation`).
 
-The loggers read runs through this module only.
-Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by both loggers
+Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by the loggers
 so that MLflow and W&B get the same names and numbers.
 """
 
@@ -21,24 +22,28 @@ from typing import Any
 
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
-from pytest_dlbench.measure.stream import StreamError, read_stream
+from pytest_dlbench.measure.stream import StreamError
+from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import load_run, run_from_records
 from pytest_dlbench.run.layout import profile_dir, read_manifest, stream_paths
 
 __all__ = [
     "PROFILE_SUFFIXES",
-    "BenchRun",
-    "Observation",
-    "Point",
     "Sample",
     "SessionFacts",
+    "Step",
     "as_shown",
     "bench_metrics",
     "flatten",
     "manifest_facts",
-    "read_bench_run",
+    "profile_files",
+    "read_run",
+    "run_spec",
+    "run_stats",
+    "samples",
     "session_facts",
     "session_metrics",
+    "step_series",
     "stream_key",
     "streams",
     "telemetry_values",
@@ -221,132 +226,10 @@ def session_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-# -- one benchmark run ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Observation:
-    """One ``rate`` record: the benchmark's rate over one step."""
-
-    step: int
-    value: float
-    time: float  # UNIX seconds
-    warmup: bool
-
-
-@dataclass(frozen=True)
-class Point:
-    """A ``loss`` (key ``loss``) or a region's mean seconds per call (key ``region/<name>``)."""
-
-    key: str
-    step: int
-    value: float
-    time: float  # UNIX seconds: the record's own, else the time of the observation of its step
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One ``telemetry`` record, as ``system/...`` values (:func:`telemetry_values`)."""
-
-    index: int
-    time: float
-    elapsed: float | None
-    values: Mapping[str, float]
-
-
-@dataclass(frozen=True)
-class BenchRun:
-    """One stream file: one run of a benchmark on a device (and repeat)."""
-
-    stream: Path
-    key: str  # "<run dir name>/<stream file name>": stable across sessions and machines
-    bench: str
-    device: int
-    repeat: int | None
-    label: str  # the pytest item id: name[D0], name[D0-R1]
-    spec: Mapping[str, Any]
-    meta: Mapping[str, Any]
-    status: str  # the scored status: "ok" only when the run counts
-    reason: str
-    units: str
-    start_time: float | None
-    end_time: float | None
-    observations: tuple[Observation, ...]
-    losses: tuple[Point, ...]
-    regions: tuple[Point, ...]
-    telemetry: tuple[Sample, ...]
-    stats: Mapping[str, float]  # run_rate and the run's peak memory, energy, GPU load
-    profile_files: tuple[Path, ...] = ()
-    profile_root: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def params(self) -> dict[str, str]:
-        """The resolved spec flattened (``argv.--batch-size``, ``plan.method``, ``tags``,
-        ``weight``...), plus ``device`` and ``repeat``."""
-        params = flatten(self.spec)
-        params["device"] = str(self.device)
-        params["repeat"] = "" if self.repeat is None else str(self.repeat)
-        return params
-
-    def tags(self) -> dict[str, str]:
-        """Status, reason, where it ran (``meta.*``) and which stream it is."""
-        tags = {
-            "bench": self.bench,
-            "device": str(self.device),
-            "status": self.status,
-            "reason": self.reason,
-            "stream": self.stream.name,
-            "units": self.units,
-        }
-        if self.repeat is not None:
-            tags["repeat"] = str(self.repeat)
-        meta = {k: v for k, v in self.meta.items() if k not in ("event", "time", "pid")}
-        tags.update(flatten(meta, prefix="meta."))
-        return tags
-
-    def profile_name(self, path: Path) -> str:
-        """A profile file's path relative to its ``.profile`` folder (posix)."""
-        if self.profile_root is None:
-            return path.name
-        return path.relative_to(self.profile_root).as_posix()
-
-
 def stream_key(path: str | PathLike[str]) -> str:
     """``<run dir name>/<stream file name>``: what identifies a run in a tracking server."""
     path = Path(path)
     return f"{path.parent.name}/{path.name}"
-
-
-def _real_dir(folder: Path) -> bool:
-    """``folder`` is a directory itself, not a symbolic link to one."""
-    try:
-        return stat.S_ISDIR(folder.lstat().st_mode)
-    except OSError:
-        return False
-
-
-def _profile_files(folder: Path) -> tuple[Path, ...]:
-    """The files of a run's profile folder that are uploaded: regular files inside the run
-    directory only. No symbolic link is followed (to a file or to a folder, the profile folder
-    itself included): a link planted in a run directory cannot send what it points at (a key
-    in the home directory) to a tracking server."""
-    if not _real_dir(folder):
-        return ()
-    run_dir = os.path.realpath(folder.parent)
-    if not os.path.realpath(folder).startswith(run_dir + os.sep):
-        return ()
-    found = []
-    for where, _dirs, names in os.walk(folder, followlinks=False):
-        for name in names:
-            path = Path(where) / name
-            try:
-                regular = stat.S_ISREG(path.lstat().st_mode)
-            except OSError:
-                continue
-            if regular and path.suffix.lower() in PROFILE_SUFFIXES:
-                found.append(path)
-    return tuple(sorted(found))
 
 
 def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
@@ -383,50 +266,79 @@ def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def read_bench_run(path: str | PathLike[str]) -> BenchRun:
-    """Read one stream (complete, or torn by a crash) into what the loggers send."""
-    path = Path(path)
+# -- one benchmark run: the product's readers, and the series the loggers send ---------------
+def read_run(path: str | PathLike[str]) -> tuple[RunRecords, RunResult]:
+    """One stream (complete, or torn by a crash): its records and its scored run, read by the
+    product's readers (a stream corrupt before its last line: no records, a failed run)."""
     try:
-        run = RunRecords.of(read_stream(path))
-        result = run_from_records(run, path=path)
+        records = RunRecords.read(path)
     except StreamError:
-        run = RunRecords()
-        result = load_run(path)  # a failed run with the corrupt-stream reason
-    config = run.config or {}
-    meta = run.meta or {}
-    observations: list[Observation] = []
-    losses: list[tuple[int, float]] = []
-    regions: list[tuple[str, int, float, float | None]] = []
-    samples: list[Sample] = []
-    times = [t for t in (_num(record.get("time")) for record in run) if t is not None]
-    for record in run.rates:
-        value = _num(record.get("value"))
-        if value is not None:
-            observations.append(Observation(
-                step=int(record.get("step") or 0), value=value,
-                time=_num(record.get("time")) or 0.0, warmup=bool(record.get("warmup")),
-            ))
-    for record in run.losses:
-        value = _num(record.get("value"))
-        if value is not None:
-            losses.append((int(record.get("step") or 0), value))
-    for record in run.regions:
-        count, seconds = _num(record.get("count")), _num(record.get("seconds"))
-        if count and seconds is not None:
-            regions.append((f"region/{record.get('key')}", int(record.get("step") or 0),
-                            seconds / count, _num(record.get("time"))))
-    for record in run.telemetry:
-        t = _num(record.get("time"))
-        if t is not None:
-            samples.append(Sample(index=len(samples), time=t, elapsed=_num(record.get("elapsed")),
-                                  values=telemetry_values(record)))
-    start = min(times) if times else None
-    end = max(times) if times else None
-    step_time = {o.step: o.time for o in observations}
+        return RunRecords(), load_run(path)  # the failed run with the corrupt-stream reason
+    return records, run_from_records(records, path=path)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One value sent against the benchmark's step: an observation (key ``rate``), a ``loss``
+    or a region's mean seconds per call (``region/<name>``)."""
+
+    key: str
+    step: int
+    value: float
+    time: float  # UNIX seconds: the record's own, else the time of the observation of its step
+    warmup: bool = False  # a warm-up observation (rates only)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One ``telemetry`` record, as ``system/...`` values (:func:`telemetry_values`)."""
+
+    index: int
+    time: float
+    elapsed: float | None
+    values: Mapping[str, float]
+
+
+def step_series(records: RunRecords) -> list[Step]:
+    """Every observation (warm-up included), then the losses and the regions, in stream order.
+    A loss or region without a time of its own takes its step's observation's, else the run's
+    last time."""
+    rates = [Step("rate", int(r.get("step") or 0), value, _num(r.get("time")) or 0.0,
+                  bool(r.get("warmup")))
+             for r in records.rates if (value := _num(r.get("value"))) is not None]
+    step_time = {o.step: o.time for o in rates}
+    span = records.span
+    last = span[1] if span else 0.0
 
     def when(step: int, own: float | None = None) -> float:
-        return own if own is not None else step_time.get(step, end or 0.0)
+        return own if own is not None else step_time.get(step, last)
 
+    losses = [Step("loss", step, value, when(step))
+              for r in records.losses
+              if (value := _num(r.get("value"))) is not None
+              for step in (int(r.get("step") or 0),)]
+    regions = []
+    for r in records.regions:
+        count, seconds = _num(r.get("count")), _num(r.get("seconds"))
+        if count and seconds is not None:
+            step = int(r.get("step") or 0)
+            regions.append(Step(f"region/{r.get('key')}", step, seconds / count,
+                                when(step, _num(r.get("time")))))
+    return rates + losses + regions
+
+
+def samples(records: RunRecords) -> list[Sample]:
+    """The monitor's samples that have a time, numbered in order."""
+    out: list[Sample] = []
+    for record in records.telemetry:
+        t = _num(record.get("time"))
+        if t is not None:
+            out.append(Sample(len(out), t, _num(record.get("elapsed")), telemetry_values(record)))
+    return out
+
+
+def run_stats(result: RunResult) -> dict[str, float]:
+    """The run's own numbers: ``run_rate`` and its peak memory, energy and GPU load."""
     stats: dict[str, float] = {}
     if result.rate is not None:
         stats["run_rate"] = float(result.rate)
@@ -434,30 +346,45 @@ def read_bench_run(path: str | PathLike[str]) -> BenchRun:
         value = _num(result.telemetry.get(key))
         if value is not None:
             stats[key] = value
-    folder = profile_dir(path)
-    spec = dict(config.get("spec") or {})
-    return BenchRun(
-        stream=path,
-        key=stream_key(path),
-        bench=result.bench,
-        device=result.device,
-        repeat=result.repeat,
-        label=result.label,
-        spec=spec,
-        meta=dict(meta),
-        status=str(result.status),  # plain text: wandb writes a str enum by its name
-        reason=result.reason,
-        units=result.units,
-        start_time=start,
-        end_time=end,
-        observations=tuple(observations),
-        losses=tuple(Point("loss", s, v, when(s)) for s, v in losses),
-        regions=tuple(Point(k, s, v, when(s, t)) for k, s, v, t in regions),
-        telemetry=tuple(samples),
-        stats=stats,
-        profile_files=_profile_files(folder),
-        profile_root=folder if _real_dir(folder) else None,
-    )
+    return stats
+
+
+def run_spec(records: RunRecords) -> dict[str, Any]:
+    """The resolved spec the run's ``config`` record holds."""
+    return dict((records.config or {}).get("spec") or {})
+
+
+def _real_dir(folder: Path) -> bool:
+    """``folder`` is a directory itself, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(folder.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def profile_files(stream: str | PathLike[str]) -> list[tuple[str, Path]]:
+    """The files of a run's profile folder that are uploaded, as (their path in the folder,
+    posix; the file): regular files inside the run directory only. No symbolic link is followed
+    (to a file or to a folder, the profile folder itself included): a link planted in a run
+    directory cannot send what it points at (a key in the home directory) to a tracking
+    server."""
+    folder = profile_dir(stream)
+    if not _real_dir(folder):
+        return []
+    run_dir = os.path.realpath(folder.parent)
+    if not os.path.realpath(folder).startswith(run_dir + os.sep):
+        return []
+    found = []
+    for where, _dirs, names in os.walk(folder, followlinks=False):
+        for name in names:
+            path = Path(where) / name
+            try:
+                regular = stat.S_ISREG(path.lstat().st_mode)
+            except OSError:
+                continue
+            if regular and path.suffix.lower() in PROFILE_SUFFIXES:
+                found.append(path)
+    return [(path.relative_to(folder).as_posix(), path) for path in sorted(found)]
 
 
 # -- helpers ----------------------------------------------------------------------------------

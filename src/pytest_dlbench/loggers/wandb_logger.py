@@ -28,18 +28,24 @@ from typing import Any
 from pytest_dlbench.errors import one_line
 from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
-    BenchRun,
     SessionFacts,
     as_shown,
     bench_metrics,
-    read_bench_run,
+    profile_files,
+    read_run,
+    run_spec,
+    run_stats,
+    samples,
     session_metrics,
+    step_series,
 )
 from pytest_dlbench.loggers.source import stream_key as _stream_key
 from pytest_dlbench.loggers.tables import Table, read_table
 from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
+from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
-from pytest_dlbench.run.layout import json_safe
+from pytest_dlbench.results.run_result import RunResult
+from pytest_dlbench.run.layout import json_safe, profile_dir
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
 
@@ -52,7 +58,7 @@ def run_id_for(key: str) -> str:
     return "dlb" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:21]
 
 
-def history_rows(run: BenchRun) -> list[dict[str, Any]]:
+def history_rows(records: RunRecords) -> list[dict[str, Any]]:
     """The W&B history of a run, one row per stream record, in time order.
 
     ``rate`` (with ``warmup`` 0/1), ``loss`` and ``region/<name>`` rows carry ``bench_step``
@@ -60,12 +66,11 @@ def history_rows(run: BenchRun) -> list[dict[str, Any]]:
     ``elapsed`` (seconds since the monitor started: theirs). Every row has ``time`` (UNIX s).
     """
     rows: list[tuple[float, int, dict[str, Any]]] = []
-    for o in run.observations:
-        rows.append((o.time, len(rows), {"rate": o.value, "warmup": int(o.warmup),
-                                         "bench_step": o.step, "time": o.time}))
-    for p in run.losses + run.regions:
-        rows.append((p.time, len(rows), {p.key: p.value, "bench_step": p.step, "time": p.time}))
-    for s in run.telemetry:
+    for p in step_series(records):
+        warmup = {"warmup": int(p.warmup)} if p.key == "rate" else {}
+        rows.append((p.time, len(rows), {p.key: p.value, **warmup, "bench_step": p.step,
+                                         "time": p.time}))
+    for s in samples(records):
         row: dict[str, Any] = dict(s.values)
         row["time"] = s.time
         if s.elapsed is not None:
@@ -133,8 +138,8 @@ class WandbSink:
             return
         per_bench = bench_metrics(evaluation.saved_summary)
         for path in self.pending:
-            run = read_bench_run(path)
-            self._log_bench(run, per_bench.get(run.bench, {}))
+            records, result = read_run(path)
+            self._log_bench(path, records, result, per_bench.get(result.bench, {}))
         self._log_session(evaluation, artifacts)
         if self.skipped:
             self.echo(f"dlbench: wandb: {len(self.skipped)} run(s) of "
@@ -183,47 +188,57 @@ class WandbSink:
         run.finish(exit_code=exit_code)
         self.active = None
 
-    def _log_bench(self, run: BenchRun, bench: Mapping[str, float]) -> None:
-        run_id = run_id_for(run.key)
+    def _log_bench(self, stream: Path, records: RunRecords, result: RunResult,
+                   bench: Mapping[str, float]) -> None:
+        key = _stream_key(stream)
+        run_id = run_id_for(key)
         if self._already_logged(run_id):
             self.skipped.append(run_id)
             return
-        tags = [t[:_MAX_TAG] for t in (run.bench, run.status, *(run.spec.get("tags") or []))]
-        config = {**run.spec, "device": run.device, "repeat": run.repeat,
-                  "meta": {k: v for k, v in run.meta.items() if k != "event"},
-                  "stream": run.stream.name, "dlbench_key": run.key}
-        wb = self._init(run_id, name=run.label, job_type="bench", tags=tags,
+        spec = run_spec(records)
+        status = str(result.status)  # plain text: wandb writes a str enum by its name
+        tags = [t[:_MAX_TAG] for t in (result.bench, status, *(spec.get("tags") or []))]
+        config = {**spec, "device": result.device, "repeat": result.repeat,
+                  "meta": {k: v for k, v in (records.meta or {}).items() if k != "event"},
+                  "stream": stream.name, "dlbench_key": key}
+        wb = self._init(run_id, name=result.label, job_type="bench", tags=tags,
                         config=json_safe(config))
         if not (wb.resumed and wb.starting_step > 0):  # online and already there: keep it
             for axis in ("bench_step", "elapsed", "time"):
                 wb.define_metric(axis, summary="none")
             wb.define_metric("warmup", step_metric="bench_step", summary="none")
-            for key in ("rate", "loss", "region/*"):
-                wb.define_metric(key, step_metric="bench_step")
+            for metric in ("rate", "loss", "region/*"):
+                wb.define_metric(metric, step_metric="bench_step")
             wb.define_metric("system/*", step_metric="elapsed")
-            rows = history_rows(run)
+            rows = history_rows(records)
             for step, row in enumerate(rows):
                 wb.log(row, step=step)
-            tables = {}
-            for path in run.profile_files:
-                table = read_table(path)
-                name = run.profile_name(path).rsplit(".", 1)[0]
-                if table is not None and table.columns:
-                    try:
-                        tables[f"profile/{name}"] = self._table(table)
-                    except (TypeError, ValueError) as exc:  # the file is still uploaded
-                        self.echo(f"dlbench: wandb: {run.label}: {run.profile_name(path)} not "
-                                  f"logged as a table: {one_line(exc)}")
-                if run.profile_root is not None and self.mode != "disabled":
-                    _copy_into(wb, path, path.relative_to(run.profile_root.parent))
+            tables = self._profile(wb, stream, result.label)
             if tables:
                 wb.log(tables, step=len(rows))
         wb.summary.update({
-            **run.stats, **bench, "status": run.status, "reason": run.reason,
-            "units": run.units,
+            **run_stats(result), **bench, "status": status, "reason": result.reason,
+            "units": result.units,
         })
-        self._finish(wb, 0 if run.ok else 1)
+        self._finish(wb, 0 if result.ok else 1)
         self.logged.append(run_id)
+
+    def _profile(self, wb: Any, stream: Path, label: str) -> dict[str, Any]:
+        """The run's profile reports into its files, and those that are tables as
+        ``wandb.Table`` s (``profile/<name>``) to log."""
+        tables = {}
+        folder = profile_dir(stream).name
+        for name, path in profile_files(stream):
+            table = read_table(path)
+            if table is not None and table.columns:
+                try:
+                    tables[f"profile/{name.rsplit('.', 1)[0]}"] = self._table(table)
+                except (TypeError, ValueError) as exc:  # the file is still uploaded
+                    self.echo(f"dlbench: wandb: {label}: {name} not logged as a table: "
+                              f"{one_line(exc)}")
+            if self.mode != "disabled":
+                _copy_into(wb, path, Path(folder) / name)
+        return tables
 
     def _log_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         summary = evaluation.saved_summary

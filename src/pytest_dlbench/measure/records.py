@@ -10,6 +10,7 @@ order, so that a reader asks for what it needs instead of writing its own
     run.telemetry, run.monitor             # the monitor's samples and how it sampled
     run.profile_steps, run.profile_start   # the profiled window (profile/window.py)
     run.kind(Event.COMPILE)                # any kind, unknown ones included
+    run.span                               # the first and last time of any record
 
 Which record of a kind that appears more than once counts is decided here, once: ``end`` is the
 last one (the parent appends one after a child killed before its own), ``monitor`` the first
@@ -113,6 +114,13 @@ class RunRecords:
         if self._rates_apart:
             return itertools.chain(self.records, self.rates)
         return iter(self.records)
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """The first and last ``time`` of any record (UNIX seconds); None when none has one."""
+        times = [float(t) for r in self if isinstance(t := r.get("time"), int | float)
+                 and not isinstance(t, bool)]
+        return (min(times), max(times)) if times else None
 
     # -- one record each -----------------------------------------------------------------------
     @property
