@@ -26,9 +26,9 @@ __all__ = ["CEILING", "PEAKS", "PEAK_AGREEMENT", "MeasuredPeak", "dtype_of", "st
 #: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
 #: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
 CEILING = 1.5
-#: The fastest third of the matmul's steps must agree within this ratio (slowest / fastest).
+#: The matmul's fastest steps must agree within this ratio (slowest / fastest).
 PEAK_AGREEMENT = 0.8
-#: Steps the fastest third needs at least.
+#: The fastest steps the peak is the median of.
 PEAK_STEPS = 3
 
 #: (name fragment, {dtype: dense TFLOP/s}); the first fragment found in the device name wins,
@@ -107,10 +107,10 @@ class MeasuredPeak:
 
 def stable_peak(step_tflops: Sequence[float], name: str) -> MeasuredPeak:
     """The peak of a matmul benchmark ``name`` from its steady steps' TFLOP/s: the median of its
-    fastest third, when that third holds :data:`PEAK_STEPS` steps or more and they agree within
-    :data:`PEAK_AGREEMENT`; else no peak, and why."""
+    :data:`PEAK_STEPS` fastest, when it has that many and they agree within
+    :data:`PEAK_AGREEMENT` (one fast outlier is no peak); else no peak, and why."""
     steps = sorted((v for v in step_tflops if v > 0), reverse=True)
-    top = steps[: max(PEAK_STEPS, len(steps) // 3)]
+    top = steps[:PEAK_STEPS]
     if len(top) < PEAK_STEPS:
         return MeasuredPeak(None, f"{name} in this run has {len(steps)} steady steps, too few "
                                   f"for a peak: no MFU")
