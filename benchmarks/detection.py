@@ -38,7 +38,7 @@ from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.stats import REGRESSED
+from pytest_dlbench.results.verdict import REGRESSED
 
 TARGETS = {10: 0.95, 5: 0.80}  # slowdown % -> minimum detection rate
 FALSE_ALARMS = 0.05  # maximum rate of "regressed" at 0 %

@@ -9,7 +9,7 @@ the shared 2-core VM: with probability ``SPELL_P`` a run has a spell at half spe
 The candidate's steps are ``1 - change`` of the base's.
 
 Each trial is judged twice on the same rounds: the fixed design (every round, the quantile
-test's verdict at the last, by the product's rule: results/paired_noise.paired_verdict) and
+test's verdict at the last, by the product's rule: results/verdict.judge) and
 the sequential one (results/sequential.first_stop, a look after every round from 4, the same
 rule at its last look). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %:
 detection), "inconclusive" ones (rounds too noisy for the tolerance) and the mean rounds of
@@ -33,14 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_dlbench.results import gate, sequential
-from pytest_dlbench.results.paired_noise import paired_verdict
-from pytest_dlbench.results.stats import (
-    BOOTSTRAPS,
-    INCONCLUSIVE,
-    PERMUTATIONS,
-    REGRESSED,
-    PairedStats,
-)
+from pytest_dlbench.results.stats import BOOTSTRAPS, PERMUTATIONS, PairedStats
+from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED, Rule, judge
 
 #: The noise kinds of the cells: (name, run-to-run spread, spells on). "7 % in spells" is a
 #: 3 % spread plus the half-speed spells: ~7 % within a round by gate_power's figure (of the
@@ -138,7 +132,7 @@ def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.T
 
     def final(s: PairedStats | None) -> str:
         assert s is not None
-        return paired_verdict(s.ratio, s.p, s.log_var, tolerance=tolerance, alpha=alpha).word
+        return judge(s.evidence(), Rule(tolerance, alpha)).word
 
     found = sequential.first_stop(look_at, rounds, final=final, tolerance=tolerance,
                                   alpha=alpha)

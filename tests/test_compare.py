@@ -12,7 +12,8 @@ from pytest_dlbench.results.baseline import load_summary, save_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE, parse_tolerance
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import (
+from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.verdict import (
     FAILED,
     IMPROVED,
     INCOMPARABLE,
@@ -20,7 +21,6 @@ from pytest_dlbench.results.stats import (
     REGRESSED,
     UNCHANGED,
 )
-from pytest_dlbench.results.summary import SuiteSummary
 
 NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs
 QUIET = (-0.001, 0.001, -0.0005, 0.0005, 0.0)  # ±0.1 %

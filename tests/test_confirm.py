@@ -25,9 +25,9 @@ from pytest_dlbench.results.confirm import (
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
 from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import IMPROVED, UNCHANGED
-from pytest_dlbench.results.stats import REGRESSED as REGRESSED_WORD
 from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.verdict import IMPROVED, UNCHANGED
+from pytest_dlbench.results.verdict import REGRESSED as REGRESSED_WORD
 
 TOL, ALPHA = 0.03, 0.05
 BETWEEN = (-0.004, 0.004, 0.0)  # a quiet machine: ±0.4 % between runs

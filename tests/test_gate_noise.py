@@ -16,15 +16,18 @@ from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy, ou
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.noise import DEFAULT_BETWEEN_RUN_CV, paired_doubt
-from pytest_dlbench.results.stats import (
+from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.summary_json import SCHEMA
+from pytest_dlbench.results.verdict import (
     IMPROVED,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
-    welch_p,
+    Evidence,
+    Rule,
+    judge,
+    judge_score,
 )
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
 
 
 def run_entry(rate: float, blocks: Sequence[float] = (), *, repeat: int = 0,
@@ -68,8 +71,11 @@ def test_one_runs_blocks_no_longer_make_a_p_of_2e_8() -> None:
     """Issue 26's case: one run a side, quiet blocks, 8 % slower; the blocks alone said
     p = 2e-8. Judged with the noise between runs it is no regression."""
     base, cur = summary({"x": single(100.0)}), summary({"x": single(91.8)})
-    blocks_p = welch_p(cur.benchmarks[0].noise_samples, base.benchmarks[0].noise_samples)
-    assert blocks_p is not None and blocks_p[0] < 1e-8  # what the old rule judged
+    from scipy.stats import ttest_ind
+
+    blocks_p = ttest_ind(cur.benchmarks[0].noise_samples, base.benchmarks[0].noise_samples,
+                         equal_var=False, alternative="less").pvalue
+    assert blocks_p < 1e-8  # what the old rule judged: Welch's test on the blocks
     row = compare(cur, base).get("x")
     assert row is not None and row.ratio == pytest.approx(0.918)
     assert row.verdict == INCONCLUSIVE
@@ -375,11 +381,10 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
 def test_a_ratio_beyond_the_tolerance_without_evidence(ratio: float, word: str) -> None:
     side = noise.SideNoise(0.0, DEFAULT_BETWEEN_RUN_CV**2, float("inf"), "1 run")
     found = noise.Evidence(ratio, 0.2, 0.2, (ratio * 0.85, ratio * 1.15), side, side)
-    judged = noise.judge(ratio, found, [], tolerance=0.03, alpha=0.05)
+    rule = Rule(0.03, 0.05)
+    judged = judge(found.judged(), rule)
     assert judged.word == word, judged.reason
     # Either way, a side in doubt (a busy run) makes it inconclusive.
-    assert noise.judge(ratio, found, ["a busy run"], tolerance=0.03,
-                       alpha=0.05).word == INCONCLUSIVE
-    score = noise.saved_score_verdict(ratio, ((0.2, 0.2), found.ci), [UNCHANGED], False,
-                                      tolerance=0.03, alpha=0.05)
+    assert judge(found.judged(["a busy run"]), rule).word == INCONCLUSIVE
+    score = judge_score(Evidence(ratio, 0.2, found.ci), {UNCHANGED}, rule)
     assert score.word == word, score.reason

@@ -27,7 +27,7 @@ from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
 from pytest_dlbench.results.paired import compare_paired
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
-from pytest_dlbench.results.stats import INCONCLUSIVE, REGRESSED, UNCHANGED
+from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_dlbench.run import layout
 
 neighbour = load_script("neighbour")

@@ -23,7 +23,7 @@ from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.history import GitInfo, autosave
 from pytest_dlbench.results.history_drift import drifts_from_history, history_drifts
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import INCONCLUSIVE, REGRESSED
+from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
 
 
 def entry(rates: list[float], commit: str | None, *, dirty: bool = False,

@@ -16,7 +16,7 @@ from pytest_dlbench.report.terminal import inconclusive_lines, render_comparison
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import compare, gate_record
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import INCONCLUSIVE
+from pytest_dlbench.results.verdict import INCONCLUSIVE
 
 
 @dataclass(frozen=True)

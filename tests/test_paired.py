@@ -14,7 +14,7 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import (
+from pytest_dlbench.results.verdict import (
     FAILED,
     IMPROVED,
     INCOMPARABLE,

@@ -1,5 +1,5 @@
-"""The paired verdict when the rounds' noise is too large for the tolerance
-(results/paired_noise.py): synthetic streams with known answers."""
+"""The paired verdict when the rounds' noise is too large for the tolerance (the verdict core,
+results/verdict.py, on paired evidence): synthetic streams with known answers."""
 
 from __future__ import annotations
 
@@ -14,16 +14,37 @@ from _runs import steady_at, write_run
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.paired import summarize_paired_dir
-from pytest_dlbench.results.paired_noise import paired_score_verdict, paired_verdict, reach
-from pytest_dlbench.results.stats import (
+from pytest_dlbench.results.stats import paired_stats
+from pytest_dlbench.results.verdict import (
     IMPROVED,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
-    paired_stats,
-    verdict,
+    Evidence,
+    Rule,
+    Verdict,
+    judge,
+    judge_score,
+    reach,
 )
 from pytest_dlbench.run import layout
+
+
+def paired_verdict(ratio: float, p: float | None, log_var: float | None, *, tolerance: float,
+                   alpha: float) -> Verdict:
+    """A benchmark's paired evidence, judged by the core."""
+    return judge(Evidence(ratio, p, log_var=log_var, paired=True), Rule(tolerance, alpha))
+
+
+def verdict(ratio: float, p: float | None, *, tolerance: float, alpha: float) -> Verdict:
+    """Size and significance alone (no variance: no claim level)."""
+    return paired_verdict(ratio, p, None, tolerance=tolerance, alpha=alpha)
+
+
+def paired_score_verdict(ratio: float | None, p: float | None, log_var: float | None,
+                         weighted: set[str], *, tolerance: float, alpha: float) -> Verdict:
+    found = Evidence(ratio, p, log_var=log_var, paired=True) if ratio is not None else None
+    return judge_score(found, weighted, Rule(tolerance, alpha))
 
 TOL, ALPHA = 0.03, 0.05
 QUIET = 0.01**2  # a standard error of 1 % of the log ratio: an unchanged pair reaches ±3 % rarely

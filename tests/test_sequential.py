@@ -26,17 +26,17 @@ from pytest_dlbench.results.sequential import (
     FIXED,
     SEQUENTIAL,
     Stop,
-    judge_look,
     looks,
 )
-from pytest_dlbench.results.stats import (
-    IMPROVED,
-    REGRESSED,
-    UNCHANGED,
-    PairedStats,
-    quantile_stats,
-)
+from pytest_dlbench.results.stats import PairedStats, quantile_stats
+from pytest_dlbench.results.verdict import IMPROVED, REGRESSED, UNCHANGED, Rule
+from pytest_dlbench.results.verdict import judge_look as core_look
 from pytest_dlbench.run import layout
+
+
+def judge_look(stats: PairedStats | None, *, tolerance: float, alpha: float) -> str | None:
+    """The core's rule at an interim look, on what the rounds so far say."""
+    return core_look(stats.evidence() if stats is not None else None, Rule(tolerance, alpha))
 
 ROOT = Path(__file__).resolve().parents[1]
 

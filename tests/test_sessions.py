@@ -17,9 +17,9 @@ from pytest_dlbench.results import gate, noise
 from pytest_dlbench.results.baseline import load_summary, save_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.sessions import SessionsError, merge_sessions, session_count
-from pytest_dlbench.results.stats import REGRESSED
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import SCHEMA
+from pytest_dlbench.results.verdict import REGRESSED
 
 
 def session(rates: list[float], *, machine: dict[str, Any] | None = None,

@@ -1,5 +1,6 @@
-"""results/stats.py: the tests of a comparison and the one verdict, called directly, and the
-property that the two kinds of comparison (a saved baseline, a paired run) judge alike."""
+"""results/stats.py: the tests of a comparison, and results/verdict.py's rule called directly
+(size and significance), and the property that the two kinds of comparison (a saved baseline, a
+paired run) judge alike."""
 
 from __future__ import annotations
 
@@ -16,35 +17,50 @@ from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import compare as compare_mod
 from pytest_dlbench.results import noise as noise_mod
 from pytest_dlbench.results import paired as paired_mod
-from pytest_dlbench.results import paired_noise as paired_noise_mod
+from pytest_dlbench.results import sequential as sequential_mod
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.paired import compare_paired
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.stats import (
+    PairedStats,
+    _hodges_lehmann,
+    _signed_rank_counts,
+    combined_paired,
+    p_in_direction,
+    paired_stats,
+    quantile_stats,
+)
+from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.verdict import (
     FAILED,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
-    PairedStats,
-    _hodges_lehmann,
-    _signed_rank_counts,
-    beyond_tolerance,
+    Evidence,
+    Rule,
+    Verdict,
     check_levels,
-    combined_p,
-    combined_paired,
-    p_in_direction,
-    paired_stats,
-    quantile_stats,
-    score_verdict,
-    verdict,
-    welch_p,
+    judge,
+    judge_score,
 )
-from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.run import layout
+
+
+def verdict(ratio: float, p: float | None, *, tolerance: float = TOLERANCE,
+            alpha: float = ALPHA) -> Verdict:
+    """Size and significance alone: the core's rule on evidence with no noise model (paired
+    evidence without a variance: no claim level)."""
+    return judge(Evidence(ratio, p, paired=True), Rule(tolerance, alpha))
+
+
+def score_verdict(ratio: float | None, p: float | None, weighted: set[str] | tuple[()]
+                  ) -> Verdict:
+    found = Evidence(ratio, p, paired=True) if ratio is not None else None
+    return judge_score(found, set(weighted), Rule())
 
 
 # -- verdict() --------------------------------------------------------------------------------
@@ -108,36 +124,6 @@ def test_the_score_regresses_on_its_combined_p_or_a_weighted_benchmark() -> None
 
 
 # -- Welch (a saved baseline) -----------------------------------------------------------------
-def test_welch_p_edge_cases() -> None:
-    assert welch_p([1.0], [1.0, 2.0]) is None  # one sample: no variance to test against
-    assert welch_p([], [1.0, 2.0]) is None
-    assert welch_p([1.0, 1.0], [2.0, 2.0]) == (0.0, 1.0)  # no noise at all: deterministic
-    assert welch_p([2.0, 2.0], [1.0, 1.0]) == (1.0, 0.0)
-    assert welch_p([2.0, 2.0], [2.0, 2.0]) == (1.0, 1.0)  # no noise, no change: no evidence
-    lower, higher = welch_p([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])  # type: ignore[misc]
-    assert lower < 0.01 and higher == pytest.approx(1 - lower)
-
-
-def test_welch_p_is_scipys_one_sided_welch_test() -> None:
-    from scipy import stats as scipy_stats
-
-    cur, base = [95.0, 97.0, 94.0, 96.5], [100.0, 99.0, 101.5, 98.0, 100.5]
-    expected = scipy_stats.ttest_ind(cur, base, equal_var=False, alternative="less").pvalue
-    assert welch_p(cur, base) == (pytest.approx(expected), pytest.approx(1 - expected))
-
-
-def test_combined_p_of_the_score() -> None:
-    assert combined_p([]) is None
-    assert combined_p([(0.0, [1.0, 2.0], [1.0, 2.0])]) is None  # no weight: nothing scored
-    assert combined_p([(1.0, [1.0], [1.0, 2.0])]) is None  # one side untestable
-    assert combined_p([(1.0, [1.0, 1.0], [2.0, 2.0])]) == (0.0, 1.0)  # no noise
-    assert combined_p([(1.0, [2.0, 2.0], [2.0, 2.0])]) == (1.0, 1.0)
-    lower, higher = combined_p([(1.0, [95.0, 96.0, 94.0], [100.0, 101.0, 99.0]),  # type: ignore[misc]
-                                (1.0, [100.0, 98.0, 102.0], [100.0, 99.0, 101.0])])
-    assert lower < ALPHA and higher == pytest.approx(1 - lower)
-
-
-# -- the paired tests -------------------------------------------------------------------------
 def test_paired_stats_edge_cases() -> None:
     assert paired_stats([]) is None
     one = paired_stats([math.log(0.9)])
@@ -298,7 +284,7 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     def saved_word(word: str, ratio: float | None) -> str:
         # Beyond the tolerance without evidence, and its interval (here the ratio itself)
         # not ruling out a regression: below 1 - tolerance.
-        slower = ratio is not None and beyond_tolerance(ratio, tolerance) == REGRESSED
+        slower = ratio is not None and Rule(tolerance).beyond(ratio) == REGRESSED
         return INCONCLUSIVE if word == UNCHANGED and slower else word
 
     assert b.ratio == a.ratio
@@ -311,14 +297,12 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
         assert paired.score_p_value == saved.score_p_value
 
 
-def test_neither_module_keeps_its_own_copy_of_the_rule() -> None:
-    for module in (compare_mod, paired_mod, noise_mod, paired_noise_mod):
+def test_no_mode_keeps_its_own_copy_of_the_rule() -> None:
+    """Only results/verdict.py compares a ratio with the tolerance or a p with alpha."""
+    for module in (compare_mod, paired_mod, noise_mod, sequential_mod):
         source = Path(module.__file__ or "").read_text()
-        for copy in ("1 - tolerance", "1 + tolerance", "1 - score_p", "< alpha"):
+        for copy in ("1 - tolerance", "1 + tolerance", "1 - score_p", "< alpha", "<= level"):
             assert copy not in source.split('"""', 2)[2], (module.__name__, copy)
-    assert paired_noise_mod.verdict is verdict
-    assert paired_noise_mod.score_verdict is score_verdict
-    assert noise_mod.verdict is verdict and noise_mod.score_verdict is score_verdict
 
 
 # -- lower is better: time-to-train -----------------------------------------------------------

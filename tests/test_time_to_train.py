@@ -23,8 +23,8 @@ from pytest_dlbench.results.baseline import load_summary, save_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import run_from_records, step_stats, summarize_dir
-from pytest_dlbench.results.stats import REGRESSED, UNCHANGED
 from pytest_dlbench.results.sweep import sweep_rows
+from pytest_dlbench.results.verdict import REGRESSED, UNCHANGED
 from pytest_dlbench.run.layout import stream_path
 
 

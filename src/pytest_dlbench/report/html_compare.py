@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pytest_dlbench.report.format import DASH, percent, significant
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.stats import INCONCLUSIVE
+from pytest_dlbench.results.verdict import INCONCLUSIVE
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison

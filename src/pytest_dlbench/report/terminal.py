@@ -36,9 +36,8 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
-from pytest_dlbench.results.paired_noise import CLAIM_ALPHA_SHARE
-from pytest_dlbench.results.stats import INCONCLUSIVE
 from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.verdict import INCONCLUSIVE
 
 __all__ = [
     "ci_text",
@@ -290,31 +289,10 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
-#: How each test is named in the verdict line.
-_TESTS = {
-    "between-runs": "one-sided t-test with the noise between runs",
-    "welch": "one-sided Welch test",
-    "t": "one-sided paired t-test on the log ratios of the rounds",
-    "wilcoxon": "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
-    "quantile": "upper quartile of each side's steps over the rounds, one-sided paired "
-                "permutation test",
-}
-
-
 def verdict_rule(comparison: Comparison) -> str:
-    """The rule the verdicts follow, one line."""
-    test = _TESTS.get(comparison.test, comparison.test)
-    if comparison.pair_rate == "median":
-        test = test.replace("of the rounds", "of the rounds' median step rates")
-    level = f"alpha {comparison.alpha:g}"
-    if comparison.against is not None:  # results/paired_noise.py
-        level += (f", {comparison.alpha * CLAIM_ALPHA_SHARE:g} where the rounds are too noisy "
-                  "for the tolerance")
-    rule = (f"verdict: rate (perf) ratio beyond ±{100 * comparison.tolerance:g}% and significant "
-            f"({test}, {level})")
-    if comparison.test == "between-runs":  # results/noise.py
-        rule += ", inconclusive when beyond it without that evidence"
-    return rule + "; adj ratio: perf_adj, not judged"
+    """The rule the verdicts follow, one line: the verdict core's own words
+    (``Comparison.rule``, results/verdict.py)."""
+    return comparison.rule
 
 
 # -- the report -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
+from pytest_dlbench.results.verdict import ALPHA, TOLERANCE, Evidence, Rule, judge_step
 
 __all__ = ["PENALTY", "MIN_SEGMENT", "Step", "detect_steps", "noise_scale", "segments"]
 
@@ -151,15 +151,15 @@ def detect_steps(
     n = len(values)
     scale = noise_scale(values)
     changes = segments(values, penalty * math.log(max(n, 2)), scale, min_size)
-    threshold = math.log1p(tolerance)
+    rule = Rule(tolerance, alpha)
     dof = max(1.0, MAD_EFFICIENCY * (n - 2))
     while True:
         bounds = [0, *changes, n]
         steps = [_test(values, (bounds[i - 1], bounds[i]), (bounds[i], bounds[i + 1]), scale,
                        dof)
                  for i in range(1, len(bounds) - 1)]
-        weak = [s for s in steps
-                if abs(s.after - s.before) < threshold - 1e-12 or s.p >= alpha]
+        weak = [s for s in steps if not judge_step(
+            Evidence(s.ratio, s.p, log_mean=s.after - s.before), rule)]
         if not weak:
             return steps
         # Merge the least convincing change away and test the rest again.

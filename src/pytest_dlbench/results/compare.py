@@ -19,9 +19,9 @@ The test judges each side with the noise **between runs** (:mod:`.noise`, issue 
 when a side has two or more runs, else the between-run noise model the baseline carries (the
 spread of its own repeats, or a documented default), never a single run's blocks alone. Beyond
 the tolerance without significance, or with a side measured on a busy machine or flagged
-unreliable, the verdict is **inconclusive** (its own exit status, results/gate.py). The tests and
-the verdict rule live in :mod:`.stats` and :mod:`.noise`, shared with :mod:`.paired`: this
-module only assembles the rows.
+unreliable, the verdict is **inconclusive** (its own exit status, results/gate.py). The tests
+live in :mod:`.stats` and :mod:`.noise`, the rule in the verdict core (results/verdict.py),
+shared with :mod:`.paired`: this module only assembles the rows and their evidence.
 
 Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
 README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
@@ -48,21 +48,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.results import noise
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE, inconclusive_advice
+from pytest_dlbench.results.gate import inconclusive_advice
 from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
-    FAILED,
-    INCOMPARABLE,
-    INCONCLUSIVE,
+    BETWEEN_RUNS,
     MAX_FIGURE,
-    REGRESSED,
-    check_levels,
+    describe_test,
     out_of_range,
     p_in_direction,
 )
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+from pytest_dlbench.results.verdict import (
+    ALPHA,
+    FAILED,
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    REGRESSED,
+    TOLERANCE,
+    Evidence,
+    Rule,
+    check_levels,
+    judge,
+    judge_score,
+)
 
 __all__ = [
     "BenchComparison",
@@ -160,7 +170,7 @@ class Comparison:
     score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
     #: The test behind the verdicts: "between-runs" (a saved baseline, results/noise.py), "t",
     #: "wilcoxon" or "quantile" (paired rounds).
-    test: str = "between-runs"
+    test: str = BETWEEN_RUNS
     #: Paired comparisons: what each run of a pair contributes, "window" or "median".
     pair_rate: str | None = None
     #: Paired comparisons: the base revision and how it ran ({"rev", "sha", "rounds", ...}).
@@ -185,6 +195,14 @@ class Comparison:
     def inconclusive(self) -> bool:
         """A benchmark or the score is inconclusive (exit status 9 unless one regressed)."""
         return bool(self.inconclusives) or self.score_verdict == INCONCLUSIVE
+
+    @property
+    def rule(self) -> str:
+        """The rule the verdicts followed, one line, as the verdict core describes it (the
+        terminal, the HTML and the JSON say this text)."""
+        return Rule(self.tolerance, self.alpha).describe(
+            describe_test(self.test, self.pair_rate), paired=self.against is not None,
+            saved=self.test == BETWEEN_RUNS)
 
     @property
     def inconclusive_advice(self) -> str:
@@ -308,8 +326,8 @@ def _compare_bench(
         ratio = cur_rate / base_rate
         found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha,
                                known_drift=known_drift)
-        judged = noise.judge(ratio, found, noise.doubts(cur, base, faster=ratio > 1),
-                             tolerance=tolerance, alpha=alpha)
+        doubts = noise.doubts(cur, base, faster=ratio > 1)
+        judged = judge(found.judged(doubts), Rule(tolerance, alpha))
         word, reason = judged.word, judged.reason
     return BenchComparison(
         name=name,
@@ -391,9 +409,11 @@ def compare(
                if rate_ratio is not None and score_evidence is not None else None)
     weighted = [b.verdict for b in benches if b.weight > 0]
     faster = rate_ratio is not None and rate_ratio > 1
-    doubtful = any(noise.doubts(cur_b[b.name], base_b[b.name], faster=faster) for b in both)
-    score = noise.saved_score_verdict(rate_ratio, score_evidence, weighted, doubtful,
-                                      tolerance=tolerance, alpha=alpha)
+    doubts = tuple(d for b in both
+                   for d in noise.doubts(cur_b[b.name], base_b[b.name], faster=faster))
+    score_found = (Evidence(rate_ratio, score_p, score_evidence[1] if score_evidence else None,
+                            doubts=doubts) if rate_ratio is not None else None)
+    score = judge_score(score_found, set(weighted), Rule(tolerance, alpha))
     return Comparison(
         benchmarks=benches,
         only_current=tuple(n for n in cur_b if n not in base_b),

@@ -36,8 +36,15 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.results import stats
 from pytest_dlbench.results.gate import OptionValueError
+from pytest_dlbench.results.verdict import (
+    NOT_HELD,
+    SUSPECT,
+    Rule,
+    judge_confirmation,
+    judge_confirmed_score,
+)
+from pytest_dlbench.results.verdict import repeats as _repeats_ratio
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
@@ -64,11 +71,6 @@ __all__ = [
 #: false alarm of the first pass rarely repeats twice beyond the tolerance, and a suite with
 #: no suspect pays nothing.
 CONFIRM = 2
-#: The verdicts worth confirming: the gate fails on the first, the second is shown as news.
-SUSPECT = (stats.REGRESSED, stats.IMPROVED)
-#: A verdict that did not hold while the combined comparison still says it: "inconclusive"
-#: where results/stats.py knows that verdict (issue 26 item 3), else "unchanged".
-NOT_HELD: str = getattr(stats, "INCONCLUSIVE", stats.UNCHANGED)
 #: The folder of the confirmation runs, in the run directory.
 CONFIRM_DIR = "confirm"
 #: Written once every confirmation ran (``confirm/confirmed.json``): a confirmation cut short
@@ -116,15 +118,10 @@ def suspects(comparison: Comparison) -> tuple[str, ...]:
 
 def repeats(first: str, rate: float | None, baseline: float, tolerance: float) -> bool:
     """Whether one run's rate repeats the first pass's verdict ``first`` on its own: beyond
-    the tolerance, in its direction, against the baseline's perf."""
-    if rate is None or not rate > 0 or not baseline > 0:
+    the tolerance, in its direction, against the baseline's perf (results/verdict.py)."""
+    if rate is None or not baseline > 0:
         return False
-    ratio = rate / baseline
-    if first == stats.REGRESSED:
-        return ratio < 1 - tolerance
-    if first == stats.IMPROVED:
-        return ratio > 1 + tolerance
-    return False
+    return _repeats_ratio(first, rate / baseline, Rule(tolerance))
 
 
 @dataclass(frozen=True)
@@ -229,12 +226,7 @@ def _decide(first: BenchComparison, combined: BenchComparison, ratios: Sequence[
                  failed: int, tolerance: float) -> BenchConfirmation:
     """The rule of the module's docstring for one benchmark. No successful confirmation run:
     the first pass's verdict is all there is."""
-    held = not ratios or (combined.verdict == first.verdict and all(
-        repeats(first.verdict, r, 1.0, tolerance) for r in ratios))
-    if held:
-        verdict = first.verdict
-    else:
-        verdict = combined.verdict if combined.verdict != first.verdict else NOT_HELD
+    verdict = judge_confirmation(first.verdict, combined.verdict, ratios, Rule(tolerance))
     return BenchConfirmation(first.name, first.verdict, first.ratio, tuple(ratios), failed,
                              combined.verdict, combined.ratio, verdict)
 
@@ -243,11 +235,9 @@ def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation])
     """The score's verdict once the benchmarks' are confirmed: a score that regressed (or
     improved) only on the strength of benchmarks whose verdict did not hold does not either."""
     word = comparison.score_verdict
-    if word not in SUSPECT:
-        return word
     backed = any(b.verdict == word for b in comparison.benchmarks if b.weight > 0)
     dropped = any(r.first == word and r.verdict != word for r in records)
-    return NOT_HELD if dropped and not backed else word
+    return judge_confirmed_score(word, backed, dropped)
 
 
 # -- reading a run directory's confirmation ----------------------------------------------------

@@ -16,6 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# The rule's defaults are the verdict core's, the paired tests the table of the tests'.
+from pytest_dlbench.results.stats import PAIRED_QUANTILE, PAIRED_TESTS
+from pytest_dlbench.results.verdict import ALPHA, TOLERANCE
+
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
@@ -94,22 +98,13 @@ def inconclusive_advice(paired: bool) -> str:
     return PAIRED_INCONCLUSIVE_ADVICE if paired else INCONCLUSIVE_ADVICE
 
 
-#: Defaults of the comparison (smallest change that counts; significance level), tuned with
-#: ``benchmarks/detection.py``: see docs/reports.md.
-TOLERANCE = 0.03
-ALPHA = 0.05
-
 #: ``--bench-against``: rounds of (base, candidate) pairs per benchmark, and the paired test
 #: (results/paired.py). Even, so that ABBA order puts each side first equally often. Chosen
 #: with ``benchmarks/gate_power.py`` (docs/reports.md): on a shared machine whose load slows
 #: whole runs in spells, the quantile test over 10 rounds is the one that caught 5 % slowdowns;
 #: the per-run tests (t, wilcoxon) lost them to the spells.
 ROUNDS = 10
-PAIRED_TESTS = ("t", "wilcoxon", "quantile")
 PAIRED_TEST = "quantile"
-#: The ``quantile`` test's statistic: this percentile of each side's steady steps, pooled over
-#: the rounds (the upper quartile: the speed a side reaches when the machine lets it).
-PAIRED_QUANTILE = 75.0
 #: What each run of a pair contributes (results/paired.py): ``window``, its rate over the
 #: steady window (Σitems/Σseconds, the scored figure), or ``median``, the median of its steady
 #: steps' rates, which a burst of load over a few steps of one run does not move.

@@ -41,19 +41,18 @@ below about 0.79 (above 1.27), and with repeats on both sides only below about 0
 changes are "inconclusive" unless the baseline carries several sessions of a quieter machine,
 or the gate runs paired (``--bench-against``, where no session separates the sides).
 
-**The verdict** (:func:`judge`): a ratio within the tolerance is **unchanged** (no evidence of a
-change beyond it: an identical code's ratio on a quiet machine stays here, however thin the
-evidence); beyond it, **regressed** (or improved) when the one-sided p is below alpha. A slower
-ratio without that evidence is **inconclusive**: its interval spans both sides of
-``1 - tolerance``, so neither "regressed" nor "unchanged" can be claimed. A faster one without
-it is **unchanged**: no improvement is claimed, and a reading faster than the baseline is no
-more a sign of a regression than a ratio of 1 is (an A/A pair drifts beyond the tolerance
-either way on a shared machine; the faster half must not fail a gate). A verdict beyond the
-tolerance is inconclusive too, whatever its p, when a side's figure is in doubt
-(:func:`doubts`): its std% is flagged unreliable, or it was measured while something else used
-the machine (results/busy.py), either side, since a slowed baseline makes a change look like an
-improvement; but not a faster run's own busy machine, since load only slows a run.
-"""
+**The verdict** (results/verdict.py, on :meth:`Evidence.judged`): a ratio within the tolerance is
+**unchanged** (no evidence of a change beyond it: an identical code's ratio on a quiet machine stays
+here, however thin the evidence); beyond it, **regressed** (or improved) when the one-sided p is
+below alpha. A slower ratio without that evidence is **inconclusive**: its interval spans both sides
+of ``1 - tolerance``, so neither "regressed" nor "unchanged" can be claimed. A faster one without it
+is **unchanged**: no improvement is claimed, and a reading faster than the baseline is no more a
+sign of a regression than a ratio of 1 is (an A/A pair drifts beyond the tolerance either way on a
+shared machine; the faster half must not fail a gate). A verdict beyond the tolerance is
+inconclusive too, whatever its p, when a side's figure is in doubt (:func:`doubts`): its std% is
+flagged unreliable, or it was measured while something else used the machine (results/busy.py),
+either side, since a slowed baseline makes a change look like an improvement; but not a faster run's
+own busy machine, since load only slows a run. """
 
 from __future__ import annotations
 
@@ -64,20 +63,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.results.stats import (
-    IMPROVED,
-    INCONCLUSIVE,
-    REGRESSED,
-    UNCHANGED,
-    Verdict,
-    beyond_tolerance,
-    combine_log_ratios,
-    out_of_range,
-    p_in_direction,
-    score_verdict,
-    t_test,
-    verdict,
-)
+from pytest_dlbench.results import verdict
+from pytest_dlbench.results.stats import combine_log_ratios, out_of_range, t_test
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 if TYPE_CHECKING:  # compare.py imports this module
@@ -95,10 +82,8 @@ __all__ = [
     "doubts",
     "estimate_drift",
     "evidence",
-    "judge",
     "paired_doubt",
     "paired_with_doubts",
-    "saved_score_verdict",
     "session_drift",
     "side_noise",
 ]
@@ -173,6 +158,11 @@ class Evidence:
         if self.drift is None:
             return runs
         return f"{runs}; each session ±{self.drift.cv:.1%} ({self.drift.source})"
+
+    def judged(self, doubts: Sequence[str] = ()) -> verdict.Evidence:
+        """This test as the verdict core takes it, with the doubts on either side's figure."""
+        return verdict.Evidence(self.ratio, self.p, self.ci, noise=self.noise,
+                                doubts=tuple(doubts))
 
 
 def _mean_cv(rates: Sequence[float]) -> tuple[float, float] | None:
@@ -345,69 +335,23 @@ def paired_with_doubts(
     for row in comparison.benchmarks:
         cand = candidate.get(row.name)
         doubt = (paired_doubt(base.get(row.name) if base is not None else None, cand)
-                 if row.verdict in (REGRESSED, IMPROVED) and cand is not None else None)
-        if doubt is not None:
-            row = dataclasses.replace(row, verdict=INCONCLUSIVE,
-                                      reason=f"ratio {row.ratio:.3f}, but {doubt}")
+                 if row.verdict in verdict.SUSPECT and cand is not None else None)
+        judged = verdict.judge_doubted(row.verdict, row.ratio, doubt)
+        if judged is not None:
+            row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason)
             doubted.append(row)
         rows.append(row)
     if not doubted:
         return comparison
     changes: dict[str, object] = {"benchmarks": tuple(rows)}
-    weighted = [row.name for row in doubted if row.weight > 0]
-    if weighted and comparison.score_verdict in (REGRESSED, IMPROVED):
-        changes["score_verdict"] = INCONCLUSIVE
-        changes["score_reason"] = (f"the score was {comparison.score_verdict}, but a weighted "
-                                   f"benchmark's figure is in doubt ({', '.join(weighted)})")
+    score = verdict.judge_doubted_score(comparison.score_verdict,
+                                        [row.name for row in doubted if row.weight > 0])
+    if score is not None:
+        changes["score_verdict"], changes["score_reason"] = score.word, score.reason
     return dataclasses.replace(comparison, **changes)  # type: ignore[arg-type]
 
 
-# -- the verdicts -----------------------------------------------------------------------------
-def judge(
-    ratio: float, found: Evidence, doubt: Sequence[str], *, tolerance: float, alpha: float
-) -> Verdict:
-    """A saved-baseline benchmark's verdict (module docstring)."""
-    judged = verdict(ratio, found.p, tolerance=tolerance, alpha=alpha)
-    if not beyond_tolerance(ratio, tolerance):
-        return judged
-    if doubt:
-        return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but "
-                                     f"{'; '.join(doubt)}")
-    if judged.word in (REGRESSED, IMPROVED):
-        return judged
-    lo, hi = found.ci
-    if ratio > 1:  # faster without evidence: no improvement claimed, and no sign of a regression
-        return Verdict(UNCHANGED, f"ratio {ratio:.3f} beyond ±{tolerance:.0%} but not "
-                                  f"significant (p {found.p:.3g} >= alpha {alpha:g}; interval "
-                                  f"[{lo:.3f}, {hi:.3f}]): no improvement claimed")
-    return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f} beyond ±{tolerance:.0%}, but its interval "
-                                 f"[{lo:.3f}, {hi:.3f}] spans the tolerance (p {found.p:.3g} >= "
-                                 f"alpha {alpha:g}; between runs: {found.noise})")
-
-
-def saved_score_verdict(
-    rate_ratio: float | None, evidence: tuple[tuple[float, float], tuple[float, float]] | None,
-    weighted: Sequence[str], doubtful: bool, *, tolerance: float, alpha: float,
-) -> Verdict:
-    """The score's verdict against a saved baseline: :func:`.stats.score_verdict` on the
-    combined evidence (:func:`combined_evidence`: p-values, interval), and inconclusive when
-    its rate ratio is slower than the tolerance allows but that is not significant (a faster one is
-    unchanged, as in :func:`judge`), or beyond the tolerance with a weighted benchmark's figure
-    in doubt."""
-    p = (p_in_direction(rate_ratio, evidence[0])
-         if rate_ratio is not None and evidence is not None else None)
-    score = score_verdict(rate_ratio, p, set(weighted), tolerance=tolerance, alpha=alpha)
-    if rate_ratio is None or not beyond_tolerance(rate_ratio, tolerance):
-        return score
-    if doubtful:
-        return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
-                                     "but a weighted benchmark's figure is in doubt")
-    if score.word != UNCHANGED or rate_ratio > 1:  # faster without evidence: unchanged
-        return score
-    return Verdict(INCONCLUSIVE, f"rate ratio {rate_ratio:.3f} beyond ±{tolerance:.0%}, "
-                                 "but not significant")
-
-
+# -- the score -------------------------------------------------------------------------------
 def combined_evidence(
     terms: Sequence[tuple[float, Evidence]], alpha: float
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:

@@ -11,19 +11,18 @@ Per benchmark, the pairs go to one test of :mod:`.stats` (``test``, ``--bench-pa
 ``"quantile"`` (the default: the sides' upper quartiles of their steps pooled over the rounds,
 a paired permutation test, a bootstrap interval), ``"t"`` (the paired t-test on the log ratios,
 ``ratio = exp(mean d)``) or ``"wilcoxon"`` (signed ranks, the Hodges-Lehmann ratio). Each gives
-the ratio (above 1 is faster), its interval at ``1 - 2 alpha`` and the one-sided p-values; the
-verdict is :func:`.stats.verdict`, the same as against a saved baseline (:mod:`.compare`),
-except where the rounds are so noisy that an unchanged pair lands beyond the tolerance more
-than half of alpha of the time: there a change needs p at half of alpha, and a slower ratio
-with less is inconclusive (:mod:`.paired_noise`).
+the ratio (above 1 is faster), its interval at ``1 - 2 alpha`` and the one-sided p-values, the
+evidence the verdict core judges (results/verdict.py), as against a saved baseline
+(:mod:`.compare`); where the rounds are so noisy that an unchanged pair lands beyond the
+tolerance more than half of alpha of the time, a change needs p at half of alpha, and a slower
+ratio with less is inconclusive.
 Rounds where either side failed are left out of the pairs; the candidate's failures fail the
 run (exit status 1), the base side's are listed.
 
 The score: :func:`.stats.combined_paired` combines the benchmarks' mean log ratios and their
 variances (whatever the per-benchmark test: ranks do not add up across benchmarks) into the
-score's rate ratio, interval and p-value; :func:`.stats.score_verdict` judges it, as in
-:mod:`.compare`, with the same rule for noisy rounds
-(:func:`.paired_noise.paired_score_verdict`). ``score_ratio`` stays the ratio of the two
+score's rate ratio, interval and p-value; the core's ``judge_score`` judges it, as in
+:mod:`.compare`, with the same rule for noisy rounds. ``score_ratio`` stays the ratio of the two
 sides' perf_adj scores (seed 001), shown beside.
 
 Pure functions over two :class:`~.summary.SuiteSummary` (no pytest, no git): ``dlbench report``
@@ -39,15 +38,7 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
-from pytest_dlbench.results.gate import (
-    ALPHA,
-    PAIRED_RATE,
-    PAIRED_RATES,
-    PAIRED_TEST,
-    PAIRED_TESTS,
-    TOLERANCE,
-)
-from pytest_dlbench.results.paired_noise import paired_score_verdict, paired_verdict
+from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.sequential import (
@@ -61,11 +52,8 @@ from pytest_dlbench.results.sequential import (
     first_stop,
 )
 from pytest_dlbench.results.stats import (
-    FAILED,
-    INCOMPARABLE,
+    PAIRED_TESTS,
     PairedStats,
-    Verdict,
-    check_levels,
     combined_paired,
     combined_paired_var,
     p_in_direction,
@@ -73,6 +61,18 @@ from pytest_dlbench.results.stats import (
     quantile_stats,
 )
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+from pytest_dlbench.results.verdict import (
+    ALPHA,
+    FAILED,
+    INCOMPARABLE,
+    TOLERANCE,
+    Evidence,
+    Rule,
+    Verdict,
+    check_levels,
+    judge,
+    judge_score,
+)
 
 __all__ = [
     "Pair",
@@ -140,9 +140,9 @@ def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[
 
 
 def _verdict(stats: PairedStats, *, tolerance: float, alpha: float) -> Verdict:
-    """The last look's verdict of a benchmark's pairs (results/paired_noise.py: the fixed
-    rule, with noisy rounds judged at the claim level)."""
-    return paired_verdict(stats.ratio, stats.p, stats.log_var, tolerance=tolerance, alpha=alpha)
+    """The last look's verdict of a benchmark's pairs (results/verdict.py: noisy rounds
+    judged at the claim level)."""
+    return judge(stats.evidence(), Rule(tolerance, alpha))
 
 
 def _rounds_ran(*benches: BenchSummary | None) -> int:
@@ -308,8 +308,9 @@ def compare_paired(
     rate_ratio, score_ci, score_ps = combined_paired(terms, alpha)
     score_p = p_in_direction(rate_ratio, score_ps) if rate_ratio is not None else None
     weighted = {b.verdict for b in benches if b.weight > 0}
-    score = paired_score_verdict(rate_ratio, score_p, combined_paired_var(terms), weighted,
-                                 tolerance=tolerance, alpha=alpha)
+    score_found = (Evidence(rate_ratio, score_p, score_ci, log_var=combined_paired_var(terms),
+                            paired=True) if rate_ratio is not None else None)
+    score = judge_score(score_found, weighted, Rule(tolerance, alpha))
     scored = {b.name for b in benches if b.adj_ratio and b.weight > 0}
     score_ratio = weighted_geomean(
         (b.adj_ratio or 0.0, b.weight) for b in benches if b.name in scored

@@ -12,13 +12,18 @@ import math
 from dataclasses import dataclass
 from os import PathLike
 
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.stats import IMPROVED, REGRESSED
+from pytest_dlbench.results.verdict import (
+    ALPHA,
+    CHANGED,
+    SAME,
+    TOLERANCE,
+    UNSURE,
+    Evidence,
+    Rule,
+    judge_probe,
+)
 
 __all__ = ["CHANGED", "SAME", "UNSURE", "Judgement", "judge_paired_run"]
-
-#: Beyond the tolerance from GOOD (significant), within it (the whole interval), or neither.
-CHANGED, SAME, UNSURE = "changed", "same", "unsure"
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,9 @@ def judge_paired_run(run_dir: str | PathLike[str], bench: str, *,
     row = next((b for b in paired[2].benchmarks if b.name == bench), None)
     if row is None or row.ratio is None:
         return None
-    ci = tuple(row.ci) if row.ci is not None else None
-    if row.verdict in (REGRESSED, IMPROVED):
-        word = CHANGED
-    elif ci is not None and 1 - tolerance <= ci[0] and ci[1] <= 1 + tolerance:
-        word = SAME
-    else:
-        word = UNSURE
-    return Judgement(word=word, ratio=row.ratio, ci=(float(ci[0]), float(ci[1])) if ci else None,
+    ci = (float(row.ci[0]), float(row.ci[1])) if row.ci is not None else None
+    found = Evidence(row.ratio, row.p_value, ci, paired=True)
+    word = judge_probe(row.verdict, found, Rule(tolerance, alpha))
+    return Judgement(word=word, ratio=row.ratio, ci=ci,
                      p=row.p_value, pairs=row.samples[0] if row.samples else 0,
                      verdict=row.verdict)

@@ -7,12 +7,12 @@ are judged with the same test (the quantile test by default) and the benchmark s
 interval (the test's own, at ``1 - 2 alpha``) is clear of the tolerance band:
 
 - wholly below ``1 - tolerance`` (or above ``1 + tolerance``) **and** the one-sided p-value is
-  at most :data:`.paired_noise.CLAIM_ALPHA_SHARE` of alpha (half: 0.025) **and** the rounds are
+  at most :data:`.verdict.CLAIM_ALPHA_SHARE` of alpha (half: 0.025) **and** the rounds are
   not noisy: a clear regression (improvement), judged as one now. Each look is another chance
   for noise to cross, so an interim look is stricter than the last one, at a constant level
   (Pocock's shape): looks at alpha raised the simulated A/A false alarms at 15 % between runs
   from the fixed design's 6.2 % to 8.2 %. Where the runs' noise is small next to the tolerance
-  the band itself keeps false alarms rare: below a reach of alpha (:mod:`.paired_noise`: an
+  the band itself keeps false alarms rare: below a reach of alpha (:func:`.verdict.reach`: an
   unchanged pair's ratio lands beyond the tolerance less than alpha of the time), an interval
   clear of the band sits 1.645 standard errors beyond it, and a look's false alarm is at most
   ``Φ(-3.29)``, 0.05 %. Above it the clearance shrinks to nothing, every look is a test at its
@@ -29,25 +29,25 @@ interval (the test's own, at ``1 - 2 alpha``) is clear of the tolerance band:
 - wholly inside ``[1 - tolerance, 1 + tolerance]``: a clear "unchanged" (futility: the change
   is surely too small to count, and more rounds cannot make it a regression);
 - or, **futility against a regression**: the ratio is not faster than the tolerance and the
-  one-sided lower bound at :data:`FUTILITY_CONFIDENCE` (the estimate less ``z`` standard
-  errors of the test's own variance) is above ``1 - tolerance``: a regression beyond the
-  tolerance is then unlikely, and the gate only fails on those. The fixed design could still
-  call such a benchmark "improved" at its last round; stopping gives up that claim only when
-  the ratio is within the tolerance. A futility stop is non-binding: it can never add a false
-  alarm, only stop a real regression early as "unchanged", and its level was chosen by the
-  simulation for the detection it keeps (5 % caught as often as the fixed design within the
-  simulation's error) at the rounds it saves (an A/A pair at the shared VM's noise needed all
-  10 rounds in 4 of 6 real trials to get its two-sided interval within ±3 %).
+  one-sided lower bound at :data:`.verdict.FUTILITY_CONFIDENCE` (90 %: the estimate less ``z``
+  standard errors of the test's own variance) is above ``1 - tolerance``: a regression beyond the
+  tolerance is then unlikely, and the gate only fails on those. The fixed design could still call
+  such a benchmark "improved" at its last round; stopping gives up that claim only when the ratio is
+  within the tolerance. A futility stop is non-binding: it can never add a false alarm, only stop a
+  real regression early as "unchanged", and its level was chosen by the simulation for the detection
+  it keeps (5 % caught as often as the fixed design within the simulation's error) at the rounds it
+  saves (an A/A pair at the shared VM's noise needed all 10 rounds in 4 of 6 real trials to get its
+  two-sided interval within ±3 %).
 
 Nothing clear by the last round: the fixed design's verdict on every round
-(results/paired_noise.py: stats.verdict, with noisy rounds claiming a change at the interim
-level, and inconclusive between it and alpha).
+(results/verdict.py: noisy rounds claim a change at the interim level, and are inconclusive
+between it and alpha).
 A change near the tolerance keeps its interval across the band's edge, so it runs every round,
 as the fixed design does. The level and the first look were calibrated by simulation
 (``benchmarks/sequential_gate.py``, docs/reports.md "Stopping early"): the same false alarms
 and detection of 5 % and 10 % as the fixed 10 rounds, in fewer rounds on average.
 
-The rule is one pure function over what the rounds so far say (:func:`judge_look`), and
+The rule is one pure function over what the rounds so far say (results/verdict.judge_look), and
 :func:`first_stop` walks the looks over a benchmark's rounds: the plugin asks it before it runs
 a round, and ``dlbench report`` asks it again, so a finished run directory gives the verdict the
 run gave. The first look where the rule fires is the verdict even where more rounds ran (a run
@@ -57,13 +57,11 @@ design's error rates hold for the first crossing only.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_dlbench.results.paired_noise import CLAIM_ALPHA_SHARE, reach
-from pytest_dlbench.results.stats import IMPROVED, REGRESSED, UNCHANGED, PairedStats
+from pytest_dlbench.results.stats import PairedStats
+from pytest_dlbench.results.verdict import Rule, judge_look
 
 __all__ = [
     "ALL_ROUNDS",
@@ -71,12 +69,10 @@ __all__ = [
     "DESIGNS",
     "FIRST_LOOK",
     "FIXED",
-    "FUTILITY_CONFIDENCE",
     "LOOK_EVERY",
     "SEQUENTIAL",
     "Stop",
     "first_stop",
-    "judge_look",
     "looks",
 ]
 
@@ -96,10 +92,6 @@ DESIGNS = (SEQUENTIAL, FIXED)
 #: e/k, a fifth of it at round 5, and it alternates in sign from round to round.
 FIRST_LOOK = 4
 LOOK_EVERY = 1
-
-#: The one-sided confidence of the futility bound against a regression (module docstring):
-#: 90 %, the estimate less 1.28 standard errors.
-FUTILITY_CONFIDENCE = 0.90
 
 #: Why a benchmark's rounds ended (``Stop.reason``).
 CLEAR = "clear"  # the rule fired at an interim look
@@ -133,42 +125,6 @@ def looks(rounds: int) -> tuple[int, ...]:
     return (*range(FIRST_LOOK, rounds, LOOK_EVERY), rounds)
 
 
-def judge_look(stats: PairedStats | None, *, tolerance: float, alpha: float) -> str | None:
-    """The rule at an interim look on what its rounds say: REGRESSED or IMPROVED when the
-    change is clearly beyond the tolerance, UNCHANGED when it is clearly inside it, None when
-    more rounds are needed (see the module's docstring). A regression or an improvement needs
-    p at most ``CLAIM_ALPHA_SHARE`` of alpha, whatever the test (the sign-pattern tests,
-    quantile and wilcoxon, cannot reach it before round 6; only futility may stop them
-    earlier), and rounds that are not noisy."""
-    if stats is None or stats.ci is None or stats.n < 2:
-        return None
-    low, high = stats.ci
-    p = stats.p
-    level = alpha * CLAIM_ALPHA_SHARE
-    claim = None
-    if high < 1 - tolerance and p is not None and p <= level and stats.ratio < 1:
-        claim = REGRESSED
-    elif low > 1 + tolerance and p is not None and p <= level and stats.ratio > 1:
-        claim = IMPROVED
-    if claim is not None:
-        found = reach(stats.ratio, stats.log_var, tolerance)
-        return claim if found is None or not found.noisy(alpha, share=1.0) else None
-    if 1 - tolerance <= low and high <= 1 + tolerance:
-        return UNCHANGED
-    if stats.ratio <= 1 + tolerance and _no_regression(stats, tolerance):
-        return UNCHANGED
-    return None
-
-
-def _no_regression(stats: PairedStats, tolerance: float) -> bool:
-    """Whether the ratio's lower bound at :data:`FUTILITY_CONFIDENCE` is above ``1 - tolerance``
-    (on the log scale, with the normal quantile and the test's own variance of the log ratio)."""
-    if stats.log_var is None or not math.isfinite(stats.log_var) or stats.log_var < 0:
-        return False
-    z = statistics.NormalDist().inv_cdf(FUTILITY_CONFIDENCE)
-    return stats.log_mean - z * math.sqrt(stats.log_var) >= math.log(1 - tolerance)
-
-
 def first_stop(
     look_at: Callable[[int], PairedStats | None],
     rounds: int,
@@ -180,7 +136,7 @@ def first_stop(
 ) -> tuple[Stop, PairedStats | None] | None:
     """Walk the looks of a benchmark of ``rounds`` rounds: ``look_at(k)`` is what its first k
     rounds say; ``final`` the fixed design's verdict of the last look. The first interim look
-    where :func:`judge_look` fires is the Stop; else the last look's. Only the looks within
+    where the core's ``judge_look`` fires is the Stop; else the last look's. Only the looks within
     ``available`` rounds (those that ran) are taken: None when the rule has not fired by then
     and the last round did not run (more rounds are needed, or the run was interrupted)."""
     have = rounds if available is None else min(available, rounds)
@@ -190,7 +146,8 @@ def first_stop(
         stats = look_at(k)
         if k == rounds:
             return Stop(k, rounds, final(stats), ALL_ROUNDS), stats
-        word = judge_look(stats, tolerance=tolerance, alpha=alpha)
+        word = judge_look(stats.evidence() if stats is not None else None,
+                          Rule(tolerance, alpha))
         if word is not None:
             return Stop(k, rounds, word, CLEAR), stats
     return None

@@ -1,35 +1,31 @@
-"""The statistics of a comparison and its verdict, in one place (issue 22, item 3).
+"""The statistical tests of a comparison, in one place (issue 22, item 3), and their table
+(:data:`TESTS`: name, description, function) that the options, the comparisons and the reports
+read.
 
 :mod:`.compare` (a run against a saved baseline) and :mod:`.paired` (the two sides of a
-``--bench-against`` run) only assemble their rows from what is here, so the two kinds of
-comparison cannot judge the same evidence differently.
-
-**The verdict** (:func:`verdict`) needs size *and* evidence: **regressed** when the rate ratio
-(candidate / reference, above 1 is faster) is below ``1 - tolerance`` and the one-sided p-value
-in the direction of the change is below ``alpha``; **improved** in the mirror case; else
-**unchanged**. Size alone flags noise (2-3 % run-to-run noise is common), significance alone
-flags changes too small to matter. Time-to-train benchmarks (lower is better) need no flip here:
-scoring turns their time into the equivalent rate, which a longer time lowers, so their ratio
-reads like every other one. The tests give both one-sided p-values ``(p_lower, p_higher)``;
-:func:`p_in_direction` picks the one a row reports and the verdict judges.
+``--bench-against`` run) only assemble their rows from what is here; what the tests say goes
+to the verdict core (results/verdict.py) as an ``Evidence``, so that the two kinds of
+comparison cannot judge the same evidence differently. Time-to-train benchmarks (lower is
+better) need no flip here: scoring turns their time into the equivalent rate, which a longer
+time lowers, so their ratio reads like every other one. The tests give both one-sided p-values
+``(p_lower, p_higher)``; :func:`p_in_direction` picks the one a row reports and the verdict
+judges.
 
 **The tests**:
 
-- :func:`welch_p`, two independent samples (a saved baseline): Welch's t-test, one-sided, on
-  each side's run rates (or one run's block rates). Each sample is the mean of many steps, so
-  close to normal; the sides come from different days, so their variances differ; and it uses
-  magnitudes, where a rank test cannot go below p = 0.05 with 3 runs a side.
+- :func:`t_test`, two independent sides (a saved baseline): the log ratio of their rates with
+  the variance between runs and sessions of each (results/noise.py), a one-sided t-test with
+  Welch-Satterthwaite degrees of freedom.
 - :func:`paired_stats`, the log ratios ``d = ln(candidate / base)`` of matched rounds: ``"t"``,
   the paired t-test (``ratio = exp(mean d)``, interval from the t distribution), or
   ``"wilcoxon"``, the signed-rank test with the Hodges-Lehmann estimate and its
   distribution-free interval (one disturbed round weighs one rank, not its size).
 - :func:`quantile_stats`, the ``quantile`` paired test: the ratio of the sides' upper quartiles
   of their steps pooled over the rounds, a paired permutation test and a bootstrap interval.
-- :func:`combined_p` and :func:`combined_paired`, the score: the weighted mean of the
+- :func:`combine_log_ratios` and :func:`combined_paired`, the score: the weighted mean of the
   benchmarks' log ratios, whose variance is the weighted sum of their variances of the mean
   (delta method), tested with a t distribution whose degrees of freedom come from
-  Welch-Satterthwaite. :func:`score_verdict` judges it, a weighted benchmark's own verdict
-  counting as evidence too.
+  Welch-Satterthwaite.
 
 Intervals are two-sided at ``1 - 2 alpha`` (90 % at alpha 0.05), so that the t interval's upper
 end is below 1 exactly when the one-sided test says "slower".
@@ -45,46 +41,35 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_dlbench.results.gate import ALPHA, PAIRED_QUANTILE, PAIRED_TESTS, TOLERANCE
+from pytest_dlbench.results.verdict import ALPHA, Evidence
+
+#: The ``quantile`` test's statistic: this percentile of each side's steady steps, pooled over
+#: the rounds (the upper quartile: the speed a side reaches when the machine lets it).
+PAIRED_QUANTILE = 75.0
 
 __all__ = [
+    "BETWEEN_RUNS",
     "BOOTSTRAPS",
-    "FAILED",
-    "IMPROVED",
-    "INCOMPARABLE",
-    "INCONCLUSIVE",
     "MAX_FIGURE",
+    "PAIRED_QUANTILE",
+    "PAIRED_TESTS",
     "PERMUTATIONS",
-    "REGRESSED",
-    "UNCHANGED",
+    "TESTS",
     "PairedStats",
-    "Verdict",
-    "beyond_tolerance",
-    "check_levels",
+    "StatTest",
     "combine_log_ratios",
-    "combined_p",
     "combined_paired",
     "combined_paired_var",
+    "describe_test",
     "out_of_range",
     "p_in_direction",
     "paired_stats",
     "quantile_stats",
-    "score_verdict",
     "t_test",
-    "verdict",
-    "welch_p",
 ]
-
-REGRESSED = "regressed"
-IMPROVED = "improved"
-UNCHANGED = "unchanged"
-FAILED = "failed"  # no successful run on the candidate side, some on the reference side
-INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on either)
-#: Beyond the tolerance, but the evidence cannot tell a change from noise (results/noise.py).
-INCONCLUSIVE = "inconclusive"
 
 #: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
 #: and resamples of the bootstrap interval; both seeded, so a verdict is reproducible.
@@ -106,91 +91,12 @@ def out_of_range(value: float) -> bool:
     return not math.isfinite(value) or abs(value) > MAX_FIGURE
 
 
-# -- the verdict ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Verdict:
-    """A verdict word (REGRESSED, IMPROVED, UNCHANGED) and why, one line."""
-
-    word: str
-    reason: str
-
-
-def check_levels(tolerance: float, alpha: float) -> None:
-    """Refuse a tolerance or alpha no verdict can be made with (the options parse them in
-    results/gate.py; this guards the functions called directly)."""
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-
-
 def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:
     """The one-sided p-value of the change's own direction: ``p_lower`` for a ratio below 1,
-    else ``p_higher``. What a row reports and what :func:`verdict` judges."""
+    else ``p_higher``. What a row reports and what the verdict judges."""
     if ps is None:
         return None
     return ps[0] if ratio < 1 else ps[1]
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:g}%"
-
-
-def beyond_tolerance(ratio: float, tolerance: float) -> str | None:
-    """REGRESSED below ``1 - tolerance``, IMPROVED above ``1 + tolerance``, None within (a
-    ratio exactly at a bound is within): the size half of every verdict."""
-    if ratio < 1 - tolerance:
-        return REGRESSED
-    if ratio > 1 + tolerance:
-        return IMPROVED
-    return None
-
-
-def verdict(
-    ratio: float, p: float | None, *, tolerance: float = TOLERANCE, alpha: float = ALPHA
-) -> Verdict:
-    """The verdict of a rate ratio (above 1 is faster) and the one-sided p-value in its
-    direction (:func:`p_in_direction`; None when nothing could be tested). A ratio exactly at
-    ``1 - tolerance`` (or a p exactly at alpha) is not beyond it: unchanged."""
-    size = f"ratio {ratio:.3f}"
-    word = beyond_tolerance(ratio, tolerance)
-    if word == REGRESSED:
-        beyond = f"{size} below {1 - tolerance:.3f}"
-    elif word == IMPROVED:
-        beyond = f"{size} above {1 + tolerance:.3f}"
-    else:
-        return Verdict(UNCHANGED, f"{size} not beyond ±{_percent(tolerance)}")
-    if p is None:
-        return Verdict(UNCHANGED, f"{beyond}, but no test (too few samples)")
-    if p < alpha:
-        return Verdict(word, f"{beyond} and significant (p {p:.3g} < alpha {alpha:g})")
-    return Verdict(UNCHANGED, f"{beyond}, but not significant (p {p:.3g} >= alpha {alpha:g})")
-
-
-def score_verdict(
-    rate_ratio: float | None,
-    p: float | None,
-    weighted: Collection[str],
-    *,
-    tolerance: float = TOLERANCE,
-    alpha: float = ALPHA,
-) -> Verdict:
-    """The score's verdict: its rate ratio with the combined p in its direction, and the
-    verdicts of the weighted benchmarks (``weighted``): a weighted benchmark that regressed is
-    evidence enough for a score beyond the tolerance, and the combined p catches a drop spread
-    thinly over many benchmarks, none significant alone."""
-    if rate_ratio is None:
-        return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
-    combined = verdict(rate_ratio, p, tolerance=tolerance, alpha=alpha)
-    if combined.word != UNCHANGED:
-        return combined
-    direction = beyond_tolerance(rate_ratio, tolerance)
-    if direction is not None and direction in weighted:
-        bound = "below" if direction == REGRESSED else "above"
-        limit = 1 - tolerance if direction == REGRESSED else 1 + tolerance
-        return Verdict(direction, f"rate ratio {rate_ratio:.3f} {bound} {limit:.3f} and a "
-                                  f"weighted benchmark {direction}")
-    return combined
 
 
 # -- shared pieces of the tests ---------------------------------------------------------------
@@ -202,12 +108,6 @@ def _no_noise(diff: float) -> Ps:
     if diff > 0:
         return 1.0, 0.0
     return 1.0, 1.0
-
-
-def _mean_var(sample: Sequence[float]) -> tuple[float, float]:
-    n = len(sample)
-    mean = math.fsum(sample) / n
-    return mean, math.fsum((x - mean) ** 2 for x in sample) / (n - 1)
 
 
 def _t_test(mean: float, var_mean: float, df: float, alpha: float) -> tuple[Ps, tuple[float,
@@ -254,27 +154,6 @@ def combine_log_ratios(
     return t_test(mean, parts, alpha)
 
 
-# -- two independent samples (a saved baseline) -----------------------------------------------
-def welch_p(current: Sequence[float], baseline: Sequence[float]) -> Ps | None:
-    """One-sided Welch p-values ``(p_lower, p_higher)``: current below / above baseline.
-
-    None when a side has fewer than two samples (no variance to test against). Two samples
-    without any variance are a deterministic difference (:func:`_no_noise`).
-    """
-    if len(current) < 2 or len(baseline) < 2:
-        return None
-    if any(out_of_range(x) for x in (*current, *baseline)):
-        return None  # no test of figures whose squares overflow: no evidence either way
-    from scipy import stats
-
-    mc, vc = _mean_var(current)
-    mb, vb = _mean_var(baseline)
-    if vc == 0 and vb == 0:
-        return _no_noise(mc - mb)
-    lower = stats.ttest_ind(current, baseline, equal_var=False, alternative="less").pvalue
-    return float(lower), float(1.0 - lower)
-
-
 # -- matched rounds (--bench-against) ---------------------------------------------------------
 @dataclass(frozen=True)
 class PairedStats:
@@ -292,6 +171,11 @@ class PairedStats:
     def p(self) -> float | None:
         """The one-sided p-value in the direction of the ratio."""
         return p_in_direction(self.ratio, (self.p_lower, self.p_higher))
+
+    def evidence(self) -> Evidence:
+        """What the pairs say, as the verdict core (results/verdict.py) takes it."""
+        return Evidence(self.ratio, self.p, self.ci, log_var=self.log_var,
+                        log_mean=self.log_mean, paired=True, rounds=self.n)
 
 
 def _t_stats(d: Sequence[float], alpha: float) -> PairedStats:
@@ -426,6 +310,42 @@ def quantile_stats(
     return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)))
 
 
+# -- the table of the tests -------------------------------------------------------------------
+@dataclass(frozen=True)
+class StatTest:
+    """A statistical test of a comparison: its name (``Comparison.test``, ``--bench-paired-test``),
+    what the verdict line calls it, the function that runs it, and whether it pairs rounds."""
+
+    name: str
+    description: str
+    function: Callable[..., object]
+    paired: bool = True
+
+
+#: The test of a saved baseline's comparison (results/noise.py): not a ``--bench-paired-test``.
+BETWEEN_RUNS = "between-runs"
+
+TESTS: dict[str, StatTest] = {test.name: test for test in (
+    StatTest(BETWEEN_RUNS, "one-sided t-test with the noise between runs", t_test, paired=False),
+    StatTest("t", "one-sided paired t-test on the log ratios of the rounds", paired_stats),
+    StatTest("wilcoxon", "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
+             paired_stats),
+    StatTest("quantile", "upper quartile of each side's steps over the rounds, one-sided "
+                         "paired permutation test", quantile_stats),
+)}
+#: The paired tests ``--bench-paired-test`` may name.
+PAIRED_TESTS = tuple(name for name, test in TESTS.items() if test.paired)
+
+
+def describe_test(name: str, pair_rate: str | None = None) -> str:
+    """What the verdict line calls test ``name`` (a paired run of median step rates says so)."""
+    found = TESTS.get(name)
+    text = found.description if found is not None else name
+    if pair_rate == "median":
+        text = text.replace("of the rounds", "of the rounds' median step rates")
+    return text
+
+
 # -- the score: benchmarks' log ratios combined -----------------------------------------------
 @dataclass(frozen=True)
 class _Combined:
@@ -449,36 +369,6 @@ def _combine(
     df = var * var / df_den if df_den > 0 else math.inf
     ps, ci = _t_test(mean, var, df, alpha)
     return _Combined(mean, ps, ci)
-
-
-def _log_mean_var(sample: Sequence[float]) -> tuple[float, float, int] | None:
-    """(ln mean, variance of ln mean by the delta method, n) of a sample, None if untestable."""
-    if len(sample) < 2 or any(out_of_range(x) for x in sample):
-        return None
-    mean, var = _mean_var(sample)
-    if mean <= 0:
-        return None
-    return math.log(mean), var / (len(sample) * mean * mean), len(sample)
-
-
-def combined_p(
-    pairs: Sequence[tuple[float, Sequence[float], Sequence[float]]], alpha: float = ALPHA
-) -> Ps | None:
-    """One-sided p-values ``(p_lower, p_higher)`` that the weighted mean log ratio of two
-    independent samples per benchmark is below / above 0 (a saved baseline's score).
-
-    ``pairs`` are (weight, current samples, baseline samples); a benchmark with a side that
-    cannot be tested is left out. None when nothing is testable."""
-    terms = []
-    for weight, cur, base in pairs:
-        a, b = _log_mean_var(cur), _log_mean_var(base)
-        if weight > 0 and a and b:
-            terms.append((weight, a, b))
-    total = sum(w for w, _, _ in terms)
-    if not terms or total <= 0:
-        return None
-    return _combine([(w / total, a[0] - b[0], ((a[1], a[2]), (b[1], b[2])))
-                     for w, a, b in terms], alpha).ps
 
 
 def combined_paired(
