@@ -99,6 +99,62 @@ def test_a_signal_to_a_fixture_run_leaves_no_worktree(repo: Path, tmp_path: Path
     assert records[-1]["event"] == "end" and records[-1]["reason"] == "interrupted"
 
 
+# -- one set-up: the same refusals and the same --collect-only on both paths ------------------
+
+PATHS = {"suite": ["--bench-suite=s.yaml"], "fixture": ["test_dl.py", "-p", "no:xdist"]}
+
+
+@pytest.fixture
+def both(repo: Path) -> Path:
+    """``repo`` with a suite too (its benchmark never runs here)."""
+    (repo / "defs.py").write_text("def good(bench):\n    pass\n")
+    (repo / "s.yaml").write_text("good: {definition: defs.py:good}\n")
+    git(repo, "add", "defs.py", "s.yaml")
+    git(repo, "commit", "-q", "-m", "a suite")
+    return repo
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--bench-against=nope"], "ERROR: --bench-against=nope: no such revision in *"),
+        (["--bench-against=HEAD", "--bench-compare=b.json"],
+         "ERROR: --bench-against and --bench-compare: use one*"),
+        (["--bench-against=nope", "--collect-only"],
+         "ERROR: --bench-against=nope: no such revision in *"),
+    ],
+    ids=["no-revision", "with-compare", "collect-only"],
+)
+def test_both_paths_refuse_in_the_same_line(both: Path, tmp_path: Path, path: str,
+                                            args: list[str], line: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *PATHS[path], "-p", "no:cacheprovider", *args],
+        cwd=both, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    from fnmatch import fnmatch
+
+    assert any(fnmatch(out, line) for out in result.stderr.splitlines()), result.stderr
+    assert worktrees(both) == [f"worktree {both}"]
+    assert not list(tmp_path.glob(f"{WORKTREE_PREFIX}*"))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_collect_only_makes_no_worktree_on_either_path(both: Path, tmp_path: Path,
+                                                       path: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *PATHS[path], "-p", "no:cacheprovider",
+         "--bench-against=HEAD", "--collect-only", "-q"],
+        cwd=both, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert worktrees(both) == [f"worktree {both}"]
+    assert not list(tmp_path.glob(f"{WORKTREE_PREFIX}*"))
+
+
 # -- the removal itself, without a session -----------------------------------------------------
 
 def _side(repo: Path) -> BaseSide:
