@@ -1,9 +1,11 @@
 """The base side of a paired run (``--bench-against=REV``): a git worktree of REV, the base
 revision's suites resolved from it, and the order the two sides run in.
 
-No pytest here. The controller makes the worktree (:meth:`BaseSide.create`) and removes it when
-the session ends, however it ends (:meth:`BaseSide.remove`); xdist workers rebuild the same
-object from the controller's description (:meth:`BaseSide.from_dict`) without touching git.
+No pytest here. A pytest session makes the worktree (:meth:`BaseSide.create`) through
+plugin/against_setup.py, for a suite run and the ``bench`` fixture's run alike, which removes it
+when the session ends, however it ends (:meth:`BaseSide.remove`; ``dlbench bisect`` makes and
+removes its own, run/bisect.py); xdist workers rebuild the same object from the controller's
+description (:meth:`BaseSide.from_dict`) without touching git.
 
 **The order: ABBA.** Round ``r`` of a benchmark runs base then candidate when r is even, and
 candidate then base when it is odd, so the runs go B C C B B C C B ... Each pair's two runs are
