@@ -193,6 +193,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_comparison
     from pytest_dlbench.results.compare import compare
+    from pytest_dlbench.results.evaluation import judged
 
     baseline = _load_baseline(args.baseline)
     if baseline.summary is None:
@@ -211,7 +212,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                      warnings=(*comparison.warnings, *history.warnings))
     print(render_comparison(comparison, verbosity=_verbosity(args), width=_width(),
                             sort=args.sort))
-    return gate.final_status(failed=gate.run_failed(current), comparison=comparison)
+    return judged(current.run_dir or ".", current, comparison=comparison).status
 
 
 def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts:

@@ -168,9 +168,11 @@ def _names(names: list[str], most: int = 5) -> str:
 
 
 def page_status(summary: SuiteSummary, comparison: Comparison | None) -> int:
-    """The exit status the run has, when the caller did not say: the gate's rule
-    (results/gate.py) on the summary and the comparison shown."""
-    return gate.final_status(failed=gate.run_failed(summary), comparison=comparison)
+    """The exit status the run has, when the caller did not say: its Evaluation's
+    (results/evaluation.judged: the gate's rule on the summary and the comparison shown)."""
+    from pytest_dlbench.results.evaluation import judged
+
+    return judged(summary.run_dir or ".", summary, comparison=comparison).status
 
 
 def gate_banner(summary: SuiteSummary, comparison: Comparison | None,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.history_drift import HistoryDrifts
     from pytest_dlbench.results.summary import SuiteSummary
 
-__all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "no_score_reason"]
+__all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "judged", "no_score_reason"]
 
 
 @dataclass(frozen=True)
@@ -137,10 +137,22 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
         comparison = dataclasses.replace(
             comparison, baseline_path=options.baseline_path,
             warnings=(*comparison.warnings, *history.warnings))
+    return judged(run_dir, summary, options, comparison, base, confirmation)
+
+
+def judged(
+    run_dir: str | PathLike[str], summary: SuiteSummary, options: EvaluateOptions | None = None,
+    comparison: Comparison | None = None, base: SuiteSummary | None = None,
+    confirmation: Confirmation | None = None,
+) -> Evaluation:
+    """The :class:`Evaluation` of a scored (and compared) run: whether it failed and its exit
+    status, by the gate's rule (results/gate.py). The one place an exit status is decided:
+    :func:`evaluate`, ``dlbench compare`` (two saved summaries) and the HTML page read it."""
+    options = options or EvaluateOptions()
     failed = gate.run_failed(summary)
     status = gate.final_status(failed=failed, comparison=comparison,
                                baseline_status=_baseline_status(options))
-    return Evaluation(run_dir, summary, options, comparison, base, failed, status,
+    return Evaluation(Path(run_dir), summary, options, comparison, base, failed, status,
                       confirmation=confirmation)
 
 
