@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.evaluation import EvaluateOptions
 
 __all__ = [
-    "LOGGER_OPTIONS",
     "REPORT_OPTIONS",
     "RUN_OPTIONS",
     "SUITE_OPTIONS",
@@ -277,23 +276,6 @@ REPORT_OPTIONS: list[ReportOption] = [
         "--benchmark-sort)")),
 ]
 
-#: The loggers (docs/logging.md): ``--bench-mlflow`` during a run, ``dlbench log --mlflow`` after.
-#: None: not asked; ``""``: asked without a value (the default tracking URI or project).
-LOGGER_OPTIONS: list[ReportOption] = [
-    ReportOption("mlflow", dict(
-        nargs="?", const="", default=None, metavar="URI",
-        help="log to MLflow: URI, else $MLFLOW_TRACKING_URI, else "
-        "sqlite:///<bench-base>/mlflow.db (docs/logging.md)")),
-    ReportOption("wandb", dict(
-        nargs="?", const="", default=None, metavar="PROJECT",
-        help="log to Weights & Biases: PROJECT (default $WANDB_PROJECT, else pytest-dlbench); "
-        "offline unless $WANDB_MODE says otherwise")),
-    ReportOption("experiment", dict(
-        metavar="NAME", default=None,
-        help="MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else the suite name)")),
-]
-
-
 #: The report options that name a file written at the end of a run.
 OUTPUT_OPTIONS = ("save", "html", "export")
 
@@ -317,6 +299,7 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
      ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
       "--bench-export", "--bench-price")),
     ("profile", "dlbench: profiling", ("--bench-profile",)),
+    # The loggers' own options (loggers/registry.py), by flag: options.py stands below them.
     ("logging", "dlbench: logging (MLflow, W&B)",
      ("--bench-mlflow", "--bench-wandb", "--bench-experiment")),
 ]

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "EXTRAS",
     "Echo",
     "LoggerError",
     "LoggerUnavailable",
@@ -22,10 +21,6 @@ __all__ = [
 ]
 
 Echo = Callable[[str], None]
-
-#: logger name -> (module to import, the extra that installs it)
-EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
-
 
 class LoggerError(Exception):
     """A logger cannot go on; the message is the 'why' of the warning line."""
@@ -39,10 +34,11 @@ def stderr_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def missing_logger(name: str) -> str | None:
-    """None when logger ``name`` can be used, else the one-line usage error saying what to
-    install: ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
-    module, extra = EXTRAS[name]
+def missing_logger(name: str, module: str | None = None, extra: str | None = None) -> str | None:
+    """None when logger ``name`` can be used (its package ``module``, default ``name``, is
+    installed), else the one-line usage error saying what to install (the ``extra``, default
+    ``name``): ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
+    module, extra = module or name, extra or name
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
@@ -52,9 +48,10 @@ def missing_logger(name: str) -> str | None:
     return f"{name} is not installed: pip install pytest-dlbench[{extra}]"
 
 
-def require(name: str) -> Any:
-    """Import the logger's package or raise :class:`LoggerUnavailable` with the install hint."""
-    module, extra = EXTRAS[name]
+def require(name: str, module: str | None = None, extra: str | None = None) -> Any:
+    """Import the logger's package (``module``, default ``name``) or raise
+    :class:`LoggerUnavailable` with the install hint (the ``extra``, default ``name``)."""
+    module, extra = module or name, extra or name
     try:
         return importlib.import_module(module)
     except ImportError as exc:

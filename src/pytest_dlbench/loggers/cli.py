@@ -1,4 +1,5 @@
-"""``dlbench log RUN_DIR --mlflow [URI] --wandb [PROJECT]``: send a finished run directory.
+"""``dlbench log RUN_DIR --mlflow [URI] --wandb [PROJECT]``: send a finished run directory to
+the loggers of loggers/registry.py (each with its options).
 
 For runs made where the tracking server cannot be reached (a cluster's compute nodes): copy
 the run directory, then log it. The result is the one logging during the run gives, and
@@ -12,8 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.options import LOGGER_OPTIONS
+from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.loggers.registry import LOGGERS, asked_loggers, logger_options
+from pytest_dlbench.loggers.sink import log_run_dir, open_sinks
 from pytest_dlbench.results.gate import LOGGER_FAILED, OK, USAGE_ERROR
+from pytest_dlbench.run.layout import check_run_dir
 
 __all__ = ["LOG_EPILOG", "add_log_command", "cmd_log"]
 
@@ -25,15 +29,16 @@ LOG_EPILOG = (f"exit status: {OK} logged (or already logged), {LOGGER_FAILED} a 
 def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``log`` to the ``dlbench`` sub-commands; its handler is :func:`cmd_log`
     (``args.handler(args)`` returns the exit status)."""
+    titles = " and/or ".join(entry.title for entry in LOGGERS.values())
     parser = subparsers.add_parser(
-        "log", help="send a finished run directory to MLflow and/or Weights & Biases",
-        description="Send a finished run directory to MLflow and/or Weights & Biases, for "
+        "log", help=f"send a finished run directory to {titles}",
+        description=f"Send a finished run directory to {titles}, for "
         "runs made where the tracking server cannot be reached: copy the run directory, then "
         "log it. Logging a run directory again does not duplicate it (docs/logging.md).",
         epilog=LOG_EPILOG,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="runs/<name>.<time> directory")
-    for option in LOGGER_OPTIONS:  # --bench-mlflow ... of the pytest run, or --mlflow
+    for option in logger_options():  # --bench-mlflow ... of the pytest run, or --mlflow
         parser.add_argument(option.pytest_flag, option.cli_flag, dest=option.dest,
                             **option.kwargs)
     # Only here: in a pytest run the loggers' base is the run's --bench-base.
@@ -54,49 +59,37 @@ def _error(message: str) -> int:
     return USAGE_ERROR
 
 
-def cmd_log(args: argparse.Namespace) -> int:
-    from pytest_dlbench.errors import DlbenchError
-    from pytest_dlbench.loggers.base import missing_logger
-    from pytest_dlbench.loggers.sink import log_run_dir
-    from pytest_dlbench.run.layout import check_run_dir
+def _nothing_asked() -> str:
+    """``nothing to log to: give --mlflow [URI] and/or --wandb [PROJECT]``."""
+    switches = [entry.switch for entry in LOGGERS.values()]
+    flags = " and/or ".join(f"{o.cli_flag} [{o.kwargs.get('metavar', 'VALUE')}]"
+                            for o in switches)
+    return f"nothing to log to: give {flags}"
 
+
+def cmd_log(args: argparse.Namespace) -> int:
     try:
         run_dir = check_run_dir(args.run_dir)
     except DlbenchError as exc:
         return _error(str(exc))
-    wanted = [name for name in ("mlflow", "wandb") if getattr(args, name) is not None]
+
+    def value(dest: str) -> Any:
+        return getattr(args, dest, None)
+
+    wanted = asked_loggers(value)
     if not wanted:
-        return _error("nothing to log to: give --mlflow [URI] and/or --wandb [PROJECT]")
-    for name in wanted:
-        problem = missing_logger(name)
+        return _error(_nothing_asked())
+    for entry in wanted:
+        problem = entry.missing()
         if problem:
             return _error(problem)
     for artifact in args.artifact:
         if not Path(artifact).exists():
             return _error(f"{artifact}: no such file")
-    sinks: list[Any] = []
-    if args.mlflow is not None:
-        from pytest_dlbench.loggers.mlflow_logger import MlflowSink
-
-        sinks.append(MlflowSink(args.mlflow or None, experiment=args.experiment,
-                                bench_base=args.bench_base, replace=args.replace))
-    if args.wandb is not None:
-        from pytest_dlbench.loggers.wandb_logger import WandbSink
-
-        sinks.append(WandbSink(args.wandb or None, bench_base=args.bench_base,
-                               replace=args.replace))
+    sinks = open_sinks(value, bench_base=args.bench_base, replace=args.replace)
     guarded = log_run_dir(run_dir, sinks, artifacts=args.artifact)
     for sink in guarded:
-        if sink.active and getattr(sink.sink, "skipped", False) is not True:
-            print(f"dlbench: {sink.name}: logged {run_dir.name}: {_where(sink.sink)}")
+        where = sink.logged_where()
+        if where is not None:
+            print(f"dlbench: {sink.name}: logged {run_dir.name}: {where}")
     return LOGGER_FAILED if any(not s.active for s in guarded) else OK
-
-
-def _where(sink: Any) -> str:
-    if sink.name == "mlflow":
-        runs = len(sink.run_ids)
-        return f"{runs} benchmark run(s) under parent run {sink.parent_id} in {sink.uri}"
-    logged, skipped = len(sink.logged), len(sink.skipped)
-    where = sink.dir / "wandb" if sink.mode == "offline" else f"project {sink.project}"
-    text = f"{logged} W&B run(s) ({sink.mode}) in {where}"
-    return text + (f", {skipped} already there" if skipped else "")

@@ -284,6 +284,13 @@ class MlflowSink:
                     f"/runs/{self.parent_id}")
         return f"{what}; open them with: mlflow ui --backend-store-uri {_shell(self.uri)}"
 
+    def logged_where(self) -> str | None:
+        """``5 benchmark run(s) under parent run <id> in <uri>``; None when skipped."""
+        if self.skipped:
+            return None
+        runs = len(self.run_ids)
+        return f"{runs} benchmark run(s) under parent run {self.parent_id} in {self.uri}"
+
     def close(self) -> None:
         """Nothing is held open between calls (the client is stateless); a session that
         failed half way stays unmarked and is replaced the next time it is logged."""

@@ -1,8 +1,9 @@
 """The logger sinks: the protocol the session calls, the guard that keeps a logger from ever
 costing the run anything, and logging a finished run directory through the same calls.
 
-During a pytest run, the controller (the process that reports results, never a benchmark's
-child or an xdist worker) calls, for each sink::
+The sinks asked for are made from the registry of loggers (loggers/registry.py): a new logger
+is a module with its sink and one entry there. During a pytest run, the controller (the process
+that reports results, never a benchmark's child or an xdist worker) calls, for each sink::
 
     sink.start_session(run_dir, facts)        # once, when the run directory exists
     sink.log_bench_run(stream_path)           # after each item finished: its stream is complete
@@ -24,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pytest_dlbench.errors import one_line
 from pytest_dlbench.loggers.base import Echo, LoggerError, stderr_line
+from pytest_dlbench.loggers.registry import Value, asked_loggers
 from pytest_dlbench.loggers.source import SessionFacts, session_facts, streams
 from pytest_dlbench.results.evaluation import EvaluateOptions, Evaluation, evaluate
 
@@ -60,6 +62,11 @@ class LoggerSink(Protocol):
 
     def close(self) -> None:
         """Release what is open (an active run) after a failure; must not raise or block."""
+        ...
+
+    def logged_where(self) -> str | None:
+        """What ``dlbench log`` says after ``logged <run>:`` (the runs and where they went);
+        None when the session was already logged and skipped."""
         ...
 
 
@@ -114,6 +121,10 @@ class GuardedSink:
         done = getattr(self.sink, "done", None)
         return done if self.failure is None and isinstance(done, str) else None
 
+    def logged_where(self) -> str | None:
+        """The sink's :meth:`LoggerSink.logged_where`, when it logged everything."""
+        return self.sink.logged_where() if self.failure is None else None
+
 
 def guard(sink: LoggerSink | GuardedSink, warn: Echo = stderr_line) -> GuardedSink:
     return sink if isinstance(sink, GuardedSink) else GuardedSink(sink, warn)
@@ -149,26 +160,22 @@ def log_run_dir(
 
 
 def open_sinks(
+    value: Value | None = None,
     *,
-    mlflow: str | None = None,
-    wandb: str | None = None,
-    experiment: str | None = None,
     bench_base: str | PathLike[str] | None = None,
+    replace: bool = False,
     warn: Echo = stderr_line,
     echo: Echo = stderr_line,
+    **options: Any,
 ) -> list[GuardedSink]:
-    """The guarded sinks asked for: ``mlflow``/``wandb`` None means not asked, ``""`` means
-    asked without a value (``--bench-mlflow`` alone: the default tracking URI; ``--bench-wandb``
-    alone: the default project). Nothing is imported or contacted until ``start_session``."""
-    sinks: list[GuardedSink] = []
-    if mlflow is not None:
-        from pytest_dlbench.loggers.mlflow_logger import MlflowSink
+    """The guarded sinks of the loggers asked for (loggers/registry.py), in its order.
 
-        sinks.append(GuardedSink(MlflowSink(mlflow or None, experiment=experiment,
-                                            bench_base=bench_base, echo=echo), warn))
-    if wandb is not None:
-        from pytest_dlbench.loggers.wandb_logger import WandbSink
-
-        sinks.append(GuardedSink(WandbSink(wandb or None, bench_base=bench_base, echo=echo),
-                                 warn))
-    return sinks
+    ``value(dest)`` reads the loggers' options (pytest's ``config.getoption("bench_" + dest)``,
+    ``dlbench log``'s arguments); or give them as keywords, ``open_sinks(mlflow="",
+    wandb="my-project")``. A switch None means not asked, ``""`` asked without a value
+    (``--bench-mlflow`` alone: the default tracking URI; ``--bench-wandb`` alone: the default
+    project). ``replace`` logs a session again even when it was logged. Nothing is imported or
+    contacted until ``start_session``."""
+    read = value if value is not None else options.get
+    return [GuardedSink(entry.open(read, bench_base=bench_base, replace=replace, echo=echo), warn)
+            for entry in asked_loggers(read)]

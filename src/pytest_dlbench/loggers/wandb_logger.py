@@ -146,6 +146,12 @@ class WandbSink:
                       f"{self.facts.run_name if self.facts else '?'} already logged "
                       f"offline under {self.dir / 'wandb'}; skipped")
 
+    def logged_where(self) -> str:
+        """``6 W&B run(s) (offline) in <dir>``, and how many were already there."""
+        where = self.dir / "wandb" if self.mode == "offline" else f"project {self.project}"
+        text = f"{len(self.logged)} W&B run(s) ({self.mode}) in {where}"
+        return text + (f", {len(self.skipped)} already there" if self.skipped else "")
+
     def close(self) -> None:
         run, self.active = self.active, None
         if run is not None:

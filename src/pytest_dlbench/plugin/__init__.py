@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_dlbench.loggers.registry import logger_options
 from pytest_dlbench.options import (
-    LOGGER_OPTIONS,
     OPTION_GROUPS,
     REPORT_OPTIONS,
     RUN_OPTIONS,
@@ -68,8 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     for flag, kwargs in SUITE_OPTIONS:
         add(flag, dest=_dest(flag), **kwargs)
-    for option in LOGGER_OPTIONS:  # dlbench log has them too
-        add(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)
+    logging = parser.getgroup("dlbench-logging")  # every logger's (loggers/registry.py)
+    for option in logger_options():  # dlbench log has them too
+        logging.addoption(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)
     for flag, kwargs in RUN_OPTIONS:
         add(flag, dest=_dest(flag), **kwargs)
     for option in REPORT_OPTIONS:

@@ -19,6 +19,7 @@ import pytest
 from pytest_dlbench.plugin.against_setup import AGAINST_AND_COMPARE, AgainstSetup
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
+from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers, loggers_asked
 from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
 from pytest_dlbench.run.protocol import Status
@@ -79,10 +80,8 @@ class ControllerSession(BenchSession):
             check_outputs(lambda dest: config.getoption(f"bench_{dest}"), cli=False)
         if session.options.against is not None:
             session._check_out_base(session.options.against)  # a bad revision leaves nothing
-        loggers = (config.getoption("bench_mlflow"), config.getoption("bench_wandb"))
-        if any(name is not None for name in loggers):
-            from pytest_dlbench.plugin.tracking import check_loggers
-
+        loggers = loggers_asked(config)  # loggers/registry.py
+        if loggers:
             check_loggers(config)  # a logger that is not installed leaves nothing behind
         if not config.option.collectonly:
             # A results directory that cannot be written stops the run before it starts (after
@@ -96,9 +95,7 @@ class ControllerSession(BenchSession):
 
             progress = ProgressReporter(session.existing_run_dir)
             config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
-        if any(name is not None for name in loggers):
-            from pytest_dlbench.plugin.tracking import TrackingPlugin
-
+        if loggers:
             tracking = TrackingPlugin(session, reporter)  # it logs what the reporter decided
             config.pluginmanager.register(tracking, TrackingPlugin.PLUGIN_NAME)
         return session

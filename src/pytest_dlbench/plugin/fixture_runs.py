@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_dlbench.loggers.registry import logger_options
 from pytest_dlbench.options import (
-    LOGGER_OPTIONS,
     REPORT_OPTIONS,
     RUN_OPTIONS,
     SUITE_OPTIONS,
@@ -51,8 +51,8 @@ def given_options(value: Callable[[str], Any]) -> list[str]:
     """The ``--bench-*`` flags given a value other than their default (``value(dest)``: the
     option's value, as ``config.getoption``), in the order of ``--help``."""
     flags = [(flag, kwargs.get("default")) for flag, kwargs in (*SUITE_OPTIONS, *RUN_OPTIONS)]
-    flags += [(o.pytest_flag, o.kwargs.get("default")) for o in (*LOGGER_OPTIONS,
-                                                                  *REPORT_OPTIONS)]
+    flags += [(o.pytest_flag, o.kwargs.get("default"))
+              for o in (*logger_options(), *REPORT_OPTIONS)]
     given = []
     for flag, default in flags:
         current = value(flag[2:].replace("-", "_"))

@@ -1,6 +1,8 @@
-"""Logging a suite run to MLflow and Weights & Biases while it runs (docs/logging.md).
+"""Logging a suite run to its loggers (MLflow, Weights & Biases...) while it runs
+(docs/logging.md).
 
-Registered by the controller when ``--bench-mlflow`` or ``--bench-wandb`` is given. Everything is
+Registered by the controller when a logger's switch is given (``--bench-mlflow``,
+``--bench-wandb``: the loggers of loggers/registry.py). Everything is
 sent from the controller, from the streams the children wrote: each benchmark run once it has
 ended, the session's score at the end. Nothing runs inside a benchmark's timed loop, and a
 logger that fails says so in one line and stops; the run, its score and its exit status are
@@ -9,28 +11,39 @@ what they would have been without it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_dlbench.loggers.registry import LoggerEntry, asked_loggers
+from pytest_dlbench.loggers.sink import GuardedSink, open_sinks
+from pytest_dlbench.loggers.source import session_facts
+
 if TYPE_CHECKING:
-    from pytest_dlbench.loggers import GuardedSink
     from pytest_dlbench.plugin.controller import ControllerSession
     from pytest_dlbench.plugin.reporter import BenchReporter
 
-__all__ = ["TrackingPlugin", "check_loggers"]
+__all__ = ["TrackingPlugin", "check_loggers", "loggers_asked"]
+
+
+def _option(config: pytest.Config) -> Callable[[str], Any]:
+    """A logger option's value by its dest: ``--bench-<dest>``."""
+    return lambda dest: config.getoption(f"bench_{dest}")
+
+
+def loggers_asked(config: pytest.Config) -> list[LoggerEntry]:
+    """The loggers whose switch (``--bench-mlflow``...) was given."""
+    return asked_loggers(_option(config))
 
 
 def check_loggers(config: pytest.Config) -> None:
     """A logger asked for but not installed is a usage error that says what to install."""
-    from pytest_dlbench.loggers import missing_logger
-
-    for name in ("mlflow", "wandb"):
-        if config.getoption(f"bench_{name}") is not None:
-            message = missing_logger(name)
-            if message:
-                raise pytest.UsageError(f"--bench-{name}: {message}")
+    for entry in loggers_asked(config):
+        message = entry.missing()
+        if message:
+            raise pytest.UsageError(f"{entry.switch.pytest_flag}: {message}")
 
 
 class TrackingPlugin:
@@ -50,13 +63,9 @@ class TrackingPlugin:
             reporter.write_line(line, yellow=True)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_dlbench.loggers import open_sinks
-
         config = self.config
         self.sinks = open_sinks(
-            mlflow=config.getoption("bench_mlflow"),
-            wandb=config.getoption("bench_wandb"),
-            experiment=config.getoption("bench_experiment"),
+            _option(config),
             bench_base=self.session.options.base,
             warn=self._warn,
             echo=lambda line: None,  # progress of the loggers: quiet in a pytest run
@@ -67,8 +76,6 @@ class TrackingPlugin:
         if run_dir is None:
             return None  # nothing ran yet
         if not self.started:
-            from pytest_dlbench.loggers import session_facts
-
             self.started = True
             facts = session_facts(run_dir, live=True)
             for sink in self.sinks:
