@@ -48,7 +48,7 @@ def _one_line(text: str) -> str:
 
 def test_the_loggers_options_are_the_pytest_runs(pytester: pytest.Pytester) -> None:
     """``dlbench log --mlflow/--wandb/--experiment`` are pytest's ``--bench-mlflow``... of the
-    option table (options.LOGGER_OPTIONS): the same values, the same help."""
+    registry of loggers (loggers/registry.py): the same values, the same help."""
     parser = argparse.ArgumentParser(prog="dlbench")
     log = add_log_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["log", "RUN", "--mlflow", "--wandb=p", "--experiment=e"])
