@@ -20,6 +20,7 @@ from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
 from pytest_dlbench.results.compiled import compile_summary
 from pytest_dlbench.results.peaks import CEILING, MeasuredPeak, dtype_of
+from pytest_dlbench.results.plausibility import timed_by_bench, wall_clock_check
 from pytest_dlbench.results.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
@@ -237,6 +238,12 @@ def run_from_records(
             f"the run has {timing.steps}"
         )
     units = spec.get("units") or next((r.get("units") for r in chain(steady, warmup)), None)
+    if status is Status.OK and timed_by_bench(spec, run.kind(Event.COMMAND)):
+        # A rate the wall clock cannot support is an error of measurement, never a figure:
+        # the run fails, its stream and rate are kept, and the reason gives the figures.
+        check = wall_clock_check(steady)
+        if check is not None and check.flagged:
+            status, reason = Status.FAIL, check.reason(str(units or "items/s"))
     plan = spec.get("plan") or {}
     compiled = config.get("compile")
     return RunResult(

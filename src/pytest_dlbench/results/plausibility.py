@@ -1,0 +1,144 @@
+"""The rate's ceiling: a rate that implies more items than the wall clock allows is an error of
+measurement, never a figure (issue 37, "Ceilings").
+
+Within one chain of the Bench's timer (measure/timing.py ``Timer``) a step's ``time`` is derived
+from its ``seconds``, so nothing can be checked there. Across chains the wall clock is
+independent: each chain's start is the host's ``wall_clock()``, taken after the window read that
+ended the chain before. Over a run's steady records the wall-clock span must then be covered by
+the timed seconds, up to the untimed gaps between windows (a sync and a window read: small). A
+timer that under-reports (CUDA events on a stream other than the work's, an event never waited
+on, a clock in the wrong unit) leaves most of the span untimed and inflates the rate by that
+factor.
+
+The check is generous on purpose: each gap between chains is allowed :data:`READ_ALLOWANCE`
+seconds first (a window read took 17 to 25 ms on a loaded 2-core CPU, after steps of 0.5 ms: a
+microbenchmark's reads are not its timer's fault), and a run is flagged only when the rest makes
+its rate more than :data:`FACTOR` times what the wall clock supports, over the whole span and in
+the median window, so that a few long pauses between ``iterate`` calls (an epoch's new data
+loader, an evaluation) never fail a run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_dlbench.measure.rates import Rates
+from pytest_dlbench.numbers import number
+from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
+
+__all__ = ["FACTOR", "RATE_ERROR", "READ_ALLOWANCE", "WallClockCheck", "timed_by_bench",
+           "wall_clock_check"]
+
+#: A reported rate more than this times what the wall clock supports is an error: the gaps
+#: between windows (a sync, a read) are far below the windows' own time, so a healthy run's
+#: factor is close to 1; 2 means half the span went untimed.
+FACTOR = 2.0
+#: Seconds of each gap between chains that are never held against the timer: a window read
+#: (its sync, its records) on a loaded host, a garbage collection.
+READ_ALLOWANCE = 0.1
+#: The reason of a run whose rate is past the ceiling (results/scoring.py fails it).
+RATE_ERROR = "error of measurement"
+#: Runners that time their steps themselves (``Bench.log_step``) and pause between them.
+_SELF_TIMED = (EXTERNAL_RUNNER, VOIR_RUNNER)
+# Within a chain, time[i] - seconds[i] differs from time[i-1] by a rounding or two; a gap wider
+# than this many ulps of the time is a new chain.
+_ULPS = 16
+
+
+@dataclass(frozen=True)
+class WallClockCheck:
+    """A run's steady rate against its wall clock (:func:`wall_clock_check`)."""
+
+    rate: float  # Σ items / Σ seconds: the rate the run reports
+    supported: float  # Σ items / span: the rate the wall clock supports
+    span: float  # seconds of wall clock from the first steady step's start to the last's end
+    # The same ratios with :data:`READ_ALLOWANCE` of each gap forgiven: the median window's
+    # (timed seconds + the rest of its gap) / (timed seconds), and the whole span's.
+    window_factor: float
+    span_factor: float
+
+    @property
+    def factor(self) -> float:
+        """How many times the wall clock's rate the reported one is."""
+        return self.rate / self.supported if self.supported > 0 else math.inf
+
+    @property
+    def flagged(self) -> bool:
+        """The rate is more than :data:`FACTOR` times what the wall clock supports, over the
+        whole span and in the median window, each gap's allowance forgiven."""
+        return self.span_factor > FACTOR and self.window_factor > FACTOR
+
+    def reason(self, units: str = "items/s") -> str:
+        """The failed run's reason: the figures, so that the measurement is not lost."""
+        return (f"{RATE_ERROR}: the rate ({number(self.rate)} {units}) is {self.factor:.3g} "
+                f"times what the wall clock supports ({number(self.supported)} {units} over "
+                f"{number(self.span)} s)")
+
+
+def timed_by_bench(spec: Mapping[str, Any], commands: Sequence[Mapping[str, Any]] = ()) -> bool:
+    """Whether a run's steps are timed by the Bench's timer: not an external command's or a
+    voir run's (its ``definition``, or the ``command`` records their runners write), which
+    report their own step times and pause for evaluation between them."""
+    return (spec.get("definition") not in _SELF_TIMED and not spec.get("command")
+            and not commands)
+
+
+def _columns(steady: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, Any, Any]]:
+    """(time, seconds, items) of each record; straight from the columns of a :class:`Rates`."""
+    if isinstance(steady, Rates):
+        return zip(steady.numbers("time"), steady.numbers("seconds"), steady.numbers("items"),
+                   strict=True)
+    return ((r.get("time"), r.get("seconds"), r.get("items")) for r in steady)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | None:
+    """The steady ``rate`` records (in stream order) of a run timed by the Bench, against the
+    wall clock; None (no judgement) when a record lacks ``time``, ``seconds`` or ``items``,
+    when the records span fewer than two chains, or when no chain holds two steps (each record
+    timed on its own: ``log_step``, not the timer's windows)."""
+    first = next(_columns(steady), None)
+    if first is None or not all(map(_number, first)):
+        return None
+    start = float(first[0]) - float(first[1])  # the first steady step's start
+    chain_seconds, chain_steps, longest = 0.0, 0, 0
+    factors: list[float] = []
+    total_seconds = items = excess = 0.0
+    previous = start
+    for time, seconds, count in _columns(steady):
+        if not (_number(time) and _number(seconds) and _number(count)):
+            return None
+        begin = float(time) - float(seconds)
+        if abs(begin - previous) > _ULPS * math.ulp(previous) and chain_steps:
+            # A new chain: its start is the wall clock's own, and the gap since the last step's
+            # end was untimed (a read, or the part of the chain before that the timer missed).
+            rest = max(0.0, begin - previous - READ_ALLOWANCE)
+            factors.append(_factor(chain_seconds + rest, chain_seconds))
+            excess += rest
+            longest = max(longest, chain_steps)
+            chain_seconds, chain_steps = 0.0, 0
+        chain_seconds += float(seconds)
+        chain_steps += 1
+        total_seconds += float(seconds)
+        items += float(count)
+        previous = float(time)
+    longest = max(longest, chain_steps)
+    span = previous - start
+    if not factors or longest < 2 or total_seconds <= 0 or span <= 0:
+        return None
+    return WallClockCheck(rate=items / total_seconds, supported=items / span, span=span,
+                          window_factor=statistics.median(factors),
+                          span_factor=(total_seconds + excess) / total_seconds)
+
+
+def _factor(wall: float, seconds: float) -> float:
+    """A chain's wall clock (to the next chain's start, less the allowance) over its timed
+    seconds."""
+    return wall / seconds if seconds > 0 else math.inf

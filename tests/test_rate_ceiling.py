@@ -1,0 +1,222 @@
+"""The rate's ceiling (results/plausibility.py): a rate the wall clock cannot support is an error
+of measurement that fails the run, never a figure; healthy runs, external commands and voir runs
+are never flagged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dlbench.measure.bench import Bench
+from pytest_dlbench.measure.stream import NullStream
+from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, Timer
+from pytest_dlbench.results.plausibility import (
+    FACTOR,
+    WallClockCheck,
+    timed_by_bench,
+    wall_clock_check,
+)
+from pytest_dlbench.results.scoring import run_from_records, summarize_bench
+from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
+
+STEP = 0.050  # seconds of device time per step
+READ = 0.0005  # seconds of a window read: its sync and its records (untimed)
+
+
+class UnderReporting(FakeCudaBackend):
+    """A backend whose intervals are ``1 / by`` of the device time that passed: events on
+    another stream than the work's, or a clock in the wrong unit."""
+
+    def __init__(self, clock: FakeClock, by: float) -> None:
+        super().__init__(clock)
+        self.by = by
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        return super().elapsed(start, end) / self.by
+
+
+class SlowRead(FakeCudaBackend):
+    """A backend whose synchronisation takes host time, as a window read's does."""
+
+    def synchronize(self) -> None:
+        super().synchronize()
+        self.clock.advance(READ)
+
+
+def fake_run(backend: FakeCudaBackend, clock: FakeClock, *, steps: int = 40,
+             window: int = 10) -> list[dict[str, Any]]:
+    """The stream of a Bench run on ``backend``: each step takes :data:`STEP` of the clock,
+    the wall clock and the device clock are the same clock."""
+    stream = NullStream()
+    bench = Bench(stream=stream, timer=Timer(backend, wall_clock=clock), skip=5, stop=steps,
+                  window=window)
+
+    def batches() -> Iterator[int]:
+        while True:
+            clock.advance(STEP)
+            yield 64
+
+    for _ in bench.iterate(batches(), batch_size=64):
+        pass
+    bench.close()
+    config = {"event": "config", "spec": {"name": "fake", "skip": 5, "stop": steps,
+                                           "definition": "tests.fake:main"}}
+    return [config, *stream.records, {"event": "end", "status": "ok"}]
+
+
+def steady(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("event") == "rate" and not r.get("warmup")]
+
+
+# -- the Bench's timer on a fake device -------------------------------------------------------
+def test_a_timer_that_under_reports_ten_times_fails_the_run_with_its_figures():
+    clock = FakeClock(1000.0)
+    records = fake_run(UnderReporting(clock, by=10), clock)
+    check = wall_clock_check(steady(records))
+    assert check is not None and check.flagged
+    assert check.factor == pytest.approx(10, rel=0.05)
+    assert check.supported == pytest.approx(64 / STEP, rel=0.05)  # what the device really did
+    run = run_from_records(records)
+    assert run.status is Status.FAIL
+    assert run.reason.startswith("error of measurement: the rate (12,800 items/s) is 10")
+    assert run.reason.endswith(" times what the wall clock supports (1,280 items/s over 2.00 s)")
+    # The measurement is kept: the rate and the observations are still there.
+    assert run.rate == pytest.approx(10 * 64 / STEP) and len(run.steady) == 40
+
+
+def test_a_healthy_timer_with_a_slow_read_between_windows_is_not_flagged():
+    clock = FakeClock(1000.0)
+    records = fake_run(SlowRead(clock), clock)
+    check = wall_clock_check(steady(records))
+    assert check is not None and not check.flagged
+    assert 1.0 < check.factor < 1.01  # the reads: 0.5 ms per 500 ms window
+    assert run_from_records(records).ok
+
+
+def test_a_flagged_run_is_a_failure_of_its_benchmark_never_its_perf():
+    clock = FakeClock(1000.0)
+    bad = run_from_records(fake_run(UnderReporting(clock, by=10), clock))
+    clock = FakeClock(5000.0)
+    good = run_from_records(fake_run(SlowRead(clock), clock))
+    summary = summarize_bench("fake", [bad, good])
+    assert (summary.n, summary.fail) == (2, 1)
+    assert summary.perf == pytest.approx(good.rate)
+
+
+def test_a_real_cpu_run_of_the_toy_workload_is_not_flagged():
+    pytest.importorskip("torch")
+    from pytest_dlbench.workloads import toy
+
+    stream = NullStream()
+    bench = Bench(stream=stream, args=["--batch-size", "16"], skip=2, stop=30, window=5)
+    toy.main(bench)
+    bench.close()
+    check = wall_clock_check(steady(stream.records))
+    assert check is not None and not check.flagged, check
+
+
+# -- what is not judged -----------------------------------------------------------------------
+def timed_records(factor: float, *, windows: int = 6, per_window: int = 5, step: float = 1.0,
+                  pause: float = 0.0, every: int = 0) -> list[dict[str, Any]]:
+    """Steady rate records as the timer writes them: chains of ``per_window`` contiguous steps
+    of ``step`` seconds; each window's wall clock is ``factor`` times its timed seconds
+    (``pause`` more after every ``every``-th window)."""
+    out: list[dict[str, Any]] = []
+    start = 1000.0
+    for w in range(windows):
+        time = start
+        for _ in range(per_window):
+            time += step
+            out.append({"event": "rate", "value": 64 / step, "units": "items/s",
+                        "step": len(out), "warmup": False, "time": time, "items": 64.0,
+                        "seconds": step})
+        start += per_window * step * factor + (pause if every and (w + 1) % every == 0 else 0)
+    return out
+
+
+def run_of(records: list[dict[str, Any]], **spec: Any) -> list[dict[str, Any]]:
+    config = {"event": "config", "spec": {"name": "x", **spec}}
+    return [config, *records, {"event": "end", "status": "ok"}]
+
+
+@pytest.mark.parametrize("definition", [EXTERNAL_RUNNER, VOIR_RUNNER])
+def test_a_command_or_voir_run_times_its_own_steps_and_is_not_judged(definition: str):
+    records = timed_records(10.0)
+    assert wall_clock_check(records).flagged  # type: ignore[union-attr]  # judged on its own
+    assert run_from_records(run_of(records, definition=definition)).ok
+    assert not run_from_records(run_of(records, definition="tests.fake:main")).ok
+
+
+def test_a_run_with_command_records_is_not_judged():
+    records = timed_records(10.0)
+    command = {"event": "command", "status": "start", "argv": ["train.sh"]}
+    assert not timed_by_bench({}, [command])
+    assert run_from_records([command, *run_of(records)]).ok
+
+
+@pytest.mark.parametrize("drop", ["time", "seconds", "items"])
+def test_records_without_a_field_are_not_judged(drop: str):
+    records = timed_records(10.0)
+    for record in records:
+        del record[drop]
+    assert wall_clock_check(records) is None
+
+
+def test_one_chain_or_steps_each_timed_alone_are_not_judged():
+    assert wall_clock_check(timed_records(10.0, windows=1)) is None
+    assert wall_clock_check(timed_records(10.0, per_window=1)) is None  # log_step's records
+    assert wall_clock_check([]) is None
+
+
+# -- the factor -------------------------------------------------------------------------------
+def test_the_ceiling_is_twice_what_the_wall_clock_supports():
+    # 20 windows of 5 s: the last window's gap is not in the span, and 0.1 s of each is forgiven.
+    below = wall_clock_check(timed_records(1.9, windows=20))
+    above = wall_clock_check(timed_records(2.2, windows=20))
+    assert below is not None and not below.flagged
+    assert above is not None and above.flagged
+    assert FACTOR == 2
+
+
+def test_a_long_pause_between_iterate_calls_is_not_a_false_alarm():
+    # An epoch's new data loader (5 s) after every 4th window of 0.5 s: the span is 2.7 times
+    # the timed seconds, past the ceiling even with the reads forgiven, but the median window
+    # is healthy.
+    records = timed_records(1.01, windows=12, step=0.1, pause=5.0, every=4)
+    check = wall_clock_check(records)
+    assert check is not None and check.factor > FACTOR and check.span_factor > FACTOR
+    assert not check.flagged
+
+
+def test_a_microbenchmark_s_slow_reads_are_not_held_against_its_timer():
+    # The smoke suite's toy on a loaded 2-core CPU: windows of 7 steps of 0.5 ms, then a 25 ms
+    # read; the wall clock supports a fraction of the rate, all of it the reads'.
+    records = timed_records(1 + 0.025 / 0.0035, per_window=7, step=0.0005)
+    check = wall_clock_check(records)
+    assert check is not None and check.factor > 3 * FACTOR
+    assert not check.flagged
+    # Reads of a second (no read takes that) are not forgiven.
+    assert wall_clock_check(timed_records(1 + 1 / 0.0035, per_window=7,
+                                          step=0.0005)).flagged  # type: ignore[union-attr]
+
+
+def test_the_reason_names_the_figures():
+    check = WallClockCheck(rate=1000.0, supported=100.0, span=12.5, window_factor=10.0,
+                           span_factor=10.0)
+    assert check.reason("img/s") == ("error of measurement: the rate (1,000 img/s) is 10 times "
+                                     "what the wall clock supports (100 img/s over 12.5 s)")
+
+
+def test_the_check_reads_a_stream_file_by_its_columns(tmp_path: Path):
+    from pytest_dlbench.measure.stream import StreamWriter
+    from pytest_dlbench.results.scoring import load_run
+
+    path = tmp_path / "x.D0.data"
+    with StreamWriter(path) as writer:
+        writer.write_many(run_of(timed_records(10.0), definition="tests.fake:main"))
+    run = load_run(path)
+    assert run.status is Status.FAIL and run.reason.startswith("error of measurement")
