@@ -28,8 +28,7 @@ from pytest_dlbench.options import (
     evaluate_options,
 )
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.layout import check_run_dir
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.run.layout import DATA, check_run_dir, results_base
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.history_drift import HistoryDrifts
@@ -79,7 +78,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     system = load_system(args.bench_system) if args.bench_system else None  # checked either way
     # The data folder of a run started here ({data}, {milabench_data}, MILABENCH_DIR_DATA):
     # --bench-base, else $DLBENCH_BASE, else .dlbench, as pytest's.
-    data_dir = Path(args.bench_base or os.environ.get(Env.BASE) or ".dlbench").resolve() / "data"
+    data_dir = results_base(args.bench_base).resolve() / DATA
 
     def launch_args(spec: Any) -> list[str]:
         context = placeholder_context(system=system, bench_name=spec.name, data_dir=data_dir)
@@ -163,8 +162,7 @@ def _latest_run(args: argparse.Namespace) -> Path:
     .dlbench, as pytest's), named on stderr so that nobody wonders which run it was."""
     from pytest_dlbench.run.layout import latest_run_dir
 
-    base = Path(args.bench_base or os.environ.get(Env.BASE) or ".dlbench")
-    run_dir = latest_run_dir(base)
+    run_dir = latest_run_dir(results_base(args.bench_base))
     print(f"dlbench: the latest run: {run_dir}", file=sys.stderr)
     return run_dir
 

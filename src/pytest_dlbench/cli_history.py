@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.results.history import HISTORY
+from pytest_dlbench.run.layout import results_base
 
 __all__ = ["COMMANDS", "add_history_commands"]
 
@@ -21,7 +21,7 @@ COMMANDS = ("history", "bisect")
 
 
 def _default_history() -> Path:
-    return Path(os.environ.get(Env.BASE) or ".dlbench") / "history"
+    return results_base() / HISTORY
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.confirm import CONFIRM, parse_confirm
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.run import layout
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.evaluation import EvaluateOptions
@@ -30,9 +29,7 @@ __all__ = [
 def results_base(config: Any) -> Path:
     """``--bench-base``, else ``$DLBENCH_BASE``, else ``.dlbench``; relative to where pytest was
     started (a pytest ``Config``)."""
-    base = Path(
-        config.getoption("bench_base") or os.environ.get(Env.BASE) or ".dlbench"
-    )
+    base = layout.results_base(config.getoption("bench_base"))
     return base if base.is_absolute() else Path(config.invocation_params.dir) / base
 
 # (flag, argparse keyword arguments). pytest's parser.addoption takes the same keywords.

@@ -37,6 +37,7 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.batches import count_items, losses_to_floats
 from pytest_dlbench.measure.stream import ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
+from pytest_dlbench.run.layout import DATA, DEFAULT_BASE
 
 __all__ = ["Bench", "NonFiniteLoss", "ProfiledWindow", "count_items"]
 
@@ -135,7 +136,7 @@ class Bench(ClosesOnExit):
         self.skip = skip
         self.stop = stop
         self.window = window
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(".dlbench") / "data"
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(DEFAULT_BASE) / DATA
         self.timer = timer if timer is not None else Timer(backend_for(device))
         self.units = units
         # An njobs job reports for all its ranks: each rank steps in lockstep with the others

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.options import results_base
+from pytest_dlbench.run.layout import DATA
 
 __all__ = [
     "bench",
@@ -47,7 +48,7 @@ def default_device() -> Any:
 @pytest.fixture(scope="session")
 def bench_data_dir(pytestconfig: pytest.Config) -> Path:
     """Where synthetic on-disk data sets are written once and reused: ``<base>/data``."""
-    path = results_base(pytestconfig) / "data"
+    path = results_base(pytestconfig) / DATA
     path.mkdir(parents=True, exist_ok=True)
     return path
 

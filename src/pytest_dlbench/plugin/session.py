@@ -245,7 +245,7 @@ class BenchSession:
         return self.options.run_name or "+".join(s.name for s in self.suites)
 
     def data_dir(self) -> Path:
-        path = self.options.base / "data"
+        path = self.options.base / layout.DATA
         path.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -41,6 +41,7 @@ from typing import Any
 from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.run.output_files import write_atomic
+from pytest_dlbench.run.protocol import Env
 from pytest_dlbench.suite import BenchSpec
 from pytest_dlbench.suite.spec import name_problem
 
@@ -56,6 +57,9 @@ __all__ = [
     "check_run_dir",
     "latest_run_dir",
     "check_run_name",
+    "DATA",
+    "DEFAULT_BASE",
+    "results_base",
     "item_name",
     "json_safe",
     "log_path",
@@ -91,6 +95,10 @@ def json_safe(value: Any) -> Any:
         return [json_safe(v) for v in value]
     return value
 
+#: The results base when neither ``--bench-base`` nor ``$DLBENCH_BASE`` names one.
+DEFAULT_BASE = ".dlbench"
+#: The folder of a results base where data sets are made once and reused.
+DATA = "data"
 RUNS = "runs"
 STREAM_SUFFIX = ".data"
 LOG_SUFFIX = ".log"
@@ -150,6 +158,15 @@ def check_run_name(name: str) -> str:
 
 
 # -- the run directory ---------------------------------------------------------------------------
+
+
+def results_base(option: str | PathLike[str] | None = None,
+                 environ: Mapping[str, str] | None = None) -> Path:
+    """The results base: ``--bench-base`` (``option``), else ``$DLBENCH_BASE``, else
+    ``.dlbench``. As given: a relative path stays relative (its caller knows to what)."""
+    env = os.environ if environ is None else environ
+    # An empty option or variable counts as unset, as it always has.
+    return Path(option or env.get(Env.BASE) or DEFAULT_BASE)
 
 
 def prepare_base(base: str | PathLike[str]) -> Path:

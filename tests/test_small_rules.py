@@ -1,0 +1,43 @@
+"""The small rules of issue 38 (item 4), each with one home: the results base's precedence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_dlbench.run.layout import DEFAULT_BASE, results_base
+
+
+@pytest.mark.parametrize(("option", "environ", "expected"), [
+    ("opt", {"DLBENCH_BASE": "env"}, "opt"),  # --bench-base first
+    (None, {"DLBENCH_BASE": "env"}, "env"),  # then $DLBENCH_BASE
+    (None, {}, DEFAULT_BASE),  # then .dlbench
+    ("", {"DLBENCH_BASE": ""}, DEFAULT_BASE),  # empty counts as unset
+])
+def test_results_base_precedence(option: str | None, environ: dict[str, str],
+                                 expected: str) -> None:
+    assert results_base(option, environ) == Path(expected)
+
+
+def test_results_base_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLBENCH_BASE", "from-env")
+    assert results_base() == Path("from-env")
+    monkeypatch.delenv("DLBENCH_BASE")
+    assert results_base() == Path(".dlbench")
+
+
+def test_every_reader_of_the_base_uses_it(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_dlbench.cli_history import _default_history
+    from pytest_dlbench.options import results_base as pytest_base
+
+    monkeypatch.setenv("DLBENCH_BASE", "env")
+    config = SimpleNamespace(getoption=lambda name: None,
+                             invocation_params=SimpleNamespace(dir=tmp_path))
+    assert pytest_base(config) == tmp_path / "env"
+    config.getoption = lambda name: "opt"
+    assert pytest_base(config) == tmp_path / "opt"
+    assert _default_history() == Path("env") / "history"
