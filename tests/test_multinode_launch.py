@@ -22,7 +22,7 @@ from pytest_dlbench.run.launch.netif import interface_of, is_this_machine, socke
 from pytest_dlbench.run.launch.relay import NodeOutput, plain
 from pytest_dlbench.run.launch.torchrun import ssh_command
 from pytest_dlbench.run.launch.verdict import NodeFailure, first_failure, record_verdict
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.run.protocol import USAGE_ERROR, Env
 from pytest_dlbench.suite.system import Node, SshOptions, load_system
 
 PY = sys.executable
@@ -270,7 +270,7 @@ def test_launching_from_another_node_fails_at_once_naming_the_main_node(tmp_path
          "--run-id=x", "--", PY, "-c", "pass"],
         env={**os.environ, Env.STREAM: str(stream)}, capture_output=True, text=True, timeout=60)
     assert time.monotonic() - start < 30
-    assert proc.returncode == nodes.USAGE_EXIT
+    assert proc.returncode == USAGE_ERROR
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and "manager, 192.0.2.11, is not this machine" in lines[0]
     assert end_records(stream)[0]["reason"].startswith(f"{system}: pytest runs on a node other")

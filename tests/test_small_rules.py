@@ -41,3 +41,12 @@ def test_every_reader_of_the_base_uses_it(tmp_path: Path,
     config.getoption = lambda name: "opt"
     assert pytest_base(config) == tmp_path / "opt"
     assert _default_history() == Path("env") / "history"
+
+
+def test_usage_error_is_defined_once() -> None:
+    from pytest_dlbench.results import gate
+    from pytest_dlbench.run import protocol
+    from pytest_dlbench.run.launch import nodes
+
+    assert gate.USAGE_ERROR is protocol.USAGE_ERROR == 4
+    assert not hasattr(nodes, "USAGE_EXIT")

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.results.stats import PAIRED_QUANTILE, PAIRED_TESTS
 from pytest_dlbench.results.verdict import ALPHA, TOLERANCE
 
+# Bad input (4): defined with the run's protocol, which the node launcher reads too.
+from pytest_dlbench.run.protocol import USAGE_ERROR
+
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
@@ -67,8 +70,8 @@ BENCH_FAILED = 1
 LOGGER_FAILED = 1
 #: Interrupted (Ctrl-C), as pytest.
 INTERRUPTED = 2
-#: Bad input: an unreadable, corrupt or foreign baseline file, a bad option, no run directory.
-USAGE_ERROR = 4
+# 4, USAGE_ERROR (imported above): bad input, an unreadable, corrupt or foreign baseline file,
+# a bad option, no run directory.
 #: Every benchmark passed, but performance regressed against the baseline.
 REGRESSED = 6
 #: A baseline was required (``--compare``/``--bench-compare``) but its file does not exist.

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 from pytest_dlbench.errors import shorten
 
-__all__ = ["Env", "Outcome", "Status"]
+__all__ = ["USAGE_ERROR", "Env", "Outcome", "Status"]
+
+#: Exit status of bad input (an option, a file, a system file that does not fit this machine),
+#: pytest's ``USAGE_ERROR``. Here, below results/ and run/, so that the gate (which owns the
+#: exit statuses and re-exports it) and the node launcher share one definition.
+USAGE_ERROR = 4
 
 
 class Env:

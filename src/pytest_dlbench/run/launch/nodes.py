@@ -38,14 +38,12 @@ from pytest_dlbench.run.launch.verdict import (
     record_end,
     record_verdict,
 )
-from pytest_dlbench.run.protocol import Env, Outcome, Status
+from pytest_dlbench.run.protocol import USAGE_ERROR, Env, Outcome, Status
 
 __all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes"]
 
 #: Exit status of a node launcher that ended its torchrun at the run's deadline (timeout's).
 DEADLINE_EXIT = 124
-#: Exit status of ``launch`` when the system file does not fit this machine (bad input).
-USAGE_EXIT = 4
 #: After a first failure that is another's echo, how long to wait for the cause to show.
 SETTLE_S = 2.0
 #: Variables of the parent's environment that reach the other nodes' launchers: the run's
@@ -318,7 +316,7 @@ def _run_launch(args: argparse.Namespace) -> int:
         reason = (f"{args.system}: pytest runs on a node other than the main one "
                   f"({main_node.name}, {main_node.ip}, is not this machine): start it there")
         _say(record_end(stream, Outcome(Status.FAIL, reason)).reason)
-        return USAGE_EXIT
+        return USAGE_ERROR  # the system file does not fit this machine: bad input
     env = dict(item.split("=", 1) for item in args.env)
     remote_env = {**env, **forwarded_env(os.environ), "PY_COLORS": "0", "NO_COLOR": "1"}
     rdzv_conf: dict[str, Any] = dict(item.split("=", 1) for item in args.rdzv_conf)
