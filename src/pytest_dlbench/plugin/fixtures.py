@@ -67,6 +67,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         return
     from pytest_dlbench.measure.bench import Bench
     from pytest_dlbench.measure.machine import machine_meta
+    from pytest_dlbench.measure.monitor import Monitor
     from pytest_dlbench.measure.stream import Event, StreamWriter
     from pytest_dlbench.plugin.fixture_against import child_stream
     from pytest_dlbench.run.harness import execute
@@ -94,15 +95,28 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
                                          "weight": 1}, device=0, repeat=repeat)
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
+        # The suite child's telemetry, before the first timed step: results/busy.py judges
+        # from its samples whether something else used the machine, as for a suite's run.
+        monitor = Monitor(stream).start()
         yield instance
         failed = request.node.stash.get(CALL_FAILED, None)
-        outcome, exc = execute(instance.close, stream, final=False)
+        outcome, exc = execute(lambda: _close_monitored(instance, monitor), stream,
+                               final=False)
         if exc is not None:
             raise exc
         if failed:
             stream.write(Event.END, status=Status.FAIL, reason=failed)
         else:
             stream.write(Event.END, status=Status.OK, reason="")
+
+
+def _close_monitored(bench: Any, monitor: Any) -> None:
+    """Read the last window, then stop the monitor: its last sample comes after the last timed
+    step, and its ``monitor_summary`` before ``end``, whatever reading the window raised."""
+    try:
+        bench.close()
+    finally:
+        monitor.stop()
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:
