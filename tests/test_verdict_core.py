@@ -4,7 +4,9 @@ replaced did (issue 38, part 1).
 The ``old_*`` functions below are the old rule kept for this equivalence test only: their
 bodies are copied from results/stats.py, noise.py, paired_noise.py, sequential.py, confirm.py
 and probe.py at d023ee7, frozen. Generated evidence goes to both, and the words and reasons
-must be the same, a few hundred cases per mode.
+must be the same, a few hundred cases per mode, except the one change issue 38 made on
+purpose (:func:`one_rule`): a paired ratio (a benchmark's or the score's) slower beyond the
+tolerance without the evidence, "unchanged" before, is "inconclusive", as a saved baseline's.
 """
 
 from __future__ import annotations
@@ -239,6 +241,42 @@ def old_step_holds(diff: float, p: float, tolerance: float, alpha: float) -> boo
     return not (abs(diff) < math.log1p(tolerance) - 1e-12 or p >= alpha)
 
 
+# -- the one intended change (issue 38: the same rule in every mode) --------------------------
+def one_rule(old: Verdict, ratio: float | None, tolerance: float, *, score: bool = False,
+             ci: tuple[float, float] | None = None) -> Verdict:
+    """The old paired verdict as the one rule gives it: unchanged -> inconclusive where the
+    ratio is slower beyond the tolerance (not significant, or no test); every other case as
+    before."""
+    if old.word != UNCHANGED or ratio is None or \
+            old_beyond_tolerance(ratio, tolerance) != REGRESSED:
+        return old
+    if score:  # the saved baseline's words for its score (old_saved_score_verdict)
+        return Verdict(INCONCLUSIVE, f"rate ratio {ratio:.3f} beyond ±{tolerance:.0%}, "
+                                     "but not significant")
+    suffix = f"; interval [{ci[0]:.3f}, {ci[1]:.3f}]" if ci is not None else ""
+    return Verdict(INCONCLUSIVE, old.reason + suffix)
+
+
+def test_the_issues_paired_case_moved_from_unchanged_to_inconclusive() -> None:
+    # Issue 38's example: ratio 0.863 [0.750, 1.071], p 0.141 read "unchanged", exit 0.
+    found = Evidence(0.863, 0.141, (0.750, 1.071), log_var=0.07**2, paired=True, rounds=10)
+    old = old_paired_verdict(0.863, 0.141, 0.07**2, tolerance=0.03, alpha=0.05)
+    assert old.word == UNCHANGED
+    new = judge(found, Rule())
+    assert new.word == INCONCLUSIVE
+    assert new.reason == ("ratio 0.863 below 0.970, but not significant (p 0.141 >= alpha "
+                          "0.05); interval [0.750, 1.071]")
+    # One pair, no test: inconclusive too; faster without evidence stays unchanged.
+    assert judge(Evidence(0.9, None, paired=True, rounds=1), Rule()).word == INCONCLUSIVE
+    assert judge(Evidence(1.1, 0.2, paired=True), Rule()).word == UNCHANGED
+    # The score: the same rule on its combined evidence.
+    score = judge_score(Evidence(0.9, 0.2, paired=True), {UNCHANGED}, Rule())
+    assert score == Verdict(INCONCLUSIVE, "rate ratio 0.900 beyond ±3%, but not significant")
+    # The saved baseline says the same word on the same evidence.
+    assert judge(Evidence(0.863, 0.141, (0.750, 1.071), noise="n"), Rule()).word == \
+        INCONCLUSIVE
+
+
 # -- generated evidence -------------------------------------------------------------------------
 TOLERANCES = st.sampled_from([0.0, 0.01, 0.03, 0.05, 0.1, 0.25])
 ALPHAS = st.sampled_from([0.01, 0.05, 0.1, 0.2])
@@ -309,9 +347,10 @@ def test_saved_baseline_score(data: st.DataObject) -> None:
 def test_paired_benchmark(data: st.DataObject) -> None:
     tol, alpha = data.draw(TOLERANCES), data.draw(ALPHAS)
     ratio, p, log_var = data.draw(ratios(tol)), data.draw(ps(alpha)), data.draw(LOG_VARS)
+    ci = data.draw(st.one_of(st.none(), interval(ratio)))
     old = old_paired_verdict(ratio, p, log_var, tolerance=tol, alpha=alpha)
-    new = judge(Evidence(ratio, p, log_var=log_var, paired=True), Rule(tol, alpha))
-    assert new == old
+    new = judge(Evidence(ratio, p, ci, log_var=log_var, paired=True), Rule(tol, alpha))
+    assert new == one_rule(old, ratio, tol, ci=ci)
 
 
 @CASES
@@ -323,7 +362,8 @@ def test_paired_score(data: st.DataObject) -> None:
     weighted = set(data.draw(st.lists(WORDS, max_size=3)))
     old = old_paired_score_verdict(ratio, p, log_var, weighted, tolerance=tol, alpha=alpha)
     found = Evidence(ratio, p, log_var=log_var, paired=True) if ratio is not None else None
-    assert judge_score(found, weighted, Rule(tol, alpha)) == old
+    assert judge_score(found, weighted, Rule(tol, alpha)) == one_rule(old, ratio, tol,
+                                                                      score=True)
 
 
 @CASES

@@ -16,10 +16,12 @@ below alpha. The modes differ only in what their evidence can carry:
   busy or unreliable side (results/noise.py): beyond the tolerance with a doubt, or slower
   without the evidence, it is inconclusive; faster without it, unchanged (no improvement
   claimed, and a faster reading is no sign of a regression);
-- a paired run's evidence carries its rounds' variance: where the rounds are so noisy that an
-  unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time
-  (:func:`reach`), a change is claimed only at that level; a slower ratio between it and alpha
-  is inconclusive, a faster one unchanged.
+- a paired run's evidence carries its rounds' variance: slower beyond the tolerance without
+  the evidence (p at or above alpha, or no test: one pair) is inconclusive, as against a saved
+  baseline, faster without it unchanged; where the rounds are so noisy that an unchanged pair
+  lands beyond the tolerance more than ``claim_share`` of alpha of the time (:func:`reach`), a
+  change is claimed only at that level, and a slower ratio between it and alpha is
+  inconclusive too.
 
 Pure and light: no scipy, no numpy, no other module of results/ (everything imports this).
 """
@@ -215,11 +217,23 @@ def _significance(ratio: float, p: float | None, rule: Rule) -> Verdict:
                    f"{beyond}, but not significant (p {p:.3g} >= alpha {rule.alpha:g})")
 
 
+def _unproven_slower(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
+    """A paired ratio slower beyond the tolerance that its rounds could not prove (p at or
+    above alpha, or no test): inconclusive, as a saved baseline's (issue 38: one rule)."""
+    if judged.word != UNCHANGED or rule.beyond(found.ratio) != REGRESSED:
+        return judged
+    if found.ci is None:
+        return Verdict(INCONCLUSIVE, judged.reason)
+    low, high = found.ci
+    return Verdict(INCONCLUSIVE, f"{judged.reason}; interval [{low:.3f}, {high:.3f}]")
+
+
 def _noisy_rounds(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
     """A paired change claimed at alpha, unless its rounds are noisy and its p above the
-    claim level: then a slower ratio is inconclusive, a faster one unchanged."""
+    claim level: then a slower ratio is inconclusive, a faster one unchanged. Slower beyond
+    the tolerance without the evidence: inconclusive at any noise."""
     if judged.word not in SUSPECT or found.p is None:
-        return judged
+        return _unproven_slower(found, judged, rule)
     noise = reach(found.ratio, found.log_var, rule.tolerance)
     if noise is None or not noise.noisy(rule.alpha, rule.claim_share) or \
             found.p <= rule.claim_level:
@@ -293,6 +307,8 @@ def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -
         return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
     score = _score_significance(found, weighted, rule)
     if found.paired:
+        if score.word == UNCHANGED and rule.beyond(found.ratio) == REGRESSED:
+            return _unproven_score(found, rule)
         if score.word not in SUSPECT or score.word in weighted:
             return score
         noisy = _noisy_rounds(found, _significance(found.ratio, found.p, rule), rule)
@@ -305,7 +321,12 @@ def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -
                                      "but a weighted benchmark's figure is in doubt")
     if score.word != UNCHANGED or found.ratio > 1:  # faster without evidence: unchanged
         return score
-    return Verdict(INCONCLUSIVE, f"rate ratio {found.ratio:.3f} beyond ±{tol:.0%}, "
+    return _unproven_score(found, rule)
+
+
+def _unproven_score(found: Evidence, rule: Rule) -> Verdict:
+    """The score slower beyond the tolerance without the evidence, in either mode."""
+    return Verdict(INCONCLUSIVE, f"rate ratio {found.ratio:.3f} beyond ±{rule.tolerance:.0%}, "
                                  "but not significant")
 
 
