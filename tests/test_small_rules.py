@@ -50,3 +50,22 @@ def test_usage_error_is_defined_once() -> None:
 
     assert gate.USAGE_ERROR is protocol.USAGE_ERROR == 4
     assert not hasattr(nodes, "USAGE_EXIT")
+
+
+@pytest.mark.parametrize(("value", "number", "integer"), [
+    (3, True, True), (2.5, True, False), (float("nan"), True, False), (True, False, False),
+    (False, False, False), ("3", False, False), (None, False, False),
+])
+def test_a_json_number_is_never_a_bool(value: object, number: bool, integer: bool) -> None:
+    from pytest_dlbench.numbers import as_number, is_integer, is_number
+
+    assert is_number(value) is number
+    assert is_integer(value) is integer
+    assert (as_number(value) is not None) is number
+
+
+def test_the_default_units_are_one_constant() -> None:
+    from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.numbers import DEFAULT_UNITS
+
+    assert Bench(name="b").units == DEFAULT_UNITS == "items/s"

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, TypeGuard
 
 __all__ = [
     "DASH",
+    "DEFAULT_UNITS",
     "MISSING",
+    "as_number",
+    "is_integer",
+    "is_number",
     "byte_size",
     "count",
     "duration",
@@ -31,10 +36,31 @@ __all__ = [
     "significant",
 ]
 
+#: The units of a rate when a benchmark names none.
+DEFAULT_UNITS = "items/s"
 #: An unknown value in the terminal and the export.
 MISSING = "-"
 #: An unknown value in the HTML page.
 DASH = "—"
+
+
+# -- what a JSON number is ----------------------------------------------------------------------
+# Python counts True as the int 1; JSON and YAML do not: ``true`` is never a number here.
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """An int or a float (NaN and infinities included), never a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_integer(value: Any) -> TypeGuard[int]:
+    """An int, never a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_number(value: Any) -> float | None:
+    """A JSON number as a float (NaN and infinities kept); None for anything else."""
+    return float(value) if is_number(value) else None
 
 
 def number(value: float | None) -> str:

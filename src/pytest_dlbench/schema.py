@@ -18,6 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
+from pytest_dlbench.numbers import is_integer, is_number
+
 __all__ = ["Bool", "Int", "Loose", "Map", "Num", "Str", "first_error", "problem"]
 
 
@@ -27,13 +29,13 @@ def _short(value: Any) -> str:
 
 
 def _number(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_number(value):
         raise ValueError(f"must be a number, got {_short(value)}")
     return value
 
 
 def _integer(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise ValueError(f"must be an integer, got {_short(value)}")
     return value
 

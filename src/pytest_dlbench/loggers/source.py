@@ -23,6 +23,7 @@ from typing import Any
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
+from pytest_dlbench.numbers import as_number
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import load_run, run_from_records
 from pytest_dlbench.run.layout import profile_dir, read_manifest, stream_paths
@@ -54,13 +55,6 @@ PROFILE_SUFFIXES = (".json", ".csv")
 _MIB = float(2**20)
 # ``<run-name>.<YYYYmmdd-HHMMSS>``: the run directory's name carries its start time.
 _RUN_DIR_TIME = re.compile(r"\.(\d{8}-\d{6})$")
-
-
-def _num(value: Any) -> float | None:
-    """A finite or non-finite float from a JSON number; None for anything else (and bools)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 # -- the session ------------------------------------------------------------------------------
@@ -194,12 +188,12 @@ def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     for name, bench in (summary.get("benchmarks") or {}).items():
         metrics: dict[str, float] = {}
         for key, metric in _BENCH_KEYS.items():
-            value = _num(bench.get(key))
+            value = as_number(bench.get(key))
             if value is not None:
                 metrics[metric] = as_shown(key, value)
         telemetry = bench.get("telemetry") or {}
         for key in _TELEMETRY_KEYS:
-            value = _num(telemetry.get(key))
+            value = as_number(telemetry.get(key))
             if value is not None:
                 metrics[f"bench_{key}"] = value
         out[str(name)] = metrics
@@ -210,10 +204,10 @@ def session_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """The parent run's metrics: ``score``, ``failure_rate``, run counts, and per benchmark
     ``perf/<name>``, ``perf_adj/<name>``, ``std_pct/<name>``."""
     metrics: dict[str, float] = {}
-    score = _num(summary.get("score"))
+    score = as_number(summary.get("score"))
     if score is not None:
         metrics["score"] = score
-    rate = _num(summary.get("failure_rate"))
+    rate = as_number(summary.get("failure_rate"))
     if rate is not None:
         metrics["failure_rate"] = rate
     benches = summary.get("benchmarks") or {}
@@ -239,7 +233,7 @@ def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
 
     def put(name: str, value: Any, scale: float = 1.0) -> None:
-        number = _num(value)
+        number = as_number(value)
         if number is not None:
             out[f"system/{name}"] = number / scale
 
@@ -256,7 +250,7 @@ def telemetry_values(record: Mapping[str, Any]) -> dict[str, float]:
         p = f"gpu_{i}_"
         put(p + "utilization_percentage", gpu.get("util"))
         put(p + "memory_usage_megabytes", gpu.get("mem_used"), _MIB)
-        used, total = _num(gpu.get("mem_used")), _num(gpu.get("mem_total"))
+        used, total = as_number(gpu.get("mem_used")), as_number(gpu.get("mem_total"))
         if used is not None and total:
             out[f"system/{p}memory_usage_percentage"] = 100.0 * used / total
         put(p + "power_usage_watts", gpu.get("power_w"))
@@ -303,9 +297,9 @@ def step_series(records: RunRecords) -> list[Step]:
     """Every observation (warm-up included), then the losses and the regions, in stream order.
     A loss or region without a time of its own takes its step's observation's, else the run's
     last time."""
-    rates = [Step("rate", int(r.get("step") or 0), value, _num(r.get("time")) or 0.0,
+    rates = [Step("rate", int(r.get("step") or 0), value, as_number(r.get("time")) or 0.0,
                   bool(r.get("warmup")))
-             for r in records.rates if (value := _num(r.get("value"))) is not None]
+             for r in records.rates if (value := as_number(r.get("value"))) is not None]
     step_time = {o.step: o.time for o in rates}
     span = records.span
     last = span[1] if span else 0.0
@@ -315,15 +309,15 @@ def step_series(records: RunRecords) -> list[Step]:
 
     losses = [Step("loss", step, value, when(step))
               for r in records.losses
-              if (value := _num(r.get("value"))) is not None
+              if (value := as_number(r.get("value"))) is not None
               for step in (int(r.get("step") or 0),)]
     regions = []
     for r in records.regions:
-        count, seconds = _num(r.get("count")), _num(r.get("seconds"))
+        count, seconds = as_number(r.get("count")), as_number(r.get("seconds"))
         if count and seconds is not None:
             step = int(r.get("step") or 0)
             regions.append(Step(f"region/{r.get('key')}", step, seconds / count,
-                                when(step, _num(r.get("time")))))
+                                when(step, as_number(r.get("time")))))
     return rates + losses + regions
 
 
@@ -331,9 +325,10 @@ def samples(records: RunRecords) -> list[Sample]:
     """The monitor's samples that have a time, numbered in order."""
     out: list[Sample] = []
     for record in records.telemetry:
-        t = _num(record.get("time"))
+        t = as_number(record.get("time"))
         if t is not None:
-            out.append(Sample(len(out), t, _num(record.get("elapsed")), telemetry_values(record)))
+            out.append(Sample(len(out), t, as_number(record.get("elapsed")),
+                              telemetry_values(record)))
     return out
 
 
@@ -343,7 +338,7 @@ def run_stats(result: RunResult) -> dict[str, float]:
     if result.rate is not None:
         stats["run_rate"] = float(result.rate)
     for key in _TELEMETRY_KEYS:
-        value = _num(result.telemetry.get(key))
+        value = as_number(result.telemetry.get(key))
         if value is not None:
             stats[key] = value
     return stats

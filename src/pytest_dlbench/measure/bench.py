@@ -37,6 +37,7 @@ from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.batches import count_items, losses_to_floats
 from pytest_dlbench.measure.stream import ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.run.layout import DATA, DEFAULT_BASE
 
 __all__ = ["Bench", "NonFiniteLoss", "ProfiledWindow", "count_items"]
@@ -113,7 +114,7 @@ class Bench(ClosesOnExit):
         data_dir: Path | str | None = None,
         timer: Timer | None = None,
         window: int = 10,
-        units: str = "items/s",
+        units: str = DEFAULT_UNITS,
         start_barrier: Callable[[], Mapping[str, Any]] | None = None,
         items_scale: int = 1,
         profiled: ProfiledWindow | None = None,

@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import Event, read_stream
+from pytest_dlbench.numbers import is_number
 
 __all__ = ["Record", "RunRecords"]
 
@@ -118,8 +119,7 @@ class RunRecords:
     @property
     def span(self) -> tuple[float, float] | None:
         """The first and last ``time`` of any record (UNIX seconds); None when none has one."""
-        times = [float(t) for r in self if isinstance(t := r.get("time"), int | float)
-                 and not isinstance(t, bool)]
+        times = [float(t) for r in self if is_number(t := r.get("time"))]
         return (min(times), max(times)) if times else None
 
     # -- one record each -----------------------------------------------------------------------

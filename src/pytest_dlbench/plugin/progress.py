@@ -27,7 +27,7 @@ import pytest
 
 from pytest_dlbench import untrusted
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.numbers import number, printable
+from pytest_dlbench.numbers import DEFAULT_UNITS, number, printable
 from pytest_dlbench.run import layout
 
 __all__ = ["LiveRun", "ProgressReporter", "progress_line"]
@@ -53,7 +53,7 @@ class LiveRun:
     observations: int = 0
     recent: list[tuple[float, float]] = field(default_factory=list)  # (items, seconds)
     seconds: float = 0.0  # sum of the observations' step times
-    units: str = "items/s"
+    units: str = DEFAULT_UNITS
     ended: bool = False
     #: the clock when the count last grew (the countdown and the estimate run from there)
     counted_at: float | None = None

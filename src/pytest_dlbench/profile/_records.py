@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.numbers import as_number
 from pytest_dlbench.profile.timereport import IntervalSample, StepSample
 
 __all__ = [
@@ -24,9 +25,8 @@ Records = Iterable[Record] | RunRecords
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    number = as_number(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 def profile_start(records: Records) -> Record | None:

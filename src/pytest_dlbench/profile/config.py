@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.numbers import is_integer
 
 __all__ = [
     "KEYS",
@@ -118,7 +119,7 @@ def _as_bool(value: Any, where: str) -> bool:
 
 def _as_int(value: Any, where: str, minimum: int) -> int:
     number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_integer(value):
         number = value
     elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
         number = int(value.strip())

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.profile._records import (
     Record,
     profiled_intervals,
@@ -119,7 +120,7 @@ def build_reports(
     notes = dict(capture.notes) if capture is not None else {}
     if units is None:
         units = next((str(r["units"]) for r in itertools.chain(run.rates, run.profile_steps)
-                      if r.get("units")), "items/s")  # read up to the first: no list of them
+                      if r.get("units")), DEFAULT_UNITS)  # read up to the first: no list of them
     reports: dict[str, Any] = {}
 
     def note_for(name: str) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 
 from pytest_dlbench.measure.monitor.summary import as_float, timed_window
 from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.numbers import is_integer
 
 __all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_stats", "machine_busy", "outside_cores"]
 
@@ -103,7 +104,7 @@ def _cores(meta: Mapping[str, Any] | None) -> tuple[int | None, bool]:
     """(the machine's cores, whether the run's affinity covered all of them)."""
     state = (meta or {}).get("state") or {}
     cores = state.get("cores") if isinstance(state, Mapping) else None
-    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+    if not is_integer(cores) or cores < 1:
         return None, False
     cpus = (meta or {}).get("cpus")
     whole = not isinstance(cpus, list) or len(cpus) >= cores

@@ -16,16 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.numbers import as_number
+
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = ["CompileRow", "compile_rows", "compile_summary", "eager_siblings"]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 def compile_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -83,7 +79,7 @@ def eager_siblings(benches: Sequence[BenchSummary]) -> dict[str, BenchSummary]:
 
 
 def _max_int(values: Iterable[Any]) -> int | None:
-    numbers = [int(v) for v in values if _number(v) is not None]
+    numbers = [int(v) for v in values if as_number(v) is not None]
     return max(numbers) if numbers else None
 
 
@@ -96,7 +92,7 @@ def compile_rows(summary: SuiteSummary | Sequence[BenchSummary]) -> list[Compile
         if b.compile is None:
             continue
         stats = [r.compiled for r in b.runs if r.compiled]
-        seconds = [s for x in stats if (s := _number(x.get("seconds"))) is not None]
+        seconds = [s for x in stats if (s := as_number(x.get("seconds"))) is not None]
         sibling = siblings.get(b.name)
         speedup = None
         if sibling is not None and b.perf and sibling.perf:

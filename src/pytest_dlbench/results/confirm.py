@@ -36,6 +36,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.numbers import is_integer
 from pytest_dlbench.results.gate import OptionValueError
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
@@ -260,7 +261,7 @@ def done_limit(run_dir: str | PathLike[str]) -> int | None:
     except (OSError, ValueError):
         return None
     limit = data.get("limit") if isinstance(data, Mapping) else None
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+    return limit if is_integer(limit) else None
 
 
 def read_confirmation(

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_dlbench.numbers import is_integer
+
 __all__ = [
     "GATE",
     "MIGRATIONS",
@@ -67,7 +69,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = data.get("version")
     while version != VERSION:
         step = (MIGRATIONS.get(version)  # ``false`` is no version 0
-                if isinstance(version, int) and not isinstance(version, bool) else None)
+                if is_integer(version) else None)
         if step is None:
             raise ValueError(f"unknown summary version {version!r}")
         data = step(data)
@@ -170,7 +172,7 @@ def checked(data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
         raise SummaryFormatError(f'not a pytest-dlbench summary (no "schema": "{SCHEMA}")')
     version = data.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+    if is_integer(version) and version > VERSION:
         raise SummaryFormatError(
             f"summary version {version} is newer than this pytest-dlbench reads ({VERSION})"
         )

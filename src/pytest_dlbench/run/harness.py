@@ -21,6 +21,7 @@ from typing import Any
 from pytest_dlbench.errors import one_line
 from pytest_dlbench.measure.machine import machine_meta
 from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
 
@@ -61,7 +62,7 @@ class RunContext:
             skip=self.spec.skip,
             stop=self.spec.stop,
             data_dir=self.data_dir,
-            units=self.spec.units or "items/s",
+            units=self.spec.units or DEFAULT_UNITS,
             items_scale=self.items_scale,
             start_barrier=self._start_barrier(),
             profiled=profiled,

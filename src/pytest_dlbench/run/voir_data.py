@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from pytest_dlbench.measure.bench import NonFiniteLoss
 from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.numbers import as_number
 
 __all__ = ["STOP", "DataChannel", "decode_smuggled"]
 
@@ -60,12 +61,6 @@ def decode_smuggled(text: str) -> tuple[str, list[str]]:
 
     plain = _SMUGGLED.sub(take, text)
     return plain, found
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 class DataChannel:
@@ -137,7 +132,7 @@ class DataChannel:
         return None
 
     def _rate(self, data: dict[str, Any]) -> None:
-        rate = _number(data.get("rate"))
+        rate = as_number(data.get("rate"))
         if rate is None or not math.isfinite(rate) or rate <= 0:
             return
         self.rates += 1
@@ -145,7 +140,7 @@ class DataChannel:
         units = self.units or data.get("units")
         if isinstance(units, str) and units and units != bench.units:
             bench.set_units(units)
-        elapsed = _number(data.get("elapsed"))
+        elapsed = as_number(data.get("elapsed"))
         if elapsed is not None and math.isfinite(elapsed) and elapsed > 0:
             # The step's own time: the steady window is items over seconds, as for every step.
             bench.log_step(rate * elapsed, elapsed, per_rank=False)
@@ -153,7 +148,7 @@ class DataChannel:
             bench.log_rate(rate)
 
     def _loss(self, value: Any) -> None:
-        loss = _number(value)
+        loss = as_number(value)
         if loss is None:
             if not (isinstance(value, str) and value.lower() in ("nan", "inf", "-inf")):
                 return
@@ -166,7 +161,7 @@ class DataChannel:
     def _progress_line(self, value: Any) -> None:
         if not isinstance(value, list | tuple) or len(value) != 2:
             return
-        done, total = _number(value[0]), _number(value[1])
+        done, total = as_number(value[0]), as_number(value[1])
         if done is None or not total or total <= 0:
             return
         percent = min(100.0, max(0.0, 100.0 * done / total))

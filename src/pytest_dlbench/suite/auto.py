@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.numbers import is_number
 
 __all__ = ["check_options", "fill_auto"]
 
@@ -92,7 +93,7 @@ def check_options(options: Any, *, file: Any = None) -> None:
     numbers += [("cpu", k) for k in ("min", "max", "n_workers")]
     for section, key in numbers:
         value = _section(options, section).get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        if value is not None and not is_number(value):
             raise SuiteError(
                 f"'system.options.{section}.{key}' must be a number, got {value!r}", file=file
             )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dlbench.numbers import is_integer
 from pytest_dlbench.suite.spec import BenchSpec
 from pytest_dlbench.suite.system import SystemConfig
 
@@ -253,7 +254,7 @@ def _needs(tree: tuple, facts: RunFacts) -> tuple[str, str] | None:
     flipped = {"<": ">", "<=": ">=", "==": "=="}
     if left[0] == "const" and op in flipped:
         left, right, op = right, left, flipped[op]
-    if right[0] != "const" or isinstance(right[1], bool) or not isinstance(right[1], int):
+    if right[0] != "const" or not is_integer(right[1]):
         return None
     bound = right[1] + 1 if op == ">" else right[1] if op in (">=", "==") else None
     if bound is None:
@@ -305,8 +306,7 @@ def skip_reason(spec: BenchSpec, facts: RunFacts) -> str | None:
             f"arch {facts.arch})"
         )
     machines = spec.config.get("num_machines")
-    if isinstance(machines, int) and not isinstance(machines, bool) and \
-            machines > len(facts.nodes):
+    if is_integer(machines) and machines > len(facts.nodes):
         return (
             f"needs {_plural(machines, 'machine')} (num_machines: {machines}), the system has "
             f"{_plural(len(facts.nodes), 'node')} (describe them with --bench-system)"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.numbers import is_number
 
 __all__ = [
     "GROUPS", "OBSERVATIONS", "OPEN_CLIP", "PARSERS", "VOIR", "LogParseError", "LogParser",
@@ -132,7 +133,7 @@ def make_parser(value: Any) -> LogParser:
         if not isinstance(regex, str) or not regex:
             raise LogParseError("parser: a mapping needs a 'regex' string")
         items = value.get("items_per_step")
-        if items is not None and (isinstance(items, bool) or not isinstance(items, int | float)):
+        if items is not None and not is_number(items):
             raise LogParseError(f"parser: items_per_step must be a number, got {items!r}")
         return LogParser(str(value.get("name") or "regex"), regex,
                          float(items) if items is not None else None)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.numbers import is_integer, is_number
 from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.definitions import VOIR_FILES, plain_value, resolve_definition
 from pytest_dlbench.suite.interval import IntervalError, parse_interval
@@ -267,8 +268,7 @@ def _plan(config: dict, *, origin: str, name: str) -> dict[str, Any]:
             plan[key] = int(value)
     for key in ("n", "slots", "nodes"):
         count = plan.get(key)
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
-                                  or count < 1):
+        if count is not None and (not is_integer(count) or count < 1):
             raise SuiteError(f"'plan.{key}' must be a positive integer, got {count!r}",
                              file=origin, bench=name)
     if plan.get("nodes") is not None and plan["method"] != "njobs":
@@ -281,7 +281,7 @@ def _number(config: dict, key: str, default: float, *, origin: str, name: str) -
     value = config.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_number(value):
         raise SuiteError(f"'{key}' must be a number, got {value!r}", file=origin, bench=name)
     return float(value)
 
@@ -290,7 +290,7 @@ def _count(options: dict, key: str, default: int, *, origin: str, name: str) -> 
     value = options.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_integer(value) or value < 0:
         raise SuiteError(
             f"'voir.options.{key}' must be a non-negative integer, got {value!r}",
             file=origin,
@@ -309,9 +309,7 @@ def _check_requirements(config: dict[str, Any], *, origin: str, name: str) -> No
         raise SuiteError("'requires_capabilities' must be a list of strings", file=origin,
                          bench=name)
     machines = config.get("num_machines")
-    if machines is not None and (
-        isinstance(machines, bool) or not isinstance(machines, int) or machines < 1
-    ):
+    if machines is not None and (not is_integer(machines) or machines < 1):
         raise SuiteError(f"'num_machines' must be a positive integer, got {machines!r}",
                          file=origin, bench=name)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.numbers import is_integer
 from pytest_dlbench.suite.auto import check_options
 from pytest_dlbench.suite.loader import load_yaml
 
@@ -55,8 +56,7 @@ def _ssh_options(system: dict[str, Any], path: Path) -> SshOptions:
                          file=path)
     for key in _SSH_INTS:
         value = raw.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
+        if value is not None and (not is_integer(value) or value < 1):
             raise SuiteError(f"'system.ssh.{key}' must be a positive integer", file=path)
     for key in _SSH_PATHS:
         if raw.get(key) is not None and not isinstance(raw[key], str):
@@ -103,7 +103,7 @@ def load_system(path: str | Path) -> SystemConfig:
         if not isinstance(raw, dict) or "ip" not in raw:
             raise SuiteError(f"node #{index + 1} needs at least 'ip' (and a 'name')", file=path)
         port = raw.get("port")
-        if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        if port is not None and not is_integer(port):
             raise SuiteError(f"node #{index + 1}: 'port' must be an integer", file=path)
         nodes.append(
             Node(

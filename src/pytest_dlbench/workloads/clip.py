@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite import presets
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int, skip
 from pytest_dlbench.workloads.batches import tensor_batches
@@ -235,7 +236,7 @@ def train(bench: Any) -> None:
         name = "fp16" if device.type == "cuda" else "bf16"
     precision = resolve_precision(name, device,
                                   cpu_fp16=cpu_runs_fp16(args, device))
-    bench.set_units("items/s")
+    bench.set_units(DEFAULT_UNITS)
 
     _register_tiny_config(open_clip)
     config = open_clip.get_model_config(args.model)

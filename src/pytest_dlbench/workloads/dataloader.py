@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import to_device
 from pytest_dlbench.workloads.images import add_image_data_args, jpeg_loader
@@ -35,7 +36,7 @@ def main(bench: Any) -> None:
     args = parse(make_parser(), bench)
     device = device_of(bench)
     torch.manual_seed(args.seed)
-    bench.set_units("items/s")
+    bench.set_units(DEFAULT_UNITS)
     copy = args.to_device and device.type != "cpu"  # a copy to the CPU is a no-op
     loader = jpeg_loader(bench, args, num_classes=args.num_classes,
                          batch_size=args.batch_size, pin_memory=copy)

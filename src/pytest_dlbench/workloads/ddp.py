@@ -39,6 +39,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
@@ -190,7 +191,7 @@ def train(bench: Any, process_group: Any) -> None:
     args = parse(make_parser(), bench)
     device = device_of(bench)
     precision = setup_precision(args, device)
-    bench.set_units("items/s")
+    bench.set_units(DEFAULT_UNITS)
     # The same initial weights everywhere; DDP broadcasts rank 0's anyway.
     torch.manual_seed(args.seed)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches
@@ -43,7 +44,7 @@ def main(bench: Any) -> None:
     device = device_of(bench)
     precision = setup_precision(args, device)
     torch.manual_seed(args.seed)
-    bench.set_units("items/s")
+    bench.set_units(DEFAULT_UNITS)
 
     model = torch.nn.Sequential(
         torch.nn.Linear(args.features, args.hidden),

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
@@ -77,7 +78,7 @@ def train_classifier(
     device = device_of(bench)
     precision = setup_precision(args, device)
     torch.manual_seed(args.seed)
-    bench.set_units("items/s")
+    bench.set_units(DEFAULT_UNITS)
 
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = build(args.model, args.num_classes, args.image_size)
