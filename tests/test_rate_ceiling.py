@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.measure.bench import Bench
-from pytest_dlbench.measure.stream import NullStream
+from pytest_dlbench.measure.stream import LOOP_START, NullStream
 from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, Timer
 from pytest_dlbench.results.plausibility import (
     FACTOR,
@@ -105,6 +105,64 @@ def test_a_flagged_run_is_a_failure_of_its_benchmark_never_its_perf():
     summary = summarize_bench("fake", [bad, good])
     assert (summary.n, summary.fail) == (2, 1)
     assert summary.perf == pytest.approx(good.rate)
+
+
+def epoch_run(backend: FakeCudaBackend, clock: FakeClock, *, per_epoch: int, epochs: int,
+              pause: float, window: int = 10) -> list[dict[str, Any]]:
+    """A benchmark's epoch loop: one ``iterate`` call an epoch of ``per_epoch`` steps, and
+    ``pause`` seconds of its own between epochs (a new DataLoader's workers, an evaluation)."""
+    stream = NullStream()
+    bench = Bench(stream=stream, timer=Timer(backend, wall_clock=clock), skip=2,
+                  stop=per_epoch * epochs - 2, window=window)
+
+    class Epoch:
+        def __iter__(self) -> Iterator[int]:
+            clock.advance(pause)  # making the iterator: before the call's first step
+            return self.steps()
+
+        def steps(self) -> Iterator[int]:
+            for _ in range(per_epoch):
+                clock.advance(STEP)
+                yield 64
+
+    while not bench.done:
+        for _ in bench.iterate(Epoch(), batch_size=64):
+            pass
+    bench.close()
+    return steady(stream.records)
+
+
+def test_the_first_record_of_each_iterate_call_says_so():
+    clock = FakeClock(1000.0)
+    records = epoch_run(FakeCudaBackend(clock), clock, per_epoch=5, epochs=4, pause=0.5)
+    starts = [r["step"] for r in records if r.get(LOOP_START)]
+    assert starts == [5, 10, 15]  # steps 0 and 1 are the warm-up's; step 0 began the first call
+
+
+@pytest.mark.parametrize(("per_epoch", "epochs"), [(5, 8), (1, 20), (10, 4)])
+def test_pauses_before_iterate_calls_are_the_benchmarks_own_time(per_epoch: int, epochs: int):
+    # Epochs shorter than a window, one step a call, and epochs of exactly one window: every
+    # gap is the benchmark's (1 s a call, past twice the steps' own time), none a read.
+    clock = FakeClock(1000.0)
+    records = epoch_run(FakeCudaBackend(clock), clock, per_epoch=per_epoch, epochs=epochs,
+                        pause=1.0)
+    check = wall_clock_check(records)
+    assert check is None or not check.flagged
+    # Without the marker the same records read as a timer missing most of the wall clock
+    # (steps each timed alone are never judged).
+    unmarked = wall_clock_check([{k: v for k, v in r.items() if k != LOOP_START}
+                                 for r in records])
+    assert unmarked is None if per_epoch == 1 else unmarked is not None and unmarked.flagged
+
+
+def test_an_under_reporting_timer_is_caught_between_its_pauses():
+    # Epochs of three windows with 0.5 s between them: the reads inside each epoch still show
+    # a timer that reports a tenth of the time.
+    clock = FakeClock(1000.0)
+    records = epoch_run(UnderReporting(clock, by=10), clock, per_epoch=30, epochs=3, pause=0.5)
+    check = wall_clock_check(records)
+    assert check is not None and check.flagged
+    assert check.factor > 5  # 10, less each read's allowance and the gaps not judged
 
 
 def test_a_real_cpu_run_of_the_toy_workload_is_not_flagged():

@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 
 from pytest_dlbench.errors import DlbenchError
 from pytest_dlbench.measure.batches import count_items, losses_to_floats
-from pytest_dlbench.measure.stream import ClosesOnExit, Event, NullStream, Stream
+from pytest_dlbench.measure.stream import LOOP_START, ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
 from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.run.layout import DATA, DEFAULT_BASE
@@ -146,6 +146,10 @@ class Bench(ClosesOnExit):
         self._n = 0  # observations so far (read or not)
         self._since_read = 0  # steps since the timer was last read
         self._written = 0  # rate records written: the next observation's index
+        # Index of the first observation of the current ``iterate`` call: its rate record says
+        # so (``loop_start``), since the wall clock before it (making the iterator, the user's
+        # own work between calls) was never the timer's to measure (results/plausibility.py).
+        self._loop_start: int | None = None
         self._losses: list[tuple[int, Any]] = []
         self._closed = False
         # Replicas of a per_gpu benchmark on other devices wait here too, so that their timed
@@ -238,6 +242,7 @@ class Bench(ClosesOnExit):
             if self._start_barrier is not None:
                 barrier, self._start_barrier = self._start_barrier, None
                 self.stream.write(Event.BARRIER, **barrier())
+            self._loop_start = self._n
             timer.begin()
             for batch in it:
                 items = batch_size if batch_size is not None else count_items(batch)
@@ -413,6 +418,7 @@ class Bench(ClosesOnExit):
                     "time": obs.time,
                     "items": items,
                     "seconds": obs.seconds,
+                    **({LOOP_START: True} if i == self._loop_start else {}),
                 }
             )
         last = self._written - 1 if self._written else None

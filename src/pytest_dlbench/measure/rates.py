@@ -223,6 +223,12 @@ class Rates(Sequence[Record]):
             return (column[p] for p in positions)
         return (columns.number(p, name, default) for p in positions)
 
+    def marked(self, key: str) -> Iterator[bool]:
+        """Whether each record, in order, has a true ``key`` that the columns do not hold (such
+        a record is kept whole: ``loop_start``, one record an ``iterate`` call)."""
+        whole = self._columns.whole
+        return (bool(whole[p].get(key)) if p in whole else False for p in self._positions())
+
     def select(self, *, warmup: bool) -> Rates:
         """The warm-up records (``warmup=True``) or the others, in order: a view."""
         flags, want = self._columns.flags, _WARM if warmup else 0

@@ -25,6 +25,7 @@ from pytest_dlbench import untrusted
 from pytest_dlbench.errors import DlbenchError
 
 __all__ = [
+    "LOOP_START",
     "Event",
     "NullStream",
     "RecordScan",
@@ -40,13 +41,18 @@ __all__ = [
 ]
 
 
+#: Key of the ``rate`` record of the first step of a ``Bench.iterate`` call (true when there).
+LOOP_START = "loop_start"
+
+
 class Event(str, enum.Enum):
     """The kinds of record in a run stream, each ``{"event": kind, ...}`` (docs/running.md)."""
 
     CONFIG = "config"  # spec, device, repeat[, distributed]: first, written by the harness
     META = "meta"  # machine facts of the process that runs the benchmark
     BARRIER = "barrier"  # released, waited: the replicas' start barrier
-    RATE = "rate"  # one observation: value, units, step, warmup, time[, items, seconds]
+    RATE = "rate"  # one observation: value, units, step, warmup, time[, items, seconds,
+    #                loop_start: the first observation of a ``Bench.iterate`` call]
     REGION = "region"  # key, count, seconds, step: a timer region's total over a window
     LOSS = "loss"  # value, step
     MONITOR = "monitor"  # gpu, reason, interval: how telemetry is sampled

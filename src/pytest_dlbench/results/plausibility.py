@@ -5,7 +5,10 @@ Within one chain of the Bench's timer (measure/timing.py ``Timer``) a step's ``t
 from its ``seconds``, so nothing can be checked there. Across chains the wall clock is
 independent: each chain's start is the host's ``wall_clock()``, taken after the window read that
 ended the chain before. Over a run's steady records the wall-clock span must then be covered by
-the timed seconds, up to the untimed gaps between windows (a sync and a window read: small). A
+the timed seconds, up to the untimed gaps between windows (a sync and a window read: small). The
+gap before the first step of an ``iterate`` call (its ``rate`` record says ``loop_start``) is
+never held against the timer: making the iterator (a DataLoader's workers) and whatever the
+benchmark does between calls (an epoch's end, an evaluation) is not the timer's to measure. A
 timer that under-reports (CUDA events on a stream other than the work's, an event never waited
 on, a clock in the wrong unit) leaves most of the span untimed and inflates the rate by that
 factor.
@@ -13,9 +16,8 @@ factor.
 The check is generous on purpose: each gap between chains is allowed :data:`READ_ALLOWANCE`
 seconds first (a window read took 17 to 25 ms on a loaded 2-core CPU, after steps of 0.5 ms: a
 microbenchmark's reads are not its timer's fault), and a run is flagged only when the rest makes
-its rate more than :data:`FACTOR` times what the wall clock supports, over the whole span and in
-the median window, so that a few long pauses between ``iterate`` calls (an epoch's new data
-loader, an evaluation) never fail a run.
+its rate more than :data:`FACTOR` times what the wall clock supports, over the judged span and in
+the median window.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.measure.rates import Rates
+from pytest_dlbench.measure.stream import LOOP_START
 from pytest_dlbench.numbers import number
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
 
@@ -55,7 +58,9 @@ class WallClockCheck:
 
     rate: float  # Σ items / Σ seconds: the rate the run reports
     supported: float  # Σ items / span: the rate the wall clock supports
-    span: float  # seconds of wall clock from the first steady step's start to the last's end
+    # seconds of wall clock from the first steady step's start to the last's end, less the gaps
+    # before iterate calls (not the timer's)
+    span: float
     # The same ratios with :data:`READ_ALLOWANCE` of each gap forgiven: the median window's
     # (timed seconds + the rest of its gap) / (timed seconds), and the whole span's.
     window_factor: float
@@ -87,12 +92,14 @@ def timed_by_bench(spec: Mapping[str, Any], commands: Sequence[Mapping[str, Any]
             and not commands)
 
 
-def _columns(steady: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, Any, Any]]:
-    """(time, seconds, items) of each record; straight from the columns of a :class:`Rates`."""
+def _columns(steady: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, Any, Any, bool]]:
+    """(time, seconds, items, starts an ``iterate`` call) of each record; straight from the
+    columns of a :class:`Rates`."""
     if isinstance(steady, Rates):
         return zip(steady.numbers("time"), steady.numbers("seconds"), steady.numbers("items"),
-                   strict=True)
-    return ((r.get("time"), r.get("seconds"), r.get("items")) for r in steady)
+                   steady.marked(LOOP_START), strict=True)
+    return ((r.get("time"), r.get("seconds"), r.get("items"), bool(r.get(LOOP_START)))
+            for r in steady)
 
 
 def _number(x: Any) -> bool:
@@ -105,23 +112,28 @@ def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | No
     when the records span fewer than two chains, or when no chain holds two steps (each record
     timed on its own: ``log_step``, not the timer's windows)."""
     first = next(_columns(steady), None)
-    if first is None or not all(map(_number, first)):
+    if first is None or not all(map(_number, first[:3])):
         return None
     start = float(first[0]) - float(first[1])  # the first steady step's start
     chain_seconds, chain_steps, longest = 0.0, 0, 0
     factors: list[float] = []
-    total_seconds = items = excess = 0.0
+    total_seconds = items = excess = forgiven = 0.0
     previous = start
-    for time, seconds, count in _columns(steady):
+    for time, seconds, count, loop_start in _columns(steady):
         if not (_number(time) and _number(seconds) and _number(count)):
             return None
         begin = float(time) - float(seconds)
         if abs(begin - previous) > _ULPS * math.ulp(previous) and chain_steps:
             # A new chain: its start is the wall clock's own, and the gap since the last step's
-            # end was untimed (a read, or the part of the chain before that the timer missed).
-            rest = max(0.0, begin - previous - READ_ALLOWANCE)
-            factors.append(_factor(chain_seconds + rest, chain_seconds))
-            excess += rest
+            # end was untimed (a read, or the part of the chain before that the timer missed);
+            # before a new iterate call, the benchmark's own time (not judged).
+            untimed = begin - previous
+            if loop_start:
+                forgiven += untimed
+            else:
+                rest = max(0.0, untimed - READ_ALLOWANCE)
+                factors.append(_factor(chain_seconds + rest, chain_seconds))
+                excess += rest
             longest = max(longest, chain_steps)
             chain_seconds, chain_steps = 0.0, 0
         chain_seconds += float(seconds)
@@ -130,7 +142,7 @@ def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | No
         items += float(count)
         previous = float(time)
     longest = max(longest, chain_steps)
-    span = previous - start
+    span = previous - start - forgiven  # the wall clock the timer answers for
     if not factors or longest < 2 or total_seconds <= 0 or span <= 0:
         return None
     return WallClockCheck(rate=items / total_seconds, supported=items / span, span=span,
