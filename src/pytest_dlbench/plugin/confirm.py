@@ -1,4 +1,5 @@
-"""Running the confirmation of ``--bench-confirm`` at the end of a suite run (issue 26 item 2).
+"""Running the confirmation of ``--bench-confirm`` at the end of a run (issue 26 item 2): a suite
+run's, or the ``bench`` fixture's run of your own tests (issue 38).
 
 The first pass against a saved baseline is scored; each benchmark it suspects (regressed or
 improved) runs again here, in the controller, once the suite is done: one benchmark at a time,
@@ -7,7 +8,10 @@ started by the session's :class:`~.launcher.Launcher` as a side of its own (no w
 a confirmation must not share the first pass's interpreter state). A round runs the
 benchmark on all its device slots at once, as the first pass did (replicas on several slots
 slow each other: one replica alone would not measure the same thing); under xdist the
-workers are idle by then, and the controller's launcher starts the children itself.
+workers are idle by then, and the controller's launcher starts the children itself. A test
+that uses the ``bench`` fixture runs again as a fresh ``pytest NODEID`` (the test item alone,
+with this run's ``--bench-base``, ini file and ``-p`` plugins), as a side of a paired fixture
+run does (plugin/fixture_against.py); the rule that keeps or withdraws the verdict is the same.
 
 Each round's runs are an ordinary run folder, ``<run>/confirm/<k>/`` (streams, logs, specs,
 manifest). ``confirm/confirmed.json`` is written when every round ran: only then does
@@ -19,20 +23,27 @@ so that Ctrl-C during a confirmation leaves the first pass's verdicts, here and 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.numbers import printable
-from pytest_dlbench.plugin.launcher import Launched, Launcher, Side
+from pytest_dlbench.options import results_base
+from pytest_dlbench.plugin.fixture_against import run_test_child
+from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.results import confirm as confirming
 from pytest_dlbench.run import layout
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_dlbench.results.compare import BenchComparison
     from pytest_dlbench.results.evaluation import Evaluation
+    from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.suite import BenchSpec
 
 __all__ = ["confirm_suspects"]
@@ -42,24 +53,29 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
                      say: Callable[[str], None]) -> Evaluation | None:
     """Run the suspected benchmarks of ``evaluation`` again, up to ``limit`` rounds each; the
     evaluation with their confirmation, or None when nothing was to be (or could be) confirmed.
-    ``say`` shows one line per round. Ctrl-C propagates (the caller keeps the first pass)."""
+    ``run``: a suite run's session, or the ``bench`` fixture's runs (each suspected test
+    again in a fresh ``pytest NODEID``). ``say`` shows one line per round. Ctrl-C propagates
+    (the caller keeps the first pass)."""
     comparison = evaluation.comparison
     if (limit <= 0 or comparison is None or evaluation.paired
-            or evaluation.confirmation is not None or not isinstance(run, BenchSession)):
-        return None  # a bench-fixture run (not a suite) has no launcher to run it again
+            or evaluation.confirmation is not None):
+        return None
     names = confirming.suspects(comparison)
-    if not names or run.launcher is None:
+    if not names:
         return None
-    if run.options.isolation == "inline":
-        say("dlbench: not confirmed (--bench-isolation=inline runs no children): "
-            + printable(", ".join(names)))
+    # A suite run's session, else the bench fixture's runs (plugin/fixture_runs.py, which
+    # imports the reporter that imports this module: named by what it has, its config).
+    if isinstance(run, BenchSession):
+        rounds = _suite_rounds(run, names, say)
+    else:
+        config = getattr(run, "config", None)
+        rounds = None if config is None else _fixture_rounds(config, evaluation.run_dir, names)
+    if rounds is None:
         return None
-    specs = {spec.name: (spec, suite.path) for suite in run.suites for spec in suite.specs}
     for name in names:
         bench = comparison.get(name)
-        if name in specs and bench is not None:
-            spec, suite_path = specs[name]
-            _confirm_one(run, run.launcher, spec, suite_path, bench, limit=limit,
+        if name in rounds and bench is not None:
+            _confirm_one(name, rounds[name], bench, limit=limit,
                          tolerance=evaluation.options.tolerance, say=say)
     done = confirming.confirm_dir(evaluation.run_dir) / confirming.DONE_FILE
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -69,33 +85,87 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
     return evaluate(evaluation.run_dir, evaluation.options)
 
 
-def _confirm_one(run: BenchSession, launcher: Launcher, spec: BenchSpec, suite_path: Path,
-                 first: BenchComparison, *, limit: int, tolerance: float,
-                 say: Callable[[str], None]) -> None:
+#: One confirmation round of one benchmark: round k (from 1) -> its runs.
+RunRound = Callable[[int], "list[RunResult]"]
+
+
+def _confirm_one(name: str, run_round: RunRound, first: BenchComparison, *, limit: int,
+                 tolerance: float, say: Callable[[str], None]) -> None:
     """Up to ``limit`` rounds of one benchmark; stops at a round that does not repeat the
     first pass's verdict (the rule needs every confirmation run to repeat it)."""
+    ratio = f"{first.ratio:.3f}" if first.ratio is not None else "?"
+    for k in range(1, limit + 1):
+        ok = [r for r in run_round(k) if r.ok and r.rate is not None]
+        ratios = ", ".join(f"{r.rate / first.baseline:.3f}" for r in ok
+                           if r.rate is not None and first.baseline > 0) or "failed"
+        say(f"dlbench: confirming {printable(name)} (first pass {first.verdict}, ratio "
+            f"{ratio}): run {k} of {limit}: ratio {ratios}")
+        if ok and not all(confirming.repeats(first.verdict, r.rate, first.baseline, tolerance)
+                          for r in ok):
+            return  # not repeated: the verdict cannot hold, the other rounds would not count
+
+
+def _suite_rounds(run: BenchSession, names: Sequence[str], say: Callable[[str], None]
+                  ) -> dict[str, RunRound] | None:
+    """A suite benchmark's round: a fresh child per device slot, from the session's launcher."""
+    launcher = run.launcher
+    if launcher is None:
+        return None
+    if run.options.isolation == "inline":
+        say("dlbench: not confirmed (--bench-isolation=inline runs no children): "
+            + printable(", ".join(names)))
+        return None
+    specs = {spec.name: (spec, suite.path) for suite in run.suites for spec in suite.specs}
+    return {name: _suite_round(run, launcher, *specs[name]) for name in names if name in specs}
+
+
+def _suite_round(run: BenchSession, launcher: Launcher, spec: BenchSpec, suite_path: Path
+                 ) -> RunRound:
     from pytest_dlbench.results.scoring import load_run
 
     config = run.config
     # The child selects its item by name: with --bench-repeat the items are name[Dk-R0...].
     repeat = None if run.options.repeat == 1 else 0
-    ratio = f"{first.ratio:.3f}" if first.ratio is not None else "?"
-    for k in range(1, limit + 1):
+
+    def run_round(k: int) -> list[RunResult]:
         folder = confirming.round_dir(run.run_dir(), k)
         folder.mkdir(parents=True, exist_ok=True)
         layout.write_manifest(folder, run.run_name, [spec], facts={"confirm": k})
         side = Side(f"confirm{k}", spec, suite_path, folder, Path(config.rootpath),
                     config.inipath, ())
         launched = _launch_round(launcher, spec, run.device_slots(spec), repeat, side)
-        results = [load_run(item.stream) for item in launched]
-        ok = [r for r in results if r.ok and r.rate is not None]
-        ratios = ", ".join(f"{r.rate / first.baseline:.3f}" for r in ok
-                           if r.rate is not None and first.baseline > 0) or "failed"
-        say(f"dlbench: confirming {printable(spec.name)} (first pass {first.verdict}, ratio "
-            f"{ratio}): run {k} of {limit}: ratio {ratios}")
-        if ok and not all(confirming.repeats(first.verdict, r.rate, first.baseline, tolerance)
-                          for r in ok):
-            return  # not repeated: the verdict cannot hold, the other rounds would not count
+        return [load_run(item.stream) for item in launched]
+
+    return run_round
+
+
+def _fixture_rounds(config: pytest.Config, run_dir: Path, names: Sequence[str]
+                    ) -> dict[str, RunRound]:
+    """A ``bench`` fixture test's round: the test item again, alone, in a fresh ``pytest
+    NODEID`` (the node id its first run recorded), streaming into ``confirm/<k>/``."""
+    args = [f"--bench-base={results_base(config)}",
+            *([f"--config-file={config.inipath}"] if config.inipath is not None else []),
+            *plugin_args(config.invocation_params.args)]
+    rounds: dict[str, RunRound] = {}
+    for name in names:
+        stream = layout.stream_path(run_dir, name, 0)
+        record = RunRecords.of(read_stream(stream)).config if stream.is_file() else None
+        nodeid = ((record or {}).get("spec") or {}).get("nodeid")
+        if isinstance(nodeid, str):
+            rounds[name] = _fixture_round(name, nodeid, Path(config.rootpath), run_dir, args)
+    return rounds
+
+
+def _fixture_round(name: str, nodeid: str, root: Path, run_dir: Path, args: Sequence[str]
+                   ) -> RunRound:
+    from pytest_dlbench.results.scoring import load_run
+
+    def run_round(k: int) -> list[RunResult]:
+        stream = layout.stream_path(confirming.round_dir(run_dir, k), name, 0)
+        run_test_child(nodeid, root=root, stream=stream, args=args)  # its end is in the stream
+        return [load_run(stream)]
+
+    return run_round
 
 
 def _launch_round(launcher: Launcher, spec: BenchSpec, devices: list[int], repeat: int | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +20,9 @@ import pytest
 
 if TYPE_CHECKING:  # imported when a run is paired: an ordinary test run loads no suite code
     from pytest_dlbench.plugin.against_setup import AgainstSetup
+    from pytest_dlbench.run.protocol import Outcome
 
-__all__ = ["FixtureAgainst", "child_stream"]
+__all__ = ["FixtureAgainst", "child_stream", "run_test_child"]
 
 #: The longest one side of one round may take (a fixture benchmark has no max_duration).
 MAX_SIDE_SECONDS = 1800.0
@@ -34,6 +36,23 @@ def child_stream() -> Path | None:
 
     path = os.environ.get(Env.STREAM)
     return Path(path) if path and os.environ.get(CHILD_VARIABLE) else None
+
+
+def run_test_child(nodeid: str, *, root: Path, stream: Path, args: Sequence[str] = (),
+                   env: dict[str, str] | None = None) -> Outcome:
+    """``pytest NODEID`` in a fresh interpreter whose ``bench`` fixture writes ``stream``: one
+    side of a paired round, or a confirmation run (plugin/confirm.py). ``args``: more pytest
+    options; the child's log is beside its stream."""
+    from pytest_dlbench.run import layout
+    from pytest_dlbench.run.child import run_child
+
+    env = {**(os.environ if env is None else env), CHILD_VARIABLE: "1"}
+    env.pop("PYTEST_ADDOPTS", None)  # this run's --bench-* options are the parent's
+    return run_child(
+        [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q",
+         "-p", "no:xdist", "--rootdir", str(root), *args],
+        stream=stream, log=layout.log_path(stream), timeout=MAX_SIDE_SECONDS, cwd=root,
+        env=env)
 
 
 class FixtureAgainst:
@@ -80,7 +99,6 @@ class FixtureAgainst:
         round that did not end ``ok``."""
         from pytest_dlbench.run import layout
         from pytest_dlbench.run.against import round_order, source_paths, with_python_path
-        from pytest_dlbench.run.child import run_child
         from pytest_dlbench.run.protocol import Status
 
         rootdir = Path(self.config.rootpath)
@@ -98,13 +116,8 @@ class FixtureAgainst:
                 root, paths = roots[side_name]
                 folder = layout.side_dir(run_dir, side_name)
                 stream = layout.stream_path(folder, name, 0, round_index)
-                env = with_python_path({**os.environ, CHILD_VARIABLE: "1"}, paths)
-                env.pop("PYTEST_ADDOPTS", None)  # this run's --bench-* options are the parent's
-                outcome = run_child(
-                    [sys.executable, "-m", "pytest", item.nodeid, "-p", "no:cacheprovider",
-                     "-q", "-p", "no:xdist", "--rootdir", str(root)],
-                    stream=stream, log=layout.log_path(stream), timeout=MAX_SIDE_SECONDS,
-                    cwd=root, env=env)
+                outcome = run_test_child(item.nodeid, root=root, stream=stream,
+                                         env=with_python_path(dict(os.environ), paths))
                 if outcome.status is not Status.OK:
                     failures.append(f"{side_name} side, round {round_index}: {outcome.status}: "
                                     f"{outcome.reason} (log: {layout.log_path(stream)})")

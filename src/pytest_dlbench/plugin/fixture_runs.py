@@ -2,7 +2,8 @@
 
 ``pytest test_dl.py`` prints the same results table and score as a suite run, and honours the
 report options (``--bench-html``, ``--bench-save``, ``--bench-export``, ``--bench-compare`` and
-the gate's) and ``--bench-against`` (plugin/fixture_against.py) for them. A ``--bench-*``
+the gate's, ``--bench-confirm`` among them: plugin/confirm.py) and ``--bench-against``
+(plugin/fixture_against.py) for them. A ``--bench-*``
 option that nothing uses (no test used the fixture, or an option only a suite has, such as
 ``--bench-select``) is said in one line at the end.
 
@@ -39,8 +40,9 @@ __all__ = ["FixtureRuns", "given_options", "unused_options_line"]
 
 #: The run directory the controller made, for its xdist workers.
 WORKER_KEY = "dlbench_tests_run_dir"
-#: What a fixture benchmark's run uses besides the report options.
-FIXTURE_OPTIONS = {"--bench-base", "--bench-run-name"}
+#: What a fixture benchmark's run uses besides the report options (``--bench-confirm``: a
+#: suspected verdict's test runs again, plugin/confirm.py).
+FIXTURE_OPTIONS = {"--bench-base", "--bench-run-name", "--bench-confirm"}
 #: Used by the data fixtures too (``bench_data_dir`` is ``<base>/data``): never "not used".
 DATA_OPTIONS = {"--bench-base"}
 #: Report options that belong to a --bench-against run (not made for fixture benchmarks).

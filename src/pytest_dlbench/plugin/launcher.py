@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["Launched", "Launcher"]
 
 
-def _plugin_args(args: Sequence[str]) -> list[str]:
+def plugin_args(args: Sequence[str]) -> list[str]:
     """The parent's ``-p NAME`` options, so the child loads (or blocks) the same plugins."""
     found: list[str] = []
     for index, arg in enumerate(args):
@@ -292,7 +292,7 @@ class Launcher:
         # conftests and plugins (a benchmark is no test module), and the two full garbage
         # collections of unraisableexception at exit (0.5 s).
         cmd += ["-p", "no:hypothesispytest", "-p", "no:unraisableexception", "--assert=plain",
-                *_plugin_args(config.invocation_params.args)]
+                *plugin_args(config.invocation_params.args)]
         return cmd
 
     def child_env(self, spec: BenchSpec, device: int, repeat: int | None, *,

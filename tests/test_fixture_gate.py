@@ -1,17 +1,14 @@
-"""The ``bench`` fixture's run carries the suite child's telemetry (issue 38): the monitor's
-records in its stream, so that results/busy.py judges it and the saved-baseline gate puts a
-busy run in doubt as it does a suite's."""
+"""The ``bench`` fixture's saved-baseline gate has the suite path's protections (issue 38): the
+monitor's records in its stream, so that results/busy.py judges it and a busy run is in doubt
+as a suite's is, and ``--bench-confirm``'s reruns of a suspected test in fresh processes."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pytest_dlbench.measure import monitor as monitor_package
-from pytest_dlbench.measure.monitor import Monitor
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.results import gate
@@ -28,20 +25,41 @@ LONG = textwrap.dedent(
     """
 )
 
-# Slow when $SLOW is set; with $BUSY, the test writes samples of a machine whose every core
-# was busy (the monitor's own record: cpu of the run's tree and of the machine, in percent).
+# Slow when $SLOW is set (in a confirmation's fresh ``pytest NODEID`` too, unless $FIRST_ONLY);
+# with $BUSY, the test writes samples of a machine whose every core was busy (the monitor's
+# own record: the CPU of the run's tree and of the machine, in percent).
 GATED = textwrap.dedent(
     """
     import os
     import time
 
     def test_gated(bench):
-        step = 0.02 if os.environ.get("SLOW") else 0.002
+        rerun = os.environ.get("DLBENCH_FIXTURE_ROUND")
+        slow = os.environ.get("SLOW") and not (rerun and os.environ.get("FIRST_ONLY"))
+        step = 0.1 if slow else 0.01
         for _ in bench.iterate(range(64), batch_size=4):
             time.sleep(step)
             if os.environ.get("BUSY"):
                 bench.stream.write("telemetry", time=time.time(), elapsed=0.0,
                                    cpu_percent=100.0, system_cpu_percent=100.0, gpus=[])
+    """
+)
+# The real monitor without the process tree, in this process and in a confirmation's: its
+# samples say nothing of the CPU, so only the samples the test writes make a run busy.
+CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from pytest_dlbench.measure import monitor
+
+
+    class NoProcessMonitor(monitor.Monitor):
+        def _open_tree(self):
+            return None
+
+
+    @pytest.fixture(autouse=True)
+    def _no_process_monitor(monkeypatch):
+        monkeypatch.setattr(monitor, "Monitor", NoProcessMonitor)
     """
 )
 
@@ -75,18 +93,10 @@ def test_a_fixture_run_has_the_records_busy_needs(pytester: pytest.Pytester) -> 
     assert isinstance(stats.get("busy"), bool)
 
 
-class _NoProcessMonitor(Monitor):
-    """The real monitor without the process tree: its samples say nothing of the CPU, so only
-    the samples the test writes decide whether the run was busy."""
-
-    def _open_tree(self) -> Any:
-        return None
-
-
 @pytest.fixture
 def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setattr(monitor_package, "Monitor", _NoProcessMonitor)
     monkeypatch.setenv("COLUMNS", "120")
+    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_gated=GATED)
     saved = _run(pytester, "--bench-save=base.json")
     assert saved.ret == 0
@@ -107,3 +117,28 @@ def test_a_busy_fixture_run_is_inconclusive_not_regressed(
     result.stdout.fnmatch_lines(["test_gated * 0.1* inconclusive",
                                  "inconclusive: test_gated: ratio 0.1* beyond *, but the machine "
                                  "was busy during this run (1 of 1 runs: *"])
+
+
+def test_a_regression_that_repeats_is_confirmed(gated: pytest.Pytester) -> None:
+    result = _run(gated, "--bench-compare=base.json", "--bench-confirm=2")
+    assert result.ret == gate.REGRESSED, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 1 of 2: ratio 0.1*",
+        "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 2 of 2: ratio 0.1*",
+    ])
+    assert "not used" not in result.stdout.str()
+    rounds = sorted(p.parent.name for p in gated.path.glob("out/runs/*/confirm/*/*.D0.data"))
+    assert rounds == ["1", "2"]
+
+
+def test_a_regression_that_does_not_repeat_is_withdrawn(
+        gated: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIRST_ONLY", "1")  # the fresh process runs at the baseline's speed
+    # A wide tolerance: a fresh process's first steps must not read as a repeat of 0.1.
+    result = _run(gated, "--bench-compare=base.json", "--bench-confirm=2",
+                  "--bench-tolerance=30%")
+    assert result.ret in (0, gate.INCONCLUSIVE), result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 1 of 2: ratio *",
+        "*test_gated: confirmation 1 run, ratio *(not held)"])
+    assert "run 2 of 2" not in result.stdout.str()  # not repeated: the rest would not count
