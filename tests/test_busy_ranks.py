@@ -12,6 +12,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -96,7 +97,9 @@ class FakeMachine:
 def sample_outside(machine: FakeMachine, tree: ProcessTree, loads: list[tuple[float, ...]],
                    monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Outside cores of one sample per (rank0, rank1, neighbour) load, in percent of a core."""
-    clock = [1000.0]
+    # From the real clock on: the tree noted its first CPU reading's time when it was made,
+    # and a fake clock behind that would read no CPU at all (on a machine up for long enough).
+    clock = [time.monotonic()]
     monkeypatch.setattr("pytest_dlbench.measure.monitor.process.time.monotonic",
                         lambda: clock[0])
     tree.prime_system()
