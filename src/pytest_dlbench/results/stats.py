@@ -314,24 +314,35 @@ def quantile_stats(
 @dataclass(frozen=True)
 class StatTest:
     """A statistical test of a comparison: its name (``Comparison.test``, ``--bench-paired-test``),
-    what the verdict line calls it, the function that runs it, and whether it pairs rounds."""
+    what the verdict line calls it, the function that runs it, whether it pairs rounds, and the
+    ratio it judges: its name in the reports' columns and what it is, one phrase."""
 
     name: str
     description: str
     function: Callable[..., object]
     paired: bool = True
+    ratio: str = "ratio"
+    ratio_means: str = ""
 
 
 #: The test of a saved baseline's comparison (results/noise.py): not a ``--bench-paired-test``.
 BETWEEN_RUNS = "between-runs"
 
 TESTS: dict[str, StatTest] = {test.name: test for test in (
-    StatTest(BETWEEN_RUNS, "one-sided t-test with the noise between runs", t_test, paired=False),
-    StatTest("t", "one-sided paired t-test on the log ratios of the rounds", paired_stats),
+    StatTest(BETWEEN_RUNS, "one-sided t-test with the noise between runs", t_test, paired=False,
+             ratio="perf ratio", ratio_means="perf / baseline perf, the rates shown"),
+    StatTest("t", "one-sided paired t-test on the log ratios of the rounds", paired_stats,
+             ratio="geomean ratio", ratio_means="the geometric mean of the rounds' candidate / "
+                                                "base rate ratios"),
     StatTest("wilcoxon", "one-sided Wilcoxon signed-rank test on the log ratios of the rounds",
-             paired_stats),
+             paired_stats, ratio="HL ratio",
+             ratio_means="the Hodges-Lehmann estimate of the rounds' candidate / base rate "
+                         "ratios"),
     StatTest("quantile", "upper quartile of each side's steps over the rounds, one-sided "
-                         "paired permutation test", quantile_stats),
+                         "paired permutation test", quantile_stats, ratio="p75 ratio",
+             ratio_means="the candidate's upper quartile (75th percentile) of its steady "
+                         "steps' rates over the rounds / the base's, not the ratio of the "
+                         "perf shown"),
 )}
 #: The paired tests ``--bench-paired-test`` may name.
 PAIRED_TESTS = tuple(name for name, test in TESTS.items() if test.paired)
