@@ -67,7 +67,8 @@ def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
 
     # Same speed: unchanged.
     assert main(["report", str(make_run(tmp_path / "b")), "--compare", str(base)]) == 0
-    assert "ratio 1.000, unchanged" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "rate ratio 1.000" in out and "unchanged; adj score ratio 1.000" in out
 
     # 10 % slower with 0.1 % noise against one session: the drift between sessions is not
     # known (the default 5 % a session), so the gate cannot tell: inconclusive, exit 9.

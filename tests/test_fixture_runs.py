@@ -66,7 +66,7 @@ def test_save_html_export_and_compare(tests: pytest.Pytester) -> None:
     assert "test_fast" in (tests.path / "r" / "bench.json").read_text()
     again = run(tests, "--bench-compare=r/base.json", "--bench-tolerance=90%")
     assert again.ret == 0
-    again.stdout.fnmatch_lines(["bench *ratio*", "test_fast *", "", "score: * (ratio *"])
+    again.stdout.fnmatch_lines(["bench *ratio*", "test_fast *", "", "score: * (rate ratio *"])
 
 
 def test_a_missing_baseline_stops_before_the_tests(tests: pytest.Pytester) -> None:

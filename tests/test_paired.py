@@ -307,16 +307,22 @@ def test_render_paired_table(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0] == ("against main (aaaaaaaaaa): 6 rounds, base and candidate alternating "
                         "in ABBA order")
-    assert lines[1].split() == ["bench", "base", "candidate", "units", "ratio", "90%", "CI",
-                                "verdict"]  # p, pairs and adj ratio with -v (issue 25, item 1)
+    # The judged ratio under its name (the t-test's: the rounds' geometric mean, issue 38).
+    assert lines[1].split() == ["bench", "base", "candidate", "units", "geomean", "ratio", "90%",
+                                "CI", "verdict"]  # p, pairs and adj ratio with -v (issue 25)
     verbose = render_paired(comparison, base, width=120, verbosity=1).splitlines()[1].split()
     assert verbose[-4:] == ["p", "pairs", "adj", "ratio"]
     resnet = next(line for line in lines if line.startswith("resnet"))
     assert "0.900" in resnet and "regressed" in resnet and "[0.89" in resnet
-    assert any(line.startswith("score: ") and "regressed; rate ratio 0.9" in line
-               for line in lines)
+    assert any(line.startswith("score: ") and "(rate ratio 0.9" in line
+               and "], regressed; adj score ratio 0.9" in line for line in lines)
     assert "paired t-test on the log ratios of the rounds" in text
     assert render_paired(comparison, verbosity=-1).startswith("score: ")
+    # The JSON names the judged ratio and says the rule, as the terminal does (issue 38).
+    data = comparison.to_dict()
+    assert data["ratio_name"] == "geomean ratio" and data["rule"] in text
+    assert data["ratios"]["ratio"].startswith("geomean ratio = the geometric mean")
+    assert "not judged" in data["ratios"]["score_ratio"]
 
 
 def test_dlbench_report_recomputes_the_paired_verdict(
@@ -364,3 +370,9 @@ def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
     assert "Paired against <code>main (aaaaaaaaaa), 6 rounds</code>" in section
     assert "<th>90 % CI</th>" in section and "<th>perf_adj ratio</th>" in section
     assert "regressed" in section
+    # One ratio, named for what it is, and the rule, as the terminal says them (issue 38).
+    assert "<th>geomean ratio</th>" in section and "perf / baseline perf" not in section
+    assert "geomean ratio = the geometric mean of the rounds" in section
+    assert comparison.rule in section
+    card = page[page.index('id="score-ratio-card"'):]
+    assert f"× {comparison.score_rate_ratio:.3f}" in card[:400]

@@ -77,6 +77,11 @@ class ComparisonView:
     #: Why each inconclusive verdict is one ("name: reason"), and what to do about them.
     inconclusive: tuple[str, ...] = ()
     advice: str = ""
+    #: The judged ratio's name (the table's column) and what it is, and the rule, as the
+    #: terminal and the JSON say them (results/compare.Comparison).
+    ratio_name: str = "ratio"
+    ratio_means: str = ""
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,9 @@ def comparison_view(comparison: Comparison) -> ComparisonView:
         regressed=comparison.regressed,
         inconclusive=_inconclusive(comparison),
         advice=comparison.inconclusive_advice if comparison.inconclusive else "",
+        ratio_name=comparison.ratio_name,
+        ratio_means=comparison.ratio_means,
+        rule=comparison.rule,
     )
 
 

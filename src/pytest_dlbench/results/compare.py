@@ -55,6 +55,7 @@ from pytest_dlbench.results.scoring import weighted_geomean
 from pytest_dlbench.results.stats import (
     BETWEEN_RUNS,
     MAX_FIGURE,
+    TESTS,
     describe_test,
     out_of_range,
     p_in_direction,
@@ -201,8 +202,20 @@ class Comparison:
         """The rule the verdicts followed, one line, as the verdict core describes it (the
         terminal, the HTML and the JSON say this text)."""
         return Rule(self.tolerance, self.alpha).describe(
-            describe_test(self.test, self.pair_rate), paired=self.against is not None,
-            saved=self.test == BETWEEN_RUNS)
+            describe_test(self.test, self.pair_rate), paired=self.against is not None)
+
+    @property
+    def ratio_name(self) -> str:
+        """What the ratio each verdict judges is called in every report (``perf ratio``,
+        ``p75 ratio``: results/stats.py's table of the tests)."""
+        found = TESTS.get(self.test)
+        return found.ratio if found is not None else "ratio"
+
+    @property
+    def ratio_means(self) -> str:
+        """``p75 ratio = the candidate's upper quartile ...``: the judged ratio, one phrase."""
+        found = TESTS.get(self.test)
+        return f"{self.ratio_name} = {found.ratio_means}" if found is not None else ""
 
     @property
     def inconclusive_advice(self) -> str:
@@ -236,6 +249,19 @@ class Comparison:
             "score_reason": self.score_reason,
             "inconclusive": self.inconclusive,
             "inconclusives": list(self.inconclusives),
+            "rule": self.rule,
+            "ratio_name": self.ratio_name,
+            "ratios": self.ratio_keys(),
+        }
+
+    def ratio_keys(self) -> dict[str, str]:
+        """What each ratio key of the JSON is, and which one the verdicts judge."""
+        return {
+            "ratio": f"{self.ratio_means}; the one each benchmark's verdict judges",
+            "adj_ratio": "perf_adj / baseline perf_adj, shown, not judged",
+            "score_rate_ratio": "the weighted combination of the benchmarks' ratios; the "
+                                "one the score's verdict judges",
+            "score_ratio": "score / baseline score (both of perf_adj), shown, not judged",
         }
 
 

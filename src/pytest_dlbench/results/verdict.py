@@ -184,18 +184,16 @@ class Rule:
             return IMPROVED
         return None
 
-    def describe(self, test: str, *, paired: bool, saved: bool) -> str:
+    def describe(self, test: str, *, paired: bool) -> str:
         """The rule the verdicts follow, one line (the terminal's, the HTML's and the JSON's):
         ``test`` describes the statistical test (results/stats.py's table)."""
         level = f"alpha {self.alpha:g}"
         if paired:
             level += (f", {self.claim_level:g} where the rounds are too noisy for the "
                       "tolerance")
-        rule = (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
-                f"({test}, {level})")
-        if saved:
-            rule += ", inconclusive when beyond it without that evidence"
-        return rule + "; adj ratio: perf_adj, not judged"
+        return (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
+                f"({test}, {level}), inconclusive when beyond it without that evidence; "
+                "adj ratio: perf_adj, not judged")
 
 
 # -- a benchmark --------------------------------------------------------------------------------
