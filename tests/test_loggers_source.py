@@ -15,7 +15,6 @@ from pytest_dlbench.loggers import base as base_mod
 from pytest_dlbench.loggers.base import (
     LoggerError,
     LoggerUnavailable,
-    default_bench_base,
     missing_logger,
     require,
 )
@@ -36,7 +35,7 @@ from pytest_dlbench.loggers.source import (
 )
 from pytest_dlbench.loggers.tables import read_table, tabulate
 from pytest_dlbench.results.evaluation import evaluate
-from pytest_dlbench.run.layout import check_run_dir
+from pytest_dlbench.run.layout import check_run_dir, run_base
 
 
 def test_a_runs_series_keep_every_observation(tmp_path: Path) -> None:
@@ -196,7 +195,7 @@ def test_check_run_dir_and_bench_base(tmp_path: Path) -> None:
         check_run_dir(tmp_path)
     with pytest.raises(DlbenchError, match="x: not a run directory$"):
         check_run_dir(tmp_path / "x")
-    assert default_bench_base(run_dir) == tmp_path.resolve()
+    assert run_base(run_dir) == tmp_path.resolve()
 
 
 # -- the guard --------------------------------------------------------------------------------

@@ -69,3 +69,18 @@ def test_the_default_units_are_one_constant() -> None:
     from pytest_dlbench.numbers import DEFAULT_UNITS
 
     assert Bench(name="b").units == DEFAULT_UNITS == "items/s"
+
+
+def test_run_layout_paths_are_named_by_layout(tmp_path: Path) -> None:
+    from pytest_dlbench.results import confirm
+    from pytest_dlbench.run import layout
+    from pytest_dlbench.run.against import round_order
+
+    run_dir = tmp_path / "runs" / "s.20261127-120000"
+    assert layout.run_base(run_dir) == tmp_path.resolve()
+    assert layout.base_dir(run_dir) == layout.side_dir(run_dir, layout.BASE) == run_dir / "base"
+    assert confirm.round_dir(run_dir, 2) == layout.confirm_round_dir(run_dir, 2)
+    for k in (10, 2):
+        layout.confirm_round_dir(run_dir, k).mkdir(parents=True)
+    assert [p.name for p in layout.confirm_round_dirs(run_dir)] == ["2", "10"]
+    assert round_order(0) == layout.SIDES == ("base", "candidate")

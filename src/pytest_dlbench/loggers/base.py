@@ -6,15 +6,12 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
 __all__ = [
     "Echo",
     "LoggerError",
     "LoggerUnavailable",
-    "default_bench_base",
     "missing_logger",
     "require",
     "stderr_line",
@@ -59,9 +56,3 @@ def require(name: str, module: str | None = None, extra: str | None = None) -> A
             f"{name} is not installed ({type(exc).__name__}: {exc}): "
             f"pip install pytest-dlbench[{extra}]"
         ) from exc
-
-
-def default_bench_base(run_dir: str | PathLike[str]) -> Path:
-    """The ``--bench-base`` a run directory lives in: ``<base>/runs/<run>`` -> ``<base>``."""
-    run_dir = Path(run_dir).resolve()
-    return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent

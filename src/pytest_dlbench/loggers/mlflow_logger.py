@@ -182,10 +182,10 @@ class MlflowSink:
         require("mlflow")
         from mlflow import MlflowClient
 
-        from pytest_dlbench.loggers.base import default_bench_base
+        from pytest_dlbench.run.layout import run_base
 
         self.facts = facts
-        base = self.bench_base or default_bench_base(run_dir)
+        base = self.bench_base or run_base(run_dir)
         self.uri = resolve_tracking_uri(self.tracking_uri, base)
         probe(self.uri)
         db = _sqlite_path(self.uri)

@@ -119,11 +119,11 @@ class WandbSink:
 
     # -- the session ------------------------------------------------------------------------
     def start_session(self, run_dir: Path, facts: SessionFacts) -> None:
-        from pytest_dlbench.loggers.base import default_bench_base
+        from pytest_dlbench.run.layout import run_base
 
         self.wandb = require("wandb")
         self.facts = facts
-        base = os.environ.get("WANDB_DIR") or self.bench_base or default_bench_base(run_dir)
+        base = os.environ.get("WANDB_DIR") or self.bench_base or run_base(run_dir)
         self.dir = Path(base).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
 

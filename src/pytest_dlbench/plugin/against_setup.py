@@ -113,7 +113,7 @@ def write_against(side: BaseSide, run_dir: Path, *, rounds: int, test: str, rate
     order, the paired test and rate, the design, the notes."""
     from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 
-    layout.side_dir(run_dir, "base").mkdir(parents=True, exist_ok=True)
+    layout.base_dir(run_dir).mkdir(parents=True, exist_ok=True)
     layout.write_against(run_dir, {
         **side.to_dict(),
         "rounds": rounds,

@@ -254,7 +254,7 @@ class ControllerSession(BenchSession):
         assert setup is not None
         side = setup.side
         base_specs = [side.specs[s.name] for s in specs if s.name in side.specs]
-        base_dir = layout.side_dir(self.run_dir(), "base")
+        base_dir = layout.base_dir(self.run_dir())
         base_dir.mkdir(parents=True, exist_ok=True)
         layout.write_manifest(base_dir, self.run_name, base_specs,
                               facts={**facts, "commit": side.sha})

@@ -105,8 +105,8 @@ class FixtureAgainst:
         base_root = self.side.map_path(rootdir)
         if not base_root.is_dir():  # the rootdir's folder is new since the base revision
             base_root = self.side.path
-        roots = {"candidate": (rootdir, source_paths(self.side.repo, rootdir)),
-                 "base": (base_root, source_paths(self.side.path, base_root))}
+        roots = {layout.CANDIDATE: (rootdir, source_paths(self.side.repo, rootdir)),
+                 layout.BASE: (base_root, source_paths(self.side.path, base_root))}
         name = item.name.replace("/", "_")
         failures = []
         for round_index in range(self.rounds):

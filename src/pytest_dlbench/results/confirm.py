@@ -33,7 +33,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.numbers import is_integer
@@ -46,6 +45,13 @@ from pytest_dlbench.results.verdict import (
     judge_confirmed_score,
 )
 from pytest_dlbench.results.verdict import repeats as _repeats_ratio
+from pytest_dlbench.run.layout import (
+    CONFIRM_DONE,
+    confirm_dir,
+    confirm_round_dirs,
+    stream_paths,
+)
+from pytest_dlbench.run.layout import confirm_round_dir as round_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
@@ -72,11 +78,10 @@ __all__ = [
 #: false alarm of the first pass rarely repeats twice beyond the tolerance, and a suite with
 #: no suspect pays nothing.
 CONFIRM = 2
-#: The folder of the confirmation runs, in the run directory.
-CONFIRM_DIR = "confirm"
-#: Written once every confirmation ran (``confirm/confirmed.json``): a confirmation cut short
-#: by Ctrl-C has none, and the first pass's verdicts stand, in pytest and ``dlbench report``.
-DONE_FILE = "confirmed.json"
+#: ``confirm/confirmed.json`` (run/layout.py names it) is written once every confirmation ran:
+#: a confirmation cut short by Ctrl-C has none, and the first pass's verdicts stand, in pytest
+#: and ``dlbench report``. Its name and the round folders are re-exported for plugin/confirm.py.
+DONE_FILE = CONFIRM_DONE
 
 
 def parse_confirm(text: str | int) -> int:
@@ -91,24 +96,6 @@ def parse_confirm(text: str | int) -> int:
             f"got {text!r}")
     return value
 
-
-# -- where the confirmation runs are kept -----------------------------------------------------
-def confirm_dir(run_dir: str | PathLike[str]) -> Path:
-    return Path(run_dir) / CONFIRM_DIR
-
-
-def round_dir(run_dir: str | PathLike[str], round_: int) -> Path:
-    """``confirm/<k>/`` (k from 1): the k-th confirmation runs, streams named as in the first
-    pass (a folder per round, because an item's name has no place for a confirmation)."""
-    return confirm_dir(run_dir) / str(round_)
-
-
-def _round_dirs(run_dir: str | PathLike[str]) -> list[Path]:
-    folder = confirm_dir(run_dir)
-    if not folder.is_dir():
-        return []
-    return sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
-                  key=lambda p: int(p.name))
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -245,9 +232,7 @@ def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation])
 def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
     """Every confirmation run kept under ``confirm/<k>/``, in round order."""
     from pytest_dlbench.results.scoring import load_run
-    from pytest_dlbench.run.layout import stream_paths
-
-    return [load_run(p) for folder in _round_dirs(run_dir) for p in stream_paths(folder)]
+    return [load_run(p) for folder in confirm_round_dirs(run_dir) for p in stream_paths(folder)]
 
 
 def done_limit(run_dir: str | PathLike[str]) -> int | None:
@@ -255,7 +240,7 @@ def done_limit(run_dir: str | PathLike[str]) -> int | None:
     Ctrl-C cut it short)."""
     from pytest_dlbench import untrusted
 
-    path = confirm_dir(run_dir) / DONE_FILE
+    path = confirm_dir(run_dir) / CONFIRM_DONE
     try:
         data = untrusted.read_json(path)
     except (OSError, ValueError):

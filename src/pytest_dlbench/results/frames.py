@@ -144,11 +144,11 @@ def frame(path: str | PathLike[str], *, observations: bool = False) -> pd.DataFr
     summary, a history file or a history folder (see the module's docstring)."""
     from pytest_dlbench.results.history import _entry, load_history
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.run.layout import check_run_dir, stream_paths
+    from pytest_dlbench.run.layout import MANIFEST, check_run_dir, stream_paths
 
     path = Path(path)
     if path.is_dir():
-        if stream_paths(path) or (path / "manifest.json").is_file():
+        if stream_paths(path) or (path / MANIFEST).is_file():
             return runs_frame(summarize_dir(check_run_dir(path)), observations=observations)
         if observations:
             raise DlbenchError(f"{path}: observations are in a run directory's streams, not in "

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.run.layout import BASE, CANDIDATE
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
 
 __all__ = [
@@ -75,7 +76,7 @@ class AgainstError(DlbenchError):
 
 def round_order(round_index: int) -> tuple[str, str]:
     """The sides of round ``r`` in the order they run: ABBA (see the module's docstring)."""
-    return ("base", "candidate") if round_index % 2 == 0 else ("candidate", "base")
+    return (BASE, CANDIDATE) if round_index % 2 == 0 else (CANDIDATE, BASE)
 
 
 def _git(repo: Path | None, *args: str, check: bool = True, strip: bool = True) -> str:

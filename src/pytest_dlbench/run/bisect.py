@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_dlbench.run.against import AgainstError, BaseSide, _git, find_repo, resolve_rev
+from pytest_dlbench.run.layout import RUNS
 
 __all__ = ["BisectError", "BisectResult", "Probe", "bisect", "commits_between"]
 
@@ -187,7 +188,7 @@ def bisect(
                         "-q", *pytest_args]
                 log = Path(scratch) / f"step{index}.log"
                 _run_pytest(argv, side.path, log)
-                runs = sorted((base / "runs").glob("*")) if (base / "runs").is_dir() else []
+                runs = sorted((base / RUNS).glob("*")) if (base / RUNS).is_dir() else []
                 verdict = judge(runs[-1], bench) if runs else None
                 if verdict is None:
                     tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]

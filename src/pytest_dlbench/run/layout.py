@@ -13,6 +13,9 @@
         manifest.json           (what the base revision's suite selected)
         specs/<bench>.json      (resolved from the base revision's suite)
         <bench>.D<k>.R<r>.data  round r of the base side: pairs with ../<bench>.D<k>.R<r>.data
+    confirm/<k>/                --bench-confirm's k-th confirmation runs (k from 1), laid out
+                                as a run directory of their own
+    confirm/confirmed.json      written once every confirmation ran (its limit)
 ```
 
 Item ids follow the same names: ``<bench>[D<k>]``, or ``<bench>[D<k>-R<r>]`` with repeats (and
@@ -48,10 +51,18 @@ from pytest_dlbench.suite.spec import name_problem
 __all__ = [
     "AGAINST",
     "BASE",
+    "CANDIDATE",
+    "RUNS",
     "MANIFEST",
     "SIDES",
     "StreamName",
     "base_dir",
+    "CONFIRM_DIR",
+    "CONFIRM_DONE",
+    "confirm_dir",
+    "confirm_round_dir",
+    "confirm_round_dirs",
+    "run_base",
     "NotARunDir",
     "UnsafeName",
     "check_run_dir",
@@ -107,8 +118,12 @@ WORK_SUFFIX = ".work"
 SPECS = "specs"
 AGAINST = "against.json"
 BASE = "base"
+CANDIDATE = "candidate"
 #: The two sides of a paired run: the base revision, and the candidate (the working tree).
-SIDES = ("base", "candidate")
+SIDES = (BASE, CANDIDATE)
+#: The folder of the confirmation runs, and the file written once every one of them ran.
+CONFIRM_DIR = "confirm"
+CONFIRM_DONE = "confirmed.json"
 _STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 _ITEM_ID = re.compile(r"(?:^|::)(?P<bench>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
 
@@ -206,6 +221,13 @@ def make_run_dir(base: Path, run_name: str, now: _dt.datetime | None = None) -> 
             candidate = runs / _component(f"{run_name}.{stamp}-{suffix}", "run directory name")
 
 
+def run_base(run_dir: str | PathLike[str]) -> Path:
+    """The results base a run directory lives in: ``<base>/runs/<run>`` -> ``<base>`` (a run
+    directory outside a ``runs`` folder: the folder it is in)."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == RUNS else run_dir.parent
+
+
 def base_dir(run_dir: str | PathLike[str]) -> Path:
     """``<run_dir>/base``: the base side of a ``--bench-against`` run."""
     return Path(run_dir) / BASE
@@ -216,7 +238,27 @@ def side_dir(run_dir: str | PathLike[str], side: str) -> Path:
     the run directory itself, the base in ``base/``."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-    return base_dir(run_dir) if side == "base" else Path(run_dir)
+    return base_dir(run_dir) if side == BASE else Path(run_dir)
+
+
+def confirm_dir(run_dir: str | PathLike[str]) -> Path:
+    """``<run_dir>/confirm``: the confirmation runs of ``--bench-confirm``."""
+    return Path(run_dir) / CONFIRM_DIR
+
+
+def confirm_round_dir(run_dir: str | PathLike[str], round_: int) -> Path:
+    """``confirm/<k>/`` (k from 1): the k-th confirmation runs, streams named as in the first
+    pass (a folder per round, because an item's name has no place for a confirmation)."""
+    return confirm_dir(run_dir) / str(round_)
+
+
+def confirm_round_dirs(run_dir: str | PathLike[str]) -> list[Path]:
+    """The ``confirm/<k>/`` folders there are, in round order."""
+    folder = confirm_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
+                  key=lambda p: int(p.name))
 
 
 def write_against(run_dir: str | PathLike[str], info: dict[str, Any]) -> Path:
