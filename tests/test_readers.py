@@ -22,7 +22,7 @@ from _runs import write_run
 from pytest_dlbench import untrusted
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.loggers.source import profile_files
-from pytest_dlbench.measure.stream import StreamError, read_last, read_records, read_stream
+from pytest_dlbench.measure.stream import RecordScan, StreamError, read_last, read_stream
 from pytest_dlbench.profile import NoteReport, load_reports, profile_sections, write_reports
 from pytest_dlbench.profile.timereport import StepSample, build_time_report
 from pytest_dlbench.profile.writer import ProfileWriteError, load_meta, read_index
@@ -255,9 +255,10 @@ def test_a_bad_stream_line_is_a_skipped_record(tmp_path: Path, what: str,
     lines[6] = DEEP.encode() if "nested" in what else b'{"x": "' + b"z" * (1 << 20) + b'"}'
     path.write_bytes(b"\n".join(lines))
     note = MESSAGES[what].replace("FILE", str(path))
-    read = read_records(path)
-    assert read.notes == (note,) and read.damaged == note
-    assert len(read.records) == 14  # every other record kept
+    scan = RecordScan(path)
+    records = list(scan)
+    assert scan.notes == [note] and scan.damaged == note
+    assert len(records) == 14  # every other record kept
     run = load_run(path)
     assert not run.ok and run.reason == f"corrupt stream: {note}"
     with pytest.raises(StreamError, match="nested deeper|longer than"):
@@ -267,7 +268,9 @@ def test_a_bad_stream_line_is_a_skipped_record(tmp_path: Path, what: str,
     assert note in out and "Traceback" not in out + err
     # As the last line (a writer killed mid-record could not write it) it is dropped.
     path.write_bytes(b"\n".join([*lines[:6], lines[6]]))
-    assert read_records(path).notes == ()
+    scan = RecordScan(path)
+    list(scan)
+    assert scan.notes == []
 
 
 def test_a_stream_that_is_no_regular_file_is_an_unreadable_run(tmp_path: Path) -> None:

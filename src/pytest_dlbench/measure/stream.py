@@ -14,7 +14,6 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from os import PathLike
 from pathlib import Path, PurePath
@@ -31,12 +30,10 @@ __all__ = [
     "RecordScan",
     "Stream",
     "StreamError",
-    "StreamRead",
     "StreamWriteError",
     "StreamWriter",
     "check_record",
     "read_last",
-    "read_records",
     "read_stream",
 ]
 
@@ -364,18 +361,6 @@ def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
 # -- the forgiving, typed reader of the reports ---------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StreamRead:
-    """A stream as the reports read it: every valid record, and what was left out."""
-
-    records: list[dict[str, Any]]
-    #: ``file:line: ...`` for each line left out (a corrupt line, a record of the wrong type).
-    notes: tuple[str, ...] = ()
-    #: The first corrupt line before the last one (``file:line: corrupt record: ...``): the file
-    #: was damaged, not just cut short by a killed writer.
-    damaged: str | None = None
-
-
 @cache
 def _schemas() -> dict[str, Any]:
     """The fields the reports read, per record kind (pydantic, imported only to read)."""
@@ -444,16 +429,24 @@ def check_record(record: dict[str, Any]) -> str | None:
 
 
 class RecordScan:
-    """The valid records of a stream, one line in memory at a time (iterate once), with what
-    was left out: the reader of :func:`read_records`, and of a summary that keeps only what
-    it needs of each record (measure/records.RunRecords.collect). Rules as
-    :func:`read_records`."""
+    """Read a stream for a report: a bad line costs that line, never the run's measurements.
+    The valid records, one line in memory at a time (iterate once), with what was left out:
+    the reader of the reports (measure/records.RunRecords.collect keeps only what it needs of
+    each record) and of :func:`read_last`.
+
+    As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
+    and noted, and the stream is marked :attr:`damaged`; a record whose fields have the wrong
+    type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable,
+    ``ValueError`` (:class:`~pytest_dlbench.untrusted.FileRefused`) if not a regular file.
+    """
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = path
-        #: ``file:line: ...`` for each line left out, once iterated.
+        #: ``file:line: ...`` for each line left out (a corrupt line, a record of the wrong
+        #: type), once iterated.
         self.notes: list[str] = []
-        #: The first corrupt line before the last one, once iterated.
+        #: The first corrupt line before the last one (``file:line: corrupt record: ...``),
+        #: once iterated: the file was damaged, not just cut short by a killed writer.
         self.damaged: str | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -476,22 +469,9 @@ class RecordScan:
             yield record
 
 
-def read_records(path: str | PathLike[str]) -> StreamRead:
-    """Read a stream for a report: a bad line costs that line, never the run's measurements.
-
-    As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
-    and noted, and the stream is marked :attr:`~StreamRead.damaged`; a record whose fields have
-    the wrong type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable,
-    ``ValueError`` (:class:`~pytest_dlbench.untrusted.FileRefused`) if not a regular file.
-    """
-    scan = RecordScan(path)
-    records = list(scan)
-    return StreamRead(records, tuple(scan.notes), scan.damaged)
-
-
 def read_last(path: str | PathLike[str], event: str) -> dict[str, Any] | None:
     """The last valid record of kind ``event`` in a stream (None without one), read as
-    :func:`read_records` reads (a damaged line elsewhere hides nothing) but one line in memory
+    :class:`RecordScan` reads (a damaged line elsewhere hides nothing) but one line in memory
     at a time: a stream of a million observations is never held whole to find its ``end``."""
     last = None
     for record in RecordScan(path):

@@ -13,8 +13,7 @@ import ipaddress
 import socket
 from collections.abc import Mapping
 
-__all__ = ["IFNAME_VARIABLES", "interface_of", "is_this_machine", "local_addresses",
-           "socket_ifname_env"]
+__all__ = ["IFNAME_VARIABLES", "interface_of", "is_this_machine", "socket_ifname_env"]
 
 #: The variables that tell gloo and NCCL which interface to use.
 IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -46,13 +45,6 @@ def interface_of(ip: str, interfaces: Interfaces | None = None) -> str | None:
                                                                               ip):
                 return str(name)
     return None
-
-
-def local_addresses(interfaces: Interfaces | None = None) -> list[str]:
-    """Every IPv4/IPv6 address of this machine's interfaces."""
-    return [str(address.address).split("%", 1)[0]
-            for addresses in _interfaces(interfaces).values() for address in addresses
-            if address.family in (socket.AF_INET, socket.AF_INET6)]
 
 
 def is_this_machine(ip: str, interfaces: Interfaces | None = None) -> bool:
