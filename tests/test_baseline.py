@@ -136,50 +136,48 @@ def test_binary_file_is_a_baseline_error(tmp_path: Path) -> None:
 
 
 # -- migration --------------------------------------------------------------------------------
-V0 = {
+V1 = {
     "schema": SCHEMA,
-    "version": 0,
+    "version": 1,
     "score": 42.0,
-    "benchmarks": [
-        {"name": "a", "perf": 100.0, "std": 1.0, "std%": 0.01, "n": 2, "fail": 0,
-         "perf_adj": 99.0, "weight": 1.0, "rates": [99.0, 101.0]},
-    ],
+    "incomplete": [],
+    "failure_rate": 0.0,
+    "benchmarks": {
+        "a": {"perf": 100.0, "std": 1.0, "std_pct": 0.01, "n": 2, "fail": 0,
+              "perf_adj": 99.0, "weight": 1.0, "runs": []},
+    },
 }
-
-
-def test_v0_is_migrated(tmp_path: Path) -> None:
-    path = tmp_path / "old.json"
-    path.write_text(json.dumps(V0))
-    loaded = load_summary(path)
-    assert loaded.to_dict()["version"] == VERSION
-    a = loaded.get("a")
-    assert a is not None and a.std_pct == 0.01 and a.runs == ()
-    # v0 kept no samples: its noise was its run rates, as today with two runs or more.
-    assert a.noise_samples == (99.0, 101.0)
-    assert loaded.incomplete == () and loaded.score == 42.0
 
 
 def test_a_saved_dict_reads_back_with_from_dict_alone() -> None:
     """compare() and the loggers hold dicts, not files: the same reader, the same errors."""
-    loaded = SuiteSummary.from_dict(V0)
+    loaded = SuiteSummary.from_dict(V1)
     assert loaded.get("a").perf == 100.0  # type: ignore[union-attr]
     with pytest.raises(SummaryFormatError, match="not a pytest-dlbench summary"):
         SuiteSummary.from_dict({"benchmarks": {}})
     with pytest.raises(SummaryFormatError, match=r"^invalid summary: benchmarks.a.n: must be"):
-        SuiteSummary.from_dict({**V0, "version": 1, "benchmarks": {"a": {
+        SuiteSummary.from_dict({**V1, "benchmarks": {"a": {
             "perf_adj": 1, "weight": 1, "n": "one", "fail": 0}}})
 
 
 def test_migration_chain_uses_the_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def fake(data):
-        calls.append(data["version"])
-        return {**data, "version": 0}
+    def fake(version: int):
+        def step(data):
+            calls.append(data["version"])
+            return {**data, "version": version + 1}
+        return step
 
-    monkeypatch.setitem(summary_json.MIGRATIONS, -1, fake)
-    out = migrate({"schema": SCHEMA, "version": -1, "benchmarks": []})
-    assert calls == [-1] and out["version"] == VERSION
+    monkeypatch.setitem(summary_json.MIGRATIONS, -1, fake(-1))
+    monkeypatch.setitem(summary_json.MIGRATIONS, 0, fake(0))
+    out = migrate({"schema": SCHEMA, "version": -1, "benchmarks": {}})
+    assert calls == [-1, 0] and out["version"] == VERSION
+
+
+def test_the_pre_release_version_0_is_not_read(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown summary version 0"):
+        migrate({"schema": SCHEMA, "version": 0, "benchmarks": []})
 
 
 def test_migration_refuses_unknown_versions() -> None:

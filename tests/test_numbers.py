@@ -9,7 +9,6 @@ import pytest
 
 from pytest_dlbench import numbers
 from pytest_dlbench.profile.artifacts import TraceReport
-from pytest_dlbench.report import format as report_format
 
 MIB = 2**20
 
@@ -33,7 +32,6 @@ def test_byte_size(value: float | None, text: str) -> None:
 
 
 def test_the_report_and_the_profile_write_bytes_the_same_way() -> None:
-    assert report_format.byte_size is numbers.byte_size
     trace = TraceReport(file="trace.json", bytes=int(5.92 * MIB), steps=5, rank=0)
     # The profile used its own format ("5.92 MiB"), the terminal table another ("5.9 MiB").
     assert f"({numbers.byte_size(5.92 * MIB)}, 5 profiled steps)" in trace.render()
@@ -41,8 +39,6 @@ def test_the_report_and_the_profile_write_bytes_the_same_way() -> None:
 
 
 def test_the_profile_formats_are_the_report_package_formats() -> None:
-    for name in report_format.__all__:
-        assert getattr(report_format, name) is getattr(numbers, name)
     assert numbers.duration(0.0832) == "83.2 ms" and numbers.duration(4.2e-4) == "420 µs"
     assert numbers.si(75.1e6) == "75.1 M" and numbers.count(1720) == "1,720"
     assert numbers.rough_percent(0.035) == "3.5%" and numbers.rough_percent(0.42) == "42%"

@@ -71,7 +71,7 @@ def test_run_dimensions() -> None:
     assert run_dimensions(TOY, ["--compile=max-autotune", "--compile-backend=aot_eager"])[
         "compile"] == {"mode": "max-autotune", "backend": "aot_eager"}
     # not a built-in training workload: nothing recorded (its --precision may mean anything)
-    assert run_dimensions("pytest_dlbench.workloads.flops:main", ["--dtype", "bf16"]) == {}
+    assert run_dimensions("pytest_dlbench.workloads.matmul:main", ["--dtype", "bf16"]) == {}
     assert run_dimensions("my_bench.py:main", ["--precision", "bf16"]) == {}
     # a value the workload will reject itself: not recorded, not a crash here
     assert run_dimensions(TOY, ["--precision", "fp8"]) == {}

@@ -1,6 +1,6 @@
 """Numbers as the reports write them: one set of formatters for the terminal, the HTML page,
-the dashboard export and the profile reports (``report/format.py`` is their home in the report
-package; ``profile/`` uses them too, so they sit below both).
+the dashboard export and the profile reports (``report/`` and ``profile/`` both use them, so
+they sit below both).
 
 Each returns ``missing`` for an unknown value (None, NaN, infinity): ``"-"`` by default, the
 terminal's and the export's; the HTML page passes :data:`DASH`. The exception is

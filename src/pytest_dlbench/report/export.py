@@ -15,7 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.report.format import number, percent
+from pytest_dlbench.numbers import number, percent
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.run.output_files import write_atomic
 

@@ -6,7 +6,7 @@ attached to a CI run or opened offline.
 
 The input is a :class:`~pytest_dlbench.results.summary.SuiteSummary` and, optionally, a
 :class:`~pytest_dlbench.results.compare.Comparison`. They become a :class:`View` of formatted
-rows (report/format.py) that the jinja2 template (templates/report.html.j2) only lays out.
+rows (pytest_dlbench/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
 jinja2 and matplotlib are imported inside the functions that use them, which keeps importing
 this module cheap.
 """
@@ -20,7 +20,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.report.format import DASH, gap, percent, significant
+from pytest_dlbench.numbers import DASH, gap, percent, significant
 from pytest_dlbench.report.html_compare import (
     ComparisonView,
     GateBanner,

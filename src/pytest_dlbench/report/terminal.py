@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytest_dlbench.report import columns as cols
-from pytest_dlbench.report.format import (
+from pytest_dlbench.numbers import (
     MISSING,
     byte_size,
     fixed,
@@ -23,6 +22,7 @@ from pytest_dlbench.report.format import (
     printable_lines,
     significant,
 )
+from pytest_dlbench.report import columns as cols
 from pytest_dlbench.report.terminal_tables import (
     compile_columns,
     compile_lines,

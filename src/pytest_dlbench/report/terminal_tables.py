@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_dlbench.report.format import MISSING, fixed, number, percent, printable
+from pytest_dlbench.numbers import MISSING, fixed, number, percent, printable
 from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 

@@ -43,25 +43,9 @@ class SummaryFormatError(ValueError):
 
 
 # -- migrations -------------------------------------------------------------------------------
-def _v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """v0 (pre-release): benchmarks as a list with ``std%`` and ``rates``; no ``samples`` (the
-    noise was the rates')."""
-    benches: dict[str, Any] = {}
-    for entry in data.get("benchmarks") or []:
-        bench = dict(entry)
-        if "std%" in bench:
-            bench["std_pct"] = bench.pop("std%")
-        bench.setdefault("runs", [])
-        rates = bench.get("rates")
-        if "samples" not in bench and isinstance(rates, list) and len(rates) >= 2:
-            bench["samples"] = rates
-        benches[str(bench["name"])] = bench
-    return {**data, "benchmarks": benches, "incomplete": data.get("incomplete", []),
-            "failure_rate": data.get("failure_rate", 0.0), "version": 1}
-
-
-#: version -> function turning that version's dict into the next version's.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _v0_to_v1}
+#: version -> function turning that version's dict into the next version's. Empty: version 1 is
+#: the first released format (the pre-release version 0 is no longer read).
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

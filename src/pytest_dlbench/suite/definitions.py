@@ -22,10 +22,12 @@ from pytest_dlbench.suite.logparsers import VOIR, LogParseError, make_parser
 __all__ = [
     "EXTERNAL_KEYS",
     "EXTERNAL_RUNNER",
+    "RENAMED_WORKLOADS",
     "VOIR_FILES",
     "VOIR_KEYS",
     "VOIR_RUNNER",
     "plain_value",
+    "renamed_workload",
     "resolve_definition",
     "voir_folder",
 ]
@@ -53,6 +55,25 @@ VOIR_KEYS = ("voir", "script")
 VOIR_FILES = ("main.py", "voirfile.py")
 
 
+#: Built-in workload modules renamed since users' suites were written (``flops`` also named what
+#: measure/flops.py counts, ``loader`` what suite/loader.py does): a definition naming the old
+#: module resolves to the new one, the same benchmark under one name. The only home of the old
+#: names: no module is kept under them.
+RENAMED_WORKLOADS = {
+    "pytest_dlbench.workloads.flops": "pytest_dlbench.workloads.matmul",
+    "pytest_dlbench.workloads.loader": "pytest_dlbench.workloads.dataloader",
+}
+
+
+def renamed_workload(definition: str) -> str:
+    """``definition`` with a renamed workload's old module replaced by its new one (the function,
+    if named, stays); any other definition as it is."""
+    target, colon, function = definition.rpartition(":") if ":" in definition else (
+        definition, "", "")
+    new = RENAMED_WORKLOADS.get(target)
+    return definition if new is None else f"{new}{colon}{function}"
+
+
 def voir_folder(definition: str | None) -> Path | None:
     """The folder a resolved ``definition`` names when it holds ``main.py`` and
     ``voirfile.py`` (a milabench benchmark that runs through voir), else None."""
@@ -74,7 +95,7 @@ def _resolve_definition(value: Any, *, origin: str, name: str) -> str | None:
     target, _, function = value.rpartition(":") if ":" in value else (value, "", "")
     looks_like_path = target.endswith(".py") or "/" in target or target.startswith(".")
     if not looks_like_path:
-        return value
+        return renamed_workload(value)
     base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
     resolved = (base / target).resolve()
     return f"{resolved}:{function}" if function else str(resolved)
