@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.confirm import CONFIRM, parse_confirm
-from pytest_dlbench.run import layout
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.evaluation import EvaluateOptions
@@ -29,6 +27,10 @@ __all__ = [
 def results_base(config: Any) -> Path:
     """``--bench-base``, else ``$DLBENCH_BASE``, else ``.dlbench``; relative to where pytest was
     started (a pytest ``Config``)."""
+    # Here, not at the top: run/layout stands on suite/, which a plain test run (the bench
+    # fixture, or no benchmark at all) never loads.
+    from pytest_dlbench.run import layout
+
     base = layout.results_base(config.getoption("bench_base"))
     return base if base.is_absolute() else Path(config.invocation_params.dir) / base
 
@@ -135,12 +137,12 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
         "--bench-confirm",
         dict(
-            type=parse_confirm,
-            default=CONFIRM,
+            type=gate.parse_confirm,
+            default=gate.CONFIRM,
             metavar="N",
             help="with --bench-compare: run a benchmark the first pass finds regressed (or "
             "improved) again, up to N times, and keep the verdict only if it holds; 0: no "
-            f"confirmation (default {CONFIRM}; docs/reports.md, Confirmation)",
+            f"confirmation (default {gate.CONFIRM}; docs/reports.md, Confirmation)",
         ),
     ),
     (

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.options import results_base
-from pytest_dlbench.run.layout import DATA
 
 __all__ = [
     "bench",
@@ -48,6 +47,9 @@ def default_device() -> Any:
 @pytest.fixture(scope="session")
 def bench_data_dir(pytestconfig: pytest.Config) -> Path:
     """Where synthetic on-disk data sets are written once and reused: ``<base>/data``."""
+    # Here, not at the top: run/layout stands on suite/, which a plain test run never loads.
+    from pytest_dlbench.run.layout import DATA
+
     path = results_base(pytestconfig) / DATA
     path.mkdir(parents=True, exist_ok=True)
     return path

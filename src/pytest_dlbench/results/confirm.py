@@ -36,7 +36,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.numbers import is_integer
-from pytest_dlbench.results.gate import OptionValueError
+from pytest_dlbench.results.gate import CONFIRM, parse_confirm
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
     SUSPECT,
@@ -74,28 +74,10 @@ __all__ = [
     "suspects",
 ]
 
-#: Default of ``--bench-confirm``: confirmation runs at most, per suspected benchmark. Two: a
-#: false alarm of the first pass rarely repeats twice beyond the tolerance, and a suite with
-#: no suspect pays nothing.
-CONFIRM = 2
 #: ``confirm/confirmed.json`` (run/layout.py names it) is written once every confirmation ran:
 #: a confirmation cut short by Ctrl-C has none, and the first pass's verdicts stand, in pytest
 #: and ``dlbench report``. Its name and the round folders are re-exported for plugin/confirm.py.
 DONE_FILE = CONFIRM_DONE
-
-
-def parse_confirm(text: str | int) -> int:
-    """``--bench-confirm``: confirmation runs at most, 0 (no confirmation) or more."""
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise OptionValueError(
-            f"--bench-confirm must be a whole number, 0 or more (0: no confirmation), "
-            f"got {text!r}")
-    return value
-
 
 
 # -- the decision ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ __all__ = [
     "REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
+    "CONFIRM",
     "PAIRED_QUANTILE",
     "PAIRED_RATE",
     "PAIRED_RATES",
@@ -113,6 +114,10 @@ PAIRED_TEST = "quantile"
 #: steps' rates, which a burst of load over a few steps of one run does not move.
 PAIRED_RATES = ("window", "median")
 PAIRED_RATE = "window"
+#: Default of ``--bench-confirm``: confirmation runs at most, per suspected benchmark. Two: a
+#: false alarm of the first pass rarely repeats twice beyond the tolerance, and a suite with
+#: no suspect pays nothing (results/confirm.py).
+CONFIRM = 2
 
 
 # -- option values (argparse ``type=`` callables, for pytest's parser and the CLI's) -------------
@@ -172,6 +177,19 @@ def parse_rounds(text: str) -> int:
         value = 0
     if value < 2:
         raise OptionValueError(f"rounds must be a whole number, 2 or more, got {text!r}")
+    return value
+
+
+def parse_confirm(text: str | int) -> int:
+    """``--bench-confirm``: confirmation runs at most, 0 (no confirmation) or more."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise OptionValueError(
+            f"--bench-confirm must be a whole number, 0 or more (0: no confirmation), "
+            f"got {text!r}")
     return value
 
 
