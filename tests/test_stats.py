@@ -69,15 +69,19 @@ def test_a_regression_needs_size_and_significance() -> None:
     assert v.word == REGRESSED
     assert "ratio 0.900 below 0.970" in v.reason and "p 0.01 < alpha 0.05" in v.reason
     assert verdict(1.1, 0.01).word == IMPROVED
+    # Slower beyond the tolerance without the evidence: inconclusive, in every mode (issue 38);
+    # faster without it: unchanged (no claim, nothing to gate on).
     not_significant = verdict(0.9, 0.2)
-    assert not_significant.word == UNCHANGED and "not significant" in not_significant.reason
+    assert not_significant.word == INCONCLUSIVE and "not significant" in not_significant.reason
+    assert verdict(1.1, 0.2).word == UNCHANGED
     too_small = verdict(0.98, 0.0)  # certain, but within the tolerance
     assert too_small.word == UNCHANGED and "not beyond ±3%" in too_small.reason
 
 
 def test_one_sample_has_no_test_and_no_verdict() -> None:
     v = verdict(0.5, None)
-    assert v.word == UNCHANGED and "no test" in v.reason
+    assert v.word == INCONCLUSIVE and "no test" in v.reason  # slower: no evidence either way
+    assert verdict(1.5, None).word == UNCHANGED
 
 
 def test_a_ratio_exactly_at_the_tolerance_is_not_beyond_it() -> None:
@@ -86,7 +90,7 @@ def test_a_ratio_exactly_at_the_tolerance_is_not_beyond_it() -> None:
     assert verdict(at_upper, 0.0).word == UNCHANGED
     assert verdict(math.nextafter(at_lower, 0.0), 0.0).word == REGRESSED
     assert verdict(math.nextafter(at_upper, 2.0), 0.0).word == IMPROVED
-    assert verdict(0.9, ALPHA).word == UNCHANGED  # p exactly at alpha: not significant
+    assert verdict(0.9, ALPHA).word == INCONCLUSIVE  # p exactly at alpha: not significant
     assert verdict(0.9, math.nextafter(ALPHA, 0.0)).word == REGRESSED
 
 
@@ -116,7 +120,7 @@ def test_the_score_regresses_on_its_combined_p_or_a_weighted_benchmark() -> None
     assert score_verdict(0.9, 0.01, ()).word == REGRESSED  # combined evidence alone
     assert score_verdict(0.9, 0.3, {REGRESSED}).word == REGRESSED  # one weighted benchmark
     assert "weighted benchmark regressed" in score_verdict(0.9, 0.3, {REGRESSED}).reason
-    assert score_verdict(0.9, 0.3, {UNCHANGED, FAILED}).word == UNCHANGED
+    assert score_verdict(0.9, 0.3, {UNCHANGED, FAILED}).word == INCONCLUSIVE  # no evidence
     assert score_verdict(0.9, None, {REGRESSED}).word == REGRESSED  # untestable score
     assert score_verdict(0.99, 0.0, {REGRESSED}).word == UNCHANGED  # within the tolerance
     assert score_verdict(1.1, 0.3, {IMPROVED, REGRESSED}).word == IMPROVED
