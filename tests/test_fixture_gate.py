@@ -14,6 +14,10 @@ from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.busy import busy_stats
 
+# Each test runs the bench fixture through pytest (in a subprocess or pytester), the confirmation
+# reruns in fresh pytest processes: slow, as the project marks every test that starts processes.
+pytestmark = pytest.mark.slow
+
 # About 1.5 s of timed steps: the monitor's thread samples once a second, inside the window.
 LONG = textwrap.dedent(
     """
