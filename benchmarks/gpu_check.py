@@ -52,6 +52,7 @@ import contextlib
 import dataclasses
 import importlib.metadata
 import json
+import math
 import os
 import signal
 import statistics
@@ -467,7 +468,7 @@ def _cuda_of(device: str) -> Any:
     return torch.cuda if device == "cuda" else None
 
 
-def bare_training_step(batch: int, *, device: str, tiny: bool = False) -> Callable[[], None]:
+def bare_training_step(batch: int, *, device: str, tiny: bool = False) -> BareStep:
     """One training step of resnet50 as the reference row's configuration has it (tf32, fp16
     autocast with a gradient scaler, channels_last, SGD with momentum, fused where torch has it,
     one synthetic batch on the device), written with torch alone. ``tiny``: a small convnet on
@@ -497,18 +498,36 @@ def bare_training_step(batch: int, *, device: str, tiny: bool = False) -> Callab
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
     except (RuntimeError, TypeError):  # no fused kernel for this device
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    # Momentum buffers made before the first step: fused SGD's first step, skipped by the
+    # scaler's usual fp16 overflow, leaves them uninitialised (torch's empty_like), and the
+    # loss is NaN a few steps later.
+    for param in model.parameters():
+        optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param)
     scaler = torch.amp.GradScaler(device, enabled=cuda)
     dtype = torch.float16 if cuda else torch.bfloat16
+    return BareStep(model, images, labels, optimizer, scaler, device, dtype)
 
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=dtype):
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
 
-    return step
+class BareStep:
+    """One bare training step, callable; ``last_loss`` is the latest step's loss, on the device
+    (read once, after the timing, to tell a training rate from a diverged one)."""
+
+    def __init__(self, model: Any, images: Any, labels: Any, optimizer: Any, scaler: Any,
+                 device: str, dtype: Any) -> None:
+        self.model, self.images, self.labels = model, images, labels
+        self.optimizer, self.scaler, self.device, self.dtype = optimizer, scaler, device, dtype
+        self.last_loss: Any = None
+
+    def __call__(self) -> None:
+        import torch
+
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device, dtype=self.dtype):
+            loss = torch.nn.functional.cross_entropy(self.model(self.images), self.labels)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.last_loss = loss.detach()
 
 
 def bare_matmul_step(size: int, *, device: str, number: int) -> tuple[Callable[[], None], float]:
@@ -542,14 +561,16 @@ def bare_figures(batch: int, *, dry_run: bool, quick: bool) -> dict[str, Any]:
     tiny convnet and a small fp32 matmul on the CPU)."""
     device = "cpu" if dry_run else "cuda"
     steps = 5 if dry_run else (40 if quick else 100)
-    resnet = median_window(bare_training_step(batch, device=device, tiny=dry_run), batch,
-                           windows=3, steps=steps, warmup=3 if dry_run else 20, device=device)
+    training = bare_training_step(batch, device=device, tiny=dry_run)
+    resnet = median_window(training, batch, windows=3, steps=steps,
+                           warmup=3 if dry_run else 20, device=device)
+    loss = float(training.last_loss) if training.last_loss is not None else math.nan
     size = 256 if dry_run else MATMUL_SIZE
     step, tflop = bare_matmul_step(size, device=device, number=10)
     matmul = median_window(step, tflop, windows=3, steps=3 if dry_run else 10, warmup=2,
                            device=device)
-    return {"resnet50": resnet, "batch": batch, "matmul": matmul, "size": size,
-            "device": device}
+    return {"resnet50": resnet, "resnet50_loss": loss, "batch": batch, "matmul": matmul,
+            "size": size, "device": device}
 
 
 # -- the reference rows --------------------------------------------------------------------------
@@ -627,14 +648,18 @@ def _figure(x: float | None, units: str) -> str:
 
 
 def resnet_reference_row(project: float | None, bare: float | None, ref: Reference, *,
-                         dry_run: bool) -> tuple[str, bool | str | None]:
+                         dry_run: bool, bare_loss: float | None = None
+                         ) -> tuple[str, bool | str | None]:
     """The project's resnet50 img/s beside the bare loop's and milabench's, with the ratios;
-    ok when the project is within REFERENCE_TOLERANCE of the bare loop (same GPU, same step)."""
+    ok when the project is within REFERENCE_TOLERANCE of the bare loop (same GPU, same step).
+    A bare loop whose last loss is not finite diverged: its rate is no reference (FAIL)."""
     figure = (f"project {_figure(project, 'img/s')}; bare loop {_figure(bare, 'img/s')} "
               f"(project/bare {_ratio(project, bare)}); ")
     figure += (f"milabench {ref.milabench_part} {ref.milabench_rate:,.0f} img/s at bs"
                f"{ref.batch} (project/milabench {_ratio(project, ref.milabench_rate)})"
                if ref.milabench_rate else f"milabench: no published figure for {ref.gpu}")
+    if bare_loss is not None and not math.isfinite(bare_loss):
+        return f"{figure}; the bare loop's loss is {bare_loss}: it diverged, no reference", False
     return _judged(figure, project, bare, dry_run=dry_run)
 
 
@@ -700,7 +725,8 @@ def reference_checks(table: Table, out: Path, budget: Budget, facts: Facts, *, q
     if not project and run_dir is not None:
         project = streamed_benchmarks(run_dir)
     figure, ok = resnet_reference_row(project.get("resnet50-ref", {}).get("perf"),
-                                      bare.get("resnet50"), ref, dry_run=dry_run)
+                                      bare.get("resnet50"), ref, dry_run=dry_run,
+                                      bare_loss=bare.get("resnet50_loss"))
     table.add(f"{REFERENCE_RESNET} bs{ref.batch}", figure, ok)
     figure, ok = matmul_reference_row(project.get("matmul-bf16", {}).get("perf"),
                                       bare.get("matmul"), ref, dry_run=dry_run)

@@ -22,6 +22,7 @@ from pytest_dlbench.run.child import run_child
 from pytest_dlbench.run.forkserver import (
     ForkServer,
     ForkServerWarning,
+    cuda_driver_initialized,
     cuda_driver_loaded,
     fork_blockers,
 )
@@ -339,3 +340,27 @@ def test_the_driver_is_found_in_the_mappings_by_its_file_name(tmp_path: Path):
         out.write(line.format("/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"))
     assert cuda_driver_loaded(maps) is True
     assert cuda_driver_loaded(tmp_path / "absent") is None  # not Linux: torch's flag decides
+
+
+class _FakeDriver:
+    """The driver's ``cuDeviceGetCount`` answering ``status``."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def cuDeviceGetCount(self, count: object) -> int:  # noqa: N802 - the driver's name
+        return self.status
+
+
+def test_a_mapped_driver_is_asked_whether_it_was_initialised(tmp_path: Path):
+    """torch 2.11 + CUDA 13 maps libcuda at import without cuInit (an H200, 2026-11-27): the
+    warm launcher may fork then; only an initialised driver, or one that cannot say, refuses."""
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 00000000 08:01 1234  /usr/lib/libcudart.so.13\n")
+    assert cuda_driver_initialized(maps, driver=_FakeDriver(0)) is False  # not even mapped
+    maps.write_text("7f00-7f01 r-xp 00000000 08:01 1234  /usr/lib/libcuda.so.580.159.04\n")
+    assert cuda_driver_initialized(maps, driver=_FakeDriver(3)) is False  # NOT_INITIALIZED
+    assert cuda_driver_initialized(maps, driver=_FakeDriver(0)) is True
+    assert cuda_driver_initialized(maps, driver=_FakeDriver(100)) is True  # no device: unsure
+    assert cuda_driver_initialized(maps, driver=object()) is True  # cannot be asked
+    assert cuda_driver_initialized(tmp_path / "absent") is None

@@ -622,3 +622,14 @@ def test_the_reference_suite_runs_the_reference_configuration(gpu_check: ModuleT
 def test_the_reference_runs_on_the_first_visible_gpu(gpu_check: ModuleType):
     assert gpu_check.one_gpu_env({"CUDA_VISIBLE_DEVICES": "3, 5"})["CUDA_VISIBLE_DEVICES"] == "3"
     assert gpu_check.one_gpu_env({"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_a_bare_loop_whose_loss_is_not_finite_is_no_reference(gpu_check: ModuleType):
+    """The bare loop's rate is a training rate only while its loss is finite (an H200 run,
+    2026-11-27: fused SGD's unwritten momentum made the project's resnet50 NaN at step 3)."""
+    ref = gpu_check.reference_for("NVIDIA H200")
+    figure, ok = gpu_check.resnet_reference_row(4800.0, 4900.0, ref, dry_run=False,
+                                                bare_loss=float("nan"))
+    assert ok is False and "bare loop's loss is nan" in figure
+    _, ok = gpu_check.resnet_reference_row(4800.0, 4900.0, ref, dry_run=False, bare_loss=6.9)
+    assert ok is True

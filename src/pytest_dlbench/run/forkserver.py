@@ -7,10 +7,11 @@ in :mod:`pytest_dlbench.run.child`: a process group of its own (killed on timeou
 server (``PR_SET_PDEATHSIG``; the server dies with its launcher the same way), pinned to its
 slot's cores, its output in its own log, its environment and working directory set before the
 first line of pytest runs. The server never initialises CUDA (a forked child could not use it):
-it only imports, and refuses to serve if an import loaded the CUDA driver (``libcuda.so`` mapped
-in the server: ``cuInit`` may have run, which ``torch.cuda.is_initialized()`` does not tell) or
-initialised CUDA. ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` in the server makes torch's
-``is_available()`` ask NVML instead of calling ``cuInit``.
+it only imports, and refuses to serve if an import initialised the CUDA driver (``libcuda.so``
+mapped in the server and not answering "not initialised" to ``cuDeviceGetCount``: ``cuInit``
+may have run, which ``torch.cuda.is_initialized()`` does not tell) or initialised CUDA.
+``PYTORCH_NVML_BASED_CUDA_CHECK=1`` in the server makes torch's ``is_available()`` ask NVML
+instead of calling ``cuInit``.
 
 Protocol, JSON lines over the server's stdin and stdout: the server says ``{"ready": ...}`` once
 its imports are done; a request ``{"argv", "env", "cwd", "log", "cpus"}`` gets ``{"pid": N}``
@@ -40,7 +41,7 @@ from pytest_dlbench.run.preloads import BASE_PRELOAD, PYTEST_PLUGINS
 from pytest_dlbench.run.process import package_path, preexec
 
 __all__ = ["ForkServer", "ForkServerError", "ForkServerWarning", "ForkedProcess",
-           "cuda_driver_loaded", "fork_blockers"]
+           "cuda_driver_initialized", "cuda_driver_loaded", "fork_blockers"]
 
 # Variables that differ from the server's environment without changing what was imported: they
 # are read when a benchmark runs, not when torch or the workloads are imported. A benchmark whose
@@ -78,6 +79,38 @@ def cuda_driver_loaded(maps: str | os.PathLike[str] = "/proc/self/maps") -> bool
             return any(_maps_library(line).startswith(CUDA_DRIVER) for line in lines)
     except OSError:
         return None
+
+
+#: cuDeviceGetCount's answer before cuInit (``CUDA_ERROR_NOT_INITIALIZED``).
+_NOT_INITIALIZED = 3
+
+
+def cuda_driver_initialized(maps: str | os.PathLike[str] = "/proc/self/maps",
+                            driver: Any = None) -> bool | None:
+    """Whether ``cuInit`` has run in this process: False when the driver library is not even
+    mapped, else what the mapped driver says (``cuDeviceGetCount`` answers "not initialised"
+    without initialising); None where the mappings cannot be read.
+
+    Why ask: on some installs ``import torch`` maps the driver (torch 2.11 with CUDA 13 on an
+    H200, 2026-11-27) without calling ``cuInit``; a fork is safe until ``cuInit``, and refusing
+    at the mapping turned the warm launcher off on every such GPU machine. A driver that cannot
+    be asked, or answers anything else, counts as initialised: the fork is refused."""
+    loaded = cuda_driver_loaded(maps)
+    if not loaded:
+        return loaded
+    try:
+        if driver is None:
+            import ctypes
+
+            # RTLD_NOLOAD: the library already mapped, never a second load.
+            driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        import ctypes
+
+        count = ctypes.c_int(0)
+        status = driver.cuDeviceGetCount(ctypes.byref(count))
+    except (OSError, AttributeError):
+        return True
+    return status != _NOT_INITIALIZED
 
 
 def _maps_library(line: str) -> str:
@@ -270,11 +303,13 @@ class ForkServer:
 
 
 def _refusal(ready: Mapping[str, Any]) -> str:
-    """Why a server whose ready message is ``ready`` must not fork; "" when it may."""
-    if ready.get("cuda_driver"):
+    """Why a server whose ready message is ``ready`` must not fork; "" when it may: the
+    driver mapped but not initialised is fine (:func:`cuda_driver_initialized`)."""
+    if ready.get("cuda_driver") and ready.get("cuda_driver_initialized", True):
         by = ready.get("cuda_driver_by")
         who = f"the preload {by!r}" if by else "a preload"
-        return f"{who} loaded the CUDA driver ({CUDA_DRIVER}) in the fork server"
+        return (f"{who} loaded the CUDA driver ({CUDA_DRIVER}) in the fork server, and the "
+                f"driver does not say it is uninitialised")
     if ready.get("cuda_initialized"):
         return "an import initialised CUDA in the fork server"
     return ""
@@ -402,7 +437,8 @@ def serve(preload: Sequence[str]) -> int:
 
     gc.freeze()  # the imported objects stay shared with the children (copy-on-write)
     ready = {"ready": True, "failed": failed, "cuda_initialized": _cuda_initialized(),
-             "cuda_driver": cuda_driver_loaded(), "cuda_driver_by": driver_by, "pid": os.getpid()}
+             "cuda_driver": cuda_driver_loaded(), "cuda_driver_by": driver_by,
+             "cuda_driver_initialized": cuda_driver_initialized(), "pid": os.getpid()}
     _send(out, ready)
     refused = _refusal(ready)  # the client does not ask then; if it does, no fork
     requests = os.fdopen(0, "rb", buffering=0)

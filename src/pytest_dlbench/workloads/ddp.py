@@ -48,8 +48,8 @@ from pytest_dlbench.workloads.models import build_sized, logits_of
 from pytest_dlbench.workloads.precision import (
     Precision,
     backend_flags,
-    optimizer_options,
     setup_precision,
+    sgd,
 )
 from pytest_dlbench.workloads.train import train_steps
 
@@ -221,8 +221,8 @@ def train(bench: Any, process_group: Any) -> None:
         comm = CommTiming(bench.timer, process_group)
         net.register_comm_hook(None, comm.hook)
 
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
-                                **optimizer_options(device))
+    optimizer = sgd(net.parameters(), lr=args.lr, momentum=args.momentum, device=device,
+                    precision=precision)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:

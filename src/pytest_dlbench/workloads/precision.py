@@ -29,6 +29,7 @@ __all__ = [
     "precision_unsupported",
     "resolve_precision",
     "setup_precision",
+    "sgd",
 ]
 
 
@@ -212,3 +213,72 @@ def backend_flags(*, tf32: bool, cudnn_benchmark: bool = False) -> Iterator[None
         yield
     finally:
         matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark = saved
+
+
+def sgd(params: Any, *, lr: float, momentum: float, device: torch.device,
+        precision: Precision) -> torch.optim.SGD:
+    """The workloads' SGD: fused where torch has the kernels (no host sync in a step, see
+    :func:`optimizer_options`), its momentum buffers made before the first step.
+
+    Why made first: fused SGD's first step allocates the buffers with ``empty_like`` and, when
+    the gradient scaler reports an overflow (the usual fp16 start: a scale of 65536), skips the
+    step without writing them; the next step then adds uninitialised memory to the weights and
+    the loss is NaN a few steps in (resnet50 tf32-fp16 on an H200, 2026-11-27). Zeros give the
+    first step torch's own update (buffer = gradient, with no dampening). With a scaler, a
+    fused kernel that still moves its state on a skipped step (:func:`fused_sgd_skips_cleanly`)
+    is not used: stock SGD, whose scaler reads the overflow flag on the host each step.
+    """
+    import torch
+
+    options = optimizer_options(device)
+    if options and precision.grad_scaler() is not None and momentum \
+            and not fused_sgd_skips_cleanly(device):
+        options = {}
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, **options)
+    if options.get("fused") and momentum:
+        prime_momentum(optimizer)
+    return optimizer
+
+
+def prime_momentum(optimizer: torch.optim.SGD) -> None:
+    """Zero momentum buffers for every parameter of ``optimizer`` that has none yet."""
+    import torch
+
+    for group in optimizer.param_groups:
+        if group["momentum"] and group["dampening"]:
+            continue  # torch's first step ignores dampening: zeros would not match it
+        for param in group["params"]:
+            state = optimizer.state[param]
+            if state.get("momentum_buffer") is None:
+                state["momentum_buffer"] = torch.zeros_like(param,
+                                                            memory_format=torch.preserve_format)
+
+
+_SKIPS_CLEANLY: dict[str, bool] = {}
+
+
+def fused_sgd_skips_cleanly(device: torch.device) -> bool:
+    """Whether fused SGD with momentum leaves its weights and buffers untouched on a step the
+    gradient scaler skips, on this device type: tried once, on two numbers, before any timed
+    step (one host read at set-up)."""
+    import torch
+
+    if device.type in _SKIPS_CLEANLY:
+        return _SKIPS_CLEANLY[device.type]
+    weight = torch.nn.Parameter(torch.ones(2, device=device))
+    optimizer = torch.optim.SGD([weight], lr=0.1, momentum=0.9, fused=True)
+    prime_momentum(optimizer)
+    scaler = torch.amp.GradScaler(device.type)
+    finite = (weight * torch.ones(2, device=device)).sum()
+    scaler.scale(finite).backward()
+    scaler.step(optimizer)
+    scaler.update()  # one real step: the buffers now hold a gradient
+    before = (weight.detach().clone(), optimizer.state[weight]["momentum_buffer"].clone())
+    optimizer.zero_grad(set_to_none=True)
+    overflow = (weight * torch.tensor([float("inf"), 1.0], device=device)).sum()
+    scaler.scale(overflow).backward()
+    scaler.step(optimizer)
+    clean = bool(torch.equal(weight.detach(), before[0])
+                 and torch.equal(optimizer.state[weight]["momentum_buffer"], before[1]))
+    _SKIPS_CLEANLY[device.type] = clean
+    return clean

@@ -17,7 +17,7 @@ from pytest_dlbench.workloads.batches import tensor_batches, to_device
 from pytest_dlbench.workloads.compilation import CompileOptions
 from pytest_dlbench.workloads.images import add_image_data_args, jpeg_loader
 from pytest_dlbench.workloads.models import build_sized, logits_of
-from pytest_dlbench.workloads.precision import backend_flags, optimizer_options, setup_precision
+from pytest_dlbench.workloads.precision import backend_flags, setup_precision, sgd
 from pytest_dlbench.workloads.train import train_steps
 
 # Imported once by the warm launcher's server (run/forkserver.py), not by each child.
@@ -85,8 +85,8 @@ def train_classifier(
     # torch's stubs omit Module.to(device, memory_format=...), which it takes (one copy).
     model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                                **optimizer_options(device))
+    optimizer = sgd(model.parameters(), lr=args.lr, momentum=args.momentum, device=device,
+                    precision=precision)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     if args.fixed_batch:
