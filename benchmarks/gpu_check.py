@@ -800,21 +800,21 @@ def subprocess_facts(out: Path, budget: Budget, *, dry_run: bool) -> Facts:
 # -- the timer ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TimerSetup:
-    """The step the timers measure and what the Bench's rate is compared with: on the GPU,
-    resnet50 against a bare window of the same step (two CUDA events, one synchronize: pipelined
-    as the Bench's windows are), measured apart; in a dry run, a small model on the CPU against
-    the wall clock of the very same timed steps (a shared CPU is too noisy for two separate
-    measurements to agree)."""
+    """The step the timers measure; the Bench's rate is judged against the wall clock of the
+    very same timed steps (a synchronize before the first and after the last). On the GPU a
+    bare window of the same step measured apart (two CUDA events, one synchronize) is shown
+    beside it, not judged: on an H200 (2026-11-27) two separate loops differed by up to 8 %
+    round to round (0.949 to 1.083), the loops' difference, not the timer's."""
 
     device: str
     label: str
     backend_prefix: str  # what the Bench's timer backend must be called
-    reference: str  # "events window" or "wall clock"
+    separate_window: bool  # also time a bare events window apart (shown, not judged)
     tolerance: float
 
 
-GPU_TIMER = TimerSetup("cuda", "resnet50 bs64 fp16", "cuda", "events window", TIMER_TOLERANCE)
-DRY_TIMER = TimerSetup("cpu", "dry run: MLP bs64 x 512 on the CPU", "cpu", "wall clock",
+GPU_TIMER = TimerSetup("cuda", "resnet50 bs64 fp16", "cuda", True, TIMER_TOLERANCE)
+DRY_TIMER = TimerSetup("cpu", "dry run: MLP bs64 x 512 on the CPU", "cpu", False,
                        DRY_TIMER_TOLERANCE)
 SKIP, STOP = 5, 50
 
@@ -892,18 +892,22 @@ def timer_rows(table: Table, rounds: int, setup: TimerSetup) -> None:
     for _ in range(10):
         step()
     _synchronize(setup.device)
-    ratios, backend = [], "?"
+    ratios, apart, backend = [], [], "?"
     for _ in range(rounds):
         ours, wall_rate, backend = _bench_round(step, batch, setup)
-        reference = (wall_rate if setup.reference == "wall clock" else
-                     window_rate(step, batch, steps=STOP, warmup=0, cuda=_cuda_of(setup.device)))
-        ratios.append(ours / reference)
+        ratios.append(ours / wall_rate)
+        if setup.separate_window:
+            apart.append(ours / window_rate(step, batch, steps=STOP, warmup=0,
+                                            cuda=_cuda_of(setup.device)))
     table.add("timer backend", backend, backend.lower().startswith(setup.backend_prefix))
     median = statistics.median(ratios)
-    table.add("timer agreement",
-              f"Bench / {setup.reference} = {median:.4f} ({setup.label}; {rounds} rounds, "
-              f"min {min(ratios):.3f}, max {max(ratios):.3f}; within {setup.tolerance:.0%})",
-              abs(median - 1) <= setup.tolerance)
+    figure = (f"Bench / wall clock of the same steps = {median:.4f} ({setup.label}; {rounds} "
+              f"rounds, min {min(ratios):.3f}, max {max(ratios):.3f}; within "
+              f"{setup.tolerance:.0%})")
+    if apart:
+        figure += (f"; Bench / a separate events window = {statistics.median(apart):.4f} "
+                   f"(min {min(apart):.3f}, max {max(apart):.3f}; not judged)")
+    table.add("timer agreement", figure, abs(median - 1) <= setup.tolerance)
 
 
 # -- the script --------------------------------------------------------------------------------

@@ -541,6 +541,20 @@ def test_idle_samples_before_the_timed_window_do_not_count():
     assert summarize_telemetry(records).mean_gpu_util < 50
 
 
+def test_an_idle_warm_up_step_does_not_count_against_the_load():
+    """The standard resnet50 on an H200 (2026-11-27): its first, warm-up step took 13 s
+    (cuDNN autotuning, the loader's workers starting) at 0-2 % load, then the scored steps kept
+    the GPU busy; a load over warm-up and all failed a healthy run."""
+    records = run_records([90.0] * 3)
+    records[1:1] = [sample(1000.0 - 13 + k, 0.0, 1 * GIB, k * 1.0) for k in range(13)]
+    records.insert(14, {"event": "rate", "value": 4.9, "time": 1000.0, "seconds": 13.0,
+                        "items": 64, "step": 0, "warmup": True, "loop_start": True})
+    assert timed_window(records) == (1000.0, 1003.0)
+    assert check_usage(records, LOAD) == []
+    warm_only = [r for r in records if r.get("event") != "rate" or r.get("warmup")]
+    assert timed_window(warm_only) == (987.0, 1000.0)  # no scored step: the warm-up's
+
+
 def test_a_percent_threshold_is_accepted():
     [issue] = check_usage(run_records([40.0]), {"usage": {"gpu_load_threshold": 50}})
     assert issue.level == "fail"

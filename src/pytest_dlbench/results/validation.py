@@ -5,9 +5,10 @@ Like milabench's usage check, per sampled GPU: a mean utilisation below
 Thresholds are fractions (``0.5``) or percents (``50``); absent, ``null`` or ``0`` disables a
 check. Runs without GPU telemetry (CPU runs, no driver) are not checked.
 
-The means are taken over the timed window (from the first observation's start to the last
-one's end, read from the ``rate`` records) so that model building and data preparation, when
-the GPU idles, do not fail a short benchmark. Pure functions over records or a
+The means are taken over the timed window (the scored observations, warm-up left out: read
+from the ``rate`` records, :func:`~pytest_dlbench.measure.monitor.summary.timed_window`) so
+that model building, data preparation and a first step that autotunes, when the GPU idles, do
+not fail a short benchmark. Pure functions over records or a
 :class:`~pytest_dlbench.measure.monitor.summary.MonitorSummary`: no NVML, no pytest.
 Its :class:`Issue` and :class:`ValidationError` are in ``measure/monitor/usage.py``, where
 the harness that records the failure reads them.
