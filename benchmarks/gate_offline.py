@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench import layout
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison, compare
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
@@ -41,7 +42,6 @@ from pytest_dlbench.results.paired import compare_paired, design_of, pairs_of
 from pytest_dlbench.results.scoring import load_run, summarize_dir, summarize_runs
 from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-from pytest_dlbench.run import layout
 
 TARGETS = {0: ("<=", 0.05), 5: (">=", 0.80), 10: (">=", 0.95)}  # paired mode
 BENCH = "gp"  # gate_power's one benchmark

@@ -128,7 +128,7 @@ class Table:
     def save(self, header: str) -> None:
         """Each file whole or not at all (a kill mid-write leaves the previous one); a file that
         cannot be written is said once and never fails a check nor hides the table."""
-        from pytest_dlbench.run.output_files import write_atomic
+        from pytest_dlbench.core.output_files import write_atomic
 
         if self.path is None:
             return
@@ -398,8 +398,8 @@ def streamed_benchmarks(run_dir: Path | None) -> dict[str, Any]:
     """The benchmarks of a run that did not finish, scored from the streams it wrote (the
     project's own reader: a stream cut mid-run is a failed run with its reason), in the saved
     summary's form."""
+    from pytest_dlbench.layout import json_safe
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.run.layout import json_safe
 
     if run_dir is None or not run_dir.is_dir():
         return {}
@@ -411,9 +411,9 @@ def streamed_benchmarks(run_dir: Path | None) -> dict[str, Any]:
 def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
     """One row per stream: NVML utilisation, memory and energy were recorded. A benchmark that
     skipped itself ran no work (energy 0 within one tick of the counter): its row says so."""
+    from pytest_dlbench.layout import stream_paths
     from pytest_dlbench.measure.monitor.summary import summarize_telemetry
     from pytest_dlbench.measure.stream import read_stream
-    from pytest_dlbench.run.layout import stream_paths
 
     if run_dir is None:
         table.add(f"telemetry {name}", "no run directory (the run did not start or finish)",
@@ -766,7 +766,7 @@ def in_subprocess(out: Path, name: str, options: Sequence[str], timeout: float, 
 
 def worker_main(argv: Sequence[str]) -> int:
     """``--worker NAME``: one check in this process, its result as JSON in ``--result``."""
-    from pytest_dlbench.run.output_files import write_atomic
+    from pytest_dlbench.core.output_files import write_atomic
 
     parser = argparse.ArgumentParser(prog="gpu_check --worker")
     parser.add_argument("name", choices=("facts", "bare", "timer"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_run
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results import summary_json
 from pytest_dlbench.results.baseline import (
     BaselineError,

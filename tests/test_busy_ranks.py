@@ -19,9 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.monitor.process import ProcessTree
 from pytest_dlbench.results.busy import BUSY_CORES, machine_busy, outside_cores
-from pytest_dlbench.run.protocol import Env
 
 CORES = 2
 STREAM = "/runs/r1/ddp.scaling.2.D0.data"

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_dlbench.errors import DlbenchError  # noqa: E402
+from pytest_dlbench.core.errors import DlbenchError  # noqa: E402
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
 from pytest_dlbench.measure.stream import NullStream  # noqa: E402
 from pytest_dlbench.workloads import toy  # noqa: E402

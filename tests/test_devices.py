@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from fake_gpu import FakeMachine, FakeNvml, no_nvml
 
-from pytest_dlbench.errors import DeviceError
+from pytest_dlbench.core.errors import DeviceError
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.run import devices
 from pytest_dlbench.run.devices import Slot, SlotError, placeholder_context, plan_slots
-from pytest_dlbench.run.protocol import Env
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dlbench.layout import write_spec
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
 from pytest_dlbench.measure.timing import CpuBackend, FakeClock, Timer
@@ -32,7 +33,6 @@ from pytest_dlbench.run.launch.torchrun import (
     ssh_command,
     torchrun_command,
 )
-from pytest_dlbench.run.layout import write_spec
 from pytest_dlbench.suite import resolve_suite
 from pytest_dlbench.suite.system import Node, SystemConfig
 

@@ -116,7 +116,7 @@ def test_a_bad_column_or_sort_is_refused_by_pytest_and_dlbench(
 
 
 def test_an_escape_sequence_is_shown_as_the_table_says() -> None:
-    from pytest_dlbench.numbers import printable
+    from pytest_dlbench.core.numbers import printable
 
     assert printable(CLEAR) == TERMINAL_CASES[2][2]
 

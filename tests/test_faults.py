@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from _procs import child_env, ends, kill_all, processes_of, records, start_pytest, wait_until
 
+from pytest_dlbench import layout
 from pytest_dlbench.measure.stream import read_stream
-from pytest_dlbench.run import layout
 from pytest_dlbench.run.child import run_child
 from pytest_dlbench.suite import resolve_suite
 

@@ -15,7 +15,7 @@ import pytest
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results import frame
 from pytest_dlbench.results.baseline import save_summary, summary_dict
@@ -68,7 +68,7 @@ def test_one_row_per_run_with_the_table_figures(tmp_path: Path) -> None:
     assert not df.loc[2, "ok"] and df["ok"].tolist() == [True, True, False]
     # The frame round-trips what the terminal table shows: each benchmark's row has the
     # frame's perf and perf_adj at the table's precision.
-    from pytest_dlbench.numbers import number
+    from pytest_dlbench.core.numbers import number
 
     table = render_summary(summary, None, width=120).splitlines()
     for name, rows in df.groupby("bench"):

@@ -19,6 +19,7 @@ import pytest
 from _bench_scripts import load_script
 from _runs import steady_at, write_run
 
+from pytest_dlbench import layout
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import save_summary
@@ -28,7 +29,6 @@ from pytest_dlbench.results.paired import compare_paired
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
-from pytest_dlbench.run import layout
 
 neighbour = load_script("neighbour")
 gate_cells = load_script("gate_cells")

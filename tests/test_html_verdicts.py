@@ -179,13 +179,13 @@ def test_the_page_states_the_perf_adj_rule_with_its_cap(tmp_path: Path) -> None:
 def write_profile(stream: Path) -> Path:
     """A profile directory beside ``stream`` as a profiled run writes it: speed, time with a
     nested region, memory (CPU only), the model summary with a long torchinfo table, a trace."""
+    from pytest_dlbench import layout
     from pytest_dlbench.profile.artifacts import TraceReport
     from pytest_dlbench.profile.memory import build_memory_report
     from pytest_dlbench.profile.speed import SpeedReport
     from pytest_dlbench.profile.summary import SummaryReport
     from pytest_dlbench.profile.timereport import IntervalSample, StepSample, build_time_report
     from pytest_dlbench.profile.writer import write_reports
-    from pytest_dlbench.run import layout
 
     steps = [StepSample(i, 0.1) for i in range(10, 14)]
     intervals = []
@@ -261,9 +261,9 @@ def test_profiles_are_tables_with_the_tree_folded_and_a_link_to_the_trace(
 
 @pytest.mark.slow
 def test_a_profile_report_that_was_not_made_is_its_one_line(tmp_path: Path) -> None:
+    from pytest_dlbench import layout
     from pytest_dlbench.profile.base import NoteReport
     from pytest_dlbench.profile.writer import write_reports
-    from pytest_dlbench.run import layout
 
     stream = write_stream(tmp_path / "run" / "x.D0.data", "x")
     write_reports({"snapshot": NoteReport("snapshot", "snapshot: needs CUDA")},

@@ -10,21 +10,21 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
 
-#: Each layer and the layers it may import. Bottom first. ``contracts`` are the files everyone
-#: shares; ``layout`` (run/layout and run/output_files) writes the specs handed to children, so
-#: it stands on suite/.
+#: Each layer and the layers it may import. Bottom first. A layer is the first name under the
+#: package, a folder or a module: ``core/`` holds the contracts everyone shares, ``layout`` (the
+#: run directory's names and files) writes the specs handed to children, so it stands on suite/.
 ALLOWED: dict[str, set[str]] = {
-    "contracts": set(),
-    "suite": {"contracts"},
-    "layout": {"contracts", "suite"},
-    "data": {"contracts"},
-    "measure": {"contracts", "suite", "layout"},
-    "profile": {"contracts", "suite", "layout", "measure"},
-    "results": {"contracts", "suite", "layout", "measure"},
-    "run": {"contracts", "suite", "layout", "measure", "profile"},
-    "report": {"contracts", "suite", "layout", "measure", "profile", "results"},
-    "workloads": {"contracts", "suite", "layout", "measure", "profile", "run", "data"},
-    "options": {"contracts", "suite", "layout", "results", "report"},
+    "core": set(),
+    "suite": {"core"},
+    "layout": {"core", "suite"},
+    "data": {"core"},
+    "measure": {"core", "suite", "layout"},
+    "profile": {"core", "suite", "layout", "measure"},
+    "results": {"core", "suite", "layout", "measure"},
+    "run": {"core", "suite", "layout", "measure", "profile"},
+    "report": {"core", "suite", "layout", "measure", "profile", "results"},
+    "workloads": {"core", "suite", "layout", "measure", "profile", "run", "data"},
+    "options": {"core", "suite", "layout", "results", "report"},
 }
 TOP = {"loggers", "plugin", "cli", "cli_history"}  # they may use everything below them
 ALLOWED.update({
@@ -33,17 +33,11 @@ ALLOWED.update({
     "cli": set(ALLOWED) | {"loggers", "cli_history"},
     "cli_history": set(ALLOWED),
 })
-CONTRACTS = {"errors", "schema", "numbers", "untrusted", "run.protocol"}
 
 
 def layer(module: str) -> str:
-    """The layer of ``pytest_dlbench.<module>``."""
+    """The layer of ``pytest_dlbench.<module>``: its first name, no exception."""
     parts = module.split(".")[1:]
-    dotted = ".".join(parts)
-    if any(dotted == c or dotted.startswith(c + ".") for c in CONTRACTS):
-        return "contracts"
-    if dotted in ("run.layout", "run.output_files"):  # the run's files: names, atomic writes
-        return "layout"
     return parts[0] if parts else "package"
 
 
@@ -154,7 +148,7 @@ def test_the_checker_sees_a_wrong_import() -> None:
 from typing import TYPE_CHECKING
 from pytest_dlbench.measure import stream
 from . import timing
-from ..run import layout
+from .. import layout
 if TYPE_CHECKING:
     from pytest_dlbench.results.scoring import RunResult
 def later():
@@ -163,6 +157,6 @@ def later():
 """
     assert wrong_imports("pytest_dlbench.measure.bench", source) == [
         "pytest_dlbench.results.telemetry", "pytest_dlbench.profile.capture"]
-    assert layer("pytest_dlbench.errors") == "contracts"
-    assert layer("pytest_dlbench.run.layout") == "layout"
+    assert layer("pytest_dlbench.core.errors") == "core"
+    assert layer("pytest_dlbench.layout") == "layout"
     assert layer("pytest_dlbench.run.harness") == "run"

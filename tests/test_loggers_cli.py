@@ -64,7 +64,7 @@ def test_the_loggers_options_are_the_pytest_runs(pytester: pytest.Pytester) -> N
 def test_not_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert dlbench_log(str(tmp_path / "nope"), "--mlflow") == 4
     err = capsys.readouterr().err
-    # The message of every command that reads a run directory (run/layout.check_run_dir).
+    # The message of every command that reads a run directory (layout.check_run_dir).
     assert err == f"dlbench: error: {tmp_path / 'nope'}: not a run directory\n"
 
 

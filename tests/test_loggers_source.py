@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from _logger_runs import RUN_NAME, stream_rates, write_run_dir, write_stream
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.layout import check_run_dir, run_base
 from pytest_dlbench.loggers import base as base_mod
 from pytest_dlbench.loggers.base import (
     LoggerError,
@@ -35,7 +36,6 @@ from pytest_dlbench.loggers.source import (
 )
 from pytest_dlbench.loggers.tables import read_table, tabulate
 from pytest_dlbench.results.evaluation import evaluate
-from pytest_dlbench.run.layout import check_run_dir, run_base
 
 
 def test_a_runs_series_keep_every_observation(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def test_a_weight_0_selection_says_none_was_selected(pytester: pytest.Pytester) 
 def test_the_latest_run_dir(tmp_path) -> None:
     from _runs import write_run
 
-    from pytest_dlbench.run.layout import NotARunDir, latest_run_dir
+    from pytest_dlbench.layout import NotARunDir, latest_run_dir
 
     runs = tmp_path / "runs"
     with pytest.raises(NotARunDir, match="no run directory"):

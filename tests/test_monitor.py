@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.measure.monitor import (
     IntervalError,
     Monitor,

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.protocol import USAGE_ERROR, Env
 from pytest_dlbench.run.launch import nodes
 from pytest_dlbench.run.launch.netif import interface_of, is_this_machine, socket_ifname_env
 from pytest_dlbench.run.launch.relay import NodeOutput, plain
 from pytest_dlbench.run.launch.torchrun import ssh_command
 from pytest_dlbench.run.launch.verdict import NodeFailure, first_failure, record_verdict
-from pytest_dlbench.run.protocol import USAGE_ERROR, Env
 from pytest_dlbench.suite.system import Node, SshOptions, load_system
 
 PY = sys.executable
@@ -278,11 +278,11 @@ def test_launching_from_another_node_fails_at_once_naming_the_main_node(tmp_path
 
 # -- what the summary and the manifest say of a job over several nodes -------------------------
 def test_a_job_over_two_nodes_is_said_under_the_table_and_in_the_manifest(tmp_path: Path):
+    from pytest_dlbench.layout import write_manifest
     from pytest_dlbench.measure.stream import StreamWriter
     from pytest_dlbench.report.voir_lines import observation_lines
     from pytest_dlbench.results.scoring import summarize_dir
     from pytest_dlbench.results.summary import SuiteSummary
-    from pytest_dlbench.run.layout import write_manifest
     from pytest_dlbench.suite.spec import BenchSpec
 
     for name, distributed in (("ddp", {"world_size": 4, "nnodes": 2, "nproc_per_node": 2}),

@@ -76,10 +76,10 @@ def test_the_ssh_command_refuses_a_target_ssh_would_read_as_an_option() -> None:
 
 
 def test_every_reason_has_the_one_cap() -> None:
-    from pytest_dlbench.errors import MAX_REASON, one_line
+    from pytest_dlbench.core.errors import MAX_REASON, one_line
+    from pytest_dlbench.core.protocol import Outcome, Status
     from pytest_dlbench.run.exit_reason import exit_reason
     from pytest_dlbench.run.external import reason_line
-    from pytest_dlbench.run.protocol import Outcome, Status
 
     python = one_line(RuntimeError("x" * 20_000_000))
     assert python == "RuntimeError: " + "x" * (MAX_REASON - 17) + "..."

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from fake_gpu import FakeMachine
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.run import devices
 from pytest_dlbench.run.launch import rank as rank_module
 from pytest_dlbench.run.launch.rank import RankInfo, slot_cores
-from pytest_dlbench.run.protocol import Env
 
 #: Two sockets of four cores (two threads each), one GPU on each socket.
 NODE = FakeMachine(sockets=2, cores_per_socket=4, threads_per_core=2, gpus_per_socket=1)

@@ -1,4 +1,4 @@
-"""One number-format module (pytest_dlbench.numbers) for the reports and the profile: the same
+"""One number-format module (pytest_dlbench.core.numbers) for the reports and the profile: the same
 value reads the same in the terminal table and in a profile report."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_dlbench import numbers
+from pytest_dlbench.core import numbers
 from pytest_dlbench.profile.artifacts import TraceReport
 
 MIB = 2**20

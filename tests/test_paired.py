@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_manifest, write_run
 
+from pytest_dlbench import layout
 from pytest_dlbench.cli import main
 from pytest_dlbench.report.terminal import render_paired
 from pytest_dlbench.results import gate
@@ -22,7 +23,6 @@ from pytest_dlbench.results.verdict import (
     REGRESSED,
     UNCHANGED,
 )
-from pytest_dlbench.run import layout
 from pytest_dlbench.run.against import round_order
 
 # Per round, a load factor both runs of the round share (a drift and two bursts): large

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from _runs import steady_at, write_run
 
+from pytest_dlbench import layout
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.paired import summarize_paired_dir
@@ -27,7 +28,6 @@ from pytest_dlbench.results.verdict import (
     judge_score,
     reach,
 )
-from pytest_dlbench.run import layout
 
 
 def paired_verdict(ratio: float, p: float | None, log_var: float | None, *, tolerance: float,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.profile import KEYS, REPORTS, ProfileConfig, ProfileError, ReportConfig
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dlbench.layout import profile_dir
 from pytest_dlbench.measure.timing import CpuBackend, FakeClock, Timer
 from pytest_dlbench.profile import (
     NoteReport,
@@ -30,7 +31,6 @@ from pytest_dlbench.profile.timereport import (
     build_time_report,
     time_report_from_windows,
 )
-from pytest_dlbench.run.layout import profile_dir
 
 
 def iv(key: str, step: int, start: float, end: float) -> IntervalSample:

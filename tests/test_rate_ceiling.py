@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import LOOP_START, NullStream
 from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, Timer
@@ -20,7 +21,6 @@ from pytest_dlbench.results.plausibility import (
     wall_clock_check,
 )
 from pytest_dlbench.results.scoring import run_from_records, summarize_bench
-from pytest_dlbench.run.protocol import Status
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
 
 STEP = 0.050  # seconds of device time per step

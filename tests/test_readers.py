@@ -1,5 +1,5 @@
 """Readers of files someone else wrote (issue 24, items 4-9): a regular file of bounded size,
-JSON of bounded depth (untrusted.py), read by every reader of a baseline, a manifest, a stream
+JSON of bounded depth (core/untrusted.py), read by every reader of a baseline, a manifest, a stream
 line or a profile index; a bad one costs one line. Comparisons refuse a pair that cannot be
 compared (rates beyond what the statistics take, other units) with a note; ``dlbench log``
 uploads only regular files inside the run directory.
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from _runs import write_run
 
-from pytest_dlbench import untrusted
+from pytest_dlbench import layout
 from pytest_dlbench.cli import main as dlbench
+from pytest_dlbench.core import untrusted
 from pytest_dlbench.loggers.source import profile_files
 from pytest_dlbench.measure.stream import RecordScan, StreamError, read_last, read_stream
 from pytest_dlbench.profile import NoteReport, load_reports, profile_sections, write_reports
@@ -31,7 +32,6 @@ from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import REGRESSED, USAGE_ERROR
 from pytest_dlbench.results.scoring import load_run
 from pytest_dlbench.results.verdict import INCOMPARABLE
-from pytest_dlbench.run import layout
 
 TOY = "pytest_dlbench.workloads.toy:main"
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -102,7 +102,7 @@ def _err(capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
-# -- untrusted.py ---------------------------------------------------------------------------------
+# -- core/untrusted.py ---------------------------------------------------------------------------------
 
 
 def test_read_bytes_takes_regular_files_only_and_never_blocks(tmp_path: Path) -> None:

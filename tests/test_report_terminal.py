@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _runs import quiet_sessions
 
-from pytest_dlbench.numbers import number, significant
+from pytest_dlbench.core.numbers import number, significant
 from pytest_dlbench.report.terminal import render_comparison, render_summary
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.scoring import run_from_records, summarize_runs

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dlbench.layout import make_run_dir, stream_path
 from pytest_dlbench.measure.bench import NonFiniteLoss
 from pytest_dlbench.measure.stream import NullStream, read_stream
 from pytest_dlbench.run.child import run_child
 from pytest_dlbench.run.harness import classify_exception, execute
-from pytest_dlbench.run.layout import make_run_dir, stream_path
 
 
 def test_run_dir_is_named_after_run_and_time_and_never_reused(tmp_path: Path):

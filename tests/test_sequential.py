@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from _runs import write_run
 
+from pytest_dlbench import layout
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.paired import stop_before, summarize_paired_dir
 from pytest_dlbench.results.sequential import (
@@ -31,7 +32,6 @@ from pytest_dlbench.results.sequential import (
 from pytest_dlbench.results.stats import PairedStats, quantile_stats
 from pytest_dlbench.results.verdict import IMPROVED, REGRESSED, UNCHANGED, Rule
 from pytest_dlbench.results.verdict import judge_look as core_look
-from pytest_dlbench.run import layout
 
 
 def judge_look(stats: PairedStats | None, *, tolerance: float, alpha: float) -> str | None:

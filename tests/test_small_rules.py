@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.run.layout import DEFAULT_BASE, results_base
+from pytest_dlbench.layout import DEFAULT_BASE, results_base
 
 
 @pytest.mark.parametrize(("option", "environ", "expected"), [
@@ -44,8 +44,8 @@ def test_every_reader_of_the_base_uses_it(tmp_path: Path,
 
 
 def test_usage_error_is_defined_once() -> None:
+    from pytest_dlbench.core import protocol
     from pytest_dlbench.results import gate
-    from pytest_dlbench.run import protocol
     from pytest_dlbench.run.launch import nodes
 
     assert gate.USAGE_ERROR is protocol.USAGE_ERROR == 4
@@ -57,7 +57,7 @@ def test_usage_error_is_defined_once() -> None:
     (False, False, False), ("3", False, False), (None, False, False),
 ])
 def test_a_json_number_is_never_a_bool(value: object, number: bool, integer: bool) -> None:
-    from pytest_dlbench.numbers import as_number, is_integer, is_number
+    from pytest_dlbench.core.numbers import as_number, is_integer, is_number
 
     assert is_number(value) is number
     assert is_integer(value) is integer
@@ -65,15 +65,15 @@ def test_a_json_number_is_never_a_bool(value: object, number: bool, integer: boo
 
 
 def test_the_default_units_are_one_constant() -> None:
+    from pytest_dlbench.core.numbers import DEFAULT_UNITS
     from pytest_dlbench.measure.bench import Bench
-    from pytest_dlbench.numbers import DEFAULT_UNITS
 
     assert Bench(name="b").units == DEFAULT_UNITS == "items/s"
 
 
 def test_run_layout_paths_are_named_by_layout(tmp_path: Path) -> None:
+    from pytest_dlbench import layout
     from pytest_dlbench.results import confirm
-    from pytest_dlbench.run import layout
     from pytest_dlbench.run.against import round_order
 
     run_dir = tmp_path / "runs" / "s.20261127-120000"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from _runs import quiet_sessions, steady_at, write_run
 
+from pytest_dlbench import layout
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import compare as compare_mod
@@ -47,7 +48,6 @@ from pytest_dlbench.results.verdict import (
     judge,
     judge_score,
 )
-from pytest_dlbench.run import layout
 
 
 def verdict(ratio: float, p: float | None, *, tolerance: float = TOLERANCE,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.measure.stream import StreamWriteError, StreamWriter, read_stream
 from pytest_dlbench.run.harness import execute
 

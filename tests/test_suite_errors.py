@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.suite import SuiteError, resolve_suite
 
 TOY = "pytest_dlbench.workloads.toy:main"

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.run.devices import placeholder_context
 from pytest_dlbench.suite import fill_all, load_system, local_system, resolve_suite
 from pytest_dlbench.suite.auto import fill_auto

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.numbers import printable, printable_lines
+from pytest_dlbench.core.numbers import printable, printable_lines
 from pytest_dlbench.report.columns import parse_columns, parse_sort, sort_items
 from pytest_dlbench.report.terminal import render_comparison, render_summary, score_line
 from pytest_dlbench.report.terminal_tables import display_width, shorten, table

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.cli import main
+from pytest_dlbench.layout import stream_path
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream, StreamWriter
 from pytest_dlbench.report.terminal import render_summary
@@ -25,7 +26,6 @@ from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import run_from_records, step_stats, summarize_dir
 from pytest_dlbench.results.sweep import sweep_rows
 from pytest_dlbench.results.verdict import REGRESSED, UNCHANGED
-from pytest_dlbench.run.layout import stream_path
 
 
 def jittered(base: float, n: int, seed: int, spread: float = 0.01) -> list[float]:

@@ -13,11 +13,11 @@ import pytest
 from _runs import write_run
 from fake_gpu import no_nvml
 
+from pytest_dlbench.core.numbers import byte_size
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.monitor import Monitor
 from pytest_dlbench.measure.monitor.torch_memory import read_peaks, reset_peaks
 from pytest_dlbench.measure.stream import Event, NullStream
-from pytest_dlbench.numbers import byte_size
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.telemetry import combine_stats, telemetry_stats

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.measure.bench import Bench, NonFiniteLoss
 from pytest_dlbench.measure.stream import NullStream
 from pytest_dlbench.run.external import (

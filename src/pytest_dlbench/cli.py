@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.numbers import printable, printable_lines
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import printable, printable_lines
+from pytest_dlbench.layout import DATA, check_run_dir, results_base
 from pytest_dlbench.options import (
     REPORT_OPTIONS,
     SUITE_OPTIONS,
@@ -28,7 +29,6 @@ from pytest_dlbench.options import (
     evaluate_options,
 )
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.layout import DATA, check_run_dir, results_base
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.history_drift import HistoryDrifts
@@ -160,7 +160,7 @@ def _load_baseline(path: str) -> gate.BaselineLoad:
 def _latest_run(args: argparse.Namespace) -> Path:
     """No RUN_DIR: the latest run of the base (--bench-base, else $DLBENCH_BASE, else
     .dlbench, as pytest's), named on stderr so that nobody wonders which run it was."""
-    from pytest_dlbench.run.layout import latest_run_dir
+    from pytest_dlbench.layout import latest_run_dir
 
     run_dir = latest_run_dir(results_base(args.bench_base))
     print(f"dlbench: the latest run: {run_dir}", file=sys.stderr)
@@ -228,10 +228,10 @@ def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts
 
 
 def _cmd_baseline(args: argparse.Namespace) -> int:
+    from pytest_dlbench.core.output_files import check_outputs as check_output
     from pytest_dlbench.report.sessions import render_sessions
     from pytest_dlbench.results.baseline import load_summary, save_summary
     from pytest_dlbench.results.sessions import merge_sessions
-    from pytest_dlbench.run.output_files import check_outputs as check_output
 
     check_output({"OUT.json": args.output})
     merged = merge_sessions([load_summary(p) for p in args.inputs], names=args.inputs)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.layout import results_base
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.history import HISTORY
-from pytest_dlbench.run.layout import results_base
 
 __all__ = ["COMMANDS", "add_history_commands"]
 
@@ -25,7 +25,7 @@ def _default_history() -> Path:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from pytest_dlbench.numbers import printable_lines
+    from pytest_dlbench.core.numbers import printable_lines
     from pytest_dlbench.report.history import render_history, series_dicts
     from pytest_dlbench.results.history import (
         bench_series,
@@ -50,7 +50,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
-    from pytest_dlbench.numbers import fixed, printable
+    from pytest_dlbench.core.numbers import fixed, printable
     from pytest_dlbench.results.probe import judge_paired_run
     from pytest_dlbench.run.bisect import Probe, bisect
 

@@ -27,9 +27,9 @@ __all__ = [
 def results_base(config: Any) -> Path:
     """``--bench-base``, else ``$DLBENCH_BASE``, else ``.dlbench``; relative to where pytest was
     started (a pytest ``Config``)."""
-    # Here, not at the top: run/layout stands on suite/, which a plain test run (the bench
+    # Here, not at the top: layout stands on suite/, which a plain test run (the bench
     # fixture, or no benchmark at all) never loads.
-    from pytest_dlbench.run import layout
+    from pytest_dlbench import layout
 
     base = layout.results_base(config.getoption("bench_base"))
     return base if base.is_absolute() else Path(config.invocation_params.dir) / base
@@ -315,8 +315,8 @@ def option_group(flag: str) -> tuple[str, str]:
 def check_outputs(value: Callable[[str], Any], *, cli: bool) -> None:
     """Check the output files asked for (``value(dest)`` as in :func:`evaluate_options`) before
     anything runs, naming each by its flag (``--bench-save`` in pytest, ``--save`` in ``dlbench
-    report`` when ``cli``): a DlbenchError, one line (run/output_files.check_outputs)."""
-    from pytest_dlbench.run.output_files import check_outputs as check
+    report`` when ``cli``): a DlbenchError, one line (core/output_files.check_outputs)."""
+    from pytest_dlbench.core.output_files import check_outputs as check
 
     check({(option.cli_flag if cli else option.pytest_flag): value(option.dest)
            for option in REPORT_OPTIONS if option.name in OUTPUT_OPTIONS})

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.layout import check_run_dir
 from pytest_dlbench.loggers.registry import LOGGERS, asked_loggers, logger_options
 from pytest_dlbench.loggers.sink import log_run_dir, open_sinks
 from pytest_dlbench.results.gate import LOGGER_FAILED, OK, USAGE_ERROR
-from pytest_dlbench.run.layout import check_run_dir
 
 __all__ = ["LOG_EPILOG", "add_log_command", "cmd_log"]
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.layout import json_safe
 from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
 from pytest_dlbench.loggers.source import (
     SessionFacts,
@@ -43,7 +44,6 @@ from pytest_dlbench.loggers.tables import read_table
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
 from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.run.layout import json_safe
 
 __all__ = ["TAG", "MlflowSink", "resolve_tracking_uri", "run_params", "run_tags"]
 
@@ -182,7 +182,7 @@ class MlflowSink:
         require("mlflow")
         from mlflow import MlflowClient
 
-        from pytest_dlbench.run.layout import run_base
+        from pytest_dlbench.layout import run_base
 
         self.facts = facts
         base = self.bench_base or run_base(run_dir)

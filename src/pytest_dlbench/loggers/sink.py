@@ -23,7 +23,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.loggers.base import Echo, LoggerError, stderr_line
 from pytest_dlbench.loggers.registry import Value, asked_loggers
 from pytest_dlbench.loggers.source import SessionFacts, session_facts, streams

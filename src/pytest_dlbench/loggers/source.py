@@ -20,13 +20,13 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.core.numbers import as_number
+from pytest_dlbench.layout import profile_dir, read_manifest, stream_paths
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
-from pytest_dlbench.numbers import as_number
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import load_run, run_from_records
-from pytest_dlbench.run.layout import profile_dir, read_manifest, stream_paths
 
 __all__ = [
     "PROFILE_SUFFIXES",

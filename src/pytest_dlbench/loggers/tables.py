@@ -13,7 +13,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench import untrusted
+from pytest_dlbench.core import untrusted
 
 __all__ = ["Table", "read_table", "tabulate"]
 
@@ -131,7 +131,7 @@ def _number(text: str) -> Any:
 def read_table(path: str | PathLike[str]) -> Table | None:
     """A ``.json`` or ``.csv`` file as a table; None when it is not one or cannot be read."""
     path = Path(path)
-    try:  # a regular file of bounded size and depth (untrusted.py): never /dev/zero or a FIFO
+    try:  # a regular file of bounded size and depth (core/untrusted.py): never /dev/zero or a FIFO
         if path.suffix.lower() == ".csv":
             text = untrusted.read_bytes(path).decode("utf-8")
             rows = list(csv.reader(io.StringIO(text, newline="")))

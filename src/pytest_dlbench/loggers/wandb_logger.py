@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.layout import json_safe, profile_dir
 from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
     SessionFacts,
@@ -45,7 +46,6 @@ from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
 from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.run.layout import json_safe, profile_dir
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
 
@@ -119,7 +119,7 @@ class WandbSink:
 
     # -- the session ------------------------------------------------------------------------
     def start_session(self, run_dir: Path, facts: SessionFacts) -> None:
-        from pytest_dlbench.run.layout import run_base
+        from pytest_dlbench.layout import run_base
 
         self.wandb = require("wandb")
         self.facts = facts

@@ -33,12 +33,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.layout import DATA, DEFAULT_BASE
 from pytest_dlbench.measure.batches import count_items, losses_to_floats
 from pytest_dlbench.measure.stream import LOOP_START, ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
-from pytest_dlbench.numbers import DEFAULT_UNITS
-from pytest_dlbench.run.layout import DATA, DEFAULT_BASE
 
 __all__ = ["Bench", "NonFiniteLoss", "ProfiledWindow", "count_items"]
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
 
 __all__ = [
     "CHECKPOINT_FLAGS",

@@ -28,8 +28,8 @@ from importlib import metadata
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.monitor.nvml import gpu_inventory, gpu_state
-from pytest_dlbench.run.protocol import Env
 
 __all__ = [
     "PACKAGES",

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dlbench.core.numbers import is_number
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import Event, read_stream
-from pytest_dlbench.numbers import is_number
 
 __all__ = ["Record", "RunRecords"]
 

@@ -20,8 +20,8 @@ from pathlib import Path, PurePath
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
-from pytest_dlbench import untrusted
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.errors import DlbenchError
 
 __all__ = [
     "LOOP_START",
@@ -313,7 +313,7 @@ class NullStream(ClosesOnExit):
 
 def _lines(path: str | PathLike[str]) -> Iterator[tuple[int, bytes | None, bool]]:
     """``(line number, line, last)`` of a stream's non-blank lines, one in memory at a time
-    (a line over :data:`~pytest_dlbench.untrusted.MAX_LINE_BYTES` is None); ``last`` marks the
+    (a line over :data:`~pytest_dlbench.core.untrusted.MAX_LINE_BYTES` is None); ``last`` marks the
     last one, the only one a killed writer may have torn."""
     pending: tuple[int, bytes | None] | None = None
     for number, raw in untrusted.lines(path):
@@ -343,7 +343,7 @@ def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
     A corrupt or truncated last line (a writer killed mid-record) is dropped; a corrupt line
     anywhere else raises :class:`StreamError` (a ``ValueError``) naming ``file:line``.
     Blank lines are ignored. A file that is not a regular one is a ``ValueError``
-    (:class:`~pytest_dlbench.untrusted.FileRefused`).
+    (:class:`~pytest_dlbench.core.untrusted.FileRefused`).
     """
     records: list[dict[str, Any]] = []
     for number, raw, last in _lines(path):
@@ -364,7 +364,7 @@ def read_stream(path: str | PathLike[str]) -> list[dict[str, Any]]:
 @cache
 def _schemas() -> dict[str, Any]:
     """The fields the reports read, per record kind (pydantic, imported only to read)."""
-    from pytest_dlbench.schema import Bool, Int, Loose, Map, Num, Str
+    from pytest_dlbench.core.schema import Bool, Int, Loose, Map, Num, Str
 
     class Plan(Loose):
         method: Str | None = None
@@ -419,7 +419,7 @@ def _schemas() -> dict[str, Any]:
 def check_record(record: dict[str, Any]) -> str | None:
     """Why a record cannot be read as its kind says (one line), or None. Kinds this version does
     not know are fine: new measurements add kinds, and readers ignore what they do not know."""
-    from pytest_dlbench.schema import problem
+    from pytest_dlbench.core.schema import problem
 
     event = record.get("event")
     if not isinstance(event, str):
@@ -437,7 +437,7 @@ class RecordScan:
     As :func:`read_stream`, a torn last line is dropped. A corrupt line before it is left out
     and noted, and the stream is marked :attr:`damaged`; a record whose fields have the wrong
     type (:func:`check_record`) is left out and noted. ``OSError`` if unreadable,
-    ``ValueError`` (:class:`~pytest_dlbench.untrusted.FileRefused`) if not a regular file.
+    ``ValueError`` (:class:`~pytest_dlbench.core.untrusted.FileRefused`) if not a regular file.
     """
 
     def __init__(self, path: str | PathLike[str]) -> None:

@@ -96,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         FixtureRuns.register(config)
         return
     _autosave_from_ini(config)
-    from pytest_dlbench.errors import DlbenchError
+    from pytest_dlbench.core.errors import DlbenchError
 
     try:
         session = _session_class(config).from_config(config)

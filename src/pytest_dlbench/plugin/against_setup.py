@@ -22,7 +22,7 @@ from types import FrameType
 
 import pytest
 
-from pytest_dlbench.run import layout
+from pytest_dlbench import layout
 from pytest_dlbench.run.against import AgainstError, BaseSide, find_repo, resolve_rev, round_order
 
 __all__ = ["AGAINST_AND_COMPARE", "AgainstSetup", "Removal", "write_against"]

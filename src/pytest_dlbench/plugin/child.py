@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dlbench import layout
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
-from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, plan_slots
-from pytest_dlbench.run.protocol import Env
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, find_suite
 
 __all__ = ["ChildSession"]

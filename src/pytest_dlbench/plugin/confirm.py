@@ -28,15 +28,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_dlbench import layout
+from pytest_dlbench.core.numbers import printable
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
-from pytest_dlbench.numbers import printable
 from pytest_dlbench.options import results_base
 from pytest_dlbench.plugin.fixture_against import run_test_child
 from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.results import confirm as confirming
-from pytest_dlbench.run import layout
 
 if TYPE_CHECKING:
     import pytest

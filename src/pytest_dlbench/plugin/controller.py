@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_dlbench import layout
+from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.plugin.against_setup import AGAINST_AND_COMPARE, AgainstSetup
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers, loggers_asked
-from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
-from pytest_dlbench.run.protocol import Status
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, SystemConfig
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class ControllerSession(BenchSession):
     # -- machine readiness: one warning line at the start, or a usage error -------------------
 
     def _check_machine(self) -> None:
-        from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.core.errors import DlbenchError
         from pytest_dlbench.measure.machine import machine_state
         from pytest_dlbench.results import machine
 
@@ -167,7 +167,7 @@ class ControllerSession(BenchSession):
         """Check ``rev`` out in a temporary worktree (plugin/against_setup.py: removed when the
         session ends, whatever ends it) and resolve its suites; one line and exit status 4 when
         that cannot be done."""
-        from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.core.errors import DlbenchError
 
         config = self.config
         setup = AgainstSetup.check_out(config, rev)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:  # imported when a run is paired: an ordinary test run loads no suite code
+    from pytest_dlbench.core.protocol import Outcome
     from pytest_dlbench.plugin.against_setup import AgainstSetup
-    from pytest_dlbench.run.protocol import Outcome
 
 __all__ = ["FixtureAgainst", "child_stream", "run_test_child"]
 
@@ -32,7 +32,7 @@ CHILD_VARIABLE = "DLBENCH_FIXTURE_ROUND"
 
 def child_stream() -> Path | None:
     """The stream a paired run's parent told this child's fixture to write, or None."""
-    from pytest_dlbench.run.protocol import Env
+    from pytest_dlbench.core.protocol import Env
 
     path = os.environ.get(Env.STREAM)
     return Path(path) if path and os.environ.get(CHILD_VARIABLE) else None
@@ -43,7 +43,7 @@ def run_test_child(nodeid: str, *, root: Path, stream: Path, args: Sequence[str]
     """``pytest NODEID`` in a fresh interpreter whose ``bench`` fixture writes ``stream``: one
     side of a paired round, or a confirmation run (plugin/confirm.py). ``args``: more pytest
     options; the child's log is beside its stream."""
-    from pytest_dlbench.run import layout
+    from pytest_dlbench import layout
     from pytest_dlbench.run.child import run_child
 
     env = {**(os.environ if env is None else env), CHILD_VARIABLE: "1"}
@@ -97,9 +97,9 @@ class FixtureAgainst:
     def run_item(self, item: pytest.Item, run_dir: Path) -> None:
         """Every round of ``item``, both sides; ``pytest.fail`` naming the first side and
         round that did not end ``ok``."""
-        from pytest_dlbench.run import layout
+        from pytest_dlbench import layout
+        from pytest_dlbench.core.protocol import Status
         from pytest_dlbench.run.against import round_order, source_paths, with_python_path
-        from pytest_dlbench.run.protocol import Status
 
         rootdir = Path(self.config.rootpath)
         base_root = self.side.map_path(rootdir)

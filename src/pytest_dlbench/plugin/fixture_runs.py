@@ -113,7 +113,7 @@ class FixtureRuns:
             return runs  # one side of a round of --bench-against: its parent reports
         if hasattr(config, "workerinput") or not given_options(config.getoption):
             return runs  # the reporter comes with the first benchmark, if one runs
-        from pytest_dlbench.errors import DlbenchError
+        from pytest_dlbench.core.errors import DlbenchError
 
         try:
             runs._check_options()
@@ -135,7 +135,7 @@ class FixtureRuns:
         config = self.config
         run_name = config.getoption("bench_run_name")
         if run_name is not None:
-            from pytest_dlbench.run.layout import UnsafeName, check_run_name
+            from pytest_dlbench.layout import UnsafeName, check_run_name
 
             try:
                 check_run_name(run_name)
@@ -176,7 +176,7 @@ class FixtureRuns:
             if shared:
                 self._run_dir = Path(shared)
             else:
-                from pytest_dlbench.run import layout
+                from pytest_dlbench import layout
 
                 base = results_base(self.config)
                 layout.prepare_base(base)
@@ -192,7 +192,7 @@ class FixtureRuns:
         run_dir = self.existing_run_dir()
         if run_dir is None:
             return False
-        from pytest_dlbench.run.layout import stream_paths
+        from pytest_dlbench.layout import stream_paths
 
         return bool(stream_paths(run_dir))
 
@@ -247,7 +247,7 @@ def _free_run_dir(base: Path, run_name: str) -> Path:
     """``<base>/runs/<run-name>.<time>``, a name no folder has yet (not made here)."""
     import datetime as dt
 
-    from pytest_dlbench.run.layout import RUNS
+    from pytest_dlbench.layout import RUNS
 
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     candidate, suffix = base / RUNS / f"{run_name}.{stamp}", 1

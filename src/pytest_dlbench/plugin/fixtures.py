@@ -47,8 +47,8 @@ def default_device() -> Any:
 @pytest.fixture(scope="session")
 def bench_data_dir(pytestconfig: pytest.Config) -> Path:
     """Where synthetic on-disk data sets are written once and reused: ``<base>/data``."""
-    # Here, not at the top: run/layout stands on suite/, which a plain test run never loads.
-    from pytest_dlbench.run.layout import DATA
+    # Here, not at the top: layout stands on suite/, which a plain test run never loads.
+    from pytest_dlbench.layout import DATA
 
     path = results_base(pytestconfig) / DATA
     path.mkdir(parents=True, exist_ok=True)
@@ -67,14 +67,14 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     if run is not None:
         yield run.make_bench(default_device())
         return
+    from pytest_dlbench.core.protocol import Status
+    from pytest_dlbench.layout import stream_path
     from pytest_dlbench.measure.bench import Bench
     from pytest_dlbench.measure.machine import machine_meta
     from pytest_dlbench.measure.monitor import Monitor
     from pytest_dlbench.measure.stream import Event, StreamWriter
     from pytest_dlbench.plugin.fixture_against import child_stream
     from pytest_dlbench.run.harness import execute
-    from pytest_dlbench.run.layout import stream_path
-    from pytest_dlbench.run.protocol import Status
 
     runs = request.config.pluginmanager.get_plugin("dlbench-fixture-runs")
     if runs is not None and runs.against is not None:
@@ -84,7 +84,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     name = request.node.name.replace("/", "_")
     path, repeat = child_stream(), None
     if path is not None:  # a round of a paired run: the parent named the stream
-        from pytest_dlbench.run.layout import parse_stream_name
+        from pytest_dlbench.layout import parse_stream_name
 
         repeat = parse_stream_name(path).repeat
     else:
@@ -122,7 +122,7 @@ def _close_monitored(bench: Any, monitor: Any) -> None:
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:
-    from pytest_dlbench.run.layout import make_run_dir
+    from pytest_dlbench.layout import make_run_dir
 
     cached = config.stash.get(_TESTS_RUN_DIR, None)
     if cached is None:

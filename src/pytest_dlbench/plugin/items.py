@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlbench.errors import DlbenchError, shorten
+from pytest_dlbench.core.errors import DlbenchError, shorten
+from pytest_dlbench.core.numbers import printable_lines
+from pytest_dlbench.core.protocol import Outcome, Status
+from pytest_dlbench.layout import item_name
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.numbers import printable_lines
 from pytest_dlbench.run.harness import execute
-from pytest_dlbench.run.layout import item_name
-from pytest_dlbench.run.protocol import Outcome, Status
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
 from pytest_dlbench.suite.spec import porting_error
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_dlbench.run import layout
-from pytest_dlbench.run.protocol import Env, Outcome, Status
+from pytest_dlbench import layout
+from pytest_dlbench.core.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:

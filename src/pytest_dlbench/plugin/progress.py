@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dlbench import untrusted
+from pytest_dlbench import layout
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.numbers import DEFAULT_UNITS, number, printable
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.numbers import DEFAULT_UNITS, number, printable
-from pytest_dlbench.run import layout
 
 __all__ = ["LiveRun", "ProgressReporter", "progress_line"]
 
@@ -73,7 +73,7 @@ class LiveRun:
             return
         self.offset += end + 1
         for raw in data[: end + 1].splitlines():
-            try:  # depth bounded (untrusted.py): a line its benchmark nested 100k deep is skipped
+            try:  # depth bounded (core/untrusted.py): a line its benchmark nested 100k deep is skipped
                 record = untrusted.loads(raw)
             except ValueError:
                 continue

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlbench.numbers import printable, printable_lines
+from pytest_dlbench.core.numbers import printable, printable_lines
+from pytest_dlbench.layout import stream_paths
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.layout import stream_paths
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import ReportedRun

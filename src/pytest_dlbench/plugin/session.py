@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_dlbench import layout
 from pytest_dlbench.options import results_base
-from pytest_dlbench.run import layout
 from pytest_dlbench.run.devices import Slot
 from pytest_dlbench.suite import (
     BenchSpec,

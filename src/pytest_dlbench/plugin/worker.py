@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.run.devices import Slot, pin_to_slot
-from pytest_dlbench.run.protocol import Env
 
 __all__ = ["WorkerSession"]
 

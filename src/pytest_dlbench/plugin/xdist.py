@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_dlbench.run.layout import parse_item_id
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.core.protocol import Env
+from pytest_dlbench.layout import parse_item_id
 
 __all__ = ["WaveScheduling", "wave_of"]
 

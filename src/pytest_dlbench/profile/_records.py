@@ -7,8 +7,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_dlbench.core.numbers import as_number
 from pytest_dlbench.measure.records import RunRecords
-from pytest_dlbench.numbers import as_number
 from pytest_dlbench.profile.timereport import IntervalSample, StepSample
 
 __all__ = [

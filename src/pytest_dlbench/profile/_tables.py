@@ -1,4 +1,4 @@
-"""The profile reports' terminal tables (their numbers: :mod:`pytest_dlbench.numbers`)."""
+"""The profile reports' terminal tables (their numbers: :mod:`pytest_dlbench.core.numbers`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 from pytest_dlbench.profile.base import register
 
 __all__ = ["SnapshotReport", "TraceReport"]

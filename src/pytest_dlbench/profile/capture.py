@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.profile.config import PROFILER_REPORTS, ProfileConfig
 
 __all__ = ["SNAPSHOT_MAX_ENTRIES", "Capture", "rank_from_env"]

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.numbers import is_integer
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import is_integer
 
 __all__ = [
     "KEYS",

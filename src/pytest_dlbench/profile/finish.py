@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.layout import profile_dir
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
-from pytest_dlbench.numbers import DEFAULT_UNITS
 from pytest_dlbench.profile._records import (
     Record,
     profiled_intervals,
@@ -41,7 +42,6 @@ from pytest_dlbench.profile.writer import (
     TRACE_FILE,
     write_reports,
 )
-from pytest_dlbench.run.layout import profile_dir
 
 __all__ = ["ScoredRate", "build_reports", "finish_profile"]
 

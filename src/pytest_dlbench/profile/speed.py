@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 from pytest_dlbench.profile._records import Record, Records, steady_rates, steady_region
 from pytest_dlbench.profile.base import register
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import NoteReport, register
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 from pytest_dlbench.measure.monitor.summary import summarize_telemetry
 from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import register

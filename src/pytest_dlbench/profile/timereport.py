@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 from pytest_dlbench.profile._tables import p95, table
 from pytest_dlbench.profile.base import register
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.layout import profile_dir
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.profile.capture import Capture, rank_from_env
 from pytest_dlbench.profile.config import ProfileConfig
 from pytest_dlbench.profile.writer import SNAPSHOT_FILE
-from pytest_dlbench.run.layout import profile_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.measure.bench import Bench

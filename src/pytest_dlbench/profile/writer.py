@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench import untrusted
-from pytest_dlbench.errors import DlbenchError, one_line
+from pytest_dlbench import layout
+from pytest_dlbench.core import output_files, untrusted
+from pytest_dlbench.core.errors import DlbenchError, one_line
 from pytest_dlbench.profile.base import NoteReport, report_from_dict
 from pytest_dlbench.profile.config import REPORTS, ProfileConfig
-from pytest_dlbench.run import layout, output_files
 
 __all__ = [
     "ARTIFACT_REPORTS",
@@ -131,7 +131,7 @@ def _ordered(names: Iterable[str]) -> list[str]:
 
 def _index_schema() -> Any:
     """What the readers use of ``index.json`` (pydantic, imported by readers only)."""
-    from pytest_dlbench.schema import Int, Loose, Map, Str
+    from pytest_dlbench.core.schema import Int, Loose, Map, Str
 
     class Report(Loose):
         report: Str
@@ -160,10 +160,10 @@ class ProfileIndex:
 
 
 def read_index(profile_dir: str | os.PathLike[str]) -> ProfileIndex:
-    """``<profile_dir>/index.json``, read as a file someone else wrote (untrusted.py: a regular
+    """``<profile_dir>/index.json``, read as a file someone else wrote (core/untrusted.py: a regular
     file, bounded) and typed: corrupt, empty, a list, a missing or mistyped field is
     :attr:`ProfileIndex.note`, one line naming the file; no file is an empty index."""
-    from pytest_dlbench.schema import problem
+    from pytest_dlbench.core.schema import problem
 
     path = Path(profile_dir) / INDEX_FILE
     try:

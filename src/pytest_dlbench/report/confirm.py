@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.numbers import printable
+from pytest_dlbench.core.numbers import printable
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.confirm import BenchConfirmation, Confirmation

@@ -15,9 +15,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.numbers import number, percent
+from pytest_dlbench.core.numbers import number, percent
+from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.run.output_files import write_atomic
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 

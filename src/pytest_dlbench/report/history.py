@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.numbers import fixed, p_value, percent, significant
+from pytest_dlbench.core.numbers import fixed, p_value, percent, significant
 from pytest_dlbench.results.changes import Step
 from pytest_dlbench.results.history import BenchSeries, Entry
 

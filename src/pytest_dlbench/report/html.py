@@ -6,7 +6,7 @@ attached to a CI run or opened offline.
 
 The input is a :class:`~pytest_dlbench.results.summary.SuiteSummary` and, optionally, a
 :class:`~pytest_dlbench.results.compare.Comparison`. They become a :class:`View` of formatted
-rows (pytest_dlbench/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
+rows (pytest_dlbench/core/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
 jinja2 and matplotlib are imported inside the functions that use them, which keeps importing
 this module cheap.
 """
@@ -20,7 +20,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.numbers import DASH, gap, percent, significant
+from pytest_dlbench.core.numbers import DASH, gap, percent, significant
 from pytest_dlbench.report.html_compare import (
     ComparisonView,
     GateBanner,
@@ -399,7 +399,7 @@ def write_html(
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
-    from pytest_dlbench.run.output_files import write_atomic
+    from pytest_dlbench.core.output_files import write_atomic
 
     text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
                        link_base=Path(path).parent, history=history,

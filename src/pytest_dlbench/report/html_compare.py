@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.numbers import DASH, percent, significant
+from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 

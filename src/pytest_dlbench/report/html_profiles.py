@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench import numbers as fmt
+from pytest_dlbench.core import numbers as fmt
 
 __all__ = ["Cell", "Link", "OpTable", "ProfileView", "RegionRow", "profile_views"]
 
@@ -247,8 +247,8 @@ def profile_views(run_dir: str | os.PathLike[str] | None,
     the folder the page is written to (its links are relative to it)."""
     if not run_dir or not Path(run_dir).is_dir():
         return []
+    from pytest_dlbench import layout
     from pytest_dlbench.profile.writer import INDEX_FILE, load_reports
-    from pytest_dlbench.run import layout
 
     base = Path(link_base) if link_base is not None else None
     views = []

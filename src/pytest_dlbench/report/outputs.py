@@ -1,7 +1,7 @@
 """The files a report can be written to, shared by the pytest run and ``dlbench report``.
 
-Their paths are checked before the run (``run/output_files.check_outputs``, through
-``options.check_outputs``); each is written atomically (``run/output_files.write_atomic``). A write
+Their paths are checked before the run (``core/output_files.check_outputs``, through
+``options.check_outputs``); each is written atomically (``core/output_files.write_atomic``). A write
 that still fails at the end (a full disk) costs that file only: one line naming it and the
 reason, after the table and the score.
 """

@@ -3,7 +3,7 @@ figure, and the drift between sessions the noise model will use (results/noise.p
 
 from __future__ import annotations
 
-from pytest_dlbench.numbers import number
+from pytest_dlbench.core.numbers import number
 from pytest_dlbench.report.terminal_tables import table
 from pytest_dlbench.results.noise import session_drift
 from pytest_dlbench.results.summary import SuiteSummary

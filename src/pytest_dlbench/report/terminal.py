@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytest_dlbench.numbers import (
+from pytest_dlbench.core.numbers import (
     MISSING,
     byte_size,
     fixed,

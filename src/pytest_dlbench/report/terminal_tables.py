@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_dlbench.numbers import MISSING, fixed, number, percent, printable
+from pytest_dlbench.core.numbers import MISSING, fixed, number, percent, printable
 from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -84,7 +84,7 @@ def _pad(text: str, size: int, left: bool) -> str:
 def table(rows: list[dict[str, str]], width: int, left: Sequence[str] = (),
           shrink: str | None = "bench", name_width: int | None = None) -> str:
     """Right-aligned columns, except ``left`` ones; never wrapped. Cells are shown escaped
-    (:func:`~pytest_dlbench.numbers.printable`: a name or a unit from a file cannot move the
+    (:func:`~pytest_dlbench.core.numbers.printable`: a name or a unit from a file cannot move the
     cursor). To fit ``width``, the ``shrink`` column's long values are shortened in the middle
     (down to :data:`MIN_NAME` columns, or to ``name_width``: two tables of one run shorten a
     name alike); a table still too wide is cut into blocks of columns, the first column

@@ -5,7 +5,7 @@ multi-node job spanned (docs/multinode.md)."""
 
 from __future__ import annotations
 
-from pytest_dlbench.numbers import number
+from pytest_dlbench.core.numbers import number
 from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["observation_lines"]

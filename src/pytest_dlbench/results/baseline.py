@@ -18,13 +18,13 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench import untrusted
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.output_files import write_atomic
+from pytest_dlbench.layout import json_safe
 from pytest_dlbench.measure.machine import current_machine, git_commit
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import GATE, SummaryFormatError
-from pytest_dlbench.run.layout import json_safe
-from pytest_dlbench.run.output_files import write_atomic
 
 __all__ = [
     "BaselineError",

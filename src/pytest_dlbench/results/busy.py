@@ -37,9 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.measure.monitor.summary import as_float, timed_window
 from pytest_dlbench.measure.records import RunRecords
-from pytest_dlbench.numbers import is_integer
 
 __all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_stats", "machine_busy", "outside_cores"]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.numbers import as_number
+from pytest_dlbench.core.numbers import as_number
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import BenchSummary, SuiteSummary

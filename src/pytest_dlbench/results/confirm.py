@@ -35,7 +35,14 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.numbers import is_integer
+from pytest_dlbench.core.numbers import is_integer
+from pytest_dlbench.layout import (
+    CONFIRM_DONE,
+    confirm_dir,
+    confirm_round_dirs,
+    stream_paths,
+)
+from pytest_dlbench.layout import confirm_round_dir as round_dir
 from pytest_dlbench.results.gate import CONFIRM, parse_confirm
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
@@ -45,13 +52,6 @@ from pytest_dlbench.results.verdict import (
     judge_confirmed_score,
 )
 from pytest_dlbench.results.verdict import repeats as _repeats_ratio
-from pytest_dlbench.run.layout import (
-    CONFIRM_DONE,
-    confirm_dir,
-    confirm_round_dirs,
-    stream_paths,
-)
-from pytest_dlbench.run.layout import confirm_round_dir as round_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
@@ -74,7 +74,7 @@ __all__ = [
     "suspects",
 ]
 
-#: ``confirm/confirmed.json`` (run/layout.py names it) is written once every confirmation ran:
+#: ``confirm/confirmed.json`` (layout.py names it) is written once every confirmation ran:
 #: a confirmation cut short by Ctrl-C has none, and the first pass's verdicts stand, in pytest
 #: and ``dlbench report``. Its name and the round folders are re-exported for plugin/confirm.py.
 DONE_FILE = CONFIRM_DONE
@@ -220,7 +220,7 @@ def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
 def done_limit(run_dir: str | PathLike[str]) -> int | None:
     """The ``--bench-confirm`` of a confirmation that ran to its end, else None (none ran, or
     Ctrl-C cut it short)."""
-    from pytest_dlbench import untrusted
+    from pytest_dlbench.core import untrusted
 
     path = confirm_dir(run_dir) / CONFIRM_DONE
     try:

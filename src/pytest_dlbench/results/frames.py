@@ -31,7 +31,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,9 +142,9 @@ def _history_frame(entries: Iterable[Entry]) -> pd.DataFrame:
 def frame(path: str | PathLike[str], *, observations: bool = False) -> pd.DataFrame:
     """The runs (or observations) of ``path`` as a tidy DataFrame: a run directory, a saved
     summary, a history file or a history folder (see the module's docstring)."""
+    from pytest_dlbench.layout import MANIFEST, check_run_dir, stream_paths
     from pytest_dlbench.results.history import _entry, load_history
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.run.layout import MANIFEST, check_run_dir, stream_paths
 
     path = Path(path)
     if path.is_dir():

@@ -16,12 +16,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# Bad input (4): defined with the run's protocol, which the node launcher reads too.
+from pytest_dlbench.core.protocol import USAGE_ERROR
+
 # The rule's defaults are the verdict core's, the paired tests the table of the tests'.
 from pytest_dlbench.results.stats import PAIRED_QUANTILE, PAIRED_TESTS
 from pytest_dlbench.results.verdict import ALPHA, TOLERANCE
-
-# Bad input (4): defined with the run's protocol, which the node launcher reads too.
-from pytest_dlbench.run.protocol import USAGE_ERROR
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
@@ -219,7 +219,7 @@ class BaselineLoad:
 def load_baseline(path: str) -> BaselineLoad:
     """Read a saved summary. A missing file is :data:`BASELINE_MISSING` (the caller decides
     whether that is an error); a corrupt or foreign one is :data:`USAGE_ERROR`, one line."""
-    from pytest_dlbench.errors import DlbenchError
+    from pytest_dlbench.core.errors import DlbenchError
     from pytest_dlbench.results.baseline import BaselineMissing, load_summary
 
     try:
@@ -239,7 +239,7 @@ def run_failed(summary: SuiteSummary) -> bool:
     ended other than ok or skipped (pytest's own verdict on its item), or a weighted benchmark
     missing from the score, even one that skipped itself everywhere (the score the gate judges
     lacks it)."""
-    from pytest_dlbench.run.protocol import Status
+    from pytest_dlbench.core.protocol import Status
 
     if summary.incomplete:
         return True

@@ -3,7 +3,7 @@ benchmark's rate over the commits with its steps (docs/history.md).
 
 ``--bench-autosave`` (and ``dlbench report --autosave``) writes the summary that ``--bench-save``
 writes, with a ``history`` block (commit, its date, branch, uncommitted changes, machine id), to
-``<history>/<machine-id>/<time>_<commit>.json``, atomically (run/output_files.write_atomic). The
+``<history>/<machine-id>/<time>_<commit>.json``, atomically (core/output_files.write_atomic). The
 history folder is ``<base>/history`` by default, or any folder given (a CI cache, an artifact
 downloaded from earlier jobs). ``dlbench history`` reads it back (:func:`load_history`) and
 shows each benchmark's series (:func:`bench_series`) with the steps that
@@ -30,13 +30,13 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.output_files import write_atomic
+from pytest_dlbench.core.protocol import Env
+from pytest_dlbench.layout import json_safe
 from pytest_dlbench.results.changes import Step, detect_steps
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.run.layout import json_safe
-from pytest_dlbench.run.output_files import write_atomic
-from pytest_dlbench.run.protocol import Env
 
 __all__ = [
     "BenchSeries",
@@ -188,7 +188,7 @@ def _entry(path: Path) -> Entry:
     from pytest_dlbench.results.baseline import load_summary
 
     summary = load_summary(path)  # one line naming the file when it cannot be used
-    from pytest_dlbench import untrusted
+    from pytest_dlbench.core import untrusted
 
     data = untrusted.loads(untrusted.read_bytes(path).decode("utf-8"))
     block = data.get("history") if isinstance(data, Mapping) else None

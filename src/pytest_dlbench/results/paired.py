@@ -367,8 +367,8 @@ def stop_before(
     judge them, when the rule fired at a look; None while more rounds are needed. Only once
     every slot in ``devices`` has finished those rounds on the candidate side (xdist runs a
     round on every slot at once; without workers a slot's rounds run ahead of the next's)."""
+    from pytest_dlbench import layout
     from pytest_dlbench.results.scoring import load_run, summarize_bench
-    from pytest_dlbench.run import layout
 
     if before < FIRST_LOOK or before >= rounds:
         return None
@@ -396,8 +396,8 @@ def summarize_paired_dir(
 ) -> tuple[SuiteSummary, SuiteSummary, Comparison] | None:
     """(candidate summary, base summary, paired comparison) of a ``--bench-against`` run
     directory, None when it is not one. ``test`` and ``rate`` default to the run's."""
+    from pytest_dlbench import layout
     from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.run import layout
 
     against = layout.read_against(run_dir)
     if against is None:

@@ -28,9 +28,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.core.numbers import number
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import LOOP_START
-from pytest_dlbench.numbers import number
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
 
 __all__ = ["FACTOR", "RATE_ERROR", "READ_ALLOWANCE", "WallClockCheck", "timed_by_bench",

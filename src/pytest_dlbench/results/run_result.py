@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from pytest_dlbench.run.layout import item_name
-from pytest_dlbench.run.protocol import Status
+from pytest_dlbench.core.protocol import Status
+from pytest_dlbench.layout import item_name
 
 __all__ = [
     "METRICS",

@@ -15,6 +15,8 @@ from itertools import chain
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench.core.protocol import Status
+from pytest_dlbench.layout import parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
@@ -36,8 +38,6 @@ from pytest_dlbench.results.summary import (
     relative_spread,
     spread,
 )
-from pytest_dlbench.run.layout import parse_stream_name, read_manifest, stream_paths
-from pytest_dlbench.run.protocol import Status
 from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR
 from pytest_dlbench.suite.presets import eager_key
 
@@ -303,7 +303,7 @@ def load_run(path: str | PathLike[str]) -> RunResult:
     scan = RecordScan(path)  # line by line; the rates kept by column (RunRecords.collect)
     try:
         records = RunRecords.collect(scan)
-    except (OSError, ValueError) as exc:  # ValueError: not a regular file (untrusted.py)
+    except (OSError, ValueError) as exc:  # ValueError: not a regular file (core/untrusted.py)
         run = run_from_records([], path=path)
         return replace(run, status=Status.FAIL, reason=f"unreadable stream: {exc}")
     run = replace(run_from_records(records, path=path), notes=tuple(scan.notes))

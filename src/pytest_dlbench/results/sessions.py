@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import summarize_runs
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary

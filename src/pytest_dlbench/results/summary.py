@@ -353,7 +353,7 @@ class SuiteSummary:
         return next((b for b in self.benchmarks if b.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """The saved form, current version (JSON once run/layout.json_safe has replaced the
+        """The saved form, current version (JSON once layout.json_safe has replaced the
         non-finite numbers)."""
         return {
             "schema": SCHEMA,

@@ -4,7 +4,7 @@ and the types of the current one, checked once, one line naming the key.
 ``SuiteSummary.to_dict`` writes the current version and ``SuiteSummary.from_dict`` reads any
 version through :func:`checked` (pyperf's ``_json_load(version, ...)`` beside ``_as_json``).
 Plain dicts in, plain dicts out: the types live in results/summary.py. pydantic is imported
-lazily (schema.py): a run that never reads a summary back never loads it.
+lazily (core/schema.py): a run that never reads a summary back never loads it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_dlbench.numbers import is_integer
+from pytest_dlbench.core.numbers import is_integer
 
 __all__ = [
     "GATE",
@@ -77,7 +77,7 @@ def _schema() -> Any:
 
     from pydantic import PlainValidator
 
-    from pytest_dlbench.schema import Bool, Int, Loose, Map, Num, Str
+    from pytest_dlbench.core.schema import Bool, Int, Loose, Map, Num, Str
 
     Device = Annotated[Any, PlainValidator(_device_key)]
 
@@ -162,7 +162,7 @@ def checked(data: Any) -> dict[str, Any]:
         )
     from pydantic import ValidationError
 
-    from pytest_dlbench.schema import first_error
+    from pytest_dlbench.core.schema import first_error
 
     try:
         current = migrate(dict(data))

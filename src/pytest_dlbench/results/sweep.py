@@ -122,8 +122,8 @@ def sweep_rows(
     ``matrix_only``). ``manifest`` (read from the run directory when not given) supplies the
     combination of a benchmark that never ran."""
     if manifest is None and summary.run_dir:
-        from pytest_dlbench.errors import DlbenchError
-        from pytest_dlbench.run.layout import read_manifest
+        from pytest_dlbench.core.errors import DlbenchError
+        from pytest_dlbench.layout import read_manifest
 
         try:
             manifest = read_manifest(summary.run_dir)

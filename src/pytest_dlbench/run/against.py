@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.run.layout import BASE, CANDIDATE
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.layout import BASE, CANDIDATE
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
 
 __all__ = [

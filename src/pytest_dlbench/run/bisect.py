@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_dlbench.layout import RUNS
 from pytest_dlbench.run.against import AgainstError, BaseSide, _git, find_repo, resolve_rev
-from pytest_dlbench.run.layout import RUNS
 
 __all__ = ["BisectError", "BisectResult", "Probe", "bisect", "commits_between"]
 

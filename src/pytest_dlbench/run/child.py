@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from pytest_dlbench.core.protocol import Env, Outcome, Status
 from pytest_dlbench.measure.records import Record
 from pytest_dlbench.measure.stream import Event, StreamWriteError, StreamWriter, read_last
 from pytest_dlbench.run.forkserver import ForkedProcess, ForkServer, ForkServerError, fork_blockers
 from pytest_dlbench.run.process import package_path, preexec
-from pytest_dlbench.run.protocol import Env, Outcome, Status
 
 __all__ = ["run_child"]
 
@@ -179,7 +179,7 @@ def _guard(pgid: int, stream: str, parent: int) -> int:
 def _last_end(stream: Path) -> Record | None:
     try:  # line by line: a damaged line elsewhere hides no end, a long stream costs no memory
         return read_last(stream, Event.END)
-    except (OSError, ValueError):  # ValueError: not a regular file (untrusted.py)
+    except (OSError, ValueError):  # ValueError: not a regular file (core/untrusted.py)
         return None
 
 

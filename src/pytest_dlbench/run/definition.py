@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError, one_line
+from pytest_dlbench.core.errors import DlbenchError, one_line
 
 __all__ = ["DefinitionError", "load_definition"]
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.monitor.nvml import (
     nvml_session,
     parse_visible_devices,
     visible_nvml_indices,
 )
-from pytest_dlbench.run.protocol import Env
 from pytest_dlbench.run.topology import Topology, parse_cpulist, read_topology, topology_split
 from pytest_dlbench.suite import SystemConfig
 

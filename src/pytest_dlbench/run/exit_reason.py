@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from pytest_dlbench.errors import MAX_REASON
+from pytest_dlbench.core.errors import MAX_REASON
 
 __all__ = ["StderrTail", "exit_reason", "stderr_tail"]
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_dlbench.errors import DlbenchError, shorten
+from pytest_dlbench.core.errors import DlbenchError, shorten
 from pytest_dlbench.measure.logparse import StepReader
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.voir_data import STOP, DataChannel
@@ -355,9 +355,9 @@ def main(bench: Any, request: Any) -> None:
 
     ``request`` is pytest's: its node is the benchmark item, holding the resolved spec and the
     run (stream path, arguments with launch-time placeholders filled)."""
+    from pytest_dlbench.layout import work_dir
     from pytest_dlbench.run.definition import load_definition
     from pytest_dlbench.run.launch.rank import RankInfo
-    from pytest_dlbench.run.layout import work_dir
 
     node = request.node
     spec = node.spec

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.core.protocol import Env, Outcome, Status
 from pytest_dlbench.measure.machine import machine_meta
 from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
-from pytest_dlbench.numbers import DEFAULT_UNITS
-from pytest_dlbench.run.protocol import Env, Outcome, Status
 from pytest_dlbench.suite import BenchSpec
 
 __all__ = ["RunContext", "classify_exception", "execute", "start_run"]

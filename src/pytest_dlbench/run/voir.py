@@ -148,8 +148,8 @@ def prepare_folder(bench: Any, folder: Path, argv: Sequence[str], *, data_dir: P
 def main(bench: Any, request: Any) -> None:
     """The benchmark function of a voir definition (module docstring). ``request`` is pytest's:
     its node is the benchmark item, holding the resolved spec and the run."""
+    from pytest_dlbench.layout import work_dir
     from pytest_dlbench.run.launch.rank import RankInfo
-    from pytest_dlbench.run.layout import work_dir
 
     node = request.node
     spec = node.spec

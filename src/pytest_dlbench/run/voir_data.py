@@ -32,9 +32,9 @@ import re
 import time
 from typing import IO, Any
 
+from pytest_dlbench.core.numbers import as_number
 from pytest_dlbench.measure.bench import NonFiniteLoss
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.numbers import as_number
 
 __all__ = ["STOP", "DataChannel", "decode_smuggled"]
 

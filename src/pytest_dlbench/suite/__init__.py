@@ -5,7 +5,7 @@ Plain Python, no pytest: ``resolve_suite(path)`` is everything the plugin and th
 
 from __future__ import annotations
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.argv import fill_all, fill_placeholders, render_argv
 from pytest_dlbench.suite.locate import available_suites, find_suite, suite_dirs
 from pytest_dlbench.suite.merge import DELETE, merge

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.auto import fill_auto
 
 __all__ = ["render_argv", "fill_placeholders", "fill_all"]

@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
-from pytest_dlbench.numbers import is_number
+from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.numbers import is_number
 
 __all__ = ["check_options", "fill_auto"]
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dlbench.numbers import is_integer
+from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.suite.spec import BenchSpec
 from pytest_dlbench.suite.system import SystemConfig
 

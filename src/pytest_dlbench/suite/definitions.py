@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.loader import Located
 from pytest_dlbench.suite.logparsers import VOIR, LogParseError, make_parser
 

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 
 __all__ = ["DEFAULT_INTERVAL", "MIN_INTERVAL", "IntervalError", "parse_interval"]
 

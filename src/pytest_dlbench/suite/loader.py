@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from pytest_dlbench import untrusted
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.merge import DELETE
 
 __all__ = ["Located", "Layer", "load_yaml", "iter_layers"]

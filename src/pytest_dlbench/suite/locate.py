@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 
 __all__ = ["find_suite", "suite_dirs", "available_suites"]
 

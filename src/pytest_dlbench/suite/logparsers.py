@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.numbers import is_number
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import is_number
 
 __all__ = [
     "GROUPS", "OBSERVATIONS", "OPEN_CLIP", "PARSERS", "VOIR", "LogParseError", "LogParser",

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.argv import fill_placeholders
 
 __all__ = ["MAX_JOBS", "expand_matrices"]

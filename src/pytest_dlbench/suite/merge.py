@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 
 __all__ = ["DELETE", "merge", "strip_deletes", "finalize"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.suite.loader import iter_layers
 from pytest_dlbench.suite.matrix import expand_matrices
 from pytest_dlbench.suite.merge import DELETE, finalize, merge

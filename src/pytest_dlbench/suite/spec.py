@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
-from pytest_dlbench.numbers import is_integer, is_number
+from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.numbers import is_integer, is_number
 from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.definitions import VOIR_FILES, plain_value, resolve_definition
 from pytest_dlbench.suite.interval import IntervalError, parse_interval

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.errors import SuiteError
-from pytest_dlbench.numbers import is_integer
+from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.suite.auto import check_options
 from pytest_dlbench.suite.loader import load_yaml
 

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_dlbench.numbers import DEFAULT_UNITS
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite import presets
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int, skip
 from pytest_dlbench.workloads.batches import tensor_batches

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.errors import DlbenchError, one_line
+from pytest_dlbench.core.errors import DlbenchError, one_line
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.suite.presets import DEFAULT_BACKEND, EAGER
 

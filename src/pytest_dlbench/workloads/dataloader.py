@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_dlbench.numbers import DEFAULT_UNITS
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import to_device
 from pytest_dlbench.workloads.images import add_image_data_args, jpeg_loader

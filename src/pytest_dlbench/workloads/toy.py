@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_dlbench.numbers import DEFAULT_UNITS
+from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches

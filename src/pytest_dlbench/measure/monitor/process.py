@@ -5,7 +5,7 @@ exits between two samples is simply left out of the next one.
 
 The tree is the *run's*, not only the sampling process's: its root is the furthest ancestor
 that carries the same run marker (``DLBENCH_STREAM``, which every process of a run inherits:
-run/protocol.py). In an njobs job the monitor runs in the reporting rank, whose siblings (the
+core/protocol.py). In an njobs job the monitor runs in the reporting rank, whose siblings (the
 other ranks of this node) are children of the torchrun agent, not its own: rooted at the rank,
 they counted as "other processes" and every multi-rank run was judged busy (results/busy.py).
 Rooted at the agent (or the launcher above it), they are the run's.
@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.core.protocol import Env
 
 __all__ = ["NO_PROCESS", "ProcessTree", "run_root"]
 

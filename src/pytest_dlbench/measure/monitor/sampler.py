@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_dlbench.errors import one_line
+from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.core.protocol import USAGE_ERROR, Env, Outcome, Status
 from pytest_dlbench.run.launch.netif import IFNAME_VARIABLES, is_this_machine, socket_ifname_env
 from pytest_dlbench.run.launch.relay import NodeOutput
 from pytest_dlbench.run.launch.torchrun import (
@@ -38,7 +39,6 @@ from pytest_dlbench.run.launch.verdict import (
     record_end,
     record_verdict,
 )
-from pytest_dlbench.run.protocol import USAGE_ERROR, Env, Outcome, Status
 
 __all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes"]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.stream import NullStream, Stream, StreamWriter
 from pytest_dlbench.run.process import pin_running_process
-from pytest_dlbench.run.protocol import Env
 
 if TYPE_CHECKING:
     import torch
@@ -208,7 +208,7 @@ def cuda_unavailable_reason() -> str:
 def _rank_device(rank: RankInfo) -> torch.device:
     import torch
 
-    from pytest_dlbench.errors import DeviceError
+    from pytest_dlbench.core.errors import DeviceError
     from pytest_dlbench.run.devices import gpu_required
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
@@ -232,7 +232,7 @@ def rank_device(rank: RankInfo | None = None) -> torch.device:
     """This process's device: ``cuda:LOCAL_RANK`` under torchrun with GPUs, the current GPU
     outside torchrun, else the CPU. Under torchrun the rank is pinned: a GPU rank to its slot's
     cores near its GPU (:func:`pin_gpu_rank`), a CPU rank to its share of the cores.
-    Computed once per process. Raises :class:`~pytest_dlbench.errors.DeviceError` when a GPU
+    Computed once per process. Raises :class:`~pytest_dlbench.core.errors.DeviceError` when a GPU
     is expected (:func:`~pytest_dlbench.run.devices.gpu_required`) and torch cannot use CUDA."""
     return _rank_device(RankInfo.from_env() if rank is None else rank)
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.suite.system import Node, SshOptions, SystemConfig
 
 __all__ = [

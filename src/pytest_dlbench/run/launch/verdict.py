@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_dlbench.core.protocol import Outcome, Status
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event
-from pytest_dlbench.run.protocol import Outcome, Status
 
 __all__ = ["NodeFailure", "first_failure", "record_end", "record_verdict"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from pytest_dlbench.errors import shorten
+from pytest_dlbench.core.errors import shorten
 
 __all__ = ["USAGE_ERROR", "Env", "Outcome", "Status"]
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 
 __all__ = ["check_outputs", "write_atomic"]
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError
 
 __all__ = [
     "MAX_DEPTH",

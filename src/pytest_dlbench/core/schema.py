@@ -1,5 +1,5 @@
 """Typed readers: the value types and the one-line errors of the schemas that files read back are
-checked with (stream records in measure/stream.py, ``manifest.json`` in run/layout.py, saved
+checked with (stream records in measure/stream.py, ``manifest.json`` in layout.py, saved
 summaries in results/baseline.py).
 
 pydantic checks the shapes (required keys, nested mappings, where a value is); the values are
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
-from pytest_dlbench.numbers import is_integer, is_number
+from pytest_dlbench.core.numbers import is_integer, is_number
 
 __all__ = ["Bool", "Int", "Loose", "Map", "Num", "Str", "first_error", "problem"]
 

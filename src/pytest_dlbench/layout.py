@@ -41,10 +41,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench import untrusted
-from pytest_dlbench.errors import DlbenchError
-from pytest_dlbench.run.output_files import write_atomic
-from pytest_dlbench.run.protocol import Env
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.output_files import write_atomic
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.suite import BenchSpec
 from pytest_dlbench.suite.spec import name_problem
 
@@ -445,7 +445,7 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
 
 def _manifest_problem(data: Any) -> str | None:
     """What the score reads of a manifest, typed (pydantic: imported by readers only)."""
-    from pytest_dlbench.schema import Bool, Loose, Map, Num, Str, problem
+    from pytest_dlbench.core.schema import Bool, Loose, Map, Num, Str, problem
 
     class Entry(Loose):
         weight: Num | None = None
