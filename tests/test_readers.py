@@ -102,7 +102,7 @@ def _err(capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
-# -- core/untrusted.py ---------------------------------------------------------------------------------
+# -- core/untrusted.py --------------------------------------------------------------------------
 
 
 def test_read_bytes_takes_regular_files_only_and_never_blocks(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ class LiveRun:
             return
         self.offset += end + 1
         for raw in data[: end + 1].splitlines():
-            try:  # depth bounded (core/untrusted.py): a line its benchmark nested 100k deep is skipped
+            try:  # depth bounded (core/untrusted.py): a line nested 100k deep is skipped
                 record = untrusted.loads(raw)
             except ValueError:
                 continue

@@ -6,7 +6,7 @@ attached to a CI run or opened offline.
 
 The input is a :class:`~pytest_dlbench.results.summary.SuiteSummary` and, optionally, a
 :class:`~pytest_dlbench.results.compare.Comparison`. They become a :class:`View` of formatted
-rows (pytest_dlbench/core/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
+rows (core/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
 jinja2 and matplotlib are imported inside the functions that use them, which keeps importing
 this module cheap.
 """
