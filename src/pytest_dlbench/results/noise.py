@@ -78,6 +78,7 @@ __all__ = [
     "Evidence",
     "SideNoise",
     "between_run_cv",
+    "busy_share",
     "combined_evidence",
     "doubts",
     "estimate_drift",
@@ -274,14 +275,14 @@ def evidence(
 
 
 # -- what puts a side's figure in doubt -------------------------------------------------------
-def _busy_reason(bench: BenchSummary) -> str | None:
-    """Why the side's runs were taken on a busy machine (results/busy.py), one phrase."""
-    busy = [r for r in bench.runs if r.ok and r.telemetry.get("busy")]
-    if not busy:
-        return None
-    ok = sum(1 for r in bench.runs if r.ok)
-    why = busy[0].telemetry.get("busy_reason") or "other processes used the CPU"
-    return f"{len(busy)} of {ok} runs: {why}"
+def busy_share(bench: BenchSummary) -> tuple[int, int, str]:
+    """(runs taken on a busy machine, successful runs, why the first busy one was) of a side:
+    its successful runs that results/busy.py found busy; the one count both modes' doubts
+    read."""
+    ok = [r for r in bench.runs if r.ok]
+    busy = [r for r in ok if r.telemetry.get("busy")]
+    why = busy[0].telemetry.get("busy_reason") if busy else None
+    return len(busy), len(ok), str(why or "other processes used the CPU")
 
 
 def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = False
@@ -296,9 +297,9 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
                                      ("the baseline", baseline, True)):
         if bench.unreliable:
             out.append(f"{side}'s figure is unreliable ({bench.unreliable})")
-        busy = _busy_reason(bench) if load_counts else None
-        if busy:
-            out.append(f"the machine was busy during {side} ({busy})")
+        busy, ok, why = busy_share(bench)
+        if busy and load_counts:
+            out.append(f"the machine was busy during {side} ({busy} of {ok} runs: {why})")
     return out
 
 
@@ -309,12 +310,7 @@ def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | No
     as a change of code."""
     if base is None:
         return None
-
-    def share(bench: BenchSummary) -> tuple[int, int]:
-        ok = [r for r in bench.runs if r.ok]
-        return sum(1 for r in ok if r.telemetry.get("busy")), len(ok)
-
-    (b_busy, b_ok), (c_busy, c_ok) = share(base), share(candidate)
+    (b_busy, b_ok, _), (c_busy, c_ok, _) = busy_share(base), busy_share(candidate)
     for side, (busy, ok), other in (("base", (b_busy, b_ok), c_busy),
                                     ("candidate", (c_busy, c_ok), b_busy)):
         if ok and other == 0 and 2 * busy >= ok:
