@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.measure.timing import FakeClock
+from pytest_dlbench.measure.timing import CudaEventBackend, FakeClock
 
 if TYPE_CHECKING:
     from pytest_dlbench.measure.timing import CudaEventBackend
@@ -158,8 +158,6 @@ class FakeCuda:
 
     def backend(self, device: Any = "cuda:0") -> CudaEventBackend:
         """The real :class:`CudaEventBackend` code, running on this fake device."""
-        from pytest_dlbench.measure.timing import CudaEventBackend
-
         return CudaEventBackend(device, cuda=self)
 
     # -- the torch.cuda API CudaEventBackend uses -------------------------------------------

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.measure.batches import count_items
 
 __all__ = [
     "CHECKPOINT_FLAGS",
@@ -203,7 +204,6 @@ def count_step_flops(model: Any, example: Any, items_per_example: float = 1) -> 
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from pytest_dlbench.measure.batches import count_items
 
     if callable(example) and not isinstance(example, torch.Tensor) and not isinstance(
         example, torch.nn.Module

@@ -12,22 +12,31 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pytest
 
 from pytest_dlbench import layout
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.protocol import Status
+from pytest_dlbench.loggers import manifest_facts
+from pytest_dlbench.measure.machine import machine_state
+from pytest_dlbench.measure.stream import Event, StreamWriter
+from pytest_dlbench.options import check_outputs
 from pytest_dlbench.plugin.against_setup import AGAINST_AND_COMPARE, AgainstSetup
 from pytest_dlbench.plugin.launcher import Launcher
+from pytest_dlbench.plugin.progress import ProgressReporter
+from pytest_dlbench.plugin.reporter import BenchReporter
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers, loggers_asked
+from pytest_dlbench.plugin.xdist import WaveScheduling
+from pytest_dlbench.results import machine
+from pytest_dlbench.results.machine import readiness_warning
+from pytest_dlbench.run.barrier import BarrierServer
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
+from pytest_dlbench.run.launch.torchrun import job_nodes
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, SystemConfig
-
-if TYPE_CHECKING:
-    from pytest_dlbench.plugin.xdist import WaveScheduling
-    from pytest_dlbench.run.barrier import BarrierServer
+from pytest_dlbench.suite.selection import unknown_selection
 
 __all__ = ["AGAINST_AND_COMPARE", "ControllerSession"]
 
@@ -69,14 +78,10 @@ class ControllerSession(BenchSession):
         if session.options.against is not None and config.getoption("bench_compare"):
             raise pytest.UsageError(AGAINST_AND_COMPARE)  # before the baseline file is read
         session._check_machine()
-        from pytest_dlbench.plugin.reporter import BenchReporter
-
         reporter = BenchReporter(session)
         config.pluginmanager.register(reporter, BenchReporter.PLUGIN_NAME)
         if not config.option.collectonly:
             # An output that could not be written at the end stops the run before it starts.
-            from pytest_dlbench.options import check_outputs
-
             check_outputs(lambda dest: config.getoption(f"bench_{dest}"), cli=False)
         if session.options.against is not None:
             session._check_out_base(session.options.against)  # a bad revision leaves nothing
@@ -91,8 +96,6 @@ class ControllerSession(BenchSession):
         session.launcher = Launcher(session, barrier)
         if not config.option.collectonly and session.options.isolation == "process":
             # The benchmarks run in children: this process only waits, and can show progress.
-            from pytest_dlbench.plugin.progress import ProgressReporter
-
             progress = ProgressReporter(session.existing_run_dir)
             config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
         if loggers:
@@ -103,8 +106,6 @@ class ControllerSession(BenchSession):
     def _check_selection(self) -> None:
         """A ``--bench-select`` word that names no benchmark, group or tag (a typo: ``resnt``)
         is a usage error naming the close names, before anything runs."""
-        from pytest_dlbench.suite.selection import unknown_selection
-
         specs = [spec for suite in self.suites for spec in suite.specs]
         line = unknown_selection(specs, self.options.select)
         if line is not None:
@@ -114,10 +115,6 @@ class ControllerSession(BenchSession):
     # -- machine readiness: one warning line at the start, or a usage error -------------------
 
     def _check_machine(self) -> None:
-        from pytest_dlbench.core.errors import DlbenchError
-        from pytest_dlbench.measure.machine import machine_state
-        from pytest_dlbench.results import machine
-
         if self.config.option.collectonly:
             return  # nothing is measured: whether the machine is ready does not matter
         self.not_ready = machine.readiness_problems(machine_state())
@@ -127,8 +124,6 @@ class ControllerSession(BenchSession):
     def readiness_line(self) -> str | None:
         """The warning, the first time it is asked for (the header, or the session's start
         with -q): one line per session."""
-        from pytest_dlbench.results.machine import readiness_warning
-
         if not self.not_ready or self._readiness_said:
             return None
         self._readiness_said = True
@@ -167,8 +162,6 @@ class ControllerSession(BenchSession):
         """Check ``rev`` out in a temporary worktree (plugin/against_setup.py: removed when the
         session ends, whatever ends it) and resolve its suites; one line and exit status 4 when
         that cannot be done."""
-        from pytest_dlbench.core.errors import DlbenchError
-
         config = self.config
         setup = AgainstSetup.check_out(config, rev)
         if setup is None:  # --collect-only: the revision is checked, no worktree made
@@ -211,8 +204,6 @@ class ControllerSession(BenchSession):
         ]
         if len(self.slots) < 2:
             return None
-        from pytest_dlbench.run.barrier import BarrierServer
-
         self._barrier_server = BarrierServer()
         return self._barrier_server.address
 
@@ -234,9 +225,6 @@ class ControllerSession(BenchSession):
         )
 
     def _write_manifest(self, selected: Iterable[BenchSpec]) -> None:
-        from pytest_dlbench.loggers import manifest_facts
-        from pytest_dlbench.run.launch.torchrun import job_nodes
-
         specs = list(selected)
         facts = manifest_facts()
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
@@ -275,8 +263,6 @@ class ControllerSession(BenchSession):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
-        from pytest_dlbench.plugin.xdist import WaveScheduling
-
         self._scheduler = WaveScheduling(config, log, on_lost=self._report_lost)
         return self._scheduler
 
@@ -328,8 +314,6 @@ class ControllerSession(BenchSession):
         barrier = self.launcher.barrier_for(spec, parsed.repeat) if self.launcher else None
         if server is not None and barrier is not None:
             server.release(barrier[1], barrier[2])
-        from pytest_dlbench.measure.stream import Event, StreamWriter
-
         path = layout.stream_path(self.run_dir(), spec.name, parsed.device, parsed.repeat)
         with contextlib.suppress(OSError), StreamWriter(path) as stream:
             if path.stat().st_size == 0:  # it never started: the score still knows what it was

@@ -13,7 +13,11 @@ from pytest_dlbench.core.errors import DlbenchError, shorten
 from pytest_dlbench.core.numbers import printable_lines
 from pytest_dlbench.core.protocol import Outcome, Status
 from pytest_dlbench.layout import item_name
-from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.measure.monitor import Monitor, parse_interval
+from pytest_dlbench.measure.stream import Event, NullStream
+from pytest_dlbench.results.scoring import load_run, run_from_records
+from pytest_dlbench.results.validation import validate_usage
+from pytest_dlbench.run.definition import load_definition
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
 from pytest_dlbench.suite.spec import porting_error
@@ -187,8 +191,6 @@ def _scored(stream: Path) -> Outcome | None:
     """The report's verdict on a run whose child ended ok, when it is another one: the stream
     as the table scores it (results/scoring.load_run). A stream its own benchmark corrupted
     fails in the table, so its item fails too, with the same reason: one verdict."""
-    from pytest_dlbench.results.scoring import load_run
-
     run = load_run(stream)
     if run.ok or run.status is Status.SKIPPED:
         return None
@@ -215,8 +217,6 @@ class BrokenBench(_BenchNode, pytest.Item):
 
 def _scored_rate(records: Any) -> float | None:
     """The profile's speed report's throughput: the run's score, as the results compute it."""
-    from pytest_dlbench.results.scoring import run_from_records
-
     return run_from_records(records).rate
 
 
@@ -243,8 +243,6 @@ class BenchFunction(_BenchNode, pytest.Function):
     def create(
         cls, parent: SuiteFile, name: str, spec: BenchSpec, device: int, repeat: int | None
     ) -> BenchFunction:
-        from pytest_dlbench.run.definition import load_definition
-
         func = load_definition(spec.definition or "", bench=spec.name)
         item = cls.from_parent(parent, name=name, callobj=func)
         item._init_bench(spec, device, repeat)
@@ -260,10 +258,6 @@ class BenchFunction(_BenchNode, pytest.Function):
             self._fail(outcome, exc)
 
     def runtest(self) -> None:
-        from pytest_dlbench.measure.monitor import Monitor, parse_interval
-        from pytest_dlbench.measure.stream import NullStream
-        from pytest_dlbench.results.validation import validate_usage
-
         run = self.run
 
         def call() -> None:

@@ -18,6 +18,14 @@ import pytest
 
 from pytest_dlbench import layout
 from pytest_dlbench.core.protocol import Env, Outcome, Status
+from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+from pytest_dlbench.results.paired import stop_before
+from pytest_dlbench.run import barrier as barriers
+from pytest_dlbench.run.against import round_order, source_paths, with_python_path
+from pytest_dlbench.run.child import run_child
+from pytest_dlbench.run.forkserver import ForkServer, ForkServerError
+from pytest_dlbench.run.launch.torchrun import njobs_launch, plan_nodes_reason
+from pytest_dlbench.run.preloads import preload_for
 from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:
@@ -25,7 +33,6 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.sequential import Stop
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.devices import Slot
-    from pytest_dlbench.run.forkserver import ForkServer
 
 __all__ = ["Launched", "Launcher"]
 
@@ -97,9 +104,6 @@ class Launcher:
                 or session.against is not None  # both sides of a paired run start fresh
                 or (session.role == "controller" and _has_xdist_workers(config))):
             return
-        from pytest_dlbench.run.forkserver import ForkServer, ForkServerError
-        from pytest_dlbench.run.preloads import preload_for
-
         if specs is None:
             specs = [s for suite in session.suites for s in suite.specs]
         definitions = [s.definition for s in specs]
@@ -136,8 +140,6 @@ class Launcher:
 
     def _run(self, spec: BenchSpec, device: int, repeat: int | None,
              side: Side | None = None) -> Launched:
-        from pytest_dlbench.run.child import run_child
-
         session = self.session
         run_dir = side.run_dir if side is not None else session.run_dir()
         spec = side.spec if side is not None else spec
@@ -148,8 +150,6 @@ class Launcher:
         cmd = self.child_command(spec, device, repeat, stream, spec_file, side=side)
         env = {**os.environ, **self.child_env(spec, device, repeat, side=side)}
         if side is not None:
-            from pytest_dlbench.run.against import with_python_path
-
             env = with_python_path(env, side.python_path)
         cwd = side.rootdir if side is not None else self.config.rootpath
         cpus = session.slots[device].cpus
@@ -158,8 +158,6 @@ class Launcher:
             if wanted > have:
                 reason = f"needs {wanted} device slots, this run has {have}"
                 return Launched(Outcome(Status.SKIPPED, reason), stream, log)
-            from pytest_dlbench.run.launch.torchrun import plan_nodes_reason
-
             nodes_reason = plan_nodes_reason(spec.plan.get("nodes"), session.system)
             if nodes_reason:  # a step of a sweep over nodes (docs/time-to-train.md)
                 return Launched(Outcome(Status.SKIPPED, nodes_reason), stream, log)
@@ -175,8 +173,6 @@ class Launcher:
             )
         finally:
             if barrier is not None:  # this replica no longer holds the others back
-                from pytest_dlbench.run import barrier as barriers
-
                 barriers.leave(*barrier)
         return Launched(outcome, stream, log)
 
@@ -185,8 +181,6 @@ class Launcher:
     def sides(self, against: BaseSide, spec: BenchSpec) -> dict[str, Side]:
         """The candidate (this working tree) and, when the base revision has the benchmark,
         the base side (its worktree)."""
-        from pytest_dlbench.run.against import source_paths
-
         config, session = self.config, self.session
         suite = next(s.path for s in session.suites if spec in s.specs)
         rootdir = Path(config.rootpath)
@@ -218,9 +212,6 @@ class Launcher:
             return None
         stop = self._stops.get(spec.name)
         if stop is None:
-            from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
-            from pytest_dlbench.results.paired import stop_before
-
             option = self.config.getoption
             stop = stop_before(
                 session.run_dir(), spec.name, devices=session.device_slots(spec),
@@ -236,8 +227,6 @@ class Launcher:
     def _run_pair(self, against: BaseSide, spec: BenchSpec, device: int,
                   repeat: int | None) -> Launched:
         """Round ``repeat`` of a paired run: both sides, in ABBA order, on the same slot."""
-        from pytest_dlbench.run.against import round_order
-
         sides = self.sides(against, spec)
         done: dict[str, Launched] = {}
         for name in round_order(repeat or 0):
@@ -335,8 +324,6 @@ class Launcher:
     def njobs_launch(self, spec: BenchSpec, child_cmd: list[str],
                      cwd: Path | None = None):  # -> torchrun.Launch
         """The torchrun job (one node, or every node of the system) running ``child_cmd``."""
-        from pytest_dlbench.run.launch.torchrun import njobs_launch
-
         env = self.child_env(spec, 0, None)
         # Only the job's GPUs: rank k takes the k-th (rank.py), and the monitor of rank 0
         # samples what CUDA_VISIBLE_DEVICES shows, so a 1-rank scaling step on 8 GPUs must not

@@ -23,7 +23,11 @@ import pytest
 
 from pytest_dlbench import layout
 from pytest_dlbench.options import results_base
+from pytest_dlbench.plugin.items import SuiteFile, suite_nodeid
+from pytest_dlbench.profile import ProfileConfig
+from pytest_dlbench.results.gate import ROUNDS
 from pytest_dlbench.run.devices import Slot
+from pytest_dlbench.run.harness import start_run
 from pytest_dlbench.suite import (
     BenchSpec,
     ResolvedSuite,
@@ -35,10 +39,10 @@ from pytest_dlbench.suite import (
     resolve_suite,
     select_specs,
 )
+from pytest_dlbench.suite.capability import RunFacts, skip_reason
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.launcher import Launcher
-    from pytest_dlbench.profile import ProfileConfig
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.harness import RunContext
 
@@ -100,8 +104,6 @@ class RunOptions:
             against = rounds = None
             fixed_rounds = False
         if against is not None:
-            from pytest_dlbench.results.gate import ROUNDS
-
             if repeat != 1:
                 raise pytest.UsageError(
                     "--bench-against runs --bench-rounds rounds of pairs: use --bench-rounds, "
@@ -188,8 +190,6 @@ class BenchSession:
     def _profile_settings(self, cli_text: str | None) -> dict[str, ProfileConfig]:
         """Each benchmark's profiling settings (``--bench-profile`` and its ``profile:`` key),
         checked here so that a bad one is a usage error before anything runs."""
-        from pytest_dlbench.profile import ProfileConfig
-
         cli = ProfileConfig.parse_cli(cli_text) if cli_text is not None else None
         settings = {}
         for suite in self.suites:
@@ -252,8 +252,6 @@ class BenchSession:
     def skip_reason(self, spec: BenchSpec) -> str | None:
         """Why this run cannot run ``spec`` (milabench's ``requires_capabilities`` and
         ``num_machines`` against the slots and the system file), or None."""
-        from pytest_dlbench.suite.capability import RunFacts, skip_reason
-
         gpus = any(slot.gpu is not None for slot in self.slots)
         facts = RunFacts.of(self.system, slots=len(self.slots), gpus=gpus)
         return skip_reason(spec, facts)
@@ -264,8 +262,6 @@ class BenchSession:
 
     def start_run(self, spec: BenchSpec, device: int, repeat: int | None) -> RunContext:
         """Open the stream of a benchmark run in this process and write its ``config``."""
-        from pytest_dlbench.run.harness import start_run
-
         return start_run(
             spec,
             device=device,
@@ -324,8 +320,6 @@ class BenchSession:
         suite = self._by_path.get(file_path.resolve())
         if suite is None:
             return None
-        from pytest_dlbench.plugin.items import SuiteFile, suite_nodeid
-
         return SuiteFile.from_parent(parent, path=file_path, suite=suite, session_plugin=self,
                                      nodeid=suite_nodeid(file_path, self.config.rootpath))
 

@@ -17,6 +17,7 @@ import pytest
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.plugin.launcher import Launcher
 from pytest_dlbench.plugin.session import BenchSession
+from pytest_dlbench.run.against import BaseSide
 from pytest_dlbench.run.devices import Slot, pin_to_slot
 
 __all__ = ["WorkerSession"]
@@ -37,8 +38,6 @@ class WorkerSession(BenchSession):
         worker_input = _worker_input(config)
         session.launcher = Launcher(session, worker_input.get("dlbench_barrier"))
         if worker_input.get("dlbench_against"):
-            from pytest_dlbench.run.against import BaseSide
-
             # The controller's worktree, which it removes: the worker only resolves its suites.
             session.against = BaseSide.from_dict(json.loads(worker_input["dlbench_against"]))
             session.against.resolve(session.suites, session.options.overrides,

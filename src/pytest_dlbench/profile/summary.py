@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from pytest_dlbench.core import numbers as fmt
+from pytest_dlbench.measure.flops import model_device
 from pytest_dlbench.profile._tables import table
 from pytest_dlbench.profile.base import NoteReport, register
 
@@ -110,7 +111,6 @@ def build_summary_report(model: Any, example: Any, *, depth: int = DEPTH) -> Sum
     inputs, a dict of keyword inputs, or a function returning one of them)."""
     import torchinfo
 
-    from pytest_dlbench.measure.flops import model_device
 
     if callable(example) and not hasattr(example, "shape"):
         example = example()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.evaluation import judged
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
 if TYPE_CHECKING:
@@ -178,8 +179,6 @@ def _names(names: list[str], most: int = 5) -> str:
 def page_status(summary: SuiteSummary, comparison: Comparison | None) -> int:
     """The exit status the run has, when the caller did not say: its Evaluation's
     (results/evaluation.judged: the gate's rule on the summary and the comparison shown)."""
-    from pytest_dlbench.results.evaluation import judged
-
     return judged(summary.run_dir or ".", summary, comparison=comparison).status
 
 

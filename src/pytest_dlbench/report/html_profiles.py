@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench import layout
 from pytest_dlbench.core import numbers as fmt
+from pytest_dlbench.profile._tables import table
+from pytest_dlbench.profile.base import NoteReport
+from pytest_dlbench.profile.writer import INDEX_FILE, load_reports
 
 __all__ = ["Cell", "Link", "OpTable", "ProfileView", "RegionRow", "profile_views"]
 
@@ -191,8 +195,6 @@ def _speed(report: Any) -> list[tuple[str, str]]:
 
 def _view(title: str, reports: Mapping[str, Any], folder: Path,
           link_base: Path | None) -> ProfileView:
-    from pytest_dlbench.profile.base import NoteReport
-
     view = ProfileView(title)
     speed = reports.get("speed")
     for name, report in reports.items():
@@ -228,8 +230,6 @@ def _layer_table(layers: Any) -> str:
     """The model's layers as the terminal shows them when torchinfo's own table is missing."""
     if not layers:
         return ""
-    from pytest_dlbench.profile._tables import table
-
     rows = [["  " * (r.depth - 1) + r.module, r.output_shape, fmt.count(r.params),
              fmt.count(r.mult_adds)] for r in layers]
     return table(["layer", "output", "params", "mult-adds"], rows, indent="")
@@ -247,9 +247,6 @@ def profile_views(run_dir: str | os.PathLike[str] | None,
     the folder the page is written to (its links are relative to it)."""
     if not run_dir or not Path(run_dir).is_dir():
         return []
-    from pytest_dlbench import layout
-    from pytest_dlbench.profile.writer import INDEX_FILE, load_reports
-
     base = Path(link_base) if link_base is not None else None
     views = []
     for stream in layout.stream_paths(run_dir):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.results.history import summary_machine
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import summarize_runs
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
@@ -43,8 +44,6 @@ def _sessions_of(bench: BenchSummary) -> tuple[tuple[float, ...], ...]:
 def _check_machines(summaries: Sequence[SuiteSummary], names: Sequence[str]) -> None:
     """Every input that says where it was measured says the same machine (the history's
     machine id: host name, CPU, GPUs; ``$DLBENCH_MACHINE`` names it when set)."""
-    from pytest_dlbench.results.history import summary_machine
-
     known = [(n, m) for n, s in zip(names, summaries, strict=True)
              if (m := summary_machine(s)) is not None]
     for name, machine in known[1:]:

@@ -23,6 +23,7 @@ from pytest_dlbench.results.run_result import (
     saved_numbers,
 )
 from pytest_dlbench.results.summary_json import PROVENANCE, SCHEMA, VERSION, checked
+from pytest_dlbench.results.telemetry import combine_stats
 
 __all__ = [
     "BenchSummary",
@@ -216,8 +217,6 @@ class BenchSummary:
     @property
     def telemetry(self) -> dict[str, Any]:
         """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
-        from pytest_dlbench.results.telemetry import combine_stats
-
         return combine_stats(r.telemetry for r in self.runs)
 
     def to_dict(self) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.layout import read_manifest
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 __all__ = ["METRIC_COLUMNS", "SweepRow", "sweep_csv", "sweep_rows"]
@@ -122,9 +124,6 @@ def sweep_rows(
     ``matrix_only``). ``manifest`` (read from the run directory when not given) supplies the
     combination of a benchmark that never ran."""
     if manifest is None and summary.run_dir:
-        from pytest_dlbench.core.errors import DlbenchError
-        from pytest_dlbench.layout import read_manifest
-
         try:
             manifest = read_manifest(summary.run_dir)
         except DlbenchError:

@@ -14,6 +14,7 @@ from pytest_dlbench.measure.monitor.summary import (
     timed_window,
 )
 from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.results.busy import busy_stats
 
 __all__ = [
     "combine_stats",
@@ -37,8 +38,6 @@ def telemetry_stats(
     - ``busy`` (and ``busy_share``, ``outside_cpu_cores``, ``busy_reason``): whether something
       outside the run used the CPU during its timed window (results/busy.py; absent: unknown).
     """
-    from pytest_dlbench.results.busy import busy_stats
-
     records = RunRecords.of(records)  # parsed once, read three times
     whole = summarize_telemetry(records)
     window = timed_window(records)

@@ -21,9 +21,19 @@ from typing import Any
 from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.core.protocol import Env, Outcome, Status
+from pytest_dlbench.measure.bench import Bench, NonFiniteLoss
+from pytest_dlbench.measure.flops import count_step_flops
 from pytest_dlbench.measure.machine import machine_meta
+from pytest_dlbench.measure.monitor.usage import ValidationError
 from pytest_dlbench.measure.stream import Event, Stream, StreamWriteError
-from pytest_dlbench.suite import BenchSpec
+from pytest_dlbench.profile import finish_profile
+from pytest_dlbench.profile.window import ProfiledWindow
+from pytest_dlbench.run import barrier
+from pytest_dlbench.run.devices import placeholder_context
+from pytest_dlbench.run.exit_reason import exit_reason, stderr_tail
+from pytest_dlbench.run.launch.rank import RankInfo, open_rank_stream
+from pytest_dlbench.suite import BenchSpec, fill_all
+from pytest_dlbench.suite.presets import run_dimensions
 
 __all__ = ["RunContext", "classify_exception", "execute", "start_run"]
 
@@ -46,12 +56,8 @@ class RunContext:
 
     def make_bench(self, device: Any) -> Any:
         """The ``Bench`` handed to the benchmark function; writes the ``meta`` record."""
-        from pytest_dlbench.measure.bench import Bench
-
         profiled = None
         if self.profile is not None:
-            from pytest_dlbench.profile.window import ProfiledWindow
-
             profiled = ProfiledWindow(self.profile)
         self.stream.write(Event.META, **machine_meta(device))
         self.bench = Bench(
@@ -76,8 +82,6 @@ class RunContext:
         parties = int(os.environ.get(Env.BARRIER_PARTIES, "0") or 0)
         if not address or not key or parties < 2:
             return None
-        from pytest_dlbench.run import barrier
-
         timeout = min(self.spec.max_duration, 300.0)
         return lambda: barrier.wait(address, key, parties, timeout=timeout)
 
@@ -88,8 +92,6 @@ class RunContext:
             return
         self.bench.close()
         if self.bench.watched is not None:
-            from pytest_dlbench.measure.flops import count_step_flops
-
             model, example = self.bench.watched
             count = count_step_flops(model, example,
                                      items_per_example=self.bench.items_per_example)
@@ -102,8 +104,6 @@ class RunContext:
         score of the run's records, for the speed report (profile.finish.ScoredRate)."""
         if self.bench is None or not self.profile:
             return []
-        from pytest_dlbench.profile import finish_profile
-
         return finish_profile(self.bench, self.path.parent, self.path, data_dir=self.data_dir,
                               scored_rate=scored_rate)
 
@@ -164,17 +164,12 @@ def _is_oom(exc: BaseException) -> bool:
 def classify_exception(exc: BaseException, stderr: list[str] | None = None) -> Outcome:
     """How a run that raised ``exc`` ended; ``stderr``: the last lines it wrote there (the
     cause of a ``SystemExit``, run/exit_reason.py)."""
-    from pytest_dlbench.measure.bench import NonFiniteLoss
-    from pytest_dlbench.measure.monitor.usage import ValidationError
-
     if isinstance(exc, ValidationError | StreamWriteError):
         return Outcome(Status.FAIL, str(exc))
     if isinstance(exc, NonFiniteLoss):
         return Outcome(Status.NAN, one_line(exc))
     if isinstance(exc, SystemExit):
         # argparse exits with status 2 on a bad argument; its message is the last error line.
-        from pytest_dlbench.run.exit_reason import exit_reason
-
         return Outcome(Status.FAIL, exit_reason(exc, stderr))
     if _is_oom(exc):
         return Outcome(Status.OOM, f"out of memory: {one_line(exc)}")
@@ -209,8 +204,6 @@ def execute(
     ``before_end`` runs after a failure, before ``end`` is written: what it writes (the last
     measurements) comes before ``end``, which is always the last record.
     KeyboardInterrupt is recorded, then re-raised."""
-    from pytest_dlbench.run.exit_reason import stderr_tail
-
     tail = None
     try:
         with stderr_tail() as tail:
@@ -262,17 +255,11 @@ def start_run(
     """Open a benchmark run's stream in this process, write its ``config`` record and fill the
     launch-time placeholders of its arguments. In an njobs rank only the reporting rank writes
     (docs/multinode.md); the others get a stream that keeps nothing."""
-    from pytest_dlbench.run.devices import placeholder_context
-    from pytest_dlbench.run.launch.rank import RankInfo, open_rank_stream
-    from pytest_dlbench.suite import fill_all
-
     context = placeholder_context(
         system=system, run_name=run_name, bench_name=spec.name, data_dir=data_dir
     )
     rank = RankInfo.from_env()
     stream = open_rank_stream(path, rank)
-    from pytest_dlbench.suite.presets import run_dimensions  # precision, compile
-
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
                  **run_dimensions(spec.definition, spec.args), **rank.describe(),
                  **_launch_facts())

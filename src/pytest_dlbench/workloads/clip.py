@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.data import ImageTextDataset, image_text_pairs
+from pytest_dlbench.run.launch.rank import RankInfo, destroy_process_group, init_process_group
 from pytest_dlbench.suite import presets
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int, skip
 from pytest_dlbench.workloads.batches import tensor_batches
@@ -211,8 +213,6 @@ def _cosine_lr(base: float, warmup: int, total: int, step: int) -> float:
 def _process_group(device: Any) -> tuple[Any, int, int]:
     """(group, rank, world size): a group of its own under torchrun (every rank runs this
     definition), else (None, 0, 1). Same set-up as the ``process_group`` fixture."""
-    from pytest_dlbench.run.launch.rank import RankInfo, init_process_group
-
     info = RankInfo.from_env()
     if not info.is_distributed:
         return None, 0, 1
@@ -224,7 +224,6 @@ def train(bench: Any) -> None:
     """CLIP training steps (module docstring); one process, or one rank of an njobs job."""
     open_clip = _open_clip()
 
-    from pytest_dlbench.run.launch.rank import destroy_process_group
 
     args = parse(make_parser(), bench)
     device = device_of(bench)
@@ -297,8 +296,6 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
             )
         epochs, total = args.epochs, args.epochs * steps_per_epoch
     else:
-        from pytest_dlbench.data import image_text_pairs
-
         data = image_text_pairs(args.num_samples, image_size=image_size,
                                 context_length=context_length,
                                 vocab_size=text_cfg.get("vocab_size", 49408),
@@ -356,7 +353,6 @@ def _pipeline(open_clip: Any, args: argparse.Namespace, image_size: int, device:
     import torch
     from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-    from pytest_dlbench.data import ImageTextDataset
 
     # Map-style by its len and indexing (data.py imports no torch to subclass Dataset), which is
     # all DataLoader and DistributedSampler use; torch's stubs ask for a Dataset.

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.data import forever
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import to_device
 from pytest_dlbench.workloads.images import add_image_data_args, jpeg_loader
@@ -31,7 +32,6 @@ def main(bench: Any) -> None:
     """Iterate the JPEG folder as fast as the loader allows."""
     import torch
 
-    from pytest_dlbench.data import forever
 
     args = parse(make_parser(), bench)
     device = device_of(bench)

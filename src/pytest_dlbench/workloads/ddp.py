@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.data import synthetic_images
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
@@ -165,8 +166,6 @@ def _untimed_step(
 
 
 def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
-    from pytest_dlbench.data import synthetic_images
-
     # Each rank its own samples, as a DistributedSampler would give it.
     seed = args.seed + 1000 * rank
     if args.fixed_batch:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pytest_dlbench.data import jpeg_folder
 from pytest_dlbench.workloads.arguments import positive_int
 
 __all__ = ["PREFETCH_FACTOR", "add_image_data_args", "epoch_samples", "jpeg_loader"]
@@ -61,7 +62,6 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
     from torch.utils.data import DataLoader, RandomSampler
     from torchvision import datasets, transforms
 
-    from pytest_dlbench.data import jpeg_folder
 
     if args.data is not None:
         root = Path(args.data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.data import token_sequences
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches
@@ -84,7 +85,6 @@ def train(bench: Any) -> None:
     """Next-token prediction with AdamW on random tokens."""
     import torch
 
-    from pytest_dlbench.data import token_sequences
 
     args = parse(make_parser(), bench)
     device = device_of(bench)

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.data import regression_pairs
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches
@@ -38,7 +39,6 @@ def main(bench: Any) -> None:
     """Regress a random linear target with a 2-layer MLP (SGD, MSE)."""
     import torch
 
-    from pytest_dlbench.data import regression_pairs
 
     args = parse(make_parser(), bench)
     device = device_of(bench)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
+from pytest_dlbench.data import forever, synthetic_images
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
@@ -73,7 +74,6 @@ def train_classifier(
     """
     import torch
 
-    from pytest_dlbench.data import synthetic_images
 
     device = device_of(bench)
     precision = setup_precision(args, device)
@@ -102,8 +102,6 @@ def train_classifier(
         batches = tensor_batches(dataset.tensors, args.batch_size, device=device,
                                  seed=args.seed)
     else:
-        from pytest_dlbench.data import forever
-
         loader = jpeg_loader(bench, args, num_classes=args.num_classes,
                              batch_size=args.batch_size,
                              pin_memory=device.type == "cuda")

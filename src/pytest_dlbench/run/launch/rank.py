@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.core.errors import DeviceError
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.stream import NullStream, Stream, StreamWriter
+from pytest_dlbench.run.devices import gpu_required
 from pytest_dlbench.run.process import pin_running_process
 
 if TYPE_CHECKING:
@@ -207,9 +209,6 @@ def cuda_unavailable_reason() -> str:
 @functools.lru_cache(maxsize=1)
 def _rank_device(rank: RankInfo) -> torch.device:
     import torch
-
-    from pytest_dlbench.core.errors import DeviceError
-    from pytest_dlbench.run.devices import gpu_required
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         if not rank.launched:
