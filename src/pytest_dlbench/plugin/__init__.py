@@ -34,6 +34,8 @@ from pytest_dlbench.plugin.fixtures import (
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
 
+pytest_plugins = ["pytest_dlbench.plugin.milabench"]  # a milabench checkout's own conftests
+
 __all__ = [
     "bench",
     "bench_data_dir",
