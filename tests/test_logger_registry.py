@@ -131,6 +131,13 @@ def test_a_third_logger_is_reached_by_dlbench_log(
         "give --mlflow [URI] and/or --wandb [PROJECT] and/or --notebook [BOOK]\n")
 
 
+def test_dlbench_help_names_every_registered_logger(notebook: LoggerEntry) -> None:
+    from pytest_dlbench.cli import build_parser
+
+    usage = build_parser().format_help()
+    assert "log       send a finished run to MLflow or Weights & Biases or a notebook" in usage
+
+
 def test_a_third_logger_that_is_not_installed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

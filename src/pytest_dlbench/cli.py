@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.numbers import printable, printable_lines
 from pytest_dlbench.layout import DATA, check_run_dir, results_base
+from pytest_dlbench.loggers.registry import LOGGERS
 from pytest_dlbench.options import (
     REPORT_OPTIONS,
     SUITE_OPTIONS,
@@ -47,7 +48,7 @@ Look at suites and results without running pytest.
   baseline  one baseline from the saved summaries of several sessions of one machine
   profile   the profile reports of a run again
   table     the sweep table of a run: one row per benchmark and its matrix parameters
-  log       send a finished run to MLflow or Weights & Biases
+  log       send a finished run to {loggers}
   machine   the machine's state, and whether it is ready to benchmark
   history   each benchmark's rate over the commits of a results history, and its steps
   bisect    the first commit between two where a benchmark's rate changed
@@ -384,7 +385,8 @@ def _command(argv: Sequence[str] | None) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlbench", description=DESCRIPTION,
+    titles = " or ".join(entry.title for entry in LOGGERS.values())  # the registry's loggers
+    parser = argparse.ArgumentParser(prog="dlbench", description=DESCRIPTION.format(loggers=titles),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser(

@@ -70,7 +70,7 @@ class Launched:
 class Side:
     """Where and from what one side of a paired run runs a benchmark."""
 
-    name: str  # "base" or "candidate"
+    name: str  # layout.BASE or layout.CANDIDATE
     spec: BenchSpec
     suite: Path  # the suite file the child selects its item from
     run_dir: Path  # the side's folder (layout.side_dir)
@@ -184,8 +184,8 @@ class Launcher:
         config, session = self.config, self.session
         suite = next(s.path for s in session.suites if spec in s.specs)
         rootdir = Path(config.rootpath)
-        sides = {"candidate": Side(
-            "candidate", spec, suite, layout.side_dir(session.run_dir(), "candidate"),
+        sides = {layout.CANDIDATE: Side(
+            layout.CANDIDATE, spec, suite, layout.side_dir(session.run_dir(), layout.CANDIDATE),
             rootdir, config.inipath, tuple(source_paths(against.repo, rootdir)),
         )}
         base_spec = against.specs.get(spec.name)
@@ -194,9 +194,9 @@ class Launcher:
             if not base_root.is_dir():  # the rootdir's folder is new since the base revision
                 base_root = against.path
             ini = against.map_path(config.inipath) if config.inipath is not None else None
-            sides["base"] = Side(
-                "base", base_spec, against.suite_paths[spec.name],
-                layout.side_dir(session.run_dir(), "base"), base_root,
+            sides[layout.BASE] = Side(
+                layout.BASE, base_spec, against.suite_paths[spec.name],
+                layout.side_dir(session.run_dir(), layout.BASE), base_root,
                 ini if ini is not None and ini.is_file() else None,
                 tuple(source_paths(against.path, base_root)),
             )
@@ -235,9 +235,9 @@ class Launcher:
             done[name] = self._run(spec, device, repeat, side=sides[name])
             if done[name].outcome.status is Status.SKIPPED:
                 break  # the same on the other side (not enough device slots)
-        candidate = done.get("candidate") or self._run(spec, device, repeat,
-                                                       side=sides["candidate"])
-        return Launched(candidate.outcome, candidate.stream, candidate.log, done.get("base"))
+        candidate = done.get(layout.CANDIDATE) or self._run(spec, device, repeat,
+                                                            side=sides[layout.CANDIDATE])
+        return Launched(candidate.outcome, candidate.stream, candidate.log, done.get(layout.BASE))
 
     def child_command(self, spec: BenchSpec, device: int, repeat: int | None, stream: Path,
                       spec_file: Path, *, side: Side | None = None) -> list[str]:
