@@ -12,18 +12,16 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_run
 
-from pytest_dlbench.results import confirm as confirming
+from pytest_dlbench.layout import CONFIRM_DONE, confirm_round_dir
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.confirm import (
     NOT_HELD,
     confirm,
-    parse_confirm,
     read_confirmation,
     repeats,
-    round_dir,
 )
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
-from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError
+from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError, parse_confirm
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import IMPROVED, UNCHANGED
@@ -167,9 +165,9 @@ def _run_dir(tmp_path: Path, first: float, again: list[float], *, done: bool) ->
     run_dir = tmp_path / "run"
     runs(run_dir, "x", [first])
     for k, rate in enumerate(again, start=1):
-        runs(round_dir(run_dir, k), "x", [rate])
+        runs(confirm_round_dir(run_dir, k), "x", [rate])
     if done:
-        (run_dir / "confirm" / confirming.DONE_FILE).write_text(json.dumps({"limit": 2}))
+        (run_dir / "confirm" / CONFIRM_DONE).write_text(json.dumps({"limit": 2}))
     return run_dir
 
 

@@ -20,10 +20,10 @@ from _bench_scripts import load_script
 from _runs import steady_at, write_run
 
 from pytest_dlbench import layout
+from pytest_dlbench.layout import CONFIRM_DONE, confirm_round_dir
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import save_summary
-from pytest_dlbench.results.confirm import DONE_FILE, round_dir
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
 from pytest_dlbench.results.paired import compare_paired
 from pytest_dlbench.results.scoring import summarize_dir
@@ -325,9 +325,9 @@ def saved_trial(folder: Path, baseline: Sequence[float], first: float,
     run.mkdir()
     write_run(run, "gp", steady_at(first, jitter=JITTER[:2] * 5))
     for k, rate in enumerate(again, start=1):
-        write_run(round_dir(run, k), "gp", steady_at(rate, jitter=JITTER[:2] * 5))
+        write_run(confirm_round_dir(run, k), "gp", steady_at(rate, jitter=JITTER[:2] * 5))
     if again:
-        (run / "confirm" / DONE_FILE).write_text(json.dumps({"limit": len(again)}))
+        (run / "confirm" / CONFIRM_DONE).write_text(json.dumps({"limit": len(again)}))
     return run, path
 
 

@@ -34,3 +34,14 @@ def test_the_busy_share_is_counted_once_for_both_modes() -> None:
     assert noise.paired_doubt(quiet, side) == (
         "the machine was busy during 2 of the candidate side's 3 runs and none of the other "
         "side's")
+
+
+def test_the_confirmation_folders_are_named_by_layout_alone() -> None:
+    """results/confirm.py decides; the confirmation's folder, round folders and done file are
+    layout.py's names, imported from there (plugin/confirm.py too), never re-exported."""
+    from pytest_dlbench.results import confirm
+
+    for name in ("round_dir", "DONE_FILE", "confirm_dir", "CONFIRM", "parse_confirm"):
+        assert name not in confirm.__all__
+    assert not hasattr(confirm, "round_dir") and not hasattr(confirm, "DONE_FILE")
+    assert not hasattr(confirm, "parse_confirm")  # the option's parsing is results/gate.py's

@@ -73,13 +73,11 @@ def test_the_default_units_are_one_constant() -> None:
 
 def test_run_layout_paths_are_named_by_layout(tmp_path: Path) -> None:
     from pytest_dlbench import layout
-    from pytest_dlbench.results import confirm
     from pytest_dlbench.run.against import round_order
 
     run_dir = tmp_path / "runs" / "s.20261127-120000"
     assert layout.run_base(run_dir) == tmp_path.resolve()
     assert layout.base_dir(run_dir) == layout.side_dir(run_dir, layout.BASE) == run_dir / "base"
-    assert confirm.round_dir(run_dir, 2) == layout.confirm_round_dir(run_dir, 2)
     for k in (10, 2):
         layout.confirm_round_dir(run_dir, k).mkdir(parents=True)
     assert [p.name for p in layout.confirm_round_dirs(run_dir)] == ["2", "10"]

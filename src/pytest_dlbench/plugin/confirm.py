@@ -77,7 +77,7 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
         if name in rounds and bench is not None:
             _confirm_one(name, rounds[name], bench, limit=limit,
                          tolerance=evaluation.options.tolerance, say=say)
-    done = confirming.confirm_dir(evaluation.run_dir) / confirming.DONE_FILE
+    done = layout.confirm_dir(evaluation.run_dir) / layout.CONFIRM_DONE
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps({"version": 1, "limit": limit, "benchmarks": list(names)}) + "\n")
     from pytest_dlbench.results.evaluation import evaluate
@@ -128,7 +128,7 @@ def _suite_round(run: BenchSession, launcher: Launcher, spec: BenchSpec, suite_p
     repeat = None if run.options.repeat == 1 else 0
 
     def run_round(k: int) -> list[RunResult]:
-        folder = confirming.round_dir(run.run_dir(), k)
+        folder = layout.confirm_round_dir(run.run_dir(), k)
         folder.mkdir(parents=True, exist_ok=True)
         layout.write_manifest(folder, run.run_name, [spec], facts={"confirm": k})
         side = Side(f"confirm{k}", spec, suite_path, folder, Path(config.rootpath),
@@ -161,7 +161,7 @@ def _fixture_round(name: str, nodeid: str, root: Path, run_dir: Path, args: Sequ
     from pytest_dlbench.results.scoring import load_run
 
     def run_round(k: int) -> list[RunResult]:
-        stream = layout.stream_path(confirming.round_dir(run_dir, k), name, 0)
+        stream = layout.stream_path(layout.confirm_round_dir(run_dir, k), name, 0)
         run_test_child(nodeid, root=root, stream=stream, args=args)  # its end is in the stream
         return [load_run(stream)]
 

@@ -36,14 +36,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import is_integer
-from pytest_dlbench.layout import (
-    CONFIRM_DONE,
-    confirm_dir,
-    confirm_round_dirs,
-    stream_paths,
-)
-from pytest_dlbench.layout import confirm_round_dir as round_dir
-from pytest_dlbench.results.gate import CONFIRM, parse_confirm
+from pytest_dlbench.layout import CONFIRM_DONE, confirm_dir, confirm_round_dirs, stream_paths
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
     SUSPECT,
@@ -60,24 +53,14 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
-    "CONFIRM",
-    "DONE_FILE",
     "NOT_HELD",
     "BenchConfirmation",
     "Confirmation",
     "confirm",
-    "confirm_dir",
-    "parse_confirm",
     "read_confirmation",
     "repeats",
-    "round_dir",
     "suspects",
 ]
-
-#: ``confirm/confirmed.json`` (layout.py names it) is written once every confirmation ran:
-#: a confirmation cut short by Ctrl-C has none, and the first pass's verdicts stand, in pytest
-#: and ``dlbench report``. Its name and the round folders are re-exported for plugin/confirm.py.
-DONE_FILE = CONFIRM_DONE
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -218,8 +201,9 @@ def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
 
 
 def done_limit(run_dir: str | PathLike[str]) -> int | None:
-    """The ``--bench-confirm`` of a confirmation that ran to its end, else None (none ran, or
-    Ctrl-C cut it short)."""
+    """The ``--bench-confirm`` of a confirmation that ran to its end (``confirm/confirmed.json``
+    is written once every round ran), else None: none ran, or Ctrl-C cut it short, and the
+    first pass's verdicts stand, in pytest and ``dlbench report``."""
     from pytest_dlbench.core import untrusted
 
     path = confirm_dir(run_dir) / CONFIRM_DONE
