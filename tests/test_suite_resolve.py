@@ -785,9 +785,13 @@ def test_unknown_suite_lists_the_available_ones(
         find_suite("standrad")
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith("unknown suite 'standrad'; available suites: ")
-    listed = message.split(": ", 1)[1].split(", ")
+    # The close name first (issue 41 item 4: "tni" with no "did you mean 'tiny'").
+    assert message.startswith("unknown suite 'standrad' (did you mean 'standard'?); "
+                              "available suites: ")
+    listed = message.split("available suites: ", 1)[1].split(", ")
     assert "mine" in listed and "smoke" in listed
+    with pytest.raises(SuiteError, match=r"^unknown suite 'zzqx'; available suites: "):
+        find_suite("zzqx")  # nothing close: no guess
 
 
 def test_resolved_suite_name_and_path() -> None:

@@ -103,8 +103,19 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         session = _session_class(config).from_config(config)
     except DlbenchError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(str(exc)) from None
+    except pytest.UsageError as exc:  # raised by the session's parts, with the user's text
+        raise usage_error(*exc.args) from None
     config.pluginmanager.register(session, session.PLUGIN_NAME)
+
+
+def usage_error(*messages: object) -> pytest.UsageError:
+    """A usage error as ``dlbench`` prints one (cli.py, ``numbers.printable``): each message on
+    one line, a revision's newline or a suite name's escape sequence shown escaped, never
+    obeyed by the terminal (pytest writes ``ERROR: <message>`` as it is given)."""
+    from pytest_dlbench.core.numbers import printable
+
+    return pytest.UsageError(*(printable(m) for m in messages))
 
 
 def _autosave_from_ini(config: pytest.Config) -> None:
@@ -151,7 +162,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     try:
         return len(plan_slots(cpus_per_slot=config.getoption("bench_cpus_per_slot")))
     except SlotError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -54,7 +54,7 @@ class BenchReporter:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.missing_required:
-            pytest.exit(f"{self.missing_required} (--bench-require-baseline)",
+            pytest.exit(printable(f"{self.missing_required} (--bench-require-baseline)"),
                         gate.BASELINE_MISSING)
 
     @pytest.hookimpl(tryfirst=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,4 +53,6 @@ def find_suite(name_or_path: str, root: Path | None = None) -> Path:
                 return path
     names = available_suites(dirs)
     listing = ", ".join(names) if names else "none found"
-    raise SuiteError(f"unknown suite '{name_or_path}'; available suites: {listing}")
+    close = difflib.get_close_matches(name_or_path, names, n=1)  # a typo: tni for tiny
+    guess = f" (did you mean '{close[0]}'?)" if close else ""
+    raise SuiteError(f"unknown suite '{name_or_path}'{guess}; available suites: {listing}")
