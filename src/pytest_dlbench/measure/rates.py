@@ -15,6 +15,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.measure.stream import Event
 
 __all__ = ["Rates"]
@@ -38,7 +39,7 @@ def _kind(value: Any) -> int | None:
     """0 for a float, 1 for an exact integer, None for anything the columns do not take."""
     if isinstance(value, float):
         return 0
-    if isinstance(value, int) and not isinstance(value, bool) and -_EXACT <= value <= _EXACT:
+    if is_integer(value) and -_EXACT <= value <= _EXACT:
         return 1
     return None
 

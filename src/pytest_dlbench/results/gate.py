@@ -92,7 +92,7 @@ INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, kee
                        "with --bench-repeat, or use a quieter runner")
 #: The same for a ``--bench-against`` run, whose sides already ran interleaved: its rounds
 #: were too noisy for the tolerance, or one side's runs met a busy machine (results/noise.py,
-#: results/paired_noise.py).
+#: results/verdict.py).
 PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter runner, with "
                               "nothing else loading it during the run")
 

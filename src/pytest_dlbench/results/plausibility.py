@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.core.numbers import number
+from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_number, number
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import LOOP_START
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
@@ -77,7 +77,7 @@ class WallClockCheck:
         whole span and in the median window, each gap's allowance forgiven."""
         return self.span_factor > FACTOR and self.window_factor > FACTOR
 
-    def reason(self, units: str = "items/s") -> str:
+    def reason(self, units: str = DEFAULT_UNITS) -> str:
         """The failed run's reason: the figures, so that the measurement is not lost."""
         return (f"{RATE_ERROR}: the rate ({number(self.rate)} {units}) is {self.factor:.3g} "
                 f"times what the wall clock supports ({number(self.supported)} {units} over "
@@ -103,7 +103,7 @@ def _columns(steady: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, Any, An
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return is_number(x) and math.isfinite(x)
 
 
 def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | None:

@@ -15,6 +15,7 @@ from itertools import chain
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_integer, is_number
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.layout import parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
@@ -73,7 +74,7 @@ CEILING_ERROR = f"TFLOP/s above {CEILING:g} x this machine's matmul: error of me
 
 # -- one run ----------------------------------------------------------------------------------
 def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return is_number(x) and math.isfinite(x)
 
 
 def _window_rate(records: Sequence[Mapping[str, Any]]) -> float | None:
@@ -177,7 +178,7 @@ def step_stats(
 def _job_size(value: object) -> int:
     """A distributed job's size read from a stream someone else wrote: a positive integer, else
     1 (a hand-edited ``"two"`` never stops the report)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+    return value if is_integer(value) and value > 0 else 1
 
 
 def run_from_records(
@@ -243,7 +244,7 @@ def run_from_records(
         # the run fails, its stream and rate are kept, and the reason gives the figures.
         check = wall_clock_check(steady)
         if check is not None and check.flagged:
-            status, reason = Status.FAIL, check.reason(str(units or "items/s"))
+            status, reason = Status.FAIL, check.reason(str(units or DEFAULT_UNITS))
     plan = spec.get("plan") or {}
     compiled = config.get("compile")
     return RunResult(
@@ -252,7 +253,7 @@ def run_from_records(
         repeat=int(repeat) if repeat is not None else None,
         status=status,
         reason=reason,
-        units=str(units or "items/s"),
+        units=str(units or DEFAULT_UNITS),
         rate=rate,
         block_rates=blocks,
         steady=_points(steady),
@@ -291,15 +292,16 @@ def _points(records: Sequence[Mapping[str, Any]]) -> Points:
 
 def _per_item(flops: Mapping[str, Any]) -> float | None:
     total, items = flops.get("flops"), flops.get("items")
-    if isinstance(total, (int, float)) and isinstance(items, (int, float)) and items > 0:
+    if is_number(total) and is_number(items) and items > 0:
         return float(total) / float(items)
     return None
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:
-    """Read and score one stream file, typed (measure/stream.read_records): a record of the wrong
-    type is left out with a note; a stream damaged before its last line keeps its valid records
-    (its measurements are shown) but is a failed run, whose reason names the first bad line."""
+    """Read and score one stream file, typed (measure/stream.RecordScan, line by line): a record
+    of the wrong type is left out with a note; a stream damaged before its last line keeps its
+    valid records (its measurements are shown) but is a failed run, whose reason names the
+    first bad line."""
     scan = RecordScan(path)  # line by line; the rates kept by column (RunRecords.collect)
     try:
         records = RunRecords.collect(scan)
@@ -326,7 +328,7 @@ def summarize_bench(
     enabled = bool(entry.get("enabled", first.enabled if first else True))
     plan = entry.get("plan") or {}
     method = str(plan.get("method") or (first.method if first else "per_gpu"))
-    units = str(entry.get("units") or (first.units if first else None) or "items/s")
+    units = str(entry.get("units") or (first.units if first else None) or DEFAULT_UNITS)
     metric = str(entry.get("metric") or (first.metric if first else None) or THROUGHPUT)
     ok = [r for r in runs if r.ok and r.rate is not None]
     # A run that skipped itself (it cannot run here) is neither measured nor failed.

@@ -402,7 +402,7 @@ def combined_paired(
 
 def combined_paired_var(terms: Sequence[tuple[float, PairedStats]]) -> float | None:
     """The variance of the weighted mean log ratio :func:`combined_paired` tests (the score's
-    standard error squared; results/paired_noise.py asks how far it reaches), None where it
+    standard error squared; results/verdict.reach asks how far it reaches), None where it
     has no interval."""
     used = [(w, s) for w, s in terms if w > 0]
     total = sum(w for w, _ in used)

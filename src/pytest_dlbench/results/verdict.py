@@ -88,7 +88,7 @@ TOLERANCE = 0.03
 ALPHA = 0.05
 #: The share of alpha at which a change is claimed where the tolerance band cannot keep an
 #: unchanged pair's false alarms down by itself: a noisy last look and every interim look of
-#: the sequential design (results/sequential.py, results/paired_noise.py's docstring).
+#: the sequential design (results/sequential.py, :func:`reach`).
 CLAIM_ALPHA_SHARE = 0.5
 #: The one-sided confidence of the sequential design's futility bound against a regression.
 FUTILITY_CONFIDENCE = 0.90
