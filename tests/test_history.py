@@ -285,15 +285,34 @@ def test_history_bad_input(case: tuple[str, str, str], tmp_path: Path, capsys: A
         assert status == 0 and f"warning: {line}\n" in out and "b  [" in out
 
 
-def test_an_autosave_that_cannot_be_written_costs_that_file_only(tmp_path: Path,
-                                                                  capsys: Any) -> None:
+def test_an_autosave_that_cannot_be_written_costs_that_file_only(
+        tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     summary = run_summary(tmp_path, "s.1", {"b": 100.0})
     (tmp_path / "afile").write_text("")
+    # A folder under a file is refused before anything is scored (issue 40 item 12)...
     status = main(["report", str(summary.run_dir), "--autosave", str(tmp_path / "afile" / "h"),
                    "--save", str(tmp_path / "saved.json")])
     out, err = capsys.readouterr()
+    assert status == 4 and out == ""
+    assert err == (f"dlbench: error: --autosave: {tmp_path}/afile/h: {tmp_path}/afile is not "
+                   "a directory\n")
+    # ... and a disk that fills during the run costs that file only.
+    import errno
+    import os
+
+    replace = os.replace
+
+    def full(src: Any, dst: Any) -> None:
+        if Path(dst).parent.parent == tmp_path / "h":  # <history>/<machine>/<entry>.json
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", full)
+    status = main(["report", str(summary.run_dir), "--autosave", str(tmp_path / "h"),
+                   "--save", str(tmp_path / "saved.json")])
+    out, err = capsys.readouterr()
     assert status == 8 and "score: 100" in out  # gate.OUTPUT_FAILED; the table is there
-    assert err.startswith(f"dlbench: error: cannot write the history entry {tmp_path}/afile/h:")
+    assert err.startswith(f"dlbench: error: cannot write the history entry {tmp_path}/h:")
     assert (tmp_path / "saved.json").is_file()  # the other outputs are written
 
 

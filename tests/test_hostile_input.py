@@ -306,6 +306,23 @@ OPTION_CASES: list[tuple[str, tuple[str, ...], str]] = [
         ("--bench-save=FILE", "--bench-html=FILE"),
         "--bench-save and --bench-html are the same file FILE: each output needs its own",
     ),
+    # issue 40 item 12: the history folder of --bench-autosave, checked as the files are.
+    (
+        "`--bench-autosave=/dev/null/h`, under a file",
+        ("--bench-autosave=/dev/null/h",),
+        "--bench-autosave: /dev/null/h: /dev/null is not a directory",
+    ),
+    (
+        "`--bench-autosave=FILE`, a file",
+        ("--bench-autosave=FILE",),
+        "--bench-autosave: FILE is not a directory",
+    ),
+    (
+        "`--bench-autosave=/proc/dlbench-history`, a place where no folder can be made",
+        ("--bench-autosave=/proc/dlbench-history",),
+        "--bench-autosave: /proc/dlbench-history: cannot make /proc/dlbench-history: No such "
+        "file or directory",
+    ),
     # issue 25 item 4: a mistyped name or path says so before the run.
     (
         "`--bench-compare=DIR/nope.json`, a file that does not exist",
