@@ -33,6 +33,7 @@ __all__ = [
     "StreamWriteError",
     "StreamWriter",
     "check_record",
+    "line_problem",
     "read_last",
     "read_stream",
 ]
@@ -189,6 +190,23 @@ def _locked(fd: int) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def line_problem(record: dict[str, Any]) -> str | None:
+    """Why :func:`read_stream` would refuse ``record``'s line as :class:`StreamWriter` writes
+    it (one line: too long, nested too deep, not JSON), or None. A writer of data someone else
+    produced (voir's data lines, run/voir_data.py) checks it first: one such record mid-stream
+    would make the whole stream corrupt, and a run that measured its rates would fail."""
+    try:
+        # ensure_ascii (json's default, the writer's): its length is its size in bytes.
+        line = json.dumps(record, default=_to_json)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"not JSON ({type(exc).__name__})"
+    if len(line) > untrusted.MAX_LINE_BYTES:  # its newline aside, as untrusted.lines counts
+        return f"longer than {untrusted.MAX_LINE_BYTES} bytes as a record ({len(line)} bytes)"
+    if untrusted.too_deep(line):
+        return f"nested deeper than {untrusted.MAX_DEPTH} levels"
+    return None
 
 
 class StreamWriter(ClosesOnExit):

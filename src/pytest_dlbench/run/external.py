@@ -34,6 +34,12 @@ observation (:meth:`Bench.log_step`: items and seconds, the loss, the progress).
   reporting rank's command printed no line the parser reads; the output stays in the run's log.
 - A throughput command that ends before ``skip + stop`` observations leaves a warning, and
   fails below ``min(stop, MIN_STEADY)`` steady ones (:func:`check_observations`).
+- Its output is read linearly, a line at most :data:`LINE_CAP` bytes (64 KiB; voir's data lines
+  :data:`DATA_LINE_CAP`, the stream's 1 MiB): a longer line keeps its head, the rest is dropped
+  and the log says so (:class:`LineBuffer`). Once the command has exited its output is read for
+  :data:`DRAIN_S` seconds more at most: a process it left in the background that keeps the
+  output open (``sleep 60 &``) neither holds the run to ``max_duration`` nor outlives it (it is
+  killed: :func:`kill_pipe_holders`), and the steps logged are scored.
 
 Under torchrun every rank runs its own copy of the command, which reads torchrun's variables
 (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) as if torchrun had started it: the benchmark's
@@ -49,14 +55,16 @@ import contextlib
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.errors import DlbenchError, shorten
 from pytest_dlbench.measure.logparse import StepReader
 from pytest_dlbench.measure.stream import Event
@@ -64,8 +72,9 @@ from pytest_dlbench.run.voir_data import STOP, DataChannel
 from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR, LogParser, make_parser
 
 __all__ = [
-    "BENCHMATE_ENV", "MIN_STEADY", "CommandResult", "ExternalCommandError", "check_observations",
-    "command_argv", "environment_voir", "main", "reason_line", "run_command",
+    "BENCHMATE_ENV", "DATA_LINE_CAP", "DRAIN_S", "LINE_CAP", "MIN_STEADY", "CommandResult",
+    "ExternalCommandError", "LineBuffer", "check_observations", "command_argv",
+    "environment_voir", "kill_pipe_holders", "main", "read_lines", "reason_line", "run_command",
 ]
 
 #: Seconds a command gets to exit after SIGTERM before SIGKILL.
@@ -78,6 +87,19 @@ MIN_STEADY = 5
 #: What benchmate is told on voir's data channel: push every step as it happens (not in one
 #: burst at an epoch's end), with its own seconds (``elapsed``).
 BENCHMATE_ENV = {"BENCHMATE_EAGER_SYNC": "1", "BENCHMATE_LOG_MODE": "all"}
+#: The longest line of a command's output kept, its head: a log line is under a kilobyte, and
+#: one of 48 MiB without a newline (a progress bar's carriage returns, a dumped tensor) must
+#: cost neither its size in memory nor a parser's regex over all of it.
+LINE_CAP = 64 << 10
+#: The longest line of voir's data channel kept: the stream's own line limit, so that any line
+#: kept can become a record (a telemetry sample of 8 GPUs is a few kilobytes).
+DATA_LINE_CAP = untrusted.MAX_LINE_BYTES
+#: Seconds the output is still read once the command has exited: enough for what its last
+#: writes left in the pipe, short beside a run, where a process it left in the background that
+#: keeps the pipe open (``sleep 60 &``, a logging daemon) would never give end-of-file.
+DRAIN_S = 2.0
+#: How often the reader looks whether the command has exited while its output is quiet.
+POLL_S = 0.2
 
 
 class ExternalCommandError(DlbenchError, RuntimeError):
@@ -163,29 +185,140 @@ def _failure(result: CommandResult, reason: str | None = None) -> ExternalComman
     return ExternalCommandError(f"the command exited with status {code}{said}")
 
 
-def _read_lines(streams: Mapping[int, str]) -> Iterator[tuple[str, bytes]]:
-    """(name, line) from several pipes as their lines come, until all of them are closed: the
-    output and voir's data channel are read apart, neither waiting for the other."""
+class LineBuffer:
+    """Splits a pipe's bytes into lines, keeping at most ``cap`` bytes of each (its head).
+
+    Linear: each byte is searched for a newline once (:attr:`scanned` counts them) and a line's
+    pieces are joined once, when it ends; nothing past ``cap`` is kept (:attr:`held`)."""
+
+    def __init__(self, cap: int = LINE_CAP) -> None:
+        self.cap = cap
+        self.scanned = 0  # bytes searched for a newline, in all
+        self.held = 0  # bytes of the current line kept
+        self._parts: list[bytes] = []
+        self._size = 0  # bytes of the current line, kept or not
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, int]]:
+        """The lines ``chunk`` ends, each ``(head + b"\\n", bytes dropped from it)``."""
+        done: list[tuple[bytes, int]] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            self.scanned += (len(chunk) if end < 0 else end + 1) - start
+            if end < 0:
+                self._keep(chunk[start:] if start else chunk)
+                return done
+            self._keep(chunk[start:end])
+            done.append(self._take(b"\n"))
+            start = end + 1
+
+    def flush(self) -> tuple[bytes, int] | None:
+        """The last line, which had no newline (None when there is none)."""
+        return self._take(b"") if self._size else None
+
+    def _keep(self, piece: bytes) -> None:
+        self._size += len(piece)
+        room = self.cap - self.held
+        if room <= 0 or not piece:
+            return
+        piece = piece[:room] if len(piece) > room else piece
+        self._parts.append(piece)
+        self.held += len(piece)
+
+    def _take(self, end: bytes) -> tuple[bytes, int]:
+        line = b"".join(self._parts) + end
+        dropped = self._size - self.held
+        self._parts, self.held, self._size = [], 0, 0
+        return line, dropped
+
+
+def read_lines(streams: Mapping[int, tuple[str, int]], *,
+                exited: Callable[[], bool] | None = None,
+                drain: float = DRAIN_S) -> Iterator[tuple[str, bytes, int]]:
+    """``(name, line, bytes dropped from it)`` from several pipes (fd: name and line cap) as
+    their lines come, until all of them are closed, or ``drain`` seconds after ``exited()``
+    says the command ended: the output and voir's data channel are read apart, neither waiting
+    for the other, and a background process holding a pipe open cannot hold the reader."""
     selector = selectors.DefaultSelector()
-    buffers: dict[int, bytes] = {}
-    for fd, name in streams.items():
+    buffers: dict[int, LineBuffer] = {}
+    for fd, (name, cap) in streams.items():
         selector.register(fd, selectors.EVENT_READ, name)
-        buffers[fd] = b""
+        buffers[fd] = LineBuffer(cap)
+    deadline: float | None = None
     try:
         while selector.get_map():
-            for key, _ in selector.select():
+            if deadline is None and exited is not None and exited():
+                deadline = time.monotonic() + drain
+            left = POLL_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                break  # the command ended, something it left keeps the pipe open
+            for key, _ in selector.select(left if exited is not None else None):
                 fd = key.fd
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     selector.unregister(fd)
-                    if buffers[fd]:
-                        yield key.data, buffers[fd]
                     continue
-                *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
-                for line in lines:
-                    yield key.data, line + b"\n"
+                for line, dropped in buffers[fd].feed(chunk):
+                    yield key.data, line, dropped
+        for fd, buffer in buffers.items():  # the last line of each, without its newline
+            last = buffer.flush()
+            if last is not None:
+                yield streams[fd][0], *last
     finally:
         selector.close()
+
+
+def _pipe_inode(fd: int) -> int | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_ino if stat.S_ISFIFO(info.st_mode) else None
+
+
+def kill_pipe_holders(fds: Sequence[int]) -> list[int]:
+    """SIGKILL every other process that holds one of the pipes ``fds`` (their other end): what
+    a command that exited left running with its output open. Their pids; Linux's ``/proc``
+    only (elsewhere none are found: the child's process group is still killed at its end)."""
+    inodes = {f"pipe:[{ino}]" for ino in map(_pipe_inode, fds) if ino is not None}
+    if not inodes:
+        return []
+    me, killed = os.getpid(), []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and int(entry.name) != me and _holds(entry.name, inodes):
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed.append(int(entry.name))
+    return killed
+
+
+def _holds(pid: str, inodes: set[str]) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False  # gone, or another user's: not ours
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+    return False
+
+
+def _echo(out: IO[str], tail: collections.deque[str], line: str, size: int, bench: Any,
+          said_cut: list[bool]) -> None:
+    """Copy an output line to the log, and to the tail; ``size``: the bytes of a line that was
+    cut (0 when it was not), which a note after it says (and, once a run, the stream)."""
+    out.write(line if line.endswith("\n") else line + "\n")
+    if size:
+        cut = f"cut: {size} bytes without a newline, its first {LINE_CAP} kept"
+        out.write(f"pytest-dlbench: the line above was {cut}\n")
+        if not said_cut:
+            said_cut.append(True)
+            bench.stream.write(Event.WARNING, source="command",
+                               message=f"a line of the command's output was {cut}")
+    out.flush()
+    tail.append(line.rstrip("\n"))
 
 
 def run_command(
@@ -248,6 +381,7 @@ def run_command(
     last_percent: float | None = None
     capped = False
     output_lines = 0  # with a channel: the parser reads none of them
+    said_cut: list[bool] = []  # whether a cut line was said in the stream (once a run)
 
     def stop_now() -> None:
         if not result.stopped:
@@ -256,29 +390,31 @@ def run_command(
 
     try:
         assert proc.stdout is not None
-        streams = {proc.stdout.fileno(): "out"}
+        streams = {proc.stdout.fileno(): ("out", LINE_CAP)}
         if channel is not None:
-            streams[data_read] = "data"
-        for name, raw in _read_lines(streams):
+            streams[data_read] = ("data", DATA_LINE_CAP)
+        lines = read_lines(streams, exited=lambda: proc.poll() is not None)
+        for name, raw, dropped in lines:
             line = raw.decode("utf-8", errors="replace")
-            if channel is not None:
-                data = [line] if name == "data" else []
-                if name == "out":
-                    output_lines += 1
-                    line, data = channel.unsmuggle(line)
-                    if line.strip() or not data:
-                        out.write(line)
-                        out.flush()
-                        tail.append(line.rstrip("\n"))
-                for text in data:
-                    if channel.feed(text) == STOP and reporting:
-                        stop_now()  # voir's early stop: milabench ends the command here
+            size = len(raw.rstrip(b"\n")) + dropped if dropped else 0
+            if channel is not None and name == "data":
+                if channel.feed(line, cut=dropped) == STOP and reporting:
+                    stop_now()  # voir's early stop: milabench ends the command here
                 if reporting and bench.done and stop_when_done:
                     stop_now()
                 continue
-            out.write(line)
-            out.flush()
-            tail.append(line.rstrip("\n"))
+            if channel is not None:
+                output_lines += 1
+                line, data = channel.unsmuggle(line)
+                if line.strip() or not data:
+                    _echo(out, tail, line, size, bench, said_cut)
+                for text in data:
+                    if channel.feed(text) == STOP and reporting:
+                        stop_now()
+                if reporting and bench.done and stop_when_done:
+                    stop_now()
+                continue
+            _echo(out, tail, line, size, bench, said_cut)
             assert reader is not None
             step = reader.feed(line)
             if step is None or not reporting or result.stopped:
@@ -299,10 +435,19 @@ def run_command(
                 bench.log_progress(step.percent)
             if bench.done and stop_when_done:
                 stop_now()
+        left = kill_pipe_holders(list(streams))
+        if left:  # the reader stopped DRAIN_S after the command exited: they kept it open
+            out.write(f"pytest-dlbench: the command exited, and {len(left)} process"
+                      f"{'es' if len(left) > 1 else ''} it left running (pid "
+                      f"{', '.join(map(str, left))}) kept its output open: stopped reading "
+                      f"{DRAIN_S:g} s later and killed {'them' if len(left) > 1 else 'it'}\n")
+            out.flush()
         result.returncode = proc.wait()
     except BaseException:
         # Ctrl-C, a NaN loss, a broken stream: the command must not outlive the run.
         _stop(proc, grace=3.0)
+        kill_pipe_holders([*([proc.stdout.fileno()] if proc.stdout else []),
+                           *([data_read] if channel is not None else [])])
         raise
     finally:
         if channel is not None:
@@ -313,7 +458,8 @@ def run_command(
         result.tail = list(tail)
         bench.stream.write(Event.COMMAND, status="end", returncode=proc.returncode,
                            lines=result.lines, steps=result.steps, recorded=result.recorded,
-                           stopped=result.stopped, time=time.time())
+                           stopped=result.stopped, time=time.time(),
+                           **({"data_dropped": channel.dropped} if channel else {}))
     if not result.stopped and result.returncode != 0:
         raise _failure(result, channel.error if channel is not None else None)
     if reporting and result.steps == 0:

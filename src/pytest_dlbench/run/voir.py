@@ -37,8 +37,11 @@ from typing import IO, Any
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.external import (
     BENCHMATE_ENV,
+    LINE_CAP,
     ExternalCommandError,
     check_observations,
+    kill_pipe_holders,
+    read_lines,
     reason_line,
     run_command,
 )
@@ -87,13 +90,21 @@ def voir_config(voir: Any, *, skip: int, stop: int) -> dict[str, Any]:
 
 
 def _copy_output(proc: subprocess.Popen[bytes], out: IO[str]) -> list[str]:
+    """Copy the output to ``out`` as the command's is (run/external.py): a line at most
+    ``LINE_CAP`` bytes, the rest said and dropped; read until ``DRAIN_S`` after it exits."""
     tail: list[str] = []
     assert proc.stdout is not None
-    for raw in proc.stdout:
+    streams = {proc.stdout.fileno(): ("out", LINE_CAP)}
+    for _, raw, dropped in read_lines(streams, exited=lambda: proc.poll() is not None):
         line = raw.decode("utf-8", errors="replace")
-        out.write(line)
+        out.write(line if line.endswith("\n") else line + "\n")
+        if dropped:
+            size = len(raw.rstrip(b"\n")) + dropped
+            out.write(f"pytest-dlbench: the line above was cut: {size} bytes without a newline, "
+                      f"its first {LINE_CAP} kept\n")
         out.flush()
         tail = [*tail[-29:], line.rstrip("\n")]
+    kill_pipe_holders(list(streams))  # what it left running with its output open
     return tail
 
 

@@ -21,20 +21,29 @@ only kept in the data file (``voir.data.jsonl`` in the run's work folder). With 
 2, voir smuggles its lines into the output as escape sequences (voir/smuggle.py);
 :meth:`DataChannel.unsmuggle` takes them out of an output line.
 
+A data line is someone else's text, read as a stream line is (core/untrusted.py): one longer
+than ``MAX_LINE_BYTES`` (1 MiB) or nested deeper than ``MAX_DEPTH`` (128 levels) is left out,
+and so is a ``telemetry`` record that would be too long or too deep for the stream's reader
+(measure/stream.line_problem): the stream stays readable and the run keeps its rates. The first
+line left out for each reason is said in a ``warning`` record (the report shows it); the
+command's ``end`` record counts them all (``data_dropped``).
+
 Pure Python, no torch.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from typing import IO, Any
 
+from pytest_dlbench.core import untrusted
+from pytest_dlbench.core.errors import shorten
 from pytest_dlbench.core.numbers import as_number
 from pytest_dlbench.measure.bench import NonFiniteLoss
-from pytest_dlbench.measure.stream import Event
+from pytest_dlbench.measure.stream import Event, line_problem
+from pytest_dlbench.suite.logparsers import OBSERVATIONS
 
 __all__ = ["STOP", "DataChannel", "decode_smuggled"]
 
@@ -42,6 +51,9 @@ __all__ = ["STOP", "DataChannel", "decode_smuggled"]
 STOP = "stop"
 #: The task whose rates are the benchmark's observations.
 TRAIN = "train"
+#: The longest ``units`` a data line may set: it is copied into every ``rate`` record, so a
+#: long one would make each of them as long (units are a few characters: ``items/s``).
+MAX_UNITS = 64
 # voir/smuggle.py: ESC [ then the data's UTF-8 bytes in hex written with the 16 characters
 # 0-9 : ; < = > ?, then "z".
 _SMUGGLED = re.compile("\x1b\\[([0-9:;<=>?]*)z")
@@ -78,6 +90,8 @@ class DataChannel:
         self.rates = 0  # train rates read (recorded or not: skip + stop caps the records)
         self.error: str | None = None  # "Type: message" of voir's last error event
         self.stopped = False  # voir said stop
+        self.dropped = 0  # data lines left out: too long, too deep (module docstring)
+        self._said: set[str] = set()  # the reasons already said in a warning record
         self._progress: float | None = None
 
     # -- input -------------------------------------------------------------------------------
@@ -90,8 +104,9 @@ class DataChannel:
         data = [part for chunk in found for part in chunk.splitlines() if part.strip()]
         return plain, data
 
-    def feed(self, line: str) -> str | None:
-        """Read one data line; :data:`STOP` when voir asks the command to end."""
+    def feed(self, line: str, *, cut: int = 0) -> str | None:
+        """Read one data line; :data:`STOP` when voir asks the command to end. ``cut``: the
+        bytes the reader dropped from this line's end (it is then only its head: left out)."""
         text = line.strip()
         if not text:
             return None
@@ -99,8 +114,17 @@ class DataChannel:
         if self.keep is not None:
             self.keep.write(text + "\n")
             self.keep.flush()
+        size = len(text.encode("utf-8", "surrogatepass")) + cut
+        if cut or size > untrusted.MAX_LINE_BYTES:
+            self._drop(f"longer than {untrusted.MAX_LINE_BYTES} bytes ({size} bytes)")
+            return None
         try:
-            data = json.loads(text)
+            # Bounded as a stream line is: a line nested 100,000 levels deep is refused before
+            # json recurses into it (a RecursionError would end the run).
+            data = untrusted.loads(text)
+        except untrusted.FileRefused as exc:
+            self._drop(str(exc))
+            return None
         except ValueError:
             return None
         if not isinstance(data, dict):
@@ -117,8 +141,26 @@ class DataChannel:
             self._progress_line(data.get("progress"))
         if "gpudata" in data or "process" in data:
             kept = {k: data[k] for k in ("gpudata", "process", "task") if k in data}
-            self.bench.stream.write(Event.COMMAND, status="telemetry", time=time.time(), **kept)
+            record = {"event": Event.COMMAND, "status": "telemetry", "time": time.time(), **kept}
+            problem = line_problem(record)
+            if problem is not None:
+                self._drop(f"its telemetry record would be {problem}")
+            else:
+                self.bench.stream.write_many([record])
         return None
+
+    def _drop(self, why: str) -> None:
+        """Leave the current line out; the first of each reason is said in the stream."""
+        self.dropped += 1
+        reason = why.split(" (")[0]
+        if reason in self._said:
+            return
+        self._said.add(reason)
+        self.bench.stream.write(
+            Event.WARNING, source=OBSERVATIONS,
+            message=(f"voir data line {self.lines} left out: {why} (later lines left out for "
+                     "this reason are only counted: the command record's data_dropped)"),
+        )
 
     # -- each kind of line -------------------------------------------------------------------
     def _signal(self, signal: Any, payload: Any) -> str | None:
@@ -128,7 +170,7 @@ class DataChannel:
         if signal == "error" and isinstance(payload, dict):
             kind = str(payload.get("type") or "error")
             message = " ".join(str(payload.get("message") or "").split())
-            self.error = f"{kind}: {message}" if message else kind
+            self.error = shorten(f"{kind}: {message}" if message else kind)
         return None
 
     def _rate(self, data: dict[str, Any]) -> None:
@@ -138,7 +180,7 @@ class DataChannel:
         self.rates += 1
         bench = self.bench
         units = self.units or data.get("units")
-        if isinstance(units, str) and units and units != bench.units:
+        if isinstance(units, str) and 0 < len(units) <= MAX_UNITS and units != bench.units:
             bench.set_units(units)
         elapsed = as_number(data.get("elapsed"))
         if elapsed is not None and math.isfinite(elapsed) and elapsed > 0:
