@@ -17,10 +17,13 @@ from typing import Any, TypeGuard
 __all__ = [
     "DASH",
     "DEFAULT_UNITS",
+    "FIGURE_UNITS",
     "MISSING",
+    "STORED_UNITS",
     "as_number",
     "is_integer",
     "is_number",
+    "as_named",
     "byte_size",
     "count",
     "duration",
@@ -42,6 +45,38 @@ DEFAULT_UNITS = "items/s"
 MISSING = "-"
 #: An unknown value in the HTML page.
 DASH = "—"
+
+
+# -- one unit per figure ------------------------------------------------------------------------
+# A figure that every output names (a frame's column, a logger's metric, a CSV's header) is in
+# the unit its name says, the same in each: ``..._pct`` and ``..._percent`` in percent (3.2 is
+# 3.2 %, as the terminal's ``std%`` shows "3.2%"), a rate of failures a fraction.
+
+#: The unit of each such figure in every output that names it: ``percent`` (0-100) or
+#: ``fraction`` (0-1). The frame (results/frames.py) and the loggers (loggers/source.py) read it.
+FIGURE_UNITS: dict[str, str] = {
+    "std_pct": "percent",
+    "done_percent": "percent",
+    "failure_rate": "fraction",
+}
+#: How a summary holds it (``BenchSummary``, and the saved JSON: ``std_pct`` has been a fraction
+#: there since its first version, kept so that every saved file reads as it always did).
+STORED_UNITS: dict[str, str] = {
+    "std_pct": "fraction",
+    "done_percent": "percent",
+    "failure_rate": "fraction",
+}
+_SCALE = {("fraction", "percent"): 100.0, ("percent", "fraction"): 0.01}
+
+
+def as_named(name: str, value: Any) -> Any:
+    """A summary's ``value`` of the figure ``name`` in the unit :data:`FIGURE_UNITS` gives it
+    (the saved ``std_pct`` 0.541 -> 54.1); anything else, and a value that is not a number,
+    as it is."""
+    if not is_number(value) or name not in FIGURE_UNITS:
+        return value
+    scale = _SCALE.get((STORED_UNITS.get(name, FIGURE_UNITS[name]), FIGURE_UNITS[name]), 1.0)
+    return value * scale
 
 
 # -- what a JSON number is ----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.numbers import as_number
+from pytest_dlbench.core.numbers import as_named, as_number
 from pytest_dlbench.layout import profile_dir, read_manifest, stream_paths
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
@@ -169,14 +169,14 @@ def _metric_name(text: str) -> str:
 
 #: The benchmark's numbers of the summary table, as metric names (summary key -> metric).
 _BENCH_KEYS = {"perf": "perf", "total": "total", "std_pct": "std_pct", "perf_adj": "perf_adj"}
-#: The summary's keys kept as fractions that every logger sends in percent, as the terminal
-#: and the HTML report show them (std% 2.5, not 0.025).
-PERCENT_KEYS = frozenset({"std_pct"})
 
 
 def as_shown(key: str, value: Any) -> Any:
-    """A summary value as the reports show it: :data:`PERCENT_KEYS` in percent."""
-    return 100 * value if key in PERCENT_KEYS and isinstance(value, int | float) else value
+    """A summary value in the unit its name says, as every output sends it (std_pct 2.5, not
+    the saved 0.025: core/numbers.FIGURE_UNITS, the one table of units)."""
+    return as_named(key, value)
+
+
 _TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "energy_j", "mean_gpu_util")
 
 
@@ -209,7 +209,7 @@ def session_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
         metrics["score"] = score
     rate = as_number(summary.get("failure_rate"))
     if rate is not None:
-        metrics["failure_rate"] = rate
+        metrics["failure_rate"] = as_shown("failure_rate", rate)
     benches = summary.get("benchmarks") or {}
     metrics["runs"] = float(sum(int(b.get("n") or 0) for b in benches.values()))
     metrics["failed_runs"] = float(sum(int(b.get("fail") or 0) for b in benches.values()))

@@ -14,7 +14,8 @@ The columns:
   ``enabled``, ``precision``, ``compile`` (mode, or None when eager), ``world_size``, and each
   matrix parameter as ``matrix.<name>``;
 - the benchmark's figures, as the terminal table shows them (the same on each of its runs):
-  ``perf``, ``std``, ``std_pct``, ``perf_adj``, ``n``, ``fail``;
+  ``perf``, ``std``, ``std_pct`` (in percent: 3.2 is the table's "3.2%", as the loggers send
+  it; core/numbers.FIGURE_UNITS), ``perf_adj``, ``n``, ``fail``;
 - the run: ``device``, ``repeat``, ``status``, ``ok``, ``reason``, ``rate`` (its steady
   window's rate), ``steps``, ``total_time_secs``, ``throughput_avg``,
   ``time_per_iteration_secs``, ``done_percent``;
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import as_named
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,7 +60,7 @@ def _bench_columns(b: BenchSummary) -> dict[str, Any]:
         **{f"matrix.{k}": v for k, v in b.matrix.items()},
         "perf": b.perf,
         "std": b.std,
-        "std_pct": b.std_pct,
+        "std_pct": as_named("std_pct", b.std_pct),  # the name's unit: percent
         "perf_adj": b.perf_adj,
         "n": b.n,
         "fail": b.fail,
@@ -83,7 +85,7 @@ def _run_rows(summary: SuiteSummary, where: Mapping[str, Any],
                 "total_time_secs": r.timing.total_time_secs,
                 "throughput_avg": r.timing.throughput_avg,
                 "time_per_iteration_secs": r.timing.time_per_iteration,
-                "done_percent": r.timing.done_percent,
+                "done_percent": as_named("done_percent", r.timing.done_percent),
             }
             if not observations:
                 rows.append(run)
