@@ -7,8 +7,8 @@ gate worked against, and the paired targets.
   run directory, as pytest and ``dlbench report`` do: the run's own design, round bound, test and
   rate from its ``against.json`` (sequential: the first clear look is the verdict; fixed: every
   round), the busy-side doubt (results/noise.py ``paired_with_doubts``: inconclusive), and the
-  exit status of ``gate.final_status``. Its counts are the exit-status row's; where a trial's
-  exit status and this judgement disagree, the report warns.
+  exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
+  where a trial's exit status and this judgement disagree, the report warns.
 - **Paired, other rules**: ``compare_paired`` with the design named in the row: the fixed rule
   on the first k rounds, other tests, rates and tolerances ("fixed rule": a trial that the
   sequential gate stopped before round k has fewer rounds to judge, counted beneath the table),
@@ -18,7 +18,7 @@ gate worked against, and the paired targets.
   first pass alone, and other tolerances with the confirmation runs the trial made (at the
   product's tolerance: a benchmark suspected only at another tolerance has none).
 
-Every row counts the outcome its exit status would be (``gate.final_status``: the benchmark's
+Every row counts the outcome its exit status would be (``evaluation.judged``: the benchmark's
 verdict or the score's, as the gate fails on either): regressed (6), inconclusive (9, its own
 outcome), passed (0), anything else (a failed run) neither. A cell reads ``k/n P %`` regressed,
 then ``, m inconcl.`` when some were inconclusive. The benchmark's own verdict word stays in
@@ -36,10 +36,15 @@ from typing import Any
 from pytest_dlbench import layout
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison, compare
-from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
+from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate, judged
+
+# What no public function gives: evaluate() judges a paired run by its own design and every
+# round, so the other rules (the first k rounds, another design) re-run compare_paired on the
+# rounds kept and the busy-side doubt evaluate applies after it (paired_with_doubts); the
+# pairs themselves (pairs_of) and against.json's design (design_of) are read as it reads them.
 from pytest_dlbench.results.noise import paired_with_doubts
 from pytest_dlbench.results.paired import compare_paired, design_of, pairs_of
-from pytest_dlbench.results.scoring import load_run, summarize_dir, summarize_runs
+from pytest_dlbench.results.scoring import summarize_dir, summarize_runs
 from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -59,7 +64,7 @@ class Judged:
     """One run directory judged offline: the exit status the judgement gives, and the
     benchmark's row of the comparison."""
 
-    status: int  # gate.final_status of the comparison (1: a failed run, 7/4: no baseline)
+    status: int  # evaluation.judged's of the comparison (1: a failed run, 7/4: no baseline)
     verdict: str = ""  # the benchmark's verdict ("" when it has none)
     ratio: float | None = None
     ci: tuple[float, float] | None = None
@@ -80,9 +85,10 @@ class Judged:
 
 def _summary(run_dir: Path, rounds: int | None = None) -> SuiteSummary:
     """The run's summary, of its first ``rounds`` rounds (None: every one)."""
-    runs = [load_run(p) for p in layout.stream_paths(run_dir)]
-    if rounds is not None:
-        runs = [r for r in runs if (r.repeat or 0) < rounds]
+    summary = summarize_dir(run_dir)
+    if rounds is None:
+        return summary
+    runs = [r for r in summary.runs if (r.repeat or 0) < rounds]
     return summarize_runs(runs, layout.read_manifest(run_dir), run_dir=str(run_dir))
 
 
@@ -119,9 +125,9 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
     rate = rate or own_rate
     comparison: Comparison | None
     if (design, rounds, test or own_test, rate) == (None, None, own_test, own_rate):
-        evaluation = evaluate(run, EvaluateOptions(tolerance=tolerance))
-        cand, base = evaluation.summary, evaluation.base_summary
-        comparison, status = evaluation.comparison, evaluation.status
+        product = evaluate(run, EvaluateOptions(tolerance=tolerance))
+        cand, base = product.summary, product.base_summary
+        comparison, status = product.comparison, product.status
     else:
         bound = rounds or own_rounds
         against = {**(layout.read_against(run) or {}), "design": design or own_design,
@@ -130,7 +136,7 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
         comparison = compare_paired(cand, base, tolerance=tolerance, test=test or own_test,
                                     rate=rate, against=against)
         comparison = paired_with_doubts(comparison, base, cand)
-        status = gate.final_status(failed=gate.run_failed(cand), comparison=comparison)
+        status = judged(run, cand, comparison=comparison).status
     base_bench = base.get(bench) if base is not None else None
     ran = _ran(cand.get(bench), base_bench)
     stop = ((comparison.against or {}).get("stops") or {}).get(bench) if comparison else None
@@ -165,15 +171,15 @@ def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float = gat
         return Judged(loaded.status)
     record = None
     if confirm:
-        evaluation = evaluate(run, EvaluateOptions(tolerance=tolerance, baseline=loaded,
-                                                   baseline_path=str(baseline)))
-        comparison, status = evaluation.comparison, evaluation.status
-        if evaluation.confirmation is not None:
-            record = evaluation.confirmation.get(bench)
+        product = evaluate(run, EvaluateOptions(tolerance=tolerance, baseline=loaded,
+                                                baseline_path=str(baseline)))
+        comparison, status = product.comparison, product.status
+        if product.confirmation is not None:
+            record = product.confirmation.get(bench)
     else:
         summary = summarize_dir(run)
         comparison = compare(summary, loaded.summary, tolerance=tolerance)
-        status = gate.final_status(failed=gate.run_failed(summary), comparison=comparison)
+        status = judged(run, summary, comparison=comparison).status
     row = comparison.get(bench) if comparison is not None else None
     if row is None:
         return Judged(status)

@@ -112,3 +112,16 @@ def test_docstrings_name_what_exists() -> None:
             if not hasattr(found, attr):
                 missing.append(f"{path.name}: {module}.{attr}")
     assert not missing
+
+
+def test_gate_offline_takes_exit_statuses_from_the_evaluation() -> None:
+    """benchmarks/gate_offline.py judges a run's exit status where the product decides it
+    (results/evaluation.judged), not by calling the gate's rule and the stream reader itself."""
+    import inspect
+
+    from _bench_scripts import load_script
+
+    offline = load_script("gate_offline")
+    source = inspect.getsource(offline)
+    assert "final_status(" not in source and "run_failed(" not in source
+    assert not hasattr(offline, "load_run")
