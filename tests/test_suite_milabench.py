@@ -148,6 +148,29 @@ def test_auto_batch_never_below_one() -> None:
     assert fill_auto("auto_batch(8)", {"sizer": {"auto": 1, "add": -100}}) == "1"
 
 
+@pytest.mark.parametrize("text", ["auto_batch(" + "9" * 5000 + ")",
+                                  "--batch=auto(" + "9" * 5000 + ", 8)"])
+def test_a_number_of_thousands_of_digits_is_one_line_not_a_traceback(text: str) -> None:
+    """Issue 40 item 9: int() of 5,000 digits raises ValueError (Python's digit limit)."""
+    with pytest.raises(SuiteError, match="more than 18 digits") as info:
+        fill_auto(text, {"sizer": {"auto": 1, "mult": 2}, "cpu": {"enabled": True}})
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+def test_a_sized_batch_too_large_to_be_one_is_refused() -> None:
+    with pytest.raises(SuiteError, match="not a size"):
+        fill_auto("auto_batch(8)", {"sizer": {"auto": 1, "mult": 1e300}})
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_an_infinite_or_nan_sizer_value_is_refused_when_the_system_is_read(
+    tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(SuiteError, match="must be a finite number") as info:
+        _system(tmp_path, f"system:\n  options:\n    sizer: {{auto: 1, mult: {value}}}\n")
+    assert "\n" not in str(info.value)
+
+
 def test_sizing_from_the_gpu_memory_model_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SuiteError) as info:
         _system(tmp_path, "system:\n  options:\n    sizer: {auto: 1, multiple: 8}\n")
@@ -455,3 +478,28 @@ def test_what_is_a_milabench_folder(tmp_path: Path, definition: str, folder: boo
     if folder:
         assert error.startswith(f"a: definition '{definition}' names a milabench benchmark "
                                 "folder, but ")
+
+
+@pytest.mark.parametrize("condition", [
+    "(" * 100_000 + "1" + ")" * 100_000,
+    "not " * 100_000 + "True",
+    "len(" * 5_000 + "nodes" + ")" * 5_000,
+    "gpu['count']" + "[1]" * 100_000,
+    "9" * 5_000 + " > 1",
+])
+def test_a_hostile_condition_is_one_line_not_a_recursion_error(condition: str) -> None:
+    """Issue 40 item 9: a condition is text someone else wrote; the recursive parser and
+    evaluator are bounded (nesting, digits) and say so."""
+    from pytest_dlbench.suite.capability import CapabilityError, RunFacts, evaluate
+
+    with pytest.raises(CapabilityError, match="nested more than|more than 18 digits"):
+        evaluate(condition, RunFacts(slots=1))
+
+
+def test_a_long_flat_condition_is_evaluated() -> None:
+    from pytest_dlbench.suite.capability import RunFacts, evaluate
+
+    facts = RunFacts(slots=2)
+    assert evaluate(" and ".join(["gpu['count'] >= 1"] * 3_000), facts) is True
+    assert evaluate(" or ".join(["gpu['count'] > 8"] * 3_000) + " or True", facts) is True
+    assert evaluate("not True and True or len(nodes) == 1", facts) is True

@@ -295,4 +295,6 @@ class BenchFunction(_BenchNode, pytest.Function):
         try:
             super().teardown()
         finally:
-            self.run.close()
+            run = getattr(self, "run", None)  # none when start_run itself failed in setup
+            if run is not None:
+                run.close()

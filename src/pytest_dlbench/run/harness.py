@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.errors import DlbenchError, one_line
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.core.protocol import Env, Outcome, Status
 from pytest_dlbench.measure.bench import Bench, NonFiniteLoss
@@ -263,13 +263,19 @@ def start_run(
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
                  **run_dimensions(spec.definition, spec.args), **rank.describe(),
                  **_launch_facts())
+    try:
+        args = fill_all(spec.args, context)
+    except DlbenchError as exc:  # an argument the suite wrote cannot be filled: its one line
+        with contextlib.suppress(StreamWriteError):
+            stream.write(Event.END, status=Status.FAIL, reason=one_line(exc), time=time.time())
+        raise
     run = RunContext(
         spec=spec,
         device_index=device,
         repeat=repeat,
         path=path,
         stream=stream,
-        args=fill_all(spec.args, context),
+        args=args,
         data_dir=data_dir,
         run_name=run_name,
         items_scale=rank.items_scale,

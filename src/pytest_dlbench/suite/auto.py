@@ -17,6 +17,7 @@ as written. Nothing is ever evaluated as Python.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -33,8 +34,23 @@ _CALLS = {
 }
 
 
-def _number(text: str) -> int | float:
+#: The longest number an ``auto``/``auto_batch`` call may hold, and the largest value it may
+#: give: a suite is text someone else wrote, and int() of thousands of digits raises (Python's
+#: 4,300-digit limit) where a batch of 2**31 is already no batch.
+MAX_DIGITS = 18
+MAX_VALUE = 2**31
+
+
+def _number(text: str, call: str) -> int | float:
+    if len(text.lstrip("-").replace(".", "")) > MAX_DIGITS:
+        raise SuiteError(f"{call[:40]}...: a number of more than {MAX_DIGITS} digits")
     return float(text) if "." in text else int(text)
+
+
+def _bounded(value: float, call: str) -> int | float:
+    if not math.isfinite(value) or abs(value) > MAX_VALUE:
+        raise SuiteError(f"{call} gives {value:.3g}, not a size (at most {MAX_VALUE:,})")
+    return value
 
 
 def _section(options: Any, name: str) -> Mapping[str, Any]:
@@ -42,12 +58,14 @@ def _section(options: Any, name: str) -> Mapping[str, Any]:
     return section if isinstance(section, Mapping) else {}
 
 
-def _batch(default: int | float, sizer: Mapping[str, Any]) -> int | float:
+def _batch(default: int | float, sizer: Mapping[str, Any], call: str) -> int | float:
     if not sizer.get("auto"):
         return default
     mult, add = sizer.get("mult"), sizer.get("add")
     if mult is not None or add is not None:
-        return max(1, int(default * (mult if mult is not None else 1)) + (add or 0))
+        scaled = default * (mult if mult is not None else 1)
+        _bounded(scaled + (add or 0), call)
+        return max(1, int(scaled) + (add or 0))
     size = sizer.get("batch_size")
     return default if size is None else size
 
@@ -55,11 +73,11 @@ def _batch(default: int | float, sizer: Mapping[str, Any]) -> int | float:
 def _evaluate(call: str, options: Any) -> str | None:
     match = _CALLS["auto"].fullmatch(call)
     if match:
-        value, default = (_number(g) for g in match.groups())
+        value, default = (_number(g, call) for g in match.groups())
         return str(value if _section(options, "cpu").get("enabled") else default)
     match = _CALLS["auto_batch"].fullmatch(call)
     if match:
-        return str(_batch(_number(match.group(1)), _section(options, "sizer")))
+        return str(_batch(_number(match.group(1), call), _section(options, "sizer"), call))
     return None
 
 
@@ -93,9 +111,10 @@ def check_options(options: Any, *, file: Any = None) -> None:
     numbers += [("cpu", k) for k in ("min", "max", "n_workers")]
     for section, key in numbers:
         value = _section(options, section).get(key)
-        if value is not None and not is_number(value):
+        if value is not None and not (is_number(value) and math.isfinite(value)):
             raise SuiteError(
-                f"'system.options.{section}.{key}' must be a number, got {value!r}", file=file
+                f"'system.options.{section}.{key}' must be a finite number, got {value!r}",
+                file=file,
             )
     if sizer.get("auto") and all(sizer.get(k) is None for k in ("mult", "add", "batch_size")):
         raise SuiteError(

@@ -24,9 +24,10 @@ The names (milabench's, with this project's meaning):
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,12 +93,29 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return tokens
 
 
+#: Bounds on a condition, text someone else wrote: nested deeper, the parser and the evaluator
+#: (both recursive) would hit Python's recursion limit; a longer number, int()'s digit limit.
+MAX_DEPTH = 50
+MAX_DIGITS = 18
+
+
 class _Parser:
     """Recursive descent over the tokens, building nested tuples (never Python code)."""
 
     def __init__(self, text: str) -> None:
         self.tokens = _tokens(text)
         self.pos = 0
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def nested(self, levels: int = 1) -> Iterator[None]:
+        self.depth += levels
+        if self.depth > MAX_DEPTH:
+            raise CapabilityError(f"nested more than {MAX_DEPTH} deep")
+        try:
+            yield
+        finally:
+            self.depth -= levels
 
     def peek(self, value: str | None = None) -> bool:
         if self.pos >= len(self.tokens):
@@ -118,24 +136,27 @@ class _Parser:
             raise CapabilityError(f"unexpected {self.tokens[self.pos][1]!r}")
         return tree
 
+    # 'or' and 'and' hold all their operands in one node, not a chain a node deep each: a
+    # condition of 3,000 terms stays a flat tree the evaluator walks without recursing.
     def condition(self) -> tuple:
-        tree = self.conjunction()
+        terms = [self.conjunction()]
         while self.peek("or"):
             self.take()
-            tree = ("or", tree, self.conjunction())
-        return tree
+            terms.append(self.conjunction())
+        return ("or", tuple(terms)) if len(terms) > 1 else terms[0]
 
     def conjunction(self) -> tuple:
-        tree = self.negation()
+        terms = [self.negation()]
         while self.peek("and"):
             self.take()
-            tree = ("and", tree, self.negation())
-        return tree
+            terms.append(self.negation())
+        return ("and", tuple(terms)) if len(terms) > 1 else terms[0]
 
     def negation(self) -> tuple:
         if self.peek("not"):
             self.take()
-            return ("not", self.negation())
+            with self.nested():
+                return ("not", self.negation())
         return self.comparison()
 
     def comparison(self) -> tuple:
@@ -155,25 +176,32 @@ class _Parser:
     def value(self) -> tuple:
         kind, text = self.take()
         if kind == "number":
+            if len(text.replace(".", "")) > MAX_DIGITS:
+                raise CapabilityError(f"a number of more than {MAX_DIGITS} digits")
             return ("const", float(text) if "." in text else int(text))
         if kind == "string":
             return ("const", text[1:-1])
         if kind == "op" and text == "(":
-            tree = self.condition()
+            with self.nested():
+                tree = self.condition()
             self.take(")")
             return tree
         if kind == "name" and text in _CONSTANTS:
             return ("const", _CONSTANTS[text])
         if kind == "name" and text == "len":
             self.take("(")
-            tree = self.condition()
+            with self.nested():
+                tree = self.condition()
             self.take(")")
             return ("len", tree)
         if kind == "name" and text not in _KEYWORDS:
             tree = ("name", text)
+            items = 0
             while self.peek("["):
                 self.take()
-                tree = ("item", tree, self.condition())
+                items += 1  # each one a level of the tree the evaluator recurses into
+                with self.nested(items):
+                    tree = ("item", tree, self.condition())
                 self.take("]")
             return tree
         raise CapabilityError(f"unexpected {text!r}")
@@ -215,9 +243,9 @@ def _eval(tree: tuple, names: Mapping[str, Any]) -> Any:
     if kind == "not":
         return not _eval(tree[1], names)
     if kind == "and":
-        return _eval(tree[1], names) and _eval(tree[2], names)
+        return all(_eval(term, names) for term in tree[1])
     if kind == "or":
-        return _eval(tree[1], names) or _eval(tree[2], names)
+        return any(_eval(term, names) for term in tree[1])
     left = _eval(tree[1], names)
     for op, right_tree in tree[2]:
         right = _eval(right_tree, names)

@@ -1,0 +1,56 @@
+"""A benchmark argument the suite wrote that cannot be filled at launch (issue 40 item 9:
+``auto_batch`` of 5,000 digits) fails that benchmark with its one line, recorded in the stream's
+``end`` record, and pytest does not crash in teardown after it ('BenchFunction' object has no
+attribute 'run')."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.measure.stream import read_stream
+from pytest_dlbench.run.harness import start_run
+from pytest_dlbench.suite import resolve_suite
+
+HUGE = "9" * 5000
+
+
+def _suite(tmp_path: Path) -> Path:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        toy:
+          definition: pytest_dlbench.workloads.toy:main
+          weight: 1
+          argv:
+            --batch-size: auto_batch({HUGE})
+        """))
+    return path
+
+
+def test_an_argument_that_cannot_be_filled_ends_the_stream_with_its_line(tmp_path: Path) -> None:
+    (spec,) = resolve_suite(_suite(tmp_path)).specs
+    stream = tmp_path / "toy.D0.data"
+    with pytest.raises(SuiteError, match="more than 18 digits"):
+        start_run(spec, device=0, repeat=None, path=stream, data_dir=tmp_path,
+                  run_name="r", system=None)
+    end = [r for r in read_stream(stream) if r["event"] == "end"]
+    assert len(end) == 1 and end[0]["status"] == "fail"
+    assert "more than 18 digits" in end[0]["reason"] and "\n" not in end[0]["reason"]
+
+
+@pytest.mark.slow  # a real pytest run: the controller and the benchmark's child
+def test_pytest_reports_the_line_and_no_teardown_crash(tmp_path: Path) -> None:
+    suite = _suite(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--bench-suite={suite}",
+         "-q", f"--bench-base={tmp_path / 'base'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "SuiteError: auto_batch(" in out and "AttributeError" not in out, out
+    assert "crash: exited with status" not in out, out
