@@ -187,6 +187,20 @@ def test_in_a_ci_log_a_benchmark_that_ends_has_its_line(tmp_path: Path):
     assert terminal._tw.out.count("dlbench:") == 1
 
 
+def test_a_failed_run_shows_its_reason_not_a_rate(tmp_path: Path) -> None:
+    """Issue 41 item 4: ``broken[D0] failed: 652,742 items/s`` read as a result; the steps a
+    failed run took before failing are none."""
+    stream = tmp_path / "broken.D0.data"
+    write(stream, config(skip=0, stop=8), rate(), rate(),
+          {"event": "end", "status": "fail", "reason": "RuntimeError: boom at step 5"})
+    line = progress.end_line("broken[D0]", "failed", stream, 4.2)
+    assert line == "dlbench: broken[D0] failed: fail: RuntimeError: boom at step 5 in 4s"
+    write(tmp_path / "crash.D0.data", config(), rate(),
+          {"event": "end", "status": "crash", "reason": "crash: killed by SIGSEGV"})
+    line = progress.end_line("crash[D0]", "failed", tmp_path / "crash.D0.data", None)
+    assert line == "dlbench: crash[D0] failed: crash: killed by SIGSEGV"
+
+
 def test_names_and_units_from_a_stream_are_escaped(tmp_path: Path) -> None:
     run = LiveRun(tmp_path / "x", "t\x1b]0;x\x07[D0]", seen_at=0.0)
     run.units = "it\x1b[2J/s"

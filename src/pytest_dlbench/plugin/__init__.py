@@ -91,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_dlbench.report.console import tolerant_output
 
     tolerant_output()  # our lines on a terminal that cannot show a name: escaped, no traceback
+    if config.getoption("bench_child_stream"):
+        _child_report(config)
     if not config.getoption("bench_suite"):
         # Your own tests' benchmarks (the bench fixture): their table, score and outputs.
         from pytest_dlbench.plugin.fixture_runs import FixtureRuns
@@ -116,6 +118,15 @@ def usage_error(*messages: object) -> pytest.UsageError:
     from pytest_dlbench.core.numbers import printable
 
     return pytest.UsageError(*(printable(m) for m in messages))
+
+
+def _child_report(config: pytest.Config) -> None:
+    """The child that runs one benchmark writes its error and traceback to its log, but not
+    pytest's summary of its one item (``short test summary info``, ``1 failed in 0.09s``): the
+    parent shows the log's last lines under the benchmark's failure, where those lines would
+    read as a second, inner test report. Set before the terminal reporter reads them."""
+    config.option.reportchars = "N"  # no short test summary
+    config.option.verbose = min(config.option.verbose, -2)  # -qq: no "1 failed in 0.09s"
 
 
 def _autosave_from_ini(config: pytest.Config) -> None:

@@ -160,13 +160,20 @@ def progress_line(runs: list[LiveRun], now: float, width: int = 120) -> str:
 
 def end_line(label: str, outcome: str, stream: Path | None, seconds: float | None) -> str:
     """``dlbench: toy[D0] passed: 2,345 items/s in 12s``: a benchmark's end in a CI log, its
-    rate as the table scores it (results/scoring.load_run of its stream)."""
+    rate as the table scores it (results/scoring.load_run of its stream); a run that did not
+    pass shows its reason instead (``broken[D0] failed: fail: RuntimeError: boom``): the rate
+    of the steps it took before failing is no result."""
     text = f"dlbench: {printable(label)} {outcome}"
     if stream is not None:
         from pytest_dlbench.results.scoring import load_run
 
         run = load_run(stream)
-        if run.rate is not None:
+        if outcome != "passed" or not run.ok:
+            reason = run.reason or outcome
+            # Reasons usually start with their status already ("crash: killed by SIGSEGV").
+            why = reason if reason.startswith(str(run.status)) else f"{run.status}: {reason}"
+            text += f": {printable(why)}"
+        elif run.rate is not None:
             text += f": {number(run.rate)} {printable(run.units)}"
     if seconds is not None:
         text += f" in {_duration(seconds)}"
