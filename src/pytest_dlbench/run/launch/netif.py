@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-__all__ = ["IFNAME_VARIABLES", "interface_of", "is_this_machine", "socket_ifname_env"]
+__all__ = ["IFNAME_VARIABLES", "interface_of", "is_this_machine", "route_source",
+           "slurm_local_addr", "socket_ifname_env"]
 
 #: The variables that tell gloo and NCCL which interface to use.
 IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -68,3 +69,38 @@ def socket_ifname_env(ip: str | None, env: Mapping[str, str],
     if name is None:
         return {}
     return {key: name for key in IFNAME_VARIABLES if not env.get(key)}
+
+
+def route_source(ip: str) -> str | None:
+    """The address this machine sends from to reach ``ip`` (the kernel's route): a UDP socket's
+    ``connect()`` picks it and sends nothing. None where there is no route or ``ip`` is no
+    address."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect((ip, 9))  # the discard port; connect() on UDP sends no packet
+            return str(sock.getsockname()[0])
+    except (OSError, ValueError):
+        return None
+
+
+def slurm_local_addr(env: Mapping[str, str], listed: Mapping[str, str] | None = None,
+                     route: Callable[[str], str | None] = route_source) -> str | None:
+    """The address a node of a Slurm step advertises, and whose interface gloo and NCCL use:
+    the system file's ``ip`` for this node (``listed``: name -> ip, by ``SLURMD_NODENAME``),
+    else the source address of the route to the node srun ran on
+    (``SLURM_LAUNCH_NODE_IPADDR``), which every node of the step reaches. Not the hostname's:
+    on Debian it resolves to ``127.0.1.1`` (issue 39). None where neither is known."""
+    name = env.get("SLURMD_NODENAME", "")
+    if listed and name in listed:
+        return listed[name]
+    launch_ip = env.get("SLURM_LAUNCH_NODE_IPADDR", "").strip()
+    if not launch_ip:
+        return None
+    source = route(launch_ip)
+    try:
+        if source is None or ipaddress.ip_address(source).is_loopback:
+            return None  # a loopback route says nothing of the address others reach
+    except ValueError:
+        return None
+    return source

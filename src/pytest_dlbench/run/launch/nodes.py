@@ -1,9 +1,11 @@
-"""Running launchers: ``python -m pytest_dlbench.run.launch node|launch``.
+"""Running launchers: ``python -m pytest_dlbench.run.launch node|launch|slurm``.
 
 ``node`` runs this node's torchrun (under ``srun``, or started over ssh by ``launch``) and ends
 it at the run's deadline; ``launch`` runs on the main node, checks that every other node
 answers, starts them over ssh, relays their output and waits for all of them; the first node
-that fails stops the others and is the benchmark's reason (:mod:`.verdict`).
+that fails stops the others and is the benchmark's reason (:mod:`.verdict`). ``slurm`` does the
+same inside a Slurm allocation, on its first node: one ``srun --label`` step with a ``node``
+launcher per node, whose lines it splits by node (:class:`.relay.LabelledOutput`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,13 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.core.protocol import USAGE_ERROR, Env, Outcome, Status
-from pytest_dlbench.run.launch.netif import IFNAME_VARIABLES, is_this_machine, socket_ifname_env
-from pytest_dlbench.run.launch.relay import NodeOutput
+from pytest_dlbench.run.launch.netif import (
+    IFNAME_VARIABLES,
+    interface_of,
+    is_this_machine,
+    slurm_local_addr,
+    socket_ifname_env,
+)
+from pytest_dlbench.run.launch.relay import LabelledOutput, NodeOutput, exit_line, start_line
 from pytest_dlbench.run.launch.torchrun import (
     SHUTDOWN_TIMEOUT_S,
+    allocation_nodes,
     launch_env,
+    node_command,
     node_launches,
     slurm_node_rank,
+    srun_command,
     ssh_command,
     ssh_options,
     ssh_target,
@@ -40,7 +53,8 @@ from pytest_dlbench.run.launch.verdict import (
     record_verdict,
 )
 
-__all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes"]
+__all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes",
+           "run_srun", "slurm_refusal"]
 
 #: Exit status of a node launcher that ended its torchrun at the run's deadline (timeout's).
 DEADLINE_EXIT = 124
@@ -256,22 +270,177 @@ def supervise(proc: subprocess.Popen[bytes], *, deadline: float | None, marker: 
 
 
 def _run_node(args: argparse.Namespace) -> int:
+    under_srun = args.node_rank is None and "SLURM_STEP_ID" in os.environ
     node_rank = args.node_rank if args.node_rank is not None else slurm_node_rank()
     if node_rank is None:
         node_rank = 0
     role = "main" if node_rank == 0 else "worker"
+    local_addr = args.local_addr
+    if local_addr is None and under_srun:
+        # srun gives every node the same command: each finds the address the others reach.
+        local_addr = slurm_local_addr(os.environ, dict(a.split("=", 1) for a in args.addr))
     conf = dict(item.split("=", 1) for item in args.rdzv_conf)
     cmd = torchrun_command(
         args.child, nproc=args.nproc, nnodes=args.nnodes, node_rank=node_rank,
-        endpoint=args.endpoint, run_id=args.run_id, local_addr=args.local_addr, rdzv_conf=conf,
+        endpoint=args.endpoint, run_id=args.run_id, local_addr=local_addr, rdzv_conf=conf,
     )
     marker = f"{args.run_id}/{node_rank}"
     env = {**os.environ, **launch_env(role), Env.NODE_LAUNCH: marker,
            # gloo and NCCL on the interface of the node's own address, not the hostname's.
-           **socket_ifname_env(args.local_addr, os.environ)}
+           **socket_ifname_env(local_addr, os.environ)}
+    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if under_srun:  # read back by the `slurm` launcher on the first node (relay.py)
+        step = f"{os.environ.get('SLURM_JOB_ID', '')}.{os.environ['SLURM_STEP_ID']}"
+        _say(start_line(name, local_addr, node_rank, step).removeprefix("dlbench: ")
+             + (f", interface {interface_of(local_addr)}" if local_addr else ""))
     sys.stdout.flush()
     proc = subprocess.Popen(cmd, env=env)
-    return supervise(proc, deadline=_deadline(os.environ), marker=marker)
+    code = supervise(proc, deadline=_deadline(os.environ), marker=marker)
+    if under_srun:
+        _say(exit_line(name, code).removeprefix("dlbench: "))
+    return code
+
+
+# -- the `slurm` subcommand: every node of the allocation, from its first one -----------------
+
+
+def slurm_refusal(env: Mapping[str, str], *, hostname: str | None = None,
+                  main_addr: str | None = None, scontrol: str | None = "scontrol") -> str | None:
+    """Why the ``slurm`` launcher cannot run here (None: it can). Node 0 of the step, the
+    allocation's first node, hosts the rendezvous: pytest elsewhere would wait out its
+    ``max_duration`` for ranks that cannot reach it (issue 39)."""
+    nodes = allocation_nodes(env, scontrol)
+    if not nodes:
+        return ("launcher: slurm: no Slurm allocation here (SLURM_JOB_NODELIST is not set): run "
+                "pytest inside one (sbatch or salloc), on its first node")
+    host = hostname if hostname is not None else socket.gethostname()
+    here = {host, host.split(".")[0], env.get("SLURMD_NODENAME", "")} - {""}
+    first = nodes[0]
+    if first not in here and first.split(".")[0] not in here:
+        where = env.get("SLURMD_NODENAME") or host
+        listed = ",".join(nodes[:4]) + (",..." if len(nodes) > 4 else "")
+        return (f"launcher: slurm: pytest runs on {where}, not on the allocation's first node "
+                f"{first} ({listed}), which hosts the rendezvous: start pytest there "
+                f"(from salloc: srun --nodes=1 -w {first} pytest ...)")
+    if main_addr is not None and not is_this_machine(main_addr):
+        return (f"launcher: slurm: the system file's main node ({main_addr}) is not this "
+                f"machine, the allocation's first node {first}: make {first} the main node")
+    return None
+
+
+def _stop_srun(proc: subprocess.Popen[bytes], steps: Sequence[str], grace: float) -> None:
+    """End the step now: scancel it (the nodes that still answer end their tasks), SIGTERM to
+    srun, SIGKILL after ``grace``. srun alone waits for a lost node until Slurm declares it
+    DOWN (SlurmdTimeout, 300 s by default); its launcher ends at the run's deadline."""
+    for step in sorted(set(steps)):
+        if shutil.which("scancel") and step.split(".")[0]:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(["scancel", "--quiet", step], stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=10, check=False)
+    _terminate([proc], grace=grace)
+
+
+def run_srun(
+    cmd: Sequence[str],
+    names: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    poll_s: float = 0.2,
+    settle_s: float = SETTLE_S,
+    grace: float = 3.0,
+) -> tuple[int, Outcome | None, NodeFailure | None]:
+    """Run an ``srun --label`` step of node launchers and wait for it; stop it soon after a
+    node's launcher fails. Returns the exit status, the outcome to record when it failed, and
+    the failing node (recorded with :func:`.verdict.record_verdict`), if one is known.
+
+    ``names`` are the allocation's nodes in order (task ``i`` on the ``i``-th). A failure that
+    is another node's echo waits up to ``settle_s`` for its cause, as over ssh
+    (:func:`run_nodes`); a node whose launcher said nothing more by then is the one lost."""
+    proc = subprocess.Popen(list(cmd), env={**os.environ, **(env or {})},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    output = LabelledOutput(names, proc.stdout)
+    steps: list[str] = []
+    started: dict[int, str] = {}
+    ended: set[int] = set()
+    failures: list[NodeFailure] = []
+    stopped: list[int] = []
+
+    def drain() -> None:
+        while not output.events.empty():
+            event = output.events.get_nowait()
+            if event.code is None:
+                started[event.task] = event.name
+                steps.append(event.step)
+                continue
+            ended.add(event.task)
+            if event.code != 0:
+                failures.append(NodeFailure(event.name, event.addr, event.code,
+                                            tuple(output.tail(event.task)), event.task != 0))
+
+    def stop(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        first_at: float | None = None
+        while not stopped:
+            code = proc.poll()
+            drain()
+            if failures:
+                first_at = first_at or time.monotonic()
+                if (any(not f.is_echo for f in failures) or code is not None
+                        or time.monotonic() - first_at >= settle_s):
+                    break
+            elif code is not None:
+                break
+            time.sleep(poll_s)
+        if proc.poll() is None:
+            _stop_srun(proc, steps, grace)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        output.join(timeout=2.0)
+    drain()
+    code = _exit_status(proc.returncode)
+    if stopped and not failures:
+        return 128 + stopped[0], None, None
+    cause = first_failure(failures)
+    if cause is None:
+        if code == 0:
+            return 0, None, None
+        errors = [line for line in output.srun_tail if "error" in line.lower()]
+        said = f": {errors[-1].strip()}" if errors else ""
+        return code, Outcome(Status.FAIL, f"srun exited with status {code}{said}"), None
+    lost = [task for task in range(len(names)) if task not in ended and task in started]
+    if cause.is_echo and lost:
+        task = lost[0]
+        where = f"{output.name(task)} ({output.addrs.get(task, '')})"
+        reason = (f"{where}: its launcher went silent (node lost?) when "
+                  f"{cause.reason()}")
+        return cause.returncode, Outcome(Status.CRASH, reason), None
+    return cause.returncode, None, cause
+
+
+def _run_slurm(args: argparse.Namespace) -> int:
+    stream = os.environ.get(Env.STREAM) or None
+    refusal = slurm_refusal(os.environ, main_addr=args.main_addr)
+    if refusal is not None:
+        _say(record_end(stream, Outcome(Status.FAIL, refusal)).reason)
+        return USAGE_ERROR  # where pytest runs does not fit the allocation: bad input
+    names = allocation_nodes()[: args.nnodes]
+    rdzv_conf: dict[str, Any] = dict(item.split("=", 1) for item in args.rdzv_conf)
+    rdzv_conf.setdefault("join_timeout", join_timeout(_deadline(os.environ)))
+    argv = node_command(args.child, nnodes=args.nnodes, nproc=args.nproc,
+                        endpoint=args.endpoint, run_id=args.run_id, rdzv_conf=rdzv_conf,
+                        addrs=dict(a.split("=", 1) for a in args.addr))
+    code, outcome, cause = run_srun(srun_command(argv, nnodes=args.nnodes, label=True), names)
+    if cause is not None:
+        _say(record_verdict(stream, cause).reason)
+    elif outcome is not None:
+        _say(record_end(stream, outcome, replace_rank_end=True).reason)
+    return code
 
 
 # -- the `launch` subcommand: every node, from the main one ------------------------------------
@@ -360,6 +529,18 @@ def _parser() -> argparse.ArgumentParser:
                       help="0 on the main node (default: SLURM_NODEID, else 0)")
     node.add_argument("--local-addr", default=None, help="the address other nodes reach us at")
     node.add_argument("--rdzv-conf", action="append", default=[], metavar="KEY=VALUE")
+    node.add_argument("--addr", action="append", default=[], metavar="NAME=IP",
+                      help="under srun: the address of the node named NAME (SLURMD_NODENAME)")
+    slurm = sub.add_parser("slurm", help="on the allocation's first node: srun a node launcher "
+                                         "on each node")
+    slurm.add_argument("--nnodes", type=int, required=True)
+    slurm.add_argument("--nproc", type=int, required=True, help="ranks per node")
+    slurm.add_argument("--endpoint", required=True, help="c10d rendezvous HOST:PORT")
+    slurm.add_argument("--run-id", required=True)
+    slurm.add_argument("--addr", action="append", default=[], metavar="NAME=IP",
+                       help="a node's address (the system file's)")
+    slurm.add_argument("--main-addr", default=None, help="the system file's main node's ip")
+    slurm.add_argument("--rdzv-conf", action="append", default=[], metavar="KEY=VALUE")
     launch = sub.add_parser("launch", help="on the main node: this node plus the others over ssh")
     launch.add_argument("--system", required=True, help="the --bench-system file")
     launch.add_argument("--nproc", type=int, required=True, help="ranks per node")
@@ -368,7 +549,7 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment for the other nodes' launchers")
     launch.add_argument("--rdzv-conf", action="append", default=[], metavar="KEY=VALUE")
-    for sub_parser in (node, launch):
+    for sub_parser in (node, slurm, launch):
         sub_parser.add_argument("child", nargs=argparse.REMAINDER,
                                 help="-- then the command every rank runs")
     return parser
@@ -382,4 +563,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().error("give the command to run after --")
     if args.command == "node":
         return _run_node(args)
+    if args.command == "slurm":
+        return _run_slurm(args)
     return _run_launch(args)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +36,8 @@ __all__ = [
     "ROLE_ENV",
     "Launch",
     "NodeLaunch",
+    "allocation_nodes",
+    "expand_hostlist",
     "free_port",
     "job_nodes",
     "launch_env",
@@ -183,10 +187,13 @@ def node_command(
     local_addr: str | None = None,
     python: str = sys.executable,
     rdzv_conf: Mapping[str, object] | None = None,
+    addrs: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``python -m pytest_dlbench.run.launch node ...``: one node's launcher.
 
-    Without ``node_rank`` it is read from Slurm on that node (``SLURM_NODEID``).
+    Without ``node_rank`` it is read from Slurm on that node (``SLURM_NODEID``). ``addrs``
+    (node name -> ip, from a system file) lets a node under srun find its own address by its
+    Slurm name.
     """
     cmd = [
         python, "-m", "pytest_dlbench.run.launch", "node",
@@ -198,6 +205,7 @@ def node_command(
         cmd.append(f"--local-addr={local_addr}")
     for key, value in (rdzv_conf or {}).items():
         cmd.append(f"--rdzv-conf={key}={_conf_value(value)}")
+    cmd += [f"--addr={name}={ip}" for name, ip in (addrs or {}).items()]
     return [*cmd, "--", *child_cmd]
 
 
@@ -283,14 +291,81 @@ def ssh_command(
     return [*cmd, target, remote]
 
 
-def srun_command(node_argv: Sequence[str], *, nnodes: int) -> list[str]:
-    """``srun`` starting one node launcher per node of the allocation (node rank from Slurm)."""
+def srun_command(node_argv: Sequence[str], *, nnodes: int, label: bool = False) -> list[str]:
+    """``srun`` starting one node launcher per node of the allocation (node rank from Slurm).
+    ``label`` puts each task's number in front of its lines (``1: ...``): the ``slurm``
+    launcher reads them to name each node's lines and its failure."""
     return [
         "srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
         # One failed node ends the step instead of leaving the others waiting in a collective.
         "--kill-on-bad-exit=1",
+        *(["--label"] if label else []),
         *node_argv,
     ]
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list (``node[1-3,5],gpu[01-02]-ib``) as names, in order. The
+    same as ``scontrol show hostnames``, without needing it (see :func:`allocation_nodes`)."""
+    names: list[str] = []
+    for item in _split_top(text.strip()):
+        names += _expand_one(item)
+    return names
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth < 0 or depth > 1:
+            raise ValueError(f"bad Slurm host list {text!r}")
+        if char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    if depth:
+        raise ValueError(f"bad Slurm host list {text!r}: a '[' is not closed")
+    items.append(text[start:])
+    return [item for item in items if item]
+
+
+def _expand_one(item: str) -> list[str]:
+    open_at = item.find("[")
+    if open_at < 0:
+        return [item]
+    close_at = item.index("]", open_at)
+    head, body, rest = item[:open_at], item[open_at + 1:close_at], item[close_at + 1:]
+    values: list[str] = []
+    for part in body.split(","):
+        low, sep, high = part.partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"bad Slurm host list range {part!r} in {item!r}")
+        if not sep:
+            values.append(low)
+            continue
+        width = len(low)  # node[01-10]: the numbers keep the zeros of the first
+        values += [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+    return [head + value + tail for value in values for tail in _expand_one(rest)]
+
+
+def allocation_nodes(env: Mapping[str, str] | None = None,
+                     scontrol: str | None = "scontrol") -> list[str]:
+    """The allocation's nodes in Slurm's order (its first node first), from
+    ``SLURM_JOB_NODELIST`` (else ``SLURM_NODELIST``): ``scontrol show hostnames`` where it
+    runs, else :func:`expand_hostlist`. Empty outside an allocation."""
+    env = os.environ if env is None else env
+    text = (env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "").strip()
+    if not text:
+        return []
+    if scontrol and shutil.which(scontrol):
+        try:
+            done = subprocess.run([scontrol, "show", "hostnames", text], capture_output=True,
+                                  text=True, timeout=10, check=False)
+            if done.returncode == 0 and done.stdout.split():
+                return done.stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # the parser below says the same
+    return expand_hostlist(text)
 
 
 def slurm_node_rank(env: Mapping[str, str] | None = None) -> int | None:
@@ -366,19 +441,28 @@ def njobs_launch(
         raise ValueError(f"system 'launcher' must be 'ssh' or 'slurm', got {launcher!r}")
     if launcher == "slurm":
         slurm_env = os.environ if slurm_env is None else slurm_env
+        listed: dict[str, str] = {}
+        main_addr = None
         if len(system.nodes) > 1:
             nnodes, endpoint = len(system.nodes), rendezvous_endpoint(system)
+            listed = {node.name: node.ip for node in system.nodes}
+            main_addr = system.main_node.ip
         else:
             count = slurm_env.get("SLURM_JOB_NUM_NODES") or slurm_env.get("SLURM_NNODES") or "1"
             nnodes = int(count)
-            # The batch script runs on the allocation's first node (SLURM_NODEID 0): this one.
+            # The batch script runs on the allocation's first node (SLURM_NODEID 0): this one
+            # (the `slurm` launcher refuses to run anywhere else).
             main_port = system.main_node.port
             endpoint = f"{socket.gethostname()}:{main_port or free_port('0.0.0.0')}"
         if nnodes > 1:
-            argv = node_command(child_cmd, nnodes=nnodes, nproc=nproc, endpoint=endpoint,
-                                run_id=run_id, python=python)
-            return Launch(srun_command(argv, nnodes=nnodes), {**env, **launch_env()}, nnodes,
-                          "slurm")
+            # Not srun itself: the `slurm` launcher (nodes.py) checks this is the allocation's
+            # first node, runs srun --label, names the failing node and stops the step.
+            argv = [python, "-m", "pytest_dlbench.run.launch", "slurm", f"--nnodes={nnodes}",
+                    f"--nproc={nproc}", f"--endpoint={endpoint}", f"--run-id={run_id}"]
+            argv += [f"--addr={name}={ip}" for name, ip in listed.items()]
+            if main_addr is not None:
+                argv.append(f"--main-addr={main_addr}")
+            return Launch([*argv, "--", *child_cmd], {**env, **launch_env()}, nnodes, "slurm")
     elif len(system.nodes) > 1:
         if system.path is None:
             raise ValueError("launching over ssh reads the nodes from a system file; this "
