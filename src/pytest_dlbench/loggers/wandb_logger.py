@@ -108,6 +108,9 @@ class WandbSink:
         self.active: Any = None  # the run being written, closed by close() on a failure
         self.logged: list[str] = []  # ids written
         self.skipped: list[str] = []  # ids already there (offline)
+        #: The closing line (where the runs went, how to see them), once it is all logged: said
+        #: as MLflow's is (a pytest run wrote nothing about W&B).
+        self.done: str | None = None
 
     @property
     def mode(self) -> str:
@@ -145,6 +148,24 @@ class WandbSink:
             self.echo(f"dlbench: wandb: {len(self.skipped)} run(s) of "
                       f"{self.facts.run_name if self.facts else '?'} already logged "
                       f"offline under {self.dir / 'wandb'}; skipped")
+        if self.logged:
+            self.done = self.where()
+            self.echo(self.done)
+
+    def where(self) -> str:
+        """The line said at the end: what was logged, where, and how to see it."""
+        assert self.facts is not None
+        runs = len(self.pending)
+        what = (f"dlbench: wandb: logged {self.facts.run_name} ({runs} benchmark "
+                f"run{'s' if runs != 1 else ''})")
+        if self.mode == "offline":
+            folder = self.dir / "wandb"
+            return (f"{what} offline to {folder}, project {self.project}; upload them with: "
+                    f"wandb sync {_shell(str(folder))}/offline-run-*")
+        if self.mode == "disabled":
+            return f"{what}: W&B is disabled (WANDB_MODE=disabled), nothing was kept"
+        entity = f"{self.entity}/" if self.entity else ""
+        return f"{what} to project {entity}{self.project}, group {self.facts.run_name}"
 
     def logged_where(self) -> str:
         """``6 W&B run(s) (offline) in <dir>``, and how many were already there."""
@@ -284,6 +305,12 @@ def _copy_into(wb: Any, path: Path, name: Path) -> None:
     target = Path(wb.dir) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, target)
+
+
+def _shell(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def _finished(path: Path) -> bool:

@@ -242,6 +242,11 @@ class ProgressReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.finish()
+
+    def finish(self) -> None:
+        """No more lines of progress: the thread stopped, the line taken away (the reporter
+        calls it too, before it writes the session's end)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)

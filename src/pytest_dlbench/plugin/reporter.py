@@ -24,6 +24,22 @@ if TYPE_CHECKING:
 __all__ = ["BenchReporter"]
 
 
+def end_pytest_line(config: pytest.Config) -> None:
+    """End pytest's line of dots (``[100%]``) before the session's end writes anything: under
+    xdist pytest leaves it open (no file name written, so ``write_line`` does not end it), and
+    the loggers' and the confirmation's lines were glued to it (``[100%]dlbench: mlflow: ...``).
+    The progress line is taken away first (it is drawn below pytest's)."""
+    progress = config.pluginmanager.get_plugin("dlbench-progress")
+    if progress is not None:
+        progress.finish()
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return
+    if getattr(terminal._tw, "width_of_current_line", 0):
+        terminal._tw.line()
+    terminal.currentfspath = None  # pytest's own newline is written: not again
+
+
 class BenchReporter:
     PLUGIN_NAME = "dlbench-reporter"
 
@@ -59,6 +75,7 @@ class BenchReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        end_pytest_line(self.config)  # what follows (confirmation, loggers) on lines of its own
         run_dir = self.plugin.existing_run_dir()
         if run_dir is None or not stream_paths(run_dir):
             return
