@@ -49,24 +49,71 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return gate.OK
 
 
+def _shown(path: Path) -> str:
+    """A kept path as the user can paste it: relative to here when it is under here."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_dlbench.core.numbers import fixed, printable
     from pytest_dlbench.results.probe import judge_paired_run
-    from pytest_dlbench.run.bisect import Probe, bisect
+    from pytest_dlbench.run.bisect import BisectPlan, Probe, Progress, bisect
 
     def judge(run_dir: Path, bench: str) -> Any:
         return judge_paired_run(run_dir, bench, tolerance=args.tolerance, alpha=args.alpha)
 
-    def interval(probe: Probe) -> str:
-        ci = probe.verdict.ci
-        return f"[{fixed(ci[0], 3)}, {fixed(ci[1], 3)}]" if ci else "[-]"
+    def ratio(value: float | None, ci: tuple[float, float] | None) -> str:
+        shown = f"[{fixed(ci[0], 3)}, {fixed(ci[1], 3)}]" if ci else "[-]"
+        return f"ratio {fixed(value, 3)} {shown}"
+
+    folder: list[Path] = []  # where the runs are kept, once the search has started
+    live = sys.stdout.isatty()  # a terminal: the progress line is rewritten in place
+    pending = [False]  # a live line is on the terminal, to be cleared before the next line
+
+    def say(line: str) -> None:
+        if pending[0]:
+            print("\r\x1b[K", end="")
+            pending[0] = False
+        print(line, flush=True)
+
+    def started(plan: BisectPlan) -> None:
+        folder.append(plan.folder)
+        say(f"bisect: {plan.commits} commit{'s' if plan.commits != 1 else ''} after "
+            f"{printable(args.good)} up to {printable(args.bad)}, at most {plan.max_steps} "
+            f"step{'s' if plan.max_steps != 1 else ''} (BAD first); each step's run kept in "
+            f"{printable(_shown(plan.folder))}")
+
+    def progress(now: Progress) -> None:
+        what = "BAD " if now.bad else ""
+        line = f"  step {now.step} of at most {now.max_steps}: {what}{now.commit[:10]} "
+        line += (f"round {now.round} of {now.rounds}" if now.round else
+                 f"starting its {now.rounds} rounds")
+        if now.ratio is not None:
+            line += f", {ratio(now.ratio, now.ci)} over {now.pairs} pair" + \
+                ("s" if now.pairs != 1 else "")
+        line += f", {_duration(now.elapsed)}"
+        if live:
+            print(f"\r\x1b[K{line}", end="", flush=True)
+            pending[0] = True
+        else:
+            print(line, flush=True)
 
     def report(probe: Probe) -> None:
         v = probe.verdict
         word = "changed" if probe.changed else "unchanged"
         how = "" if probe.decided_by == "paired test" else f", {probe.decided_by}"
-        print(f"{probe.commit[:10]} {word:<9} ratio {fixed(v.ratio, 3)} {interval(probe)}"
-              f" ({probe.rounds} rounds{how})  {printable(probe.subject)}", flush=True)
+        say(f"{probe.commit[:10]} {word:<9} {ratio(v.ratio, v.ci)}"
+            f" ({probe.rounds} rounds{how})  {printable(probe.subject)}")
+        for run_dir in probe.run_dirs:
+            say(f"  run: {printable(_shown(run_dir))}")
 
     suites = args.bench_suite or []
     if len(suites) != 1:
@@ -74,19 +121,29 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         return gate.USAGE_ERROR
     try:
         result = bisect(args.good, args.bad, suite=suites[0], bench=args.k, judge=judge,
-                        rounds=args.rounds, max_rounds=args.max_rounds, report=report)
+                        rounds=args.rounds, max_rounds=args.max_rounds, report=report,
+                        keep=Path(args.bench_base) if args.bench_base else None,
+                        started=started, progress=progress)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every worktree is already removed
-        print("dlbench: bisect interrupted (its worktrees are removed)", file=sys.stderr)
+        kept = f": the runs so far are kept in {printable(_shown(folder[0]))}" if folder else ""
+        if pending[0]:
+            print(flush=True)  # end the live line before the message
+            pending[0] = False
+        print(f"dlbench: bisect interrupted (its worktrees are removed){kept}", file=sys.stderr)
         return gate.INTERRUPTED
+    finally:
+        if pending[0]:
+            print(flush=True)  # end the live line
+            pending[0] = False
     runs = sum(p.rounds for p in result.probes)
     if result.first is None:
-        print(f"{args.bad} is not beyond the tolerance from {args.good} "
+        print(f"{printable(args.bad)} is not beyond the tolerance from {printable(args.good)} "
               f"({len(result.probes)} step, {runs} rounds): nothing to find")
         return gate.OK
     found = next(p for p in result.probes if p.commit == result.first)
     v = found.verdict
     print(f"first changed commit: {found.commit} {printable(found.subject)}\n"
-          f"  {args.k}: ratio {fixed(v.ratio, 3)} {interval(found)} against {args.good} "
+          f"  {args.k}: {ratio(v.ratio, v.ci)} against {printable(args.good)} "
           f"({len(result.probes)} steps over {len(result.commits)} commits, {runs} rounds "
           "of paired runs)")
     return gate.OK
@@ -124,7 +181,8 @@ def add_history_commands(commands: Any) -> None:
     bisect = commands.add_parser(
         "bisect", help="the first commit between GOOD and BAD where a benchmark's rate "
                        "changed beyond the tolerance, each step a paired run against GOOD",
-        epilog="exit status: 0 ok (found, or BAD is not different), 4 bad input",
+        epilog="exit status: 0 ok (found, or BAD is not different), 2 interrupted, 4 bad "
+               "input",
     )
     bisect.add_argument("good", metavar="GOOD", help="a revision with the old rate")
     bisect.add_argument("bad", metavar="BAD", help="a later revision with the new rate")
@@ -135,6 +193,11 @@ def add_history_commands(commands: Any) -> None:
                         metavar="K", help="rounds of a step's first paired run (default 4); "
                                           "twice as many while the test cannot decide")
     bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=16, metavar="K",
-                        help="the most rounds of one paired run (default 16)")
+                        help="the most rounds of one paired run (default 16); not fewer "
+                             "than --rounds")
+    bisect.add_argument("--bench-base", "--base", dest="bench_base", metavar="DIR",
+                        default=None,
+                        help="the results base that keeps each step's run, in DIR/bisect/"
+                             "<bench>.<time>/ (default: $DLBENCH_BASE, else .dlbench)")
     gate_options(bisect)
     bisect.set_defaults(handler=_cmd_bisect)
