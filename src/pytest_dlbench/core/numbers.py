@@ -25,6 +25,7 @@ __all__ = [
     "is_number",
     "as_named",
     "byte_size",
+    "column",
     "count",
     "duration",
     "fixed",
@@ -37,6 +38,7 @@ __all__ = [
     "rough_percent",
     "si",
     "significant",
+    "time_figure",
 ]
 
 #: The units of a rate when a benchmark names none.
@@ -120,6 +122,17 @@ def number(value: float | None) -> str:
     return f"{value:.2e}"
 
 
+def column(values: list[float | None], *, missing: str = MISSING) -> list[str]:
+    """A column of figures in one format: :func:`number`'s, unless one of them would be in
+    scientific notation (below 1e-4): then every one of them (``2.18e-05`` above ``8.16e-04``,
+    not above ``0.000816``), so that a column reads at a glance."""
+    small = [v for v in values if v is not None and math.isfinite(v) and 0 < abs(v) < 1e-4]
+    if not small:
+        return [number(v) if v is not None else missing for v in values]
+    return [missing if v is None else number(v) if not math.isfinite(v) else f"{v:.2e}"
+            for v in values]
+
+
 def significant(
     value: float | None, digits: int = 4, *, zeros: bool = True, missing: str = DASH
 ) -> str:
@@ -188,6 +201,12 @@ def si(value: float | None, *, missing: str = MISSING) -> str:
         if abs(value) >= size:
             return f"{number(value / size)} {prefix}"
     return number(value)
+
+
+def time_figure(value: float | None, *, missing: str = MISSING) -> str:
+    """Seconds as a table's time column shows them (``total_time_secs``): four significant
+    digits, ``0.0112``, ``80.11``, ``1,234``; decimals printed a 0.0112 s run as ``0.01``."""
+    return significant(value, 4, zeros=False, missing=missing)
 
 
 def duration(value: float | None, *, missing: str = MISSING) -> str:

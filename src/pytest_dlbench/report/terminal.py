@@ -14,6 +14,7 @@ from typing import Any
 from pytest_dlbench.core.numbers import (
     MISSING,
     byte_size,
+    column,
     fixed,
     number,
     p_value,
@@ -21,6 +22,7 @@ from pytest_dlbench.core.numbers import (
     printable,
     printable_lines,
     significant,
+    time_figure,
 )
 from pytest_dlbench.report import columns as cols
 from pytest_dlbench.report.terminal_tables import (
@@ -94,6 +96,9 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
     flops = any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
                 for b in summary.benchmarks)
     ttt = _has_time_to_train(summary)
+    # One format for the column (2.18e-05 above 8.16e-04, never above 0.000816).
+    tflops = dict(zip((b.name for b in summary.benchmarks),
+                      column([b.tflops for b in summary.benchmarks]), strict=True))
     for b in summary.benchmarks:
         row = {
             "bench": b.name,
@@ -108,7 +113,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
         }
         if flops:
             # Past a ceiling (scoring._with_mfu), an error of measurement, never the figure.
-            row["TFLOP/s"] = number(b.tflops) if b.tflops is not None else \
+            row["TFLOP/s"] = tflops[b.name] if b.tflops is not None else \
                 "error" if b.mfu_error else MISSING
             # An MFU above 100 % is an error of measurement: no figure, its reason below.
             row["MFU"] = "error" if b.mfu_error else percent(b.mfu) if b.mfu is not None \
@@ -138,8 +143,9 @@ TIME_COLUMN = "total_time_secs"
 
 
 def seconds(value: float | None) -> str:
-    """A duration in seconds, 2 decimals (seed 004's table), with its unit."""
-    return MISSING if value is None else f"{fixed(value, 2)} s"
+    """A duration in seconds at four significant digits, with its unit: ``0.0112 s``,
+    ``80.11 s``, ``1,234 s`` (two decimals printed a 0.0112 s time-to-train as ``0.01 s``)."""
+    return MISSING if value is None else f"{time_figure(value)} s"
 
 
 def _has_time_to_train(summary: SuiteSummary) -> bool:
@@ -154,6 +160,36 @@ def _time_to_train_line(summary: SuiteSummary) -> list[str]:
         "skipped); its perf, perf_adj and score entry are the equivalent throughput (items / "
         f"{TIME_COLUMN})"
     ]
+
+
+def mfu_reason(b: Any) -> str | None:
+    """Why a benchmark whose TFLOP/s is shown has no MFU (None: it has one, or the TFLOP/s is
+    not shown either): the peak's own reason (``peak_source``: a matmul too noisy for a peak),
+    else that no peak is known for its device (results/scoring._with_mfu)."""
+    if b.mfu is not None or b.mfu_error or b.tflops is None:
+        return None
+    if b.peak_source:
+        return str(b.peak_source)
+    run = next((r for r in b.runs if r.ok), None)
+    device = (run.device_name if run is not None else None) or "this device"
+    dtype = run.dtype if run is not None else "fp32"
+    if b.units == "TFLOP/s":
+        return (f"no datasheet peak for {device} ({dtype}): a matmul benchmark is the peak of "
+                "the others, not its own")
+    return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
+            f"matmul benchmark of {dtype} in this run to measure one")
+
+
+def _mfu_lines(summary: SuiteSummary) -> list[str]:
+    """``MFU not shown: a, b (why)``, one line per reason: an MFU of ``-`` is never left
+    unexplained."""
+    by_reason: dict[str, list[str]] = {}
+    for b in summary.benchmarks:
+        why = mfu_reason(b)
+        if why is not None:
+            by_reason.setdefault(why, []).append(b.name)
+    return [printable(f"MFU not shown: {', '.join(names)} ({why})")
+            for why, names in by_reason.items()]
 
 
 def score_line(
@@ -387,6 +423,7 @@ def render_summary(
         out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
                           f"{b.name} ({b.mfu_error})")
                 for b in summary.benchmarks if b.mfu_error]
+        out += _mfu_lines(summary)
     out += observation_lines(summary)  # too few observations, milabench's figure (issue 23)
     out += _failure_lines(summary)
     out += compile_lines(summary)

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_dlbench.core.numbers import MISSING, fixed, number, percent, printable
+from pytest_dlbench.core.numbers import MISSING, fixed, number, percent, printable, time_figure
 from pytest_dlbench.results.compiled import CompileRow
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
@@ -291,8 +291,9 @@ def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
             "done_percent_last": fixed(r.done_percent_last, 1),
             "throughput_avg": fixed(r.throughput_avg, 2),
             "throughput_per_gpu_avg": fixed(r.throughput_per_gpu_avg, 2),
-            "time_per_iteration_secs_avg": fixed(r.time_per_iteration_secs_avg, 3),
-            "total_time_secs": fixed(r.total_time_secs, 2),
+            # Significant digits, not decimals: a 0.0112 s run is not "0.01".
+            "time_per_iteration_secs_avg": time_figure(r.time_per_iteration_secs_avg),
+            "total_time_secs": time_figure(r.total_time_secs),
             "status": r.status,
         })
         if all(x.global_batch is None for x in rows):
