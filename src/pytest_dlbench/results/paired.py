@@ -40,7 +40,7 @@ from typing import Any
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import weighted_geomean
+from pytest_dlbench.results.scoring import summarize_bench, weighted_geomean
 from pytest_dlbench.results.sequential import (
     ALL_ROUNDS,
     CLEAR,
@@ -129,6 +129,28 @@ def _adj(bench: BenchSummary | None) -> float:
     return bench.perf_adj if bench is not None else 0.0
 
 
+def _paired_adj(base: BenchSummary | None, cand: BenchSummary) -> tuple[float, float]:
+    """(candidate, base) perf_adj over the rounds both sides completed (issue 40 item 14): a
+    round that failed, was cut short or never ran on one side is no round of the comparison,
+    so its failure cannot move the adj ratio (a base round's crash read 1.333 where every pair
+    was 1.000)."""
+    if base is None:
+        return cand.perf_adj, 0.0
+
+    def done(bench: BenchSummary) -> set[tuple[int, int]]:
+        return {(r.device, r.repeat or 0) for r in bench.runs if r.ok}
+
+    both = done(base) & done(cand)
+
+    def adj(bench: BenchSummary) -> float:
+        entry = {"weight": bench.weight, "enabled": bench.enabled, "units": bench.units,
+                 "metric": bench.metric, "plan": {"method": bench.method}}
+        runs = [r for r in bench.runs if (r.device, r.repeat or 0) in both]
+        return summarize_bench(bench.name, runs, entry).perf_adj if runs else 0.0
+
+    return adj(cand), adj(base)
+
+
 def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[Pair], *,
                  test: str, alpha: float) -> PairedStats | None:
     """What ``pairs`` say, by the paired test ``test``; None without any pair."""
@@ -188,7 +210,7 @@ def _compare_bench(
 ) -> tuple[BenchComparison, PairedStats | None, Stop | None]:
     s, pairs, stop = judge_rounds(base, cand, rounds=rounds, design=design,
                                   tolerance=tolerance, alpha=alpha, test=test, rate=rate)
-    cur_adj, base_adj = _adj(cand), _adj(base)
+    cur_adj, base_adj = _paired_adj(base, cand)
     note = reason = ""
     if s is None:
         ratio: float | None
