@@ -116,8 +116,9 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             default=None,
             help="paired regression gate: check the git revision REV out in a temporary "
             "worktree and run every selected benchmark on it and on this working tree, "
-            "alternating over the rounds; exit status 6 when this tree is slower "
-            "(docs/reports.md)",
+            f"alternating over the rounds; exit status {gate.REGRESSED} when this tree is "
+            f"slower, {gate.INCONCLUSIVE} when the rounds are too noisy to tell "
+            "(docs/reports.md, Exit statuses)",
         ),
     ),
     (
@@ -237,7 +238,9 @@ REPORT_OPTIONS: list[ReportOption] = [
         "reads it (docs/history.md)")),
     ReportOption("compare", dict(
         metavar="PATH", default=None,
-        help="compare with a saved summary; exit status 6 when performance regressed")),
+        help=f"compare with a saved summary; exit status {gate.REGRESSED} when performance "
+        f"regressed, {gate.INCONCLUSIVE} when the noise is too large to tell a change beyond "
+        "the tolerance (docs/reports.md, Exit statuses)")),
     ReportOption("tolerance", dict(
         metavar="PCT", type=gate.parse_tolerance, default=gate.TOLERANCE,
         help="smallest change that counts as a regression or an improvement, as 5%% or 0.05 "
@@ -257,7 +260,9 @@ REPORT_OPTIONS: list[ReportOption] = [
         f"to a burst of load within the run) (default {gate.PAIRED_RATE})")),
     ReportOption("require-baseline", dict(
         action="store_true", default=False,
-        help="a missing --bench-compare file is an error (exit status 7), not a warning"),
+        help=f"a missing --bench-compare file is exit status {gate.BASELINE_MISSING} (no "
+        f"baseline to compare with) instead of {gate.USAGE_ERROR} (bad input), for a CI script "
+        "that tells the two apart"),
         cli=False),  # dlbench report always requires the file it is given
     ReportOption("html", dict(metavar="PATH", default=None,
                               help="write a self-contained HTML report")),
