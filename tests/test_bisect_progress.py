@@ -160,7 +160,7 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
         run.mkdir(parents=True)
         (run / "sleepy.D0.R0.data").write_text("")
         deadline = time.monotonic() + 60
-        while not any("round 1 of 4" in line for line in printed):  # one report seen
+        while not any("round 1 of 8" in line for line in printed):  # one report seen
             assert time.monotonic() < deadline, "no progress line"
             printed.extend(capsys.readouterr().out.splitlines())
             time.sleep(0.01)
@@ -184,10 +184,12 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
     assert plan.startswith(f"bisect: 4 commits after {shas[0]} up to {shas[-1]}, at most 3 "
                            "steps (BAD first); each step's run kept in kept/bisect/sleepy.")
     live = [line for line in out if line.startswith("  step ")]
-    assert any(re.fullmatch(rf"  step 1 of at most 3: BAD {shas[-1][:10]} round 1 of 4, "
+    assert any(re.fullmatch(rf"  step 1 of at most 3: BAD {shas[-1][:10]} round 1 of 8, "
                             r"\dm\d\ds", line) for line in live), live
     steps = [i for i, line in enumerate(out) if line.startswith(tuple(s[:10] for s in shas))]
     assert len(steps) == 3
+    # 8 rounds asked (the default), 4 taken: a paired run stops once its verdict is clear.
+    assert all(" (4 rounds)  commit " in out[i] for i in steps), [out[i] for i in steps]
     for i in steps:  # each step's line, then where its run is
         run = out[i + 1]
         assert run.startswith("  run: kept/bisect/sleepy.") and run.endswith(
@@ -279,7 +281,7 @@ def test_a_sigkilled_bisect_leaves_nothing_in_the_temporary_directory(
         proc.communicate(timeout=60)
     left = sorted(p.name for p in tmp.iterdir())
     assert not [name for name in left if name.startswith("dlbench-bisect-")], left
-    (step,) = (repo / ".dlbench" / "bisect").glob("sleepy.*/1-*-4r")
+    (step,) = (repo / ".dlbench" / "bisect").glob("sleepy.*/1-*-8r")
     assert (step / "pytest.log").read_text() == "running\n"  # kept
     assert len(worktrees(repo)) == 2  # the killed one's worktree, until the next run
 
