@@ -199,6 +199,31 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
 
 
 # -- issue 40 item 16: bad input, one line, exit 4 ------------------------------------------
+#: (input, what happens, the one line): rows for docs/running.md's "Bad input" table
+#: (test_hostile_input.TABLE), checked here.
+BISECT_CASES: list[tuple[str, str, str]] = [
+    ("`dlbench bisect -- --upload-pack=x BAD`, a revision that starts with `-`",
+     "`dlbench bisect` exits 4",
+     "GOOD '--upload-pack=x' is not a revision (a revision may not start with '-')"),
+    ("`dlbench bisect GOOD BAD --rounds 8 --max-rounds 2`", "`dlbench bisect` exits 4",
+     "--rounds 8 is more than --max-rounds 2: a step's first paired run cannot take more "
+     "rounds than any may"),
+]
+
+
+@pytest.mark.parametrize("case", BISECT_CASES, ids=lambda c: c[0])
+def test_bisect_bad_input_rows(case: tuple[str, str, str], tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    what, _, message = case
+    repo, shas = make_repo(tmp_path / "repo", n=3)
+    monkeypatch.chdir(repo)
+    tries, _ = fake_steps(monkeypatch, {}, slow=1)
+    args = {BISECT_CASES[0][0]: ["--", "--upload-pack=x", shas[-1]],
+            BISECT_CASES[1][0]: [shas[0], shas[-1], "--rounds", "8", "--max-rounds", "2"]}[what]
+    assert main(["bisect", "--bench-suite=s.yaml", "-k", "sleepy", *args]) == 4
+    assert capsys.readouterr().err == f"dlbench: error: {message}\n"
+    assert tries == []
+
 @pytest.mark.parametrize("which", ["GOOD", "BAD"])
 def test_a_revision_that_looks_like_an_option_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, which: str) -> None:
