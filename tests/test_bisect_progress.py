@@ -317,3 +317,20 @@ def test_a_sigkilled_bisect_leaves_nothing_in_the_temporary_directory(
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     assert len(worktrees(repo)) == 1
     assert not [p for p in tmp.iterdir() if p.name.startswith("dlbench-")]
+
+
+def test_a_closed_output_stops_the_progress_lines_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dlbench bisect | head`: the progress thread stops printing, with no thread traceback."""
+    failures: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    calls: list[int] = []
+    called = threading.Event()
+
+    def tick() -> None:
+        calls.append(1)
+        called.set()
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with bisect_module._every(0.001, tick):
+        assert called.wait(timeout=60)
+    assert calls == [1] and failures == []

@@ -219,7 +219,10 @@ def _every(seconds: float, tick: Callable[[], None]) -> Iterator[None]:
 
     def loop() -> None:
         while not stop.wait(seconds):
-            tick()
+            try:
+                tick()
+            except OSError:  # the output is gone (a closed pipe): the search goes on silently
+                return
 
     thread = threading.Thread(target=loop, name="dlbench-bisect-progress", daemon=True)
     thread.start()
