@@ -273,6 +273,22 @@ def test_a_lost_node_is_named_and_the_step_stopped_in_seconds(tmp_path: Path,
     assert (tmp_path / "scancel.args").read_text().split() == ["--quiet", "7.0"]
 
 
+def test_a_node_slurm_lost_is_the_reason_over_the_main_nodes_killed_task(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # What srun printed when node2's link went down in tests/test_slurm_netns.py: Slurm
+    # declared node2 lost and killed the step; the main node's launcher said nothing more.
+    lines = [START1, START2, "srun: error: Node failure on node2",
+             "srun: error: node1: task 0: Killed",
+             "srun: launch/slurm: _step_signal: Terminating StepId=7.0"]
+    bin_dir = fake_srun(tmp_path, lines, code=137)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    code, outcome, cause = nodes.run_srun(["srun"], ["node1", "node2"], poll_s=0.05)
+    assert (code, cause) == (137, None) and outcome is not None
+    assert outcome.reason == ("node2 (10.79.0.2): Slurm lost the node (srun: error: Node "
+                              "failure on node2)")
+    assert str(outcome.status) == "crash"
+
+
 def test_srun_failing_on_its_own_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     bin_dir = fake_srun(tmp_path, ["srun: error: Unable to create step for job 7: "
                                    "Requested node configuration is not available"], code=1)

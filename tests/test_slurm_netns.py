@@ -211,16 +211,16 @@ def test_a_node_cut_off_fails_the_benchmark_and_nothing_is_left(cluster: SlurmCl
         worker_rank(path)
         time.sleep(3)
         cluster.set_link("node2", up=False)  # node2 vanishes, the controller stays reachable
-        cut_at.append(time.monotonic())
+        cut_at.append(time.time())
 
     try:
         status, out, took = sbatch(cluster, path, timeout=300, during=cut)
         assert status != 0
         assert cut_at
         end = end_of(path, "allreduce")
-        assert end["status"] in ("fail", "crash", "timeout"), end
-        summary = list((path / ".dlbench").rglob("summary.json"))
-        assert summary or "allreduce" in out, out[-3000:]
+        assert end["reason"].startswith(f"node2 ({cluster.ip('node2')}): "), (end, out[-3000:])
+        assert end["time"] - cut_at[0] < 60, end  # Slurm's SlurmdTimeout (30 s), not max_duration
+        assert "failed allreduce[D0]: " in out  # pytest's summary
         # Nothing of the run is left on any node once the deadline has passed.
         deadline = time.monotonic() + max_duration + 20
         while run_processes(path) and time.monotonic() < deadline:
@@ -228,3 +228,7 @@ def test_a_node_cut_off_fails_the_benchmark_and_nothing_is_left(cluster: SlurmCl
         assert run_processes(path) == []
     finally:
         cluster.set_link("node2", up=True)
+        # Slurm marked node2 DOWN: back to idle for the module's other tests (any order).
+        cluster.run("node1", ["scontrol", "update", "nodename=node2", "state=resume"],
+                    check=False, timeout=30)
+        cluster.wait_idle(timeout=90)

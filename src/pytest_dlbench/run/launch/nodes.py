@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -407,6 +408,12 @@ def run_srun(
     if stopped and not failures:
         return 128 + stopped[0], None, None
     cause = first_failure(failures)
+    lost_by_slurm = _node_failure(output.srun_tail)
+    if lost_by_slurm is not None and (cause is None or cause.is_echo):
+        name, line = lost_by_slurm  # Slurm declared the node lost: the cause, not its echoes
+        task = next((t for t, n in output.names.items() if n == name), None)
+        where = f"{name} ({output.addrs.get(task, '') if task is not None else ''})"
+        return code or 1, Outcome(Status.CRASH, f"{where}: Slurm lost the node ({line})"), None
     if cause is None:
         if code == 0:
             return 0, None, None
@@ -421,6 +428,19 @@ def run_srun(
                   f"{cause.reason()}")
         return cause.returncode, Outcome(Status.CRASH, reason), None
     return cause.returncode, None, cause
+
+
+#: srun's line when Slurm finds a node of the step gone (``SlurmdTimeout`` without an answer).
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+
+
+def _node_failure(lines: Sequence[str]) -> tuple[str, str] | None:
+    """The node srun said Slurm lost, and srun's line, if it said so."""
+    for line in lines:
+        match = _NODE_FAILURE.search(line)
+        if match is not None:
+            return match.group(1), line.strip()
+    return None
 
 
 def _run_slurm(args: argparse.Namespace) -> int:
