@@ -18,13 +18,12 @@ from pytest_dlbench.results.confirm import (
     NOT_HELD,
     confirm,
     read_confirmation,
-    repeats,
 )
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
 from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError, parse_confirm
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.verdict import IMPROVED, UNCHANGED
+from pytest_dlbench.results.verdict import IMPROVED, UNCHANGED, Rule, repeats
 from pytest_dlbench.results.verdict import REGRESSED as REGRESSED_WORD
 
 TOL, ALPHA = 0.03, 0.05
@@ -141,12 +140,15 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
 
 
 def test_repeats_is_beyond_the_tolerance_in_the_first_direction() -> None:
-    assert repeats(REGRESSED_WORD, 96.0, 100.0, 0.03)
-    assert not repeats(REGRESSED_WORD, 97.5, 100.0, 0.03)
-    assert repeats(IMPROVED, 104.0, 100.0, 0.03)
-    assert not repeats(IMPROVED, 96.0, 100.0, 0.03)
-    assert not repeats(REGRESSED_WORD, None, 100.0, 0.03)  # a failed run
-    assert not repeats("inconclusive", 50.0, 100.0, 0.03)
+    """A confirmation run's ratio (its rate / the baseline's perf) repeats the first pass's
+    verdict on its own (results/verdict.repeats, which plugin/confirm.py asks after each run)."""
+    rule = Rule(0.03)
+    assert repeats(REGRESSED_WORD, 0.96, rule)
+    assert not repeats(REGRESSED_WORD, 0.975, rule)
+    assert repeats(IMPROVED, 1.04, rule)
+    assert not repeats(IMPROVED, 0.96, rule)
+    assert not repeats(REGRESSED_WORD, None, rule)  # a failed run
+    assert not repeats("inconclusive", 0.5, rule)
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("2", 2), (" 5 ", 5)])

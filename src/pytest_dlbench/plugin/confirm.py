@@ -37,6 +37,7 @@ from pytest_dlbench.plugin.fixture_against import run_test_child
 from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.results import confirm as confirming
+from pytest_dlbench.results.verdict import Rule, repeats
 
 if TYPE_CHECKING:
     import pytest
@@ -95,13 +96,12 @@ def _confirm_one(name: str, run_round: RunRound, first: BenchComparison, *, limi
     first pass's verdict (the rule needs every confirmation run to repeat it)."""
     ratio = f"{first.ratio:.3f}" if first.ratio is not None else "?"
     for k in range(1, limit + 1):
-        ok = [r for r in run_round(k) if r.ok and r.rate is not None]
-        ratios = ", ".join(f"{r.rate / first.baseline:.3f}" for r in ok
-                           if r.rate is not None and first.baseline > 0) or "failed"
+        ratios = [r.rate / first.baseline if first.baseline > 0 else None
+                  for r in run_round(k) if r.ok and r.rate is not None]
+        shown = ", ".join(f"{x:.3f}" for x in ratios if x is not None) or "failed"
         say(f"dlbench: confirming {printable(name)} (first pass {first.verdict}, ratio "
-            f"{ratio}): run {k} of {limit}: ratio {ratios}")
-        if ok and not all(confirming.repeats(first.verdict, r.rate, first.baseline, tolerance)
-                          for r in ok):
+            f"{ratio}): run {k} of {limit}: ratio {shown}")
+        if ratios and not all(repeats(first.verdict, x, Rule(tolerance)) for x in ratios):
             return  # not repeated: the verdict cannot hold, the other rounds would not count
 
 

@@ -30,7 +30,7 @@ at start-up.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
@@ -44,10 +44,9 @@ from pytest_dlbench.results.verdict import (
     judge_confirmation,
     judge_confirmed_score,
 )
-from pytest_dlbench.results.verdict import repeats as _repeats_ratio
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.compare import BenchComparison, Comparison
+    from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.noise import Drift
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import SuiteSummary
@@ -58,7 +57,6 @@ __all__ = [
     "Confirmation",
     "confirm",
     "read_confirmation",
-    "repeats",
     "suspects",
 ]
 
@@ -67,14 +65,6 @@ __all__ = [
 def suspects(comparison: Comparison) -> tuple[str, ...]:
     """The benchmarks whose first-pass verdict is worth confirming."""
     return tuple(b.name for b in comparison.benchmarks if b.verdict in SUSPECT)
-
-
-def repeats(first: str, rate: float | None, baseline: float, tolerance: float) -> bool:
-    """Whether one run's rate repeats the first pass's verdict ``first`` on its own: beyond
-    the tolerance, in its direction, against the baseline's perf (results/verdict.py)."""
-    if rate is None or not baseline > 0:
-        return False
-    return _repeats_ratio(first, rate / baseline, Rule(tolerance))
 
 
 @dataclass(frozen=True)
@@ -167,21 +157,15 @@ def confirm(
         ratios = [r.rate / before.baseline for r in ok
                   if r.bench == bench.name and r.rate is not None and before.baseline > 0]
         failed = sum(1 for r in extra if r.bench == bench.name and not (r.ok and r.rate))
-        record = _decide(before, bench, ratios, failed, tolerance)
+        # No successful confirmation run: the first pass's verdict is all there is.
+        kept = judge_confirmation(before.verdict, bench.verdict, ratios, Rule(tolerance))
+        record = BenchConfirmation(bench.name, before.verdict, before.ratio, tuple(ratios),
+                                   failed, bench.verdict, bench.ratio, kept)
         records.append(record)
         benches.append(dataclasses.replace(bench, verdict=record.verdict))
     final = dataclasses.replace(after, benchmarks=tuple(benches))
     final = dataclasses.replace(final, score_verdict=_score_verdict(final, records))
     return combined, final, Confirmation(limit, tuple(records))
-
-
-def _decide(first: BenchComparison, combined: BenchComparison, ratios: Sequence[float],
-                 failed: int, tolerance: float) -> BenchConfirmation:
-    """The rule of the module's docstring for one benchmark. No successful confirmation run:
-    the first pass's verdict is all there is."""
-    verdict = judge_confirmation(first.verdict, combined.verdict, ratios, Rule(tolerance))
-    return BenchConfirmation(first.name, first.verdict, first.ratio, tuple(ratios), failed,
-                             combined.verdict, combined.ratio, verdict)
 
 
 def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation]) -> str:

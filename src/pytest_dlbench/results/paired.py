@@ -68,7 +68,6 @@ from pytest_dlbench.results.verdict import (
     TOLERANCE,
     Evidence,
     Rule,
-    Verdict,
     check_levels,
     judge,
     judge_score,
@@ -161,12 +160,6 @@ def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[
     return paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
 
 
-def _verdict(stats: PairedStats, *, tolerance: float, alpha: float) -> Verdict:
-    """The last look's verdict of a benchmark's pairs (results/verdict.py: noisy rounds
-    judged at the claim level)."""
-    return judge(stats.evidence(), Rule(tolerance, alpha))
-
-
 def _rounds_ran(*benches: BenchSummary | None) -> int:
     """How many rounds ran on the sides (the last round's index + 1), failed ones too."""
     repeats = [(r.repeat or 0) for b in benches if b is not None for r in b.runs]
@@ -183,6 +176,7 @@ def judge_rounds(
     fired (interrupted): every pair, and a Stop only for the fixed design."""
     pairs = pairs_of(base, cand, rate)
     ran = _rounds_ran(base, cand)
+    rule = Rule(tolerance, alpha)
     if design == SEQUENTIAL and rounds and pairs:
 
         def look_at(k: int) -> PairedStats | None:
@@ -190,7 +184,7 @@ def judge_rounds(
                                 alpha=alpha)
 
         def final(s: PairedStats | None) -> str:
-            return _verdict(s, tolerance=tolerance, alpha=alpha).word if s else ""
+            return judge(s.evidence(), rule).word if s else ""
 
         found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha,
                            available=ran)
@@ -199,7 +193,7 @@ def judge_rounds(
             return stats, [p for p in pairs if p.round < stop.rounds], stop
     stats = _pairs_stats(base, cand, pairs, test=test, alpha=alpha)
     if design == FIXED and stats is not None:
-        word = _verdict(stats, tolerance=tolerance, alpha=alpha).word
+        word = judge(stats.evidence(), rule).word
         return stats, pairs, Stop(ran, max(rounds or 0, ran), word, ALL_ROUNDS)
     return stats, pairs, None
 
@@ -225,7 +219,7 @@ def _compare_bench(
         if stop is not None and stop.reason == CLEAR:
             word = stop.word
         else:
-            judged = _verdict(s, tolerance=tolerance, alpha=alpha)
+            judged = judge(s.evidence(), Rule(tolerance, alpha))
             word, reason = judged.word, judged.reason
         if s.n < 2:
             note = "one pair: no test (--bench-rounds 2 or more)"

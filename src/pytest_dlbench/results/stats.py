@@ -358,28 +358,11 @@ def describe_test(name: str, pair_rate: str | None = None) -> str:
 
 
 # -- the score: benchmarks' log ratios combined -----------------------------------------------
-@dataclass(frozen=True)
-class _Combined:
-    log_mean: float
-    ps: Ps
-    ci: tuple[float, float]
-
-
-def _combine(
-    terms: Sequence[tuple[float, float, Sequence[tuple[float, int]]]], alpha: float
-) -> _Combined:
-    """The weighted mean of log ratios and its test. ``terms`` are (weight share, log ratio,
-    (variance of a mean, its sample size) of each independent sample behind the log ratio)."""
-    mean = sum(share * diff for share, diff, _ in terms)
-    parts = [(share**2 * var, n) for share, _, samples in terms for var, n in samples]
-    var = sum(v for v, _ in parts)
-    if var == 0:
-        ratio = math.exp(mean)
-        return _Combined(mean, _no_noise(mean), (ratio, ratio))
-    df_den = sum(v * v / (n - 1) for v, n in parts)
-    df = var * var / df_den if df_den > 0 else math.inf
-    ps, ci = _t_test(mean, var, df, alpha)
-    return _Combined(mean, ps, ci)
+def _shares(terms: Sequence[tuple[float, PairedStats]]) -> list[tuple[float, PairedStats]]:
+    """(weight share, statistics) of the weighted benchmarks; empty without any."""
+    used = [(w, s) for w, s in terms if w > 0]
+    total = sum(w for w, _ in used)
+    return [(w / total, s) for w, s in used] if used and total > 0 else []
 
 
 def combined_paired(
@@ -387,25 +370,25 @@ def combined_paired(
 ) -> tuple[float | None, tuple[float, float] | None, Ps | None]:
     """(rate ratio, its interval, one-sided p-values) of the weighted benchmarks' paired
     statistics (a ``--bench-against`` run's score), whatever their test: ranks do not add up
-    across benchmarks, mean log ratios and their variances do. A benchmark with one pair has
-    no variance: the ratio, but no interval and no p."""
-    used = [(w, s) for w, s in terms if w > 0]
-    total = sum(w for w, _ in used)
-    if not used or total <= 0:
+    across benchmarks, mean log ratios and their variances do (:func:`combine_log_ratios`,
+    each benchmark's variance with its pairs less one degrees of freedom). A benchmark with one
+    pair has no variance: the ratio, but no interval and no p."""
+    shares = _shares(terms)
+    if not shares:
         return None, None, None
-    if any(s.log_var is None for _, s in used):
-        return math.exp(sum(w / total * s.log_mean for w, s in used)), None, None
-    combined = _combine([(w / total, s.log_mean, ((s.log_var or 0.0, s.n),)) for w, s in used],
-                        alpha)
-    return math.exp(combined.log_mean), combined.ci, combined.ps
+    ratio = math.exp(sum(share * s.log_mean for share, s in shares))
+    if any(s.log_var is None for _, s in shares):
+        return ratio, None, None
+    ps, ci = combine_log_ratios(
+        [(share, s.log_mean, ((s.log_var or 0.0, s.n - 1),)) for share, s in shares], alpha)
+    return ratio, ci, ps
 
 
 def combined_paired_var(terms: Sequence[tuple[float, PairedStats]]) -> float | None:
     """The variance of the weighted mean log ratio :func:`combined_paired` tests (the score's
     standard error squared; results/verdict.reach asks how far it reaches), None where it
     has no interval."""
-    used = [(w, s) for w, s in terms if w > 0]
-    total = sum(w for w, _ in used)
-    if not used or total <= 0 or any(s.log_var is None for _, s in used):
+    shares = _shares(terms)
+    if not shares or any(s.log_var is None for _, s in shares):
         return None
-    return sum((w / total) ** 2 * (s.log_var or 0.0) for w, s in used)
+    return sum(share**2 * (s.log_var or 0.0) for share, s in shares)
