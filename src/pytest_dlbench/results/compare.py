@@ -1,27 +1,21 @@
 """A run against a baseline: per benchmark ratio and verdict, the score's ratio and verdict.
 
-A verdict needs size *and* evidence (reference/scoring.md, "Comparing with a baseline"): a
-benchmark **regressed** when ``ratio = perf / baseline perf`` (the rate itself) is below
-``1 - tolerance`` and a one-sided test on both sides' samples says the drop is unlikely to be
-noise (p < ``alpha``); **improved** symmetrically. Size alone flags noise (a fixed threshold under
-2-3 % noise raises false alarms); significance alone flags differences too small to matter.
+The ratio is ``perf / baseline perf``, the rate itself, and not ``perf_adj``: ``perf_adj = perf x
+(1 - std%) x (1 - fail/n)`` folds each side's own spread into its figure, so a baseline measured
+during a burst of load (a large std%, a small perf_adj) made a real slowdown look like an
+improvement (issue 14: a 10 % slower step compared as "ratio 1.346, improved"). The spread
+belongs to the test, which already sees it. ``perf_adj`` and its ratio are kept beside the
+verdict (``current_adj``, ``baseline_adj``, ``adj_ratio``), and the score keeps seed 001's
+definition: ``score_ratio`` is the ratio of ``perf_adj`` scores, while the score's verdict
+judges ``score_rate_ratio``, the weighted geometric mean of the benchmarks' rate ratios.
 
-Why the rate and not ``perf_adj``: ``perf_adj = perf x (1 - std%) x (1 - fail/n)`` folds each
-side's own spread into its figure, so a baseline measured during a burst of load (a large std%,
-a small perf_adj) made a real slowdown look like an improvement (issue 14: a 10 % slower step
-compared as "ratio 1.346, improved"). The spread belongs to the test, which already sees it.
-``perf_adj`` and its ratio are kept beside the verdict (``current_adj``, ``baseline_adj``,
-``adj_ratio``), and the score keeps seed 001's definition: ``score_ratio`` is the ratio of
-``perf_adj`` scores, while the score's verdict judges ``score_rate_ratio``, the weighted
-geometric mean of the benchmarks' rate ratios.
-
-The test judges each side with the noise **between runs** (:mod:`.noise`, issue 26): run rates
-when a side has two or more runs, else the between-run noise model the baseline carries (the
-spread of its own repeats, or a documented default), never a single run's blocks alone. Beyond
-the tolerance without significance, or with a side measured on a busy machine or flagged
-unreliable, the verdict is **inconclusive** (its own exit status, results/gate.py). The tests
-live in :mod:`.stats` and :mod:`.noise`, the rule in the verdict core (results/verdict.py),
-shared with :mod:`.paired`: this module only assembles the rows and their evidence.
+Each side is tested with the noise **between runs** (:mod:`.noise`, issue 26), never a single
+run's blocks alone, and the score with the benchmarks' evidence combined
+(:func:`.noise.combined_evidence`: a drop spread thinly over many benchmarks, none significant
+alone, is caught). This module only assembles the rows and their evidence; the verdict core
+(results/verdict.py) decides, with the rule every mode shares. Both score ratios are over the
+benchmarks scored on both sides, so a benchmark added or dropped (whose units are arbitrary)
+cannot move them.
 
 Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
 README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
@@ -29,15 +23,6 @@ README there records what they detect. The tolerance is 3 % and not 5 % because 
 time at best. Runs made minutes apart on a shared machine are noisier than the test assumes
 (load changes between the two sides, not within one): ``--bench-against`` (results/paired.py)
 measures both sides interleaved and pairs them.
-
-The score (a weighted geometric mean) **regressed** when its rate ratio is below
-``1 - tolerance`` and either a weighted benchmark regressed, or the combined evidence of all the
-weighted benchmarks in common is significant: the log score ratio is a weighted sum of log
-ratios, whose variance is the weighted sum of each side's variance of the log mean (delta
-method), tested with a t distribution whose degrees of freedom come from Welch-Satterthwaite.
-The second path catches a drop spread thinly over many benchmarks, none significant alone. Both
-score ratios are over the benchmarks scored on both sides, so a benchmark added or dropped
-(whose units are arbitrary) cannot move them.
 """
 
 from __future__ import annotations

@@ -41,18 +41,12 @@ below about 0.79 (above 1.27), and with repeats on both sides only below about 0
 changes are "inconclusive" unless the baseline carries several sessions of a quieter machine,
 or the gate runs paired (``--bench-against``, where no session separates the sides).
 
-**The verdict** (results/verdict.py, on :meth:`Evidence.judged`): a ratio within the tolerance is
-**unchanged** (no evidence of a change beyond it: an identical code's ratio on a quiet machine stays
-here, however thin the evidence); beyond it, **regressed** (or improved) when the one-sided p is
-below alpha. A slower ratio without that evidence is **inconclusive**: its interval spans both sides
-of ``1 - tolerance``, so neither "regressed" nor "unchanged" can be claimed. A faster one without it
-is **unchanged**: no improvement is claimed, and a reading faster than the baseline is no more a
-sign of a regression than a ratio of 1 is (an A/A pair drifts beyond the tolerance either way on a
-shared machine; the faster half must not fail a gate). A verdict beyond the tolerance is
-inconclusive too, whatever its p, when a side's figure is in doubt (:func:`doubts`): its std% is
-flagged unreliable, or it was measured while something else used the machine (results/busy.py),
-either side, since a slowed baseline makes a change look like an improvement; but not a faster run's
-own busy machine, since load only slows a run. """
+**The verdict** is the core's (results/verdict.py), on :meth:`Evidence.judged`: this module
+gives the test and the doubts. A verdict beyond the tolerance is inconclusive, whatever its p,
+when a side's figure is in doubt (:func:`doubts`): its std% is flagged unreliable, or it was
+measured while something else used the machine (results/busy.py), either side, since a slowed
+baseline makes a change look like an improvement; but not a faster run's own busy machine,
+since load only slows a run. """
 
 from __future__ import annotations
 

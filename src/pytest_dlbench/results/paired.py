@@ -7,23 +7,17 @@ over ``rounds`` (ABBA: base-candidate, then candidate-base, ...), on the same de
 seconds apart instead of days. Each pair gives one log ratio ``d = ln(candidate rate / base
 rate)``; what the machine's load did to that round hits both of its runs, and drops out of d.
 
-Per benchmark, the pairs go to one test of :mod:`.stats` (``test``, ``--bench-paired-test``):
-``"quantile"`` (the default: the sides' upper quartiles of their steps pooled over the rounds,
-a paired permutation test, a bootstrap interval), ``"t"`` (the paired t-test on the log ratios,
-``ratio = exp(mean d)``) or ``"wilcoxon"`` (signed ranks, the Hodges-Lehmann ratio). Each gives
-the ratio (above 1 is faster), its interval at ``1 - 2 alpha`` and the one-sided p-values, the
-evidence the verdict core judges (results/verdict.py), as against a saved baseline
-(:mod:`.compare`); where the rounds are so noisy that an unchanged pair lands beyond the
-tolerance more than half of alpha of the time, a change needs p at half of alpha, and a slower
-ratio with less is inconclusive.
-Rounds where either side failed are left out of the pairs; the candidate's failures fail the
-run (exit status 1), the base side's are listed.
+Per benchmark, the pairs go to one test of :data:`.stats.TESTS` (``--bench-paired-test``, the
+quantile test by default), which gives the ratio (above 1 is faster), its interval at
+``1 - 2 alpha`` and the one-sided p-values: the evidence the verdict core (results/verdict.py)
+judges by the rule every mode shares. Rounds where either side failed are left out of the pairs,
+and of the adj ratios (each side's perf_adj over the rounds both completed); the candidate's
+failures fail the run (exit status 1), the base side's are listed.
 
 The score: :func:`.stats.combined_paired` combines the benchmarks' mean log ratios and their
-variances (whatever the per-benchmark test: ranks do not add up across benchmarks) into the
-score's rate ratio, interval and p-value; the core's ``judge_score`` judges it, as in
-:mod:`.compare`, with the same rule for noisy rounds. ``score_ratio`` stays the ratio of the two
-sides' perf_adj scores (seed 001), shown beside.
+variances (ranks do not add up across benchmarks) into the evidence the core's ``judge_score``
+judges. ``score_ratio`` stays the ratio of the two sides' perf_adj scores (seed 001), shown
+beside.
 
 Pure functions over two :class:`~.summary.SuiteSummary` (no pytest, no git): ``dlbench report``
 recomputes the same verdicts from a finished run directory.

@@ -39,9 +39,7 @@ interval (the test's own, at ``1 - 2 alpha``) is clear of the tolerance band:
   saves (an A/A pair at the shared VM's noise needed all 10 rounds in 4 of 6 real trials to get its
   two-sided interval within ±3 %).
 
-Nothing clear by the last round: the fixed design's verdict on every round
-(results/verdict.py: noisy rounds claim a change at the interim level, and are inconclusive
-between it and alpha).
+Nothing clear by the last round: the fixed design's verdict on every round (results/verdict.py).
 A change near the tolerance keeps its interval across the band's edge, so it runs every round,
 as the fixed design does. The level and the first look were calibrated by simulation
 (``benchmarks/sequential_gate.py``, docs/reports.md "Stopping early"): the same false alarms

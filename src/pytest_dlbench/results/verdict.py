@@ -10,12 +10,15 @@ decides and describes itself, so that the terminal, the HTML and the JSON say on
 
 **The rule** needs size *and* evidence: a ratio (candidate / reference, above 1 is faster)
 within ``1 ± tolerance`` is unchanged; beyond it, the change is claimed when its one-sided p is
-below alpha. The modes differ only in what their evidence can carry:
+below alpha (size alone flags noise: a fixed threshold under 2-3 % noise raises false alarms;
+significance alone flags differences too small to matter). The modes differ only in what their
+evidence can carry:
 
 - a saved baseline's evidence carries the noise between runs and sessions and the doubts of a
   busy or unreliable side (results/noise.py): beyond the tolerance with a doubt, or slower
   without the evidence, it is inconclusive; faster without it, unchanged (no improvement
-  claimed, and a faster reading is no sign of a regression);
+  claimed, and a faster reading is no sign of a regression: an A/A pair drifts beyond the
+  tolerance either way on a shared machine, and its faster half must not fail a gate);
 - a paired run's evidence carries its rounds' variance: slower beyond the tolerance without
   the evidence (p at or above alpha, or no test: one pair) is inconclusive, as against a saved
   baseline, faster without it unchanged; where the rounds are so noisy that an unchanged pair
