@@ -56,3 +56,11 @@ def test_an_mfu_dash_says_why(tmp_path: Path) -> None:
     assert ("MFU not shown: a, b (no peak known for cpu (fp32): no datasheet peak "
             "(results/peaks.py) and no matmul benchmark of fp32 in this run to measure one)"
             in text.splitlines())
+
+
+def test_the_html_page_says_the_same(tmp_path: Path) -> None:
+    from pytest_dlbench.report.html import render_html
+
+    html = render_html(_flops_summary(tmp_path, {"small": 2.18e-05, "big": 0.000816}))
+    assert "2.18e-05" in html and "8.16e-04" in html and "0.000816" not in html
+    assert 'title="no peak known for cpu (fp32): no datasheet peak' in html  # the MFU "—"

@@ -20,7 +20,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.core.numbers import DASH, gap, percent, significant
+from pytest_dlbench.core.numbers import DASH, column, gap, percent, significant
 from pytest_dlbench.report.html_compare import (
     ComparisonView,
     GateBanner,
@@ -28,6 +28,7 @@ from pytest_dlbench.report.html_compare import (
     gate_banner,
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
+from pytest_dlbench.report.terminal import mfu_reason
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
 ERROR = "error"
@@ -169,7 +170,8 @@ def _std_source(bench: BenchSummary) -> str:
     return ""
 
 
-def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
+def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None) -> BenchRow:
+    """``tflops``: the TFLOP/s cell in its column's one format (numbers.column)."""
     return BenchRow(
         name=b.name,
         units=b.units,
@@ -188,11 +190,12 @@ def _bench_row(b: BenchSummary, incomplete: list[str]) -> BenchRow:
         unreliable=b.unreliable,
         # A TFLOP/s past a ceiling is an error of measurement (scoring._with_mfu): its reason
         # is the cell's title, never the figure.
-        tflops=significant(b.tflops) if b.tflops is not None else
+        tflops=(tflops or significant(b.tflops)) if b.tflops is not None else
         ERROR if b.mfu_error else DASH,
-        # An MFU above 100 % is an error of measurement: its reason, never the figure.
+        # An MFU above 100 % is an error of measurement: its reason, never the figure; an MFU
+        # of "—" has its reason on hover too (no peak known for the device...).
         mfu=ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
-        peak_source=b.mfu_error or b.peak_source or b.flops_reason,
+        peak_source=b.mfu_error or mfu_reason(b) or b.peak_source or b.flops_reason,
         precision=b.precision or "",
         time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
         if b.lower_is_better else "",
@@ -296,7 +299,9 @@ def _view(
         failure_rate=percent(summary.failure_rate, space=True, missing=DASH),
         price=significant(price) if price is not None else None,
         price_per_score=significant(price / score) if price is not None and score else None,
-        benchmarks=[_bench_row(b, incomplete) for b in benches],
+        benchmarks=[_bench_row(b, incomplete, cell) for b, cell in
+                    zip(benches, column([b.tflops for b in benches], missing=DASH),
+                        strict=True)],
         failed_runs=[r for r in runs if not r.ok and not r.skipped],
         runs=runs,
         devices=devices,
