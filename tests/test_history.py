@@ -78,6 +78,56 @@ def test_autosave_writes_the_saved_summary_under_machine_and_commit(tmp_path: Pa
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, again.name])
 
 
+def _autosave_together(folder: Path, data: dict[str, Any], barrier: Any, rounds: int) -> None:
+    """One writer of test_concurrent_autosaves_of_one_commit_and_second_are_all_kept."""
+    for k in range(rounds):
+        barrier.wait()  # the writers of a round start together, with the same commit and time
+        autosave(data, folder, git=commit(0),
+                 now=dt.datetime(2026, 2, 1, 0, 0, k, tzinfo=dt.timezone.utc))
+
+
+def test_concurrent_autosaves_of_one_commit_and_second_are_all_kept(tmp_path: Path) -> None:
+    """Four processes save the same commit in the same second, five times over: twenty files
+    (a check that the name was free then a rename onto it kept about one a round)."""
+    import multiprocessing
+
+    data = saved(run_summary(tmp_path, "r0", {"b": 100.0}))
+    folder, writers, rounds = tmp_path / "h", 4, 5
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(writers)
+    procs = [context.Process(target=_autosave_together, args=(folder, data, barrier, rounds))
+             for _ in range(writers)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [proc.exitcode for proc in procs] == [0] * writers
+    (machine_dir,) = folder.iterdir()
+    files = sorted(p.name for p in machine_dir.iterdir())
+    stems = [f"20260201T00000{k}Z_{commit(0).short}" for k in range(rounds)]
+    assert files == sorted(f"{stem}{tail}.json" for stem in stems
+                           for tail in ("", "-2", "-3", "-4"))  # nothing temporary left
+    entries, problems = load_history(folder)
+    assert len(entries) == writers * rounds and problems == []
+
+
+def test_autosave_without_hard_links_still_keeps_both(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system without hard links: the name is created exclusively, then written."""
+    import errno
+
+    def no_link(src: str, dst: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_link)
+    data = saved(run_summary(tmp_path, "r0", {"b": 100.0}))
+    now = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
+    first, second = (autosave(data, tmp_path / "h", git=commit(0), now=now) for _ in range(2))
+    assert second.name == first.name.replace(".json", "-2.json")
+    assert sorted(p.name for p in first.parent.iterdir()) == sorted([first.name, second.name])
+    assert json.loads(second.read_text())["history"]["commit"] == commit(0).commit
+
+
 def test_machine_id_from_the_recorded_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DLBENCH_MACHINE", raising=False)
     assert machine_id(MACHINE) == machine_id(dict(MACHINE, state={"load": [3.0]}))
@@ -300,14 +350,15 @@ def test_an_autosave_that_cannot_be_written_costs_that_file_only(
     import errno
     import os
 
-    replace = os.replace
+    def full(real: Any) -> Any:  # the entry's name is given by a link (or a rename)
+        def call(src: Any, dst: Any) -> None:
+            if Path(dst).parent.parent == tmp_path / "h":  # <history>/<machine>/<entry>.json
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            real(src, dst)
+        return call
 
-    def full(src: Any, dst: Any) -> None:
-        if Path(dst).parent.parent == tmp_path / "h":  # <history>/<machine>/<entry>.json
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", full)
+    monkeypatch.setattr(os, "replace", full(os.replace))
+    monkeypatch.setattr(os, "link", full(os.link))
     status = main(["report", str(summary.run_dir), "--autosave", str(tmp_path / "h"),
                    "--save", str(tmp_path / "saved.json")])
     out, err = capsys.readouterr()

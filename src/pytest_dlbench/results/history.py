@@ -3,7 +3,8 @@ benchmark's rate over the commits with its steps (docs/history.md).
 
 ``--bench-autosave`` (and ``dlbench report --autosave``) writes the summary that ``--bench-save``
 writes, with a ``history`` block (commit, its date, branch, uncommitted changes, machine id), to
-``<history>/<machine-id>/<time>_<commit>.json``, atomically (core/output_files.write_atomic). The
+``<history>/<machine-id>/<time>_<commit>.json``, whole and under a name of its own (``-2``,
+``-3``, ... when a run of the same second has it: created exclusively, never renamed onto). The
 history folder is ``<base>/history`` by default, or any folder given (a CI cache, an artifact
 downloaded from earlier jobs). ``dlbench history`` reads it back (:func:`load_history`) and
 shows each benchmark's series (:func:`bench_series`) with the steps that
@@ -17,12 +18,15 @@ and the GPUs' names and memory, all from the facts a saved summary records
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import math
 import os
 import re
+import secrets
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.layout import json_safe
 from pytest_dlbench.results.changes import Step, detect_steps
@@ -155,12 +158,61 @@ def autosave(
              "saved": when.isoformat(timespec="seconds")}
     folder = Path(history) / machine
     stem = f"{when.strftime('%Y%m%dT%H%M%SZ')}_{git.short}" + ("-dirty" if git.dirty else "")
-    path, k = folder / f"{stem}.json", 1
-    while path.exists():  # two runs in one second: both kept
-        k += 1
-        path = folder / f"{stem}-{k}.json"
     text = json.dumps(json_safe({**saved, "history": block}), indent=2, allow_nan=False)
-    return write_atomic(path, text + "\n")
+    return _write_new(folder, stem, text + "\n")
+
+
+def _write_new(folder: Path, stem: str, text: str) -> Path:
+    """Write ``text`` to a new file ``<stem>.json`` of ``folder``, else ``<stem>-2.json``, ...:
+    the first name free. The whole file is written and synced under a temporary name, then
+    linked to the name, which fails if the name exists: two runs in one second, in two
+    processes, both keep their file (a check that the name is free, then a rename onto it,
+    let the second overwrite the first). A file system without hard links: the name is
+    created exclusively (empty for an instant), then the file renamed onto it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # Exclusive and never through a symlink placed at its name; 0666 less the umask, as a
+    # plain write.
+    tmp = str(folder / f".{stem}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        k = 1
+        while True:
+            path = folder / (f"{stem}.json" if k == 1 else f"{stem}-{k}.json")
+            try:
+                _claim(tmp, path)
+                break
+            except FileExistsError:
+                k += 1
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    with contextlib.suppress(OSError):  # the new name itself reaches the disk
+        dir_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def _claim(tmp: str, path: Path) -> None:
+    """Give the written file ``tmp`` the name ``path`` if nobody has it (FileExistsError)."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise
+    except OSError as exc:  # no hard links here (some network and FUSE file systems)
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                             errno.EMLINK, errno.ENOSYS):
+            raise
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # ours now
+    os.replace(tmp, path)
 
 
 # -- reading --------------------------------------------------------------------------------
