@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlbench.options import history_problem
+from pytest_dlbench.report.outputs import history_problem
 
 SUITE = "a: {definition: pytest_dlbench.workloads.toy:main}"
 

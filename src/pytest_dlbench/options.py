@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from os import PathLike
@@ -24,7 +22,6 @@ __all__ = [
     "ReportOption",
     "check_outputs",
     "evaluate_options",
-    "history_problem",
     "results_base",
 ]
 
@@ -327,7 +324,7 @@ def check_outputs(value: Callable[[str], Any], *, cli: bool,
     """Check the output files asked for (``value(dest)`` as in :func:`evaluate_options`) before
     anything runs, naming each by its flag (``--bench-save`` in pytest, ``--save`` in ``dlbench
     report`` when ``cli``): a DlbenchError, one line (core/output_files.check_outputs). The
-    ``--bench-autosave`` folder too (:func:`history_problem`): ``DIR``, or for the flag alone
+    ``--bench-autosave`` folder too (report/outputs.history_problem): ``DIR``, or for the flag alone
     ``<history_base>/history`` (pytest: ``<bench-base>/history`` when not given)."""
     from pytest_dlbench.core.output_files import check_outputs as check
 
@@ -348,45 +345,12 @@ def check_outputs(value: Callable[[str], Any], *, cli: bool,
         folder = layout.results_base(value("base")) / HISTORY
     else:  # dlbench report without a base: the run directory's, found later
         return
+    from pytest_dlbench.report.outputs import history_problem
+
     problem = history_problem(folder)
     if problem:
         flag = "--autosave" if cli else "--bench-autosave"
         raise DlbenchError(f"{flag}: {problem}")
-
-
-def history_problem(folder: Path) -> str | None:
-    """What stops ``--bench-autosave`` writing into the history ``folder`` (None: nothing),
-    found before the run rather than after it: the folder is not a directory (or lies under a
-    file), cannot be made or written in (a read-only mount), or this machine's folder in it
-    (``<folder>/<machine id>``, results/history.autosave) is not a directory. Makes the folder,
-    as the autosave would."""
-    for part in (folder, *folder.parents):
-        if part.exists() or part.is_symlink():
-            if not part.is_dir():
-                return (f"{folder} is not a directory" if part == folder
-                        else f"{folder}: {part} is not a directory")
-            break
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"{folder}: cannot make {exc.filename or folder}: {exc.strerror or exc}"
-    from pytest_dlbench.measure.machine import machine_info
-    from pytest_dlbench.results.history import machine_id
-
-    machine = folder / machine_id(machine_info())
-    if machine.exists() or machine.is_symlink():
-        if not machine.is_dir():
-            return f"{machine} is not a directory (this machine's folder of the history)"
-        where = machine
-    else:
-        where = folder
-    try:  # an entry is written next to a temporary file: one can be made here
-        fd, probe = tempfile.mkstemp(prefix=".autosave.", suffix=".probe", dir=where)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return f"{folder}: cannot write in {where}: {exc.strerror or exc}"
-    return None
 
 
 def evaluate_options(

@@ -8,13 +8,15 @@ reason, after the table and the score.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Written", "write_outputs"]
+__all__ = ["Written", "history_problem", "write_outputs"]
 
 
 @dataclass
@@ -76,3 +78,38 @@ def write_outputs(
         written.attempt("benchmark-action JSON", "benchmark-action JSON", export,
                         lambda: export_benchmark_action(summary, export))
     return written
+
+
+def history_problem(folder: Path) -> str | None:
+    """What stops ``--bench-autosave`` writing into the history ``folder`` (None: nothing),
+    found before the run rather than after it: the folder is not a directory (or lies under a
+    file), cannot be made or written in (a read-only mount), or this machine's folder in it
+    (``<folder>/<machine id>``, results/history.autosave) is not a directory. Makes the folder,
+    as the autosave would."""
+    for part in (folder, *folder.parents):
+        if part.exists() or part.is_symlink():
+            if not part.is_dir():
+                return (f"{folder} is not a directory" if part == folder
+                        else f"{folder}: {part} is not a directory")
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{folder}: cannot make {exc.filename or folder}: {exc.strerror or exc}"
+    from pytest_dlbench.measure.machine import machine_info
+    from pytest_dlbench.results.history import machine_id
+
+    machine = folder / machine_id(machine_info())
+    if machine.exists() or machine.is_symlink():
+        if not machine.is_dir():
+            return f"{machine} is not a directory (this machine's folder of the history)"
+        where = machine
+    else:
+        where = folder
+    try:  # an entry is written next to a temporary file: one can be made here
+        fd, probe = tempfile.mkstemp(prefix=".autosave.", suffix=".probe", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"{folder}: cannot write in {where}: {exc.strerror or exc}"
+    return None
