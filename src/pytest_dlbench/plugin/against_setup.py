@@ -23,7 +23,14 @@ from types import FrameType
 import pytest
 
 from pytest_dlbench import layout
-from pytest_dlbench.run.against import AgainstError, BaseSide, find_repo, resolve_rev, round_order
+from pytest_dlbench.run.against import (
+    AgainstError,
+    BaseSide,
+    check_paths,
+    find_repo,
+    resolve_rev,
+    round_order,
+)
 
 __all__ = ["AGAINST_AND_COMPARE", "AgainstSetup", "Removal", "write_against"]
 
@@ -79,11 +86,13 @@ class AgainstSetup:
         status 4) when that cannot be done."""
         if config.getoption("bench_compare"):
             raise pytest.UsageError(AGAINST_AND_COMPARE)
+        paths = _session_paths(config)
         try:
             if config.option.collectonly:
-                resolve_rev(find_repo(config.rootpath), rev)
+                repo = find_repo(config.rootpath)
+                check_paths(repo, rev, resolve_rev(repo, rev), paths)
                 return None
-            side = BaseSide.create(rev, Path(config.rootpath))
+            side = BaseSide.create(rev, Path(config.rootpath), paths)
         except AgainstError as exc:
             raise pytest.UsageError(str(exc)) from None
         return cls(config, side)
@@ -100,6 +109,26 @@ class AgainstSetup:
         write_against(self.side, run_dir, rounds=rounds,
                       test=option("bench_paired_test") or PAIRED_TEST,
                       rate=option("bench_paired_rate") or PAIRED_RATE, fixed_rounds=fixed_rounds)
+
+
+def _session_paths(config: pytest.Config) -> list[Path]:
+    """What the session runs, as paths: its suite files and the test paths it was given (a
+    submodule among them is refused before a worktree is made: run/against.check_paths)."""
+    from pytest_dlbench.core.errors import DlbenchError
+    from pytest_dlbench.suite.locate import find_suite
+
+    found: list[Path] = []
+    for name in config.getoption("bench_suite") or ():
+        try:
+            found.append(find_suite(name, config.rootpath))
+        except DlbenchError:
+            continue  # the suite's own loading says what is wrong with it
+    here = Path(config.invocation_params.dir)
+    for arg in config.args:
+        text = str(arg).split("::", 1)[0]
+        if text and not text.startswith("-"):
+            found.append(here / text)
+    return found
 
 
 def _warnings(side: BaseSide) -> list[str]:

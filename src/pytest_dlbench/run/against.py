@@ -31,7 +31,14 @@ their own tree's code:
 
 Not covered: code that must be built (C/C++/CUDA extensions: the worktree is not built), a
 package installed non-editable into site-packages under another directory name, and git
-submodules (not checked out in the worktree).
+submodules (not checked out in the worktree): a suite, a test path or the rootdir inside a
+submodule of REV is refused at set-up (:func:`submodule_of`), in one line naming it, where
+every base run would fail.
+
+**git without the repository's hooks.** Every git command here (:func:`_git`, which
+``dlbench bisect`` uses too) runs with :data:`GIT_CONFIG`: the repository's hooks never run (a
+post-checkout hook would run inside ``worktree add``), and in a process group of its own that
+an interrupt kills, so a Ctrl-C or a SIGTERM while git runs leaves no git process behind.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -53,13 +61,16 @@ from pytest_dlbench.layout import BASE, CANDIDATE
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
 
 __all__ = [
+    "GIT_CONFIG",
     "AgainstError",
     "BaseSide",
     "LOCK_REASON",
     "WORKTREE_PREFIX",
+    "check_paths",
     "remove_stale_worktrees",
     "round_order",
     "source_paths",
+    "submodule_of",
 ]
 
 #: Temporary worktrees are made under the system's temporary directory with this prefix.
@@ -79,19 +90,37 @@ def round_order(round_index: int) -> tuple[str, str]:
     return (BASE, CANDIDATE) if round_index % 2 == 0 else (CANDIDATE, BASE)
 
 
+#: What every git command here runs with: none of the repository's hooks (``worktree add`` runs
+#: its post-checkout hook, which may build or sleep for minutes, and a hook is not ours to run
+#: on a scratch checkout), no fsmonitor daemon, no automatic gc left running behind us.
+GIT_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "gc.auto=0")
+
+
 def _git(repo: Path | None, *args: str, check: bool = True, strip: bool = True) -> str:
-    cmd = ["git", *(["-C", str(repo)] if repo is not None else []), *args]
+    """Run ``git [-C repo] ARGS`` without the repository's hooks (:data:`GIT_CONFIG`), in a
+    process group of its own that an interrupt kills: a Ctrl-C (or SIGTERM, which
+    plugin/against_setup.py turns into one) while git runs leaves no git process behind."""
+    cmd = ["git", *GIT_CONFIG, *(["-C", str(repo)] if repo is not None else []), *args]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     except FileNotFoundError:
         raise AgainstError("--bench-against needs git, and git is not installed") from None
-    if check and done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        raise AgainstError(f"git {args[0]} failed: {lines[-1] if lines else done.returncode}")
-    if done.returncode != 0:
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:
+        # Its own group: a terminal's Ctrl-C never reached it, and what it started (a filter,
+        # a credential helper) is in the group too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if check and proc.returncode != 0:
+        lines = (stderr or stdout).strip().splitlines()
+        raise AgainstError(f"git {args[0]} failed: {lines[-1] if lines else proc.returncode}")
+    if proc.returncode != 0:
         return ""
-    return done.stdout.strip() if strip else done.stdout
+    return stdout.strip() if strip else stdout
 
 
 def find_repo(start: Path) -> Path:
@@ -113,6 +142,48 @@ def resolve_rev(repo: Path, rev: str) -> str:
         raise AgainstError(f"--bench-against={rev}: no such revision in {repo} "
                            "(fetch it first: git fetch origin main)")
     return sha
+
+
+def submodule_of(repo: Path, sha: str, paths: Iterable[Path]) -> tuple[Path, str] | None:
+    """The first of ``paths`` that is inside (or is) a git submodule of ``repo`` at commit
+    ``sha``, and that submodule's path; None when none is. A worktree does not check
+    submodules out: the base side would find an empty folder there."""
+    repo = repo.resolve()
+    wanted: dict[Path, str] = {}
+    for path in paths:
+        try:
+            relative = Path(path).resolve().relative_to(repo)
+        except ValueError:
+            continue  # outside the repository: the same on both sides
+        if relative.parts:
+            wanted[Path(path)] = relative.as_posix()
+    if not wanted:
+        return None
+    folders = {p.as_posix() for rel in wanted.values()
+               for p in [Path(rel), *Path(rel).parents] if p.parts}
+    listing = _git(repo, "ls-tree", "-z", "--full-tree", sha, "--", *sorted(folders),
+                   check=False, strip=False)
+    gitlinks = {entry.partition("\t")[2] for entry in listing.split("\0")
+                if entry.startswith("160000 ")}
+    for path, rel in wanted.items():
+        for folder in [Path(rel), *Path(rel).parents]:
+            if folder.parts and folder.as_posix() in gitlinks:
+                return path, folder.as_posix()
+    return None
+
+
+def check_paths(repo: Path, rev: str, sha: str, paths: Iterable[Path]) -> None:
+    """:class:`AgainstError`, one line naming the submodule, when one of ``paths`` is inside a
+    git submodule at ``rev``: its base runs would all fail (an empty folder in the worktree)."""
+    found = submodule_of(repo, sha, paths)
+    if found is None:
+        return
+    path, folder = found
+    raise AgainstError(
+        f"--bench-against={rev}: {_shown(path, repo)} is in the git submodule {folder}, which a "
+        "worktree does not check out: run pytest inside the submodule, against a revision of "
+        "its own history"
+    )
 
 
 def dirty_files(repo: Path) -> list[str]:
@@ -163,10 +234,13 @@ class BaseSide:
 
     # -- making and removing the worktree ---------------------------------------------------
     @classmethod
-    def create(cls, rev: str, start: Path) -> BaseSide:
-        """Check ``rev`` out in a temporary worktree of the repository around ``start``."""
+    def create(cls, rev: str, start: Path, paths: Iterable[Path] = ()) -> BaseSide:
+        """Check ``rev`` out in a temporary worktree of the repository around ``start``;
+        :class:`AgainstError` first when one of ``paths`` (what the session runs: its suites,
+        its test paths) is in a submodule at ``rev`` (:func:`check_paths`)."""
         repo = find_repo(start)
         sha = resolve_rev(repo, rev)
+        check_paths(repo, rev, sha, [start, *paths])
         head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False)
         dirty = tuple(dirty_files(repo))
         stale = remove_stale_worktrees(repo)
@@ -219,6 +293,10 @@ class BaseSide:
         """Resolve each candidate suite as it is at the base revision; note every wanted
         benchmark the base side cannot run (no such suite, or no such benchmark there)."""
         wanted = set(wanted)
+        suites = list(suites)
+        check_paths(self.repo, self.rev, self.sha,
+                    [s.path for s in suites
+                     if any(x.name in wanted and x.enabled for x in s.specs)])
         for suite in suites:
             names = [s.name for s in suite.specs if s.name in wanted and s.enabled]
             if not names:

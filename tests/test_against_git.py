@@ -1,0 +1,116 @@
+"""--bench-against's git calls (issue 40 item 5; run/against.py): the repository's hooks never
+run in the worktree's checkout, and an interrupt while git runs leaves no git process (nor what
+git started) behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_dlbench.run.against import BaseSide
+
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          env={**os.environ, **ENV}, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """One commit, and a post-checkout hook that leaves a mark."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'hook-ran'}\n")
+    hook.chmod(0o755)
+    return repo
+
+
+def test_the_worktree_is_made_without_the_repositorys_hooks(repo: Path, tmp_path: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "other")  # the hook does run for git itself
+    assert (tmp_path / "hook-ran").read_text() == "ran\n"
+    (tmp_path / "hook-ran").unlink()
+    side = BaseSide.create("HEAD", repo)
+    try:
+        assert (side.path / "a.txt").read_text() == "a\n"
+        assert not (tmp_path / "hook-ran").exists()  # never ran
+    finally:
+        side.remove()
+    assert not side.path.exists()
+    # core.hooksPath in the repository's own config is overridden too.
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "post-checkout").write_text(
+        (repo / ".git" / "hooks" / "post-checkout").read_text())
+    (tmp_path / "hooks" / "post-checkout").chmod(0o755)
+    git(repo, "config", "core.hooksPath", str(tmp_path / "hooks"))
+    side = BaseSide.create("HEAD", repo)
+    side.remove()
+    assert not (tmp_path / "hook-ran").exists()
+
+
+INTERRUPTED = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from pytest_dlbench.run.against import _git
+
+    try:
+        _git(Path(sys.argv[1]), "slow")
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+    """
+)
+
+
+def _find(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if process.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if marker in " ".join(process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+def test_an_interrupt_while_git_runs_leaves_no_git_process(repo: Path, tmp_path: Path) -> None:
+    # A git command that runs a while and starts a child of its own (a hook, a filter does
+    # the same): an alias to a shell command.
+    marker = f"{41 + os.getpid() % 1000}.5"
+    git(repo, "config", "alias.slow", f"!sleep {marker}")
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    proc = subprocess.Popen([sys.executable, str(script), str(repo)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _find(f"sleep {marker}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _find(f"sleep {marker}"), "git's alias never started"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, to pytest alone (git runs in its own group)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and out == "interrupted\n"
+        time.sleep(0.2)
+        assert _find(f"sleep {marker}") == []  # git and its child died with the interrupt
+    finally:
+        for left in _find(f"sleep {marker}"):
+            left.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
