@@ -278,17 +278,14 @@ def _machine_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[st
     return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()
 
 
-def _positive(value: Any) -> float:
+def _rate(bench: BenchSummary) -> float:
+    """A benchmark's perf (0 when no run succeeded, or not a positive number): the rate the
+    verdict judges."""
     try:
-        number = float(value or 0.0)
+        number = float(bench.perf or 0.0)
     except (TypeError, ValueError):
         return 0.0
     return number if math.isfinite(number) and number > 0 else 0.0
-
-
-def _rate(bench: BenchSummary) -> float:
-    """A benchmark's perf (0 when no run succeeded): the rate the verdict judges."""
-    return _positive(bench.perf)
 
 
 def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the baseline"

@@ -69,13 +69,10 @@ from pytest_dlbench.results.verdict import (
 
 __all__ = [
     "Pair",
-    "PairedStats",
     "compare_paired",
     "design_of",
     "judge_rounds",
-    "paired_stats",
     "pairs_of",
-    "quantile_stats",
     "stop_before",
     "summarize_paired_dir",
 ]
