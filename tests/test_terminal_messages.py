@@ -46,8 +46,10 @@ def _cells(text: str, header: str) -> dict[str, str]:
 def test_a_tflops_column_has_one_format(tmp_path: Path) -> None:
     text = render_summary(_flops_summary(tmp_path, {"small": 2.18e-05, "big": 0.000816}),
                           width=120)
-    assert _cells(text, "TFLOP/s") == {"small": "2.18e-05", "big": "8.16e-04"}
-    assert column([0.5, 12.0, None]) == ["0.5", "12.0", "-"]  # no tiny figure: number()'s
+    # Was "2.18e-05" above "0.000816": decimals both (and the docs' outputs read both as #).
+    assert _cells(text, "TFLOP/s") == {"small": "0.0000218", "big": "0.000816"}
+    assert column([0.5, 12.0, None]) == ["0.5", "12.0", "-"]  # number()'s
+    assert column([3.1e-07, 0.000816]) == ["3.10e-07", "8.16e-04"]  # both scientific
 
 
 def test_an_mfu_dash_says_why(tmp_path: Path) -> None:
@@ -62,5 +64,5 @@ def test_the_html_page_says_the_same(tmp_path: Path) -> None:
     from pytest_dlbench.report.html import render_html
 
     html = render_html(_flops_summary(tmp_path, {"small": 2.18e-05, "big": 0.000816}))
-    assert "2.18e-05" in html and "8.16e-04" in html and "0.000816" not in html
+    assert "0.0000218" in html and "0.000816" in html and "2.18e-05" not in html
     assert 'title="no peak known for cpu (fp32): no datasheet peak' in html  # the MFU "—"

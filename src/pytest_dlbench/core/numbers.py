@@ -123,14 +123,25 @@ def number(value: float | None) -> str:
 
 
 def column(values: list[float | None], *, missing: str = MISSING) -> list[str]:
-    """A column of figures in one format: :func:`number`'s, unless one of them would be in
-    scientific notation (below 1e-4): then every one of them (``2.18e-05`` above ``8.16e-04``,
-    not above ``0.000816``), so that a column reads at a glance."""
-    small = [v for v in values if v is not None and math.isfinite(v) and 0 < abs(v) < 1e-4]
-    if not small:
-        return [number(v) if v is not None else missing for v in values]
-    return [missing if v is None else number(v) if not math.isfinite(v) else f"{v:.2e}"
-            for v in values]
+    """A column of figures in one notation: plain decimals at about three significant digits,
+    :func:`number`'s, and below 1e-4 the same digits written out (``0.0000218`` above
+    ``0.000816``, where :func:`number` alone wrote ``2.18e-05`` above ``0.000816``); in
+    scientific notation every one of them, only when one is below 1e-6 (its decimals would
+    grow too long to read)."""
+    tiny = any(v is not None and math.isfinite(v) and 0 < abs(v) < 1e-6 for v in values)
+
+    def cell(v: float | None) -> str:
+        if v is None:
+            return missing
+        if not math.isfinite(v):
+            return number(v)
+        if tiny:
+            return f"{v:.2e}"
+        if v != 0 and abs(v) < 1e-4:
+            return f"{v:.{2 - math.floor(math.log10(abs(v)))}f}"
+        return number(v)
+
+    return [cell(v) for v in values]
 
 
 def significant(
