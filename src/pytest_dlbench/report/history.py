@@ -152,6 +152,8 @@ def history_section(series: Sequence[BenchSeries], folder: str | PathLike[str]) 
                    f"[{_html.escape(s.machine)}] {_html.escape(s.units)}</span></h3>")
         out.append(_svg(s))
         lines = [step_line(s, step) for step in s.steps] or ["no step"]
+        # A file whose figures of this benchmark were left out (not finite positive rates).
+        lines += [f"warning: {note}" for note in s.notes]
         out.append("<ul>" + "".join(f"<li>{_html.escape(t)}</li>" for t in lines) + "</ul>")
     out.append("</section>")
     return "\n".join(out)

@@ -29,7 +29,7 @@ import re
 import secrets
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -230,16 +230,58 @@ class Entry:
     summary: SuiteSummary
     #: Written by --bench-autosave (it has a ``history`` block), not a plain saved summary.
     autosaved: bool = False
+    #: The benchmarks whose figures of this file were left out (not finite positive rates),
+    #: and the warning line that names the file and them (None: none left out).
+    left_out: tuple[str, ...] = ()
+    warning: str | None = None
 
     @property
     def short(self) -> str:
         return (self.commit or "nogit")[:10] + ("+" if self.dirty else "")
 
 
+def usable_rate(value: float | None) -> bool:
+    """A rate a series or a drift can use: a finite number above 0 (a history file is data
+    someone else wrote: ``1e999`` reads as infinity, ``NaN`` and ``-1`` are JSON too)."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
+#: The benchmarks a warning about a file's left-out figures names; the rest are counted.
+SHOWN_BENCHES = 3
+
+
+def _usable_figures(path: Path, summary: SuiteSummary
+                    ) -> tuple[SuiteSummary, tuple[str, ...], str | None]:
+    """``summary`` with each perf and run rate that is not a finite positive number left out
+    (None), the benchmarks it touched, and one warning line naming the file (None: none)."""
+    benches, touched, what = [], [], []
+    for bench in summary.benchmarks:
+        bad_perf = bench.perf is not None and not usable_rate(bench.perf)
+        runs = tuple(replace(r, rate=None) if r.rate is not None and not usable_rate(r.rate)
+                     else r for r in bench.runs)
+        bad_runs = sum(a is not b for a, b in zip(runs, bench.runs, strict=True))
+        if bad_perf or bad_runs:
+            touched.append(bench.name)
+            parts = [f"perf {bench.perf!r}"] if bad_perf else []
+            parts += [f"{bad_runs} run rate{'s' if bad_runs != 1 else ''}"] if bad_runs else []
+            what.append(f"{bench.name} ({', '.join(parts)})")
+            bench = replace(bench, perf=None if bad_perf else bench.perf, runs=runs)
+        benches.append(bench)
+    if not touched:
+        return summary, (), None
+    named = ", ".join(what[:SHOWN_BENCHES])
+    if len(what) > SHOWN_BENCHES:
+        named += f" and {len(what) - SHOWN_BENCHES} more benchmarks"
+    line = (f"left out: {path}: {named}: not finite positive rates (the file's other "
+            "figures are read)")
+    return replace(summary, benchmarks=tuple(benches)), tuple(touched), line
+
+
 def _entry(path: Path) -> Entry:
     from pytest_dlbench.results.baseline import load_summary
 
     summary = load_summary(path)  # one line naming the file when it cannot be used
+    summary, left_out, warning = _usable_figures(path, summary)
     from pytest_dlbench.core import untrusted
 
     data = untrusted.loads(untrusted.read_bytes(path).decode("utf-8"))
@@ -255,7 +297,7 @@ def _entry(path: Path) -> Entry:
                  commit_date=text("commit_date"), branch=text("branch"),
                  dirty=block.get("dirty") is True,
                  saved=text("saved") or _str(summary.provenance, "created") or "",
-                 summary=summary, autosaved=bool(block))
+                 summary=summary, autosaved=bool(block), left_out=left_out, warning=warning)
 
 
 def _str(mapping: Mapping[str, Any] | None, key: str) -> str | None:
@@ -268,7 +310,8 @@ def load_history(
 ) -> tuple[list[Entry], list[str]]:
     """Every saved run of the history folder (of one machine when given), oldest commit
     first (by commit date, then by when it was saved); and one line per file that could not
-    be read (it is left out, the others are read)."""
+    be read (it is left out, the others are read) or whose figures were not all finite
+    positive rates (those are left out, the file's others are read)."""
     root = Path(history)
     if not root.is_dir():
         raise HistoryError(f"history {root}: no such folder (write one with --bench-autosave)")
@@ -278,9 +321,13 @@ def load_history(
         if machine is not None and path.parent.name != machine:
             continue
         try:
-            entries.append(_entry(path))
+            entry = _entry(path)
         except (DlbenchError, OSError, ValueError) as exc:
             problems.append(f"left out: {' '.join(str(exc).split())}")
+            continue
+        entries.append(entry)
+        if entry.warning:
+            problems.append(entry.warning)
     entries.sort(key=lambda e: (_date_key(e.commit_date or e.saved), e.saved))
     return entries, problems
 
@@ -409,15 +456,22 @@ def bench_series(
     by_key: dict[tuple[str, str], dict[str, list[tuple[Entry, float]]]] = {}
     order: dict[str, int] = {}
     units: dict[tuple[str, str], str] = {}
+    notes: dict[tuple[str, str], list[str]] = {}
     for entry in entries:
         key_commit = entry.commit or f"nogit:{entry.path.name}"
         if entry.dirty:
             key_commit += "+dirty"  # uncommitted changes are not the commit's code
         order.setdefault(key_commit, len(order))
         for bench in entry.summary.benchmarks:
-            if not select(bench.name) or bench.perf is None or not bench.perf > 0:
+            if not select(bench.name):
                 continue
             key = (entry.machine, bench.name)
+            if entry.warning and bench.name in entry.left_out:
+                notes.setdefault(key, []).append(entry.warning)
+            # A figure that is not a finite positive rate is no point of a series (the reader
+            # leaves it out and says so; an entry made otherwise is checked here too).
+            if bench.perf is None or not usable_rate(bench.perf):
+                continue
             units.setdefault(key, bench.units)
             by_key.setdefault(key, {}).setdefault(key_commit, []).append((entry, bench.perf))
     out = []
@@ -432,7 +486,8 @@ def bench_series(
         steps = detect_steps([math.log(p.rate) for p in points], tolerance=tolerance,
                              alpha=alpha)
         out.append(BenchSeries(bench=name, machine=machine, units=units[(machine, name)],
-                               points=tuple(points), steps=tuple(steps)))
+                               points=tuple(points), steps=tuple(steps),
+                               notes=tuple(dict.fromkeys(notes.get((machine, name), ())))))
     return out
 
 
@@ -492,5 +547,5 @@ def report_series(summary: SuiteSummary, folder: str | PathLike[str] | None = No
     for s in series:
         current = next((i for i, p in enumerate(s.points)
                         if any(e in own for e in p.entries)), None)
-        marked.append(BenchSeries(s.bench, s.machine, s.units, s.points, s.steps, current))
+        marked.append(replace(s, current=current))
     return target, marked
