@@ -325,8 +325,8 @@ def paired_with_doubts(
     for row in comparison.benchmarks:
         cand = candidate.get(row.name)
         doubt = (paired_doubt(base.get(row.name) if base is not None else None, cand)
-                 if row.verdict in verdict.SUSPECT and cand is not None else None)
-        judged = verdict.judge_doubted(row.verdict, row.ratio, doubt)
+                 if cand is not None else None)
+        judged = verdict.judge_doubted(row.verdict, row.ratio, doubt)  # only a change doubts
         if judged is not None:
             row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason)
             doubted.append(row)
