@@ -236,9 +236,10 @@ ReturnToService=2
                 "--pid", f"--wd={cwd or self.root}", *cmd]
 
     def run(self, name: str, cmd: Sequence[str], *, cwd: str | Path | None = None,
-            check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.on_node(name, cmd, cwd), env=self.env, capture_output=True,
-                              text=True, check=check, timeout=timeout)
+            check: bool = True, timeout: float = 120,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.on_node(name, cmd, cwd), env={**self.env, **(env or {})},
+                              capture_output=True, text=True, check=check, timeout=timeout)
 
     def set_link(self, name: str, up: bool) -> None:
         sh("ip", "netns", "exec", self.ns(name), "ip", "link", "set", self.link(name),
