@@ -3,49 +3,15 @@ verdict is clear (issue 26, item 4).
 
 A group-sequential design with **repeated confidence intervals** (Jennison & Turnbull) on the
 paired test the fixed design uses: after rounds 4, 5, 6, ... (:func:`looks`) the rounds so far
-are judged with the same test (the quantile test by default) and the benchmark stops when the
-interval (the test's own, at ``1 - 2 alpha``) is clear of the tolerance band:
+are judged with the same test, and the core's rule for an interim look
+(results/verdict.judge_look) stops the benchmark when the test's interval is clear of the
+tolerance band: wholly beyond it, with p at most the claim level and the rounds not noisy (a
+clear change), wholly inside it, or with a regression futile (unchanged). Nothing clear by the
+last round: the fixed design's verdict on every round (results/verdict.py). Why each of these,
+and the calibration by simulation (``benchmarks/sequential_gate.py``: the same false alarms and
+detection of 5 % and 10 % as the fixed 10 rounds, in fewer rounds on average), are in
+docs/reports.md, "Stopping early" and "Stopping early, calibrated".
 
-- wholly below ``1 - tolerance`` (or above ``1 + tolerance``) **and** the one-sided p-value is
-  at most :data:`.verdict.CLAIM_ALPHA_SHARE` of alpha (half: 0.025) **and** the rounds are
-  not noisy: a clear regression (improvement), judged as one now. Each look is another chance
-  for noise to cross, so an interim look is stricter than the last one, at a constant level
-  (Pocock's shape): looks at alpha raised the simulated A/A false alarms at 15 % between runs
-  from the fixed design's 6.2 % to 8.2 %. Where the runs' noise is small next to the tolerance
-  the band itself keeps false alarms rare: below a reach of alpha (:func:`.verdict.reach`: an
-  unchanged pair's ratio lands beyond the tolerance less than alpha of the time), an interval
-  clear of the band sits 1.645 standard errors beyond it, and a look's false alarm is at most
-  ``Φ(-3.29)``, 0.05 %. Above it the clearance shrinks to nothing, every look is a test at its
-  full level, and seven of them let through more than one: a real quiet A/A pair whose runs
-  were 20 % apart (reach 0.34) stopped "regressed" at round 7 on p = 3/128
-  (benchmarks/README.md). Such rounds claim nothing before the last look (futility may still
-  stop them); they seldom stopped early anyway (98 % of the rounds in the simulation at 15 %
-  between runs). The threshold costs rounds where early looks are short: a clear 10 % change
-  at 3 % noise ran 7.8 rounds instead of 6.2 (at the last look's half of alpha, 8.4), for no
-  false alarm fewer in those cells. With the permutation test, whose smallest p after k rounds
-  is ``2**-k``, the first look that can call a regression is round 6 (1/64). An earlier rule
-  took ``max(alpha, 2**-k)`` and stopped at round 4 on p = 1/16: a real A/A pair whose four
-  rounds all read 3-6 % slower failed the gate there (benchmarks/README.md);
-- wholly inside ``[1 - tolerance, 1 + tolerance]``: a clear "unchanged" (futility: the change
-  is surely too small to count, and more rounds cannot make it a regression);
-- or, **futility against a regression**: the ratio is not faster than the tolerance and the
-  one-sided lower bound at :data:`.verdict.FUTILITY_CONFIDENCE` (90 %: the estimate less ``z``
-  standard errors of the test's own variance) is above ``1 - tolerance``: a regression beyond the
-  tolerance is then unlikely, and the gate only fails on those. The fixed design could still call
-  such a benchmark "improved" at its last round; stopping gives up that claim only when the ratio is
-  within the tolerance. A futility stop is non-binding: it can never add a false alarm, only stop a
-  real regression early as "unchanged", and its level was chosen by the simulation for the detection
-  it keeps (5 % caught as often as the fixed design within the simulation's error) at the rounds it
-  saves (an A/A pair at the shared VM's noise needed all 10 rounds in 4 of 6 real trials to get its
-  two-sided interval within ±3 %).
-
-Nothing clear by the last round: the fixed design's verdict on every round (results/verdict.py).
-A change near the tolerance keeps its interval across the band's edge, so it runs every round,
-as the fixed design does. The level and the first look were calibrated by simulation
-(``benchmarks/sequential_gate.py``, docs/reports.md "Stopping early"): the same false alarms
-and detection of 5 % and 10 % as the fixed 10 rounds, in fewer rounds on average.
-
-The rule is one pure function over what the rounds so far say (results/verdict.judge_look), and
 :func:`first_stop` walks the looks over a benchmark's rounds: the plugin asks it before it runs
 a round, and ``dlbench report`` asks it again, so a finished run directory gives the verdict the
 run gave. The first look where the rule fires is the verdict even where more rounds ran (a run
