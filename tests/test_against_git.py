@@ -114,3 +114,57 @@ def test_an_interrupt_while_git_runs_leaves_no_git_process(repo: Path, tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+SIGTERMED = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from pytest_dlbench.plugin.against_setup import _sigterm_interrupts
+    from pytest_dlbench.run.against import BaseSide
+
+    try:
+        with _sigterm_interrupts():  # as AgainstSetup.check_out makes the worktree
+            BaseSide.create("HEAD", Path(sys.argv[1]))
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+    """
+)
+
+
+def test_sigterm_while_the_worktree_is_checked_out_leaves_nothing(repo: Path,
+                                                                    tmp_path: Path) -> None:
+    # A smudge filter runs inside `git worktree add`, as a hook would: a slow one.
+    marker = f"{43 + os.getpid() % 1000}.5"
+    git(repo, "config", "filter.slow.smudge", f"sleep {marker}; cat")
+    (repo / ".gitattributes").write_text("a.txt filter=slow\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "slow checkout")
+    script = tmp_path / "sigtermed.py"
+    script.write_text(SIGTERMED)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(repo)], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 30
+        while not _find(f"sleep {marker}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _find(f"sleep {marker}"), "the checkout's filter never started"
+        proc.send_signal(signal.SIGTERM)  # a cancelled CI job, to pytest alone
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and out == "interrupted\n"
+        time.sleep(0.2)
+        assert _find(f"sleep {marker}") == []
+        assert _find(f"{repo}") == []  # no git command on the repository
+        listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+        assert [line for line in listed if line.startswith("worktree ")] == [
+            f"worktree {repo}"]
+        assert list(scratch.iterdir()) == []
+    finally:
+        for left in _find(f"sleep {marker}"):
+            left.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -14,9 +14,10 @@ it behind; the next ``--bench-against`` removes it (``remove_stale_worktrees``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -36,6 +37,28 @@ __all__ = ["AGAINST_AND_COMPARE", "AgainstSetup", "Removal", "write_against"]
 
 AGAINST_AND_COMPARE = ("--bench-against and --bench-compare: use one (the first measures the "
                        "base revision now, the second reads a file)")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills
+    raise KeyboardInterrupt("SIGTERM")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while the worktree is made, as Ctrl-C does (where no
+    one else handles SIGTERM): run/against.py then kills the git command running, in its own
+    process group, and removes what was made; SIGTERM's default would leave both."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class Removal:
@@ -92,7 +115,8 @@ class AgainstSetup:
                 repo = find_repo(config.rootpath)
                 check_paths(repo, rev, resolve_rev(repo, rev), paths)
                 return None
-            side = BaseSide.create(rev, Path(config.rootpath), paths)
+            with _sigterm_interrupts():  # git killed, nothing left, on SIGTERM as on Ctrl-C
+                side = BaseSide.create(rev, Path(config.rootpath), paths)
         except AgainstError as exc:
             raise pytest.UsageError(str(exc)) from None
         return cls(config, side)

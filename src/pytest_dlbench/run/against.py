@@ -100,10 +100,15 @@ def _git(repo: Path | None, *args: str, check: bool = True, strip: bool = True) 
     """Run ``git [-C repo] ARGS`` without the repository's hooks (:data:`GIT_CONFIG`), in a
     process group of its own that an interrupt kills: a Ctrl-C (or SIGTERM, which
     plugin/against_setup.py turns into one) while git runs leaves no git process behind."""
+    from pytest_dlbench.run.process import pdeathsig_setter
+
     cmd = ["git", *GIT_CONFIG, *(["-C", str(repo)] if repo is not None else []), *args]
     try:
+        # Its own session, so we choose when it ends; and it dies with us (PR_SET_PDEATHSIG),
+        # should we be SIGKILLed while it runs.
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=pdeathsig_setter())
     except FileNotFoundError:
         raise AgainstError("--bench-against needs git, and git is not installed") from None
     try:
