@@ -233,12 +233,13 @@ class LineBuffer:
 
 
 def read_lines(streams: Mapping[int, tuple[str, int]], *,
-                exited: Callable[[], bool] | None = None,
-                drain: float = DRAIN_S) -> Iterator[tuple[str, bytes, int]]:
+                exited: Callable[[], bool] | None = None, drain: float = DRAIN_S,
+                held_open: set[int] | None = None) -> Iterator[tuple[str, bytes, int]]:
     """``(name, line, bytes dropped from it)`` from several pipes (fd: name and line cap) as
     their lines come, until all of them are closed, or ``drain`` seconds after ``exited()``
     says the command ended: the output and voir's data channel are read apart, neither waiting
-    for the other, and a background process holding a pipe open cannot hold the reader."""
+    for the other, and a background process holding a pipe open cannot hold the reader. The
+    pipes still open then are added to ``held_open``."""
     selector = selectors.DefaultSelector()
     buffers: dict[int, LineBuffer] = {}
     for fd, (name, cap) in streams.items():
@@ -250,8 +251,10 @@ def read_lines(streams: Mapping[int, tuple[str, int]], *,
             if deadline is None and exited is not None and exited():
                 deadline = time.monotonic() + drain
             left = POLL_S if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                break  # the command ended, something it left keeps the pipe open
+            if left <= 0:  # the command ended, something it left keeps the pipe open
+                if held_open is not None:
+                    held_open.update(key.fd for key in selector.get_map().values())
+                break
             for key, _ in selector.select(left if exited is not None else None):
                 fd = key.fd
                 chunk = os.read(fd, 65536)
@@ -393,7 +396,8 @@ def run_command(
         streams = {proc.stdout.fileno(): ("out", LINE_CAP)}
         if channel is not None:
             streams[data_read] = ("data", DATA_LINE_CAP)
-        lines = read_lines(streams, exited=lambda: proc.poll() is not None)
+        held_open: set[int] = set()
+        lines = read_lines(streams, exited=lambda: proc.poll() is not None, held_open=held_open)
         for name, raw, dropped in lines:
             line = raw.decode("utf-8", errors="replace")
             size = len(raw.rstrip(b"\n")) + dropped if dropped else 0
@@ -435,7 +439,7 @@ def run_command(
                 bench.log_progress(step.percent)
             if bench.done and stop_when_done:
                 stop_now()
-        left = kill_pipe_holders(list(streams))
+        left = kill_pipe_holders(sorted(held_open)) if held_open else []
         if left:  # the reader stopped DRAIN_S after the command exited: they kept it open
             out.write(f"pytest-dlbench: the command exited, and {len(left)} process"
                       f"{'es' if len(left) > 1 else ''} it left running (pid "

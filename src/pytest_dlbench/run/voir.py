@@ -95,7 +95,9 @@ def _copy_output(proc: subprocess.Popen[bytes], out: IO[str]) -> list[str]:
     tail: list[str] = []
     assert proc.stdout is not None
     streams = {proc.stdout.fileno(): ("out", LINE_CAP)}
-    for _, raw, dropped in read_lines(streams, exited=lambda: proc.poll() is not None):
+    held_open: set[int] = set()
+    for _, raw, dropped in read_lines(streams, exited=lambda: proc.poll() is not None,
+                                      held_open=held_open):
         line = raw.decode("utf-8", errors="replace")
         out.write(line if line.endswith("\n") else line + "\n")
         if dropped:
@@ -104,7 +106,8 @@ def _copy_output(proc: subprocess.Popen[bytes], out: IO[str]) -> list[str]:
                       f"its first {LINE_CAP} kept\n")
         out.flush()
         tail = [*tail[-29:], line.rstrip("\n")]
-    kill_pipe_holders(list(streams))  # what it left running with its output open
+    if held_open:
+        kill_pipe_holders(sorted(held_open))  # what it left running with its output open
     return tail
 
 
