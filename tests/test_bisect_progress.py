@@ -334,3 +334,43 @@ def test_a_closed_output_stops_the_progress_lines_quietly(monkeypatch: pytest.Mo
     with bisect_module._every(0.001, tick):
         assert called.wait(timeout=60)
     assert calls == [1] and failures == []
+
+
+def test_on_a_terminal_the_progress_line_is_rewritten_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    repo, shas = make_repo(tmp_path / "repo", slow=1, n=2)
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(bisect_module, "PROGRESS_S", 0.01)
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+
+    def run_pytest(argv: list[str], cwd: Path, log: Path) -> int:
+        base = Path(next(a for a in argv if a.startswith("--bench-base=")).split("=", 1)[1])
+        run = base / "runs" / "s.20260101-000000"
+        run.mkdir(parents=True)
+        (run / "sleepy.D0.R0.data").write_text("")
+        deadline = time.monotonic() + 60
+        while "\r\x1b[K  step " not in screen.getvalue():
+            assert time.monotonic() < deadline, "no progress line"
+            time.sleep(0.01)
+        (run / "verdict").write_text("changed")
+        return 0
+
+    monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
+    monkeypatch.setattr("pytest_dlbench.results.probe.judge_paired_run",
+                        lambda run_dir, bench, **_: Verdict("changed", 0.85, (0.8, 0.9), 6)
+                        if (Path(run_dir) / "verdict").exists() else None)
+    assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
+    text = screen.getvalue()
+    # Each progress report overwrites the line; the step's line clears it first.
+    assert f"\r\x1b[K{shas[-1][:10]} changed " in text
+    live = text.split("\n")[1]  # after the plan line: the reports, then the step's line
+    assert live.startswith("\r\x1b[K  step 1 of at most 1: BAD ")
+    assert live.count("\r\x1b[K  step 1 of at most 1: BAD ") >= 1 and "\n" not in live
+    assert text.endswith(")\n")  # the last line ends the output cleanly
