@@ -209,3 +209,51 @@ def test_dlbench_compare_reads_the_drift_from_history(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"dlbench: error: --history {tmp_path / 'nowhere'}: no such folder "
                    "(write one with --bench-autosave)"]
+
+
+# -- a session is what it measured, not its file's name (issue 40 item 7) --------------------
+def test_copies_of_one_session_count_once() -> None:
+    rng = random.Random(8)
+    sessions = [entry(drifting(rng, drift=0.03, within=0.01), "a") for _ in range(3)]
+    alone = history_drifts(sessions)["x"]
+    # Each session's file copied under other names: the same summaries, read again.
+    copies = [SimpleNamespace(**vars(e)) for e in sessions for _ in range(3)]
+    assert history_drifts(sessions + copies)["x"] == alone
+    assert alone.df == 2 and alone.source == "3 sessions of 1 commit in the history"
+    # Two sessions with the same figures but their own run directories are two sessions.
+    twins = [entry([100.0, 101.0], "b", run_dir=f"/runs/r{k}") for k in range(2)]
+    assert history_drifts(twins)["x"].df == 1
+
+
+def spread_history(base: Path, copies: int) -> Path:
+    """Three sessions of one commit, 3 % apart, each file saved ``copies`` more times under
+    other names (a CI cache restored beside an artifact of the same jobs)."""
+    folder = base / "history"
+    for i, level in enumerate([100.0, 97.0, 103.0]):
+        run_dir = run_of(base, f"s{i}", level)
+        path = autosave(summary_dict(summarize_dir(run_dir), suite="s"), folder,
+                        git=GitInfo(commit="a" * 40, date="2026-11-01T00:00:00+00:00"),
+                        now=dt.datetime(2026, 11, 2, 0, 0, i, tzinfo=dt.timezone.utc))
+        for k in range(copies):
+            (path.parent / f"copy{k}-{path.name}").write_bytes(path.read_bytes())
+    return folder
+
+
+def test_copied_history_files_do_not_narrow_the_drift_or_change_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    verdicts, drifts = {}, {}
+    for copies in (0, 4):
+        base = tmp_path / f"c{copies}"
+        saved = tmp_path / f"baseline{copies}.json"
+        save_summary(summarize_dir(run_of(base, "then", 100.0)), saved)
+        now = run_of(base, "now", 93.0)
+        spread_history(base, copies)
+        found = drifts_from_history(base / "history", now)
+        assert found.left_out == ()
+        drifts[copies] = found.drifts["x"]
+        verdicts[copies] = main(["report", str(now), "--compare", str(saved)])
+    assert drifts[4] == drifts[0] and drifts[0].df == 2
+    assert drifts[0].source == "3 sessions of 1 commit in the history"
+    assert verdicts[4] == verdicts[0] == gate.INCONCLUSIVE

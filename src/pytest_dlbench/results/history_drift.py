@@ -15,6 +15,10 @@ baseline of one session reads the history of the machine it runs on:
 - grouped by commit, so that a change of code between commits is never taken for drift;
   each commit with two sessions or more of a benchmark adds ``k - 1`` degrees of freedom;
 - the run being judged is left out (its own figure is what the verdict tests);
+- a session is identified by what it measured, not by its file's name: its run directory and
+  its figures (:func:`session_key`), so that one autosave copied under a second name (a CI
+  cache restored beside an artifact) counts once, not as a second session that agrees
+  perfectly with the first;
 - the estimate (noise.estimate_drift, the merged baseline's, pooled over the commits) is
   used for each benchmark the history has it for; the rest keep the default.
 
@@ -26,6 +30,8 @@ left out, and the comparison's warnings name it: a reader never drops a file in 
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,7 +41,7 @@ from typing import Any
 
 from pytest_dlbench.results.noise import Drift, estimate_drift
 
-__all__ = ["HistoryDrifts", "drifts_from_history", "history_drifts"]
+__all__ = ["HistoryDrifts", "drifts_from_history", "history_drifts", "session_key"]
 
 #: The files left out that a comparison's warnings name one by one; the rest are counted.
 SHOWN_LEFT_OUT = 3
@@ -61,21 +67,38 @@ class HistoryDrifts:
         return tuple(lines)
 
 
+def session_key(summary: Any) -> str:
+    """What identifies a session (a saved summary, results/summary.SuiteSummary): its run
+    directory (the run's name and time, when it has one) and a hash of its figures (each
+    benchmark's perf and run rates). Two files of one session have both the same; two
+    sessions, never both."""
+    figures = sorted((b.name, b.perf, list(b.rates)) for b in summary.benchmarks)
+    # repr: a float's exact digits (and nan or inf, which JSON does not spell).
+    text = repr([getattr(summary, "run_dir", None), figures])
+    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
+
+
 def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
                    ) -> dict[str, Drift]:
     """Each benchmark's drift between sessions from history entries (results/history.Entry)
     of one machine (module docstring); the entry of the run directory ``leave_out`` is not
     used."""
     groups: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))
+    seen: set[str] = set()
     for entry in entries:
         if not entry.autosaved or not entry.commit or entry.dirty:
             continue
         run_dir = entry.summary.run_dir
         if leave_out is not None and run_dir and Path(run_dir).resolve() == leave_out:
             continue
+        key = session_key(entry.summary)
+        if key in seen:  # the same session under another file name: counted once
+            continue
+        seen.add(key)
         for bench in entry.summary.benchmarks:
-            if bench.rates:
-                groups[bench.name][entry.commit].append(tuple(bench.rates))
+            rates = tuple(r for r in bench.rates if math.isfinite(r) and r > 0)
+            if rates:
+                groups[bench.name][entry.commit].append(rates)
     found: dict[str, Drift] = {}
     for name, by_commit in groups.items():
         usable = [sessions for sessions in by_commit.values() if len(sessions) >= 2]
