@@ -44,6 +44,7 @@ def test_a_checkout_is_the_folder_holding_config_and_benchmarks(tmp_path: Path) 
     assert milabench_checkout(tmp_path / "mine" / "s.yaml") is None
 
 
+@pytest.mark.slow  # a pytest run (in-process): seconds
 def test_the_documented_command_collects_on_a_fresh_checkout(pytester: pytest.Pytester) -> None:
     checkout(pytester.path)
     result = pytester.runpytest("--bench-suite=config/standard.yaml", "-k", "resnet50",
@@ -53,6 +54,7 @@ def test_the_documented_command_collects_on_a_fresh_checkout(pytester: pytest.Py
     assert "milabench" not in " ".join(result.stderr.lines)
 
 
+@pytest.mark.slow  # a pytest run (in-process): seconds
 def test_other_suite_runs_still_load_the_starting_directorys_conftests(
         pytester: pytest.Pytester) -> None:
     """Only a milabench checkout is treated so: a project's tests/conftest.py (its options, its
