@@ -76,6 +76,11 @@ def test_submodule_of_names_the_submodule(superproject: Path) -> None:
 LINE = ("ERROR: --bench-against=HEAD: benchmarks/dl/{file} is in the git submodule "
         "benchmarks/dl, which a worktree does not check out: run pytest inside the submodule, "
         "against a revision of its own history")
+#: The row of docs/running.md's "Bad input" table (tests/test_hostile_input.py's TABLE).
+AGAINST_CASES: list[tuple[str, str, str]] = [
+    ("`--bench-against=HEAD` with the suite in a git submodule `benchmarks/dl`",
+     "refused, exit status 4", LINE.format(file="s.yaml").removeprefix("ERROR: ")),
+]
 
 
 @pytest.mark.parametrize(
