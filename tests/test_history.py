@@ -126,6 +126,11 @@ def test_autosave_without_hard_links_still_keeps_both(tmp_path: Path,
     assert second.name == first.name.replace(".json", "-2.json")
     assert sorted(p.name for p in first.parent.iterdir()) == sorted([first.name, second.name])
     assert json.loads(second.read_text())["history"]["commit"] == commit(0).commit
+    # A rename that fails (a full disk) leaves neither its empty name nor its temporary.
+    monkeypatch.setattr(os, "replace", no_link)
+    with pytest.raises(OSError):
+        autosave(data, tmp_path / "h", git=commit(0), now=now)
+    assert sorted(p.name for p in first.parent.iterdir()) == sorted([first.name, second.name])
 
 
 def test_machine_id_from_the_recorded_facts(monkeypatch: pytest.MonkeyPatch) -> None:

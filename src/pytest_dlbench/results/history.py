@@ -212,7 +212,12 @@ def _claim(tmp: str, path: Path) -> None:
                              errno.EMLINK, errno.ENOSYS):
             raise
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # ours now
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no empty entry left behind for a reader to warn of
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 # -- reading --------------------------------------------------------------------------------
