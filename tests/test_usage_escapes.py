@@ -36,10 +36,12 @@ def test_a_suite_name_or_path_is_shown_escaped(pytester: pytest.Pytester, suite:
     assert "unknown suite" in line or "not found" in line
 
 
-def test_a_baseline_path_is_shown_escaped(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("suite", [True, False], ids=["suite", "bench fixture"])
+def test_a_baseline_path_is_shown_escaped(pytester: pytest.Pytester, suite: bool) -> None:
     pytester.makefile(".yaml", s=SUITE)
-    result = pytester.runpytest("--bench-suite=s.yaml", f"--bench-compare={HOSTILE}.json",
-                                "--collect-only")
+    pytester.makepyfile(test_a="def test_a(): pass")
+    args = ["--bench-suite=s.yaml"] if suite else ["test_a.py"]
+    result = pytester.runpytest(*args, f"--bench-compare={HOSTILE}.json", "--collect-only")
     assert "--bench-compare" in _one_escaped_line(result)
 
 

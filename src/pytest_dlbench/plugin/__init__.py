@@ -97,7 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # Your own tests' benchmarks (the bench fixture): their table, score and outputs.
         from pytest_dlbench.plugin.fixture_runs import FixtureRuns
 
-        FixtureRuns.register(config)
+        try:
+            FixtureRuns.register(config)
+        except pytest.UsageError as exc:  # the user's text, shown as a suite run shows it
+            raise usage_error(*exc.args) from None
         return
     _autosave_from_ini(config)
     from pytest_dlbench.core.errors import DlbenchError
