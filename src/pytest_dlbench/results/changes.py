@@ -265,8 +265,9 @@ def segments(values: Sequence[float], penalty: float, scale: float,
     A series longer than ``window`` (default :data:`WINDOW`) is searched with segments of at
     most ``window`` values, so that the work grows linearly with the series (PELT prunes no
     start of a long stretch without a change: it was quadratic there); a change made only
-    because of that bound saves less than the penalty and is taken away afterwards."""
-    window = WINDOW if window is None else max(window, 2 * min_size)
+    because of that bound saves less than the penalty and is taken away afterwards, and those
+    left are moved to where they cost least between their neighbours."""
+    window = max(WINDOW if window is None else window, 2 * min_size)
     work = work if work is not None else Work()
     n = len(values)
     if n < 2 * min_size:
