@@ -37,6 +37,8 @@ from pytest_dlbench.plugin.fixture_against import run_test_child
 from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
 from pytest_dlbench.results import confirm as confirming
+from pytest_dlbench.results.evaluation import evaluate
+from pytest_dlbench.results.scoring import load_run
 from pytest_dlbench.results.verdict import Rule, repeats
 
 if TYPE_CHECKING:
@@ -81,8 +83,6 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
     done = layout.confirm_dir(evaluation.run_dir) / layout.CONFIRM_DONE
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps({"version": 1, "limit": limit, "benchmarks": list(names)}) + "\n")
-    from pytest_dlbench.results.evaluation import evaluate
-
     return evaluate(evaluation.run_dir, evaluation.options)
 
 
@@ -121,8 +121,6 @@ def _suite_rounds(run: BenchSession, names: Sequence[str], say: Callable[[str], 
 
 def _suite_round(run: BenchSession, launcher: Launcher, spec: BenchSpec, suite_path: Path
                  ) -> RunRound:
-    from pytest_dlbench.results.scoring import load_run
-
     config = run.config
     # The child selects its item by name: with --bench-repeat the items are name[Dk-R0...].
     repeat = None if run.options.repeat == 1 else 0
@@ -158,8 +156,6 @@ def _fixture_rounds(config: pytest.Config, run_dir: Path, names: Sequence[str]
 
 def _fixture_round(name: str, nodeid: str, root: Path, run_dir: Path, args: Sequence[str]
                    ) -> RunRound:
-    from pytest_dlbench.results.scoring import load_run
-
     def run_round(k: int) -> list[RunResult]:
         stream = layout.stream_path(layout.confirm_round_dir(run_dir, k), name, 0)
         run_test_child(nodeid, root=root, stream=stream, args=args)  # its end is in the stream

@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.results import noise
+from pytest_dlbench.measure import machine as facts
+from pytest_dlbench.results import machine, noise
 from pytest_dlbench.results.gate import inconclusive_advice
 from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
@@ -266,9 +267,6 @@ def _machine_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[st
     base = baseline.provenance
     if base is None or not isinstance(base.get("machine"), Mapping):
         return ()
-    from pytest_dlbench.measure import machine as facts
-    from pytest_dlbench.results import machine
-
     now = current.provenance
     if now is None:
         now = facts.current_machine()

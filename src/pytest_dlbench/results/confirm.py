@@ -35,8 +35,11 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.layout import CONFIRM_DONE, confirm_dir, confirm_round_dirs, stream_paths
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.scoring import load_run, summarize_runs
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
     SUSPECT,
@@ -138,9 +141,6 @@ def confirm(
     ``confirmation`` runs: the summary of both (the confirmation's successful runs of the
     suspected benchmarks added as repeats), its comparison with the verdicts the rule keeps,
     and the record of each suspected benchmark."""
-    from pytest_dlbench.results.compare import compare
-    from pytest_dlbench.results.scoring import summarize_runs
-
     names = set(suspects(comparison))
     extra = [r for r in confirmation.runs if r.bench in names]
     ok = [r for r in extra if r.ok and r.rate is not None]
@@ -180,7 +180,6 @@ def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation])
 # -- reading a run directory's confirmation ----------------------------------------------------
 def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
     """Every confirmation run kept under ``confirm/<k>/``, in round order."""
-    from pytest_dlbench.results.scoring import load_run
     return [load_run(p) for folder in confirm_round_dirs(run_dir) for p in stream_paths(folder)]
 
 
@@ -188,8 +187,6 @@ def done_limit(run_dir: str | PathLike[str]) -> int | None:
     """The ``--bench-confirm`` of a confirmation that ran to its end (``confirm/confirmed.json``
     is written once every round ran), else None: none ran, or Ctrl-C cut it short, and the
     first pass's verdicts stand, in pytest and ``dlbench report``."""
-    from pytest_dlbench.core import untrusted
-
     path = confirm_dir(run_dir) / CONFIRM_DONE
     try:
         data = untrusted.read_json(path)
@@ -214,8 +211,6 @@ def read_confirmation(
     limit = done_limit(run_dir)
     if limit is None or not suspects(comparison):
         return None
-    from pytest_dlbench.results.scoring import summarize_runs
-
     confirmation = summarize_runs(confirmation_runs(run_dir))
     return confirm(first, confirmation, baseline, comparison, tolerance=tolerance,
                    alpha=alpha, limit=limit, drifts=drifts)

@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.baseline import summary_dict
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.confirm import read_confirmation
+from pytest_dlbench.results.history import history_folder
+from pytest_dlbench.results.history_drift import drifts_from_history
+from pytest_dlbench.results.noise import paired_with_doubts
+from pytest_dlbench.results.paired import summarize_paired_dir
+from pytest_dlbench.results.scoring import summarize_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
@@ -101,8 +109,6 @@ class Evaluation:
     @functools.cached_property
     def saved_summary(self) -> dict[str, Any]:
         """The summary as ``--bench-save`` writes it (what the loggers send), made once."""
-        from pytest_dlbench.results.baseline import summary_dict
-
         return summary_dict(self.summary, suite=self.options.suite)
 
     def with_written(self, lines: list[str], unwritten: list[str] | None = None) -> Evaluation:
@@ -122,9 +128,6 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     confirmation = None
     baseline = options.baseline
     if baseline is not None and baseline.summary is not None:
-        from pytest_dlbench.results.compare import compare
-        from pytest_dlbench.results.confirm import read_confirmation
-
         history = _history_drifts(run_dir, summary, options)
         comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
                              alpha=options.alpha, drifts=history.drifts)
@@ -162,20 +165,14 @@ def _score(
     """(summary, base side, paired comparison): a --bench-against run is paired with its base
     side when no baseline file was asked for."""
     if options.paired and options.baseline is None:
-        from pytest_dlbench.results.paired import summarize_paired_dir
-
         paired = summarize_paired_dir(run_dir, tolerance=options.tolerance, alpha=options.alpha,
                                       test=options.paired_test, rate=options.paired_rate)
         if paired is not None:
-            from pytest_dlbench.results.noise import paired_with_doubts
-
             summary, base, comparison = paired
             # Load on one side's runs only: inconclusive, not regressed (results/noise.py).
             if comparison is not None:
                 comparison = paired_with_doubts(comparison, base, summary)
             return summary, base, comparison
-    from pytest_dlbench.results.scoring import summarize_dir
-
     return summarize_dir(run_dir), None, None
 
 
@@ -183,9 +180,6 @@ def _history_drifts(run_dir: Path, summary: SuiteSummary, options: EvaluateOptio
                     ) -> HistoryDrifts:
     """The drift between sessions the machine's history measured (results/history_drift.py):
     the ``--bench-autosave`` folder, else ``<base>/history`` when there is one."""
-    from pytest_dlbench.results.history import history_folder
-    from pytest_dlbench.results.history_drift import drifts_from_history
-
     folder = history_folder(summary, options.outputs.autosave)
     return drifts_from_history(folder, run_dir)
 

@@ -31,10 +31,16 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import Any
 
+from pytest_dlbench import layout
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import summarize_bench, weighted_geomean
+from pytest_dlbench.results.scoring import (
+    load_run,
+    summarize_bench,
+    summarize_dir,
+    weighted_geomean,
+)
 from pytest_dlbench.results.sequential import (
     ALL_ROUNDS,
     CLEAR,
@@ -374,9 +380,6 @@ def stop_before(
     judge them, when the rule fired at a look; None while more rounds are needed. Only once
     every slot in ``devices`` has finished those rounds on the candidate side (xdist runs a
     round on every slot at once; without workers a slot's rounds run ahead of the next's)."""
-    from pytest_dlbench import layout
-    from pytest_dlbench.results.scoring import load_run, summarize_bench
-
     if before < FIRST_LOOK or before >= rounds:
         return None
     sides = {}
@@ -403,9 +406,6 @@ def summarize_paired_dir(
 ) -> tuple[SuiteSummary, SuiteSummary, Comparison] | None:
     """(candidate summary, base summary, paired comparison) of a ``--bench-against`` run
     directory, None when it is not one. ``test`` and ``rate`` default to the run's."""
-    from pytest_dlbench import layout
-    from pytest_dlbench.results.scoring import summarize_dir
-
     against = layout.read_against(run_dir)
     if against is None:
         return None

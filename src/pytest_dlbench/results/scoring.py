@@ -22,7 +22,7 @@ from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
 from pytest_dlbench.results.compiled import compile_summary
-from pytest_dlbench.results.peaks import CEILING, MeasuredPeak, dtype_of
+from pytest_dlbench.results.peaks import CEILING, MeasuredPeak, dtype_of, stable_peak, table_peak
 from pytest_dlbench.results.plausibility import timed_by_bench, wall_clock_check
 from pytest_dlbench.results.run_result import (
     THROUGHPUT,
@@ -39,6 +39,7 @@ from pytest_dlbench.results.summary import (
     relative_spread,
     spread,
 )
+from pytest_dlbench.results.telemetry import telemetry_stats
 from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR
 from pytest_dlbench.suite.presets import eager_key
 
@@ -186,8 +187,6 @@ def run_from_records(
 ) -> RunResult:
     """Score one run's stream records (see docs/running.md for the events); ``records`` are
     parsed once (:class:`RunRecords`), a :class:`RunRecords` is read as is."""
-    from pytest_dlbench.results.telemetry import telemetry_stats
-
     run = RunRecords.of(records)  # read twice: the scores, then the telemetry
     path_s = str(path) if path is not None else None
     bench, device, repeat = astuple(parse_stream_name(path_s))
@@ -398,8 +397,6 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
 def _measured_peaks(benches: tuple[BenchSummary, ...]) -> dict[str, MeasuredPeak]:
     """Per compute type, the peak of this run's matmul benchmarks (units TFLOP/s): the best
     stable one (results/peaks.stable_peak), else an unstable one, for its reason."""
-    from pytest_dlbench.results.peaks import stable_peak
-
     out: dict[str, MeasuredPeak] = {}
     for b in benches:
         ok = [r for r in b.runs if r.ok]
@@ -419,8 +416,6 @@ def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
     fastest steps when they agree (results/peaks.py). A TFLOP/s above the datasheet's peak, or
     above :data:`~pytest_dlbench.results.peaks.CEILING` times the measured one, is an error of
     measurement: neither it nor the MFU is shown as a figure (``mfu_error`` says why)."""
-    from pytest_dlbench.results.peaks import table_peak
-
     measured = _measured_peaks(benches)
     out = []
     for b in benches:
