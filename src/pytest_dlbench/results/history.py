@@ -55,6 +55,7 @@ __all__ = [
     "load_history",
     "machine_id",
     "summary_machine",
+    "usable_rate",
 ]
 
 #: The folder of a results base that holds the history.
