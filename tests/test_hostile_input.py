@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 from _runs import write_run
+from test_against_submodule import AGAINST_CASES
+from test_bisect_progress import BISECT_CASES
 from test_escapes import TERMINAL_CASES
 from test_history import HISTORY_CASES
+from test_hostile_arguments import ARGUMENT_CASES
 from test_readers import READER_CASES
 
 from pytest_dlbench import layout
@@ -523,6 +526,9 @@ TABLE = (
     + READER_CASES  # tests/test_readers.py: files read bounded, pairs refused, profile notes
     + HISTORY_CASES  # tests/test_history.py: dlbench history
     + TERMINAL_CASES  # tests/test_escapes.py: --bench-columns, --bench-sort, escape sequences
+    + ARGUMENT_CASES  # tests/test_hostile_arguments.py: auto(), sizer, requires_capabilities
+    + AGAINST_CASES  # tests/test_against_submodule.py: --bench-against into a submodule
+    + BISECT_CASES  # tests/test_bisect_progress.py: dlbench bisect's arguments
 )
 
 
