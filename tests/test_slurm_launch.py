@@ -252,6 +252,12 @@ def test_njobs_launch_under_slurm_runs_the_slurm_launcher():
                          slurm_env={"SLURM_JOB_NUM_NODES": "3"})
     assert alloc.nnodes == 3 and "--nnodes=3" in alloc.argv
     assert f"--endpoint={socket.gethostname()}:29411" in alloc.argv
+    single = njobs_launch(CHILD, system=here, nproc=4, run_id="j",
+                          slurm_env={"SLURM_JOB_NUM_NODES": "1"})
+    assert single.launcher == "local"
+    with pytest.raises(ValueError, match="launcher"):
+        njobs_launch(CHILD, system=SystemConfig(None, system.nodes, options={"launcher": "mpi"}),
+                     nproc=1, run_id="j")
 
 
 # -- 4. the step stopped soon after a node's launcher fails -----------------------------------
