@@ -15,7 +15,12 @@ import pytest
 
 from pytest_dlbench.core.numbers import printable, printable_lines
 from pytest_dlbench.layout import stream_paths
+from pytest_dlbench.options import evaluate_options
+from pytest_dlbench.plugin.confirm import confirm_suspects
+from pytest_dlbench.profile import profile_sections
+from pytest_dlbench.report.evaluation import render_evaluation, write_evaluation
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.evaluation import evaluate
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import ReportedRun
@@ -79,10 +84,6 @@ class BenchReporter:
         run_dir = self.plugin.existing_run_dir()
         if run_dir is None or not stream_paths(run_dir):
             return
-        from pytest_dlbench.options import evaluate_options
-        from pytest_dlbench.report.evaluation import write_evaluation
-        from pytest_dlbench.results.evaluation import evaluate
-
         config = self.config
         options = evaluate_options(
             lambda dest: config.getoption(f"bench_{dest}"),
@@ -103,8 +104,6 @@ class BenchReporter:
     def _confirmed(self, evaluation: Evaluation) -> tuple[Evaluation, bool]:
         """``--bench-confirm``: the suspected verdicts run again (plugin/confirm.py), and
         whether Ctrl-C cut that short (the first pass's evaluation is kept)."""
-        from pytest_dlbench.plugin.confirm import confirm_suspects
-
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
 
         def say(line: str) -> None:
@@ -124,8 +123,6 @@ class BenchReporter:
         """Each profiled benchmark's reports: concise, or in full with ``-v``."""
         if not self.plugin.profiles:
             return
-        from pytest_dlbench.profile import profile_sections
-
         for title, text in profile_sections(evaluation.run_dir, verbose=verbose):
             terminalreporter.write_sep("-", printable(title))
             for line in printable_lines(text).splitlines():  # notes from the profiled child
@@ -137,8 +134,6 @@ class BenchReporter:
             for note in self.notes:
                 terminalreporter.write_line(printable(note))
             return
-        from pytest_dlbench.report.evaluation import render_evaluation
-
         verbosity = self.config.get_verbosity()
         text = render_evaluation(evaluation, verbosity=max(verbosity, -1),
                                  width=terminalreporter._tw.fullwidth,

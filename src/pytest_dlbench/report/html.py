@@ -20,7 +20,11 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_dlbench import __version__
 from pytest_dlbench.core.numbers import DASH, column, gap, percent, significant
+from pytest_dlbench.core.output_files import write_atomic
+from pytest_dlbench.report.confirm import confirmation_lines
+from pytest_dlbench.report.history import history_section
 from pytest_dlbench.report.html_compare import (
     ComparisonView,
     GateBanner,
@@ -28,7 +32,11 @@ from pytest_dlbench.report.html_compare import (
     gate_banner,
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
+from pytest_dlbench.report.plots import draw_plots
 from pytest_dlbench.report.terminal import mfu_reason
+from pytest_dlbench.results.compiled import compile_rows
+from pytest_dlbench.results.history import report_series
+from pytest_dlbench.results.scoring import MAX_STD_PENALTY
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
 ERROR = "error"
@@ -222,8 +230,6 @@ def _run_row(run: RunResult) -> RunRow:
 
 
 def _compile_views(summary: SuiteSummary) -> list[CompileView]:
-    from pytest_dlbench.results.compiled import compile_rows
-
     views = []
     for row in compile_rows(summary):
         notes = []
@@ -272,8 +278,6 @@ def _device_rows(benches: tuple[BenchSummary, ...], devices: list[int]) -> list[
 
 def perf_adj_rule() -> str:
     """``perf_adj`` as results/scoring.py computes it, std% capped at its MAX_STD_PENALTY."""
-    from pytest_dlbench.results.scoring import MAX_STD_PENALTY
-
     return f"perf_adj = perf × (1 − min(std%, {100 * MAX_STD_PENALTY:g} %)) × (1 − fail/n)"
 
 
@@ -358,13 +362,8 @@ def render_html(
     """
     from markupsafe import Markup
 
-    from pytest_dlbench import __version__
-    from pytest_dlbench.report.plots import draw_plots
-
     view = _view(summary, comparison, title, price, status, link_base)
     if confirmation is not None:
-        from pytest_dlbench.report.confirm import confirmation_lines
-
         view.confirmation = confirmation_lines(confirmation)
     baselines = ({c.name: c.baseline for c in comparison.benchmarks if c.baseline > 0}
                  if comparison is not None else {})
@@ -384,9 +383,6 @@ def _history_section(summary: SuiteSummary, folder: str | PathLike[str] | None) 
     """Each benchmark's rate per commit with its steps, this run ringed; None: no history."""
     from markupsafe import Markup
 
-    from pytest_dlbench.report.history import history_section
-    from pytest_dlbench.results.history import report_series
-
     where, series = report_series(summary, folder or None)
     return Markup(history_section(series, where)) if where is not None and series else None
 
@@ -404,8 +400,6 @@ def write_html(
 ) -> Path:
     """Render the report (see :func:`render_html`) to ``path`` (parents created, written
     atomically: the previous report stays whole if this one cannot be written); return it."""
-    from pytest_dlbench.core.output_files import write_atomic
-
     text = render_html(summary, comparison=comparison, title=title, price=price, status=status,
                        link_base=Path(path).parent, history=history,
                        confirmation=confirmation)

@@ -38,6 +38,8 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.compiled import compile_rows
+from pytest_dlbench.results.evaluation import no_score_reason
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
@@ -78,8 +80,6 @@ def _telemetry_columns(b: Any, gpu: bool, energy: bool, torch_peaks: bool = Fals
 
 
 def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
-    from pytest_dlbench.results.compiled import compile_rows
-
     rows = []
     stats = [b.telemetry for b in summary.benchmarks]
     # Precision and compile columns only when some run recorded them (built-in training
@@ -196,8 +196,6 @@ def score_line(
     summary: SuiteSummary, comparison: Comparison | None = None, price: float | None = None
 ) -> str:
     if summary.score is None:
-        from pytest_dlbench.results.evaluation import no_score_reason
-
         line = f"score: - ({no_score_reason(summary)})"
     else:
         line = f"score: {score_text(summary.score)}"

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_dlbench.core.numbers import MISSING, fixed, number, percent, printable, time_figure
-from pytest_dlbench.results.compiled import CompileRow
+from pytest_dlbench.results.compiled import CompileRow, compile_rows
+from pytest_dlbench.results.scaling import scaling_rows
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+from pytest_dlbench.results.sweep import param_names, sweep_rows
 
 __all__ = [
     "SLOW_DEVICE",
@@ -174,8 +176,6 @@ def compile_lines(summary: SuiteSummary) -> list[str]:
     """Compiled benchmarks whose graphs all came from the compile caches (what their compile
     time was), and those that compiled again inside their timed loop (a changed shape or
     guard)."""
-    from pytest_dlbench.results.compiled import compile_rows
-
     lines = []
     for row in compile_rows(summary):
         if row.cached and row.seconds is not None:
@@ -255,8 +255,6 @@ def gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
 # -- scaling and the sweep -----------------------------------------------------------------------
 def scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
     """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
-    from pytest_dlbench.results.scaling import scaling_rows
-
     rows = [
         {
             "scaling": r.base,
@@ -276,8 +274,6 @@ def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
     """Seed 004's result table (results/sweep.py): the matrix parameters, then
     done_percent_last, throughput_avg, throughput_per_gpu_avg, time_per_iteration_secs_avg,
     total_time_secs; and the status."""
-    from pytest_dlbench.results.sweep import param_names
-
     if not rows:
         return "no benchmarks"
     names = param_names(rows)
@@ -304,8 +300,6 @@ def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
 
 def sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
     """The sweep table of the matrix benchmarks, when the run has some (seed 004)."""
-    from pytest_dlbench.results.sweep import sweep_rows
-
     rows = sweep_rows(summary, matrix_only=True)
     if not rows:
         return []

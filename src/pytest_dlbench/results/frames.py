@@ -34,6 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.numbers import as_named
+from pytest_dlbench.layout import MANIFEST, check_run_dir, stream_paths
+from pytest_dlbench.results.history import _entry, load_history
+from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.sweep import csv_text, sweep_header
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,10 +148,6 @@ def _history_frame(entries: Iterable[Entry]) -> pd.DataFrame:
 def frame(path: str | PathLike[str], *, observations: bool = False) -> pd.DataFrame:
     """The runs (or observations) of ``path`` as a tidy DataFrame: a run directory, a saved
     summary, a history file or a history folder (see the module's docstring)."""
-    from pytest_dlbench.layout import MANIFEST, check_run_dir, stream_paths
-    from pytest_dlbench.results.history import _entry, load_history
-    from pytest_dlbench.results.scoring import summarize_dir
-
     path = Path(path)
     if path.is_dir():
         if stream_paths(path) or (path / MANIFEST).is_file():
@@ -172,8 +172,6 @@ def frame(path: str | PathLike[str], *, observations: bool = False) -> pd.DataFr
 def sweep_frame(rows: Sequence[SweepRow]) -> pd.DataFrame:
     """``dlbench table``'s rows (results/sweep.py) as a frame, its columns in the table's
     order."""
-    from pytest_dlbench.results.sweep import sweep_header
-
     header = sweep_header(rows)
     return _typed([{k: row.values().get(k) for k in header} for row in rows], header)
 
@@ -181,8 +179,6 @@ def sweep_frame(rows: Sequence[SweepRow]) -> pd.DataFrame:
 def frame_csv(df: pd.DataFrame) -> str:
     """A frame as CSV through the tables' one CSV writer (results/sweep.csv_text): missing
     values as empty cells, numbers as Python writes them."""
-    from pytest_dlbench.results.sweep import csv_text
-
     def plain(value: Any) -> Any:
         if value is None or value is _na() or _nan(value):
             return None

@@ -34,9 +34,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.layout import json_safe
+from pytest_dlbench.measure.machine import machine_info
+from pytest_dlbench.results.baseline import load_summary, summary_dict
 from pytest_dlbench.results.changes import Step, detect_steps
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.summary import SuiteSummary
@@ -284,12 +287,8 @@ def _usable_figures(path: Path, summary: SuiteSummary
 
 
 def _entry(path: Path) -> Entry:
-    from pytest_dlbench.results.baseline import load_summary
-
     summary = load_summary(path)  # one line naming the file when it cannot be used
     summary, left_out, warning = _usable_figures(path, summary)
-    from pytest_dlbench.core import untrusted
-
     data = untrusted.loads(untrusted.read_bytes(path).decode("utf-8"))
     block = data.get("history") if isinstance(data, Mapping) else None
     block = block if isinstance(block, Mapping) else {}
@@ -512,8 +511,6 @@ def run_machine(entries: Sequence[Entry], run_dir: str | PathLike[str] | None
            and Path(e.summary.run_dir).resolve() == here]
     if own:
         return own[-1].machine, own
-    from pytest_dlbench.measure.machine import machine_info
-
     return machine_id(machine_info()), own
 
 
@@ -528,8 +525,6 @@ def history_folder(summary: SuiteSummary, folder: str | PathLike[str] | None) ->
 def autosave_summary(summary: SuiteSummary, folder: str | PathLike[str] | None, *,
                      suite: str | None = None) -> Path:
     """``--bench-autosave``: ``summary`` as ``--bench-save`` writes it, into the history."""
-    from pytest_dlbench.results.baseline import summary_dict
-
     target = history_folder(summary, folder)
     if target is None:
         raise OSError("no history folder: the summary has no run directory (give one)")
