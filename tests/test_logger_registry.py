@@ -150,7 +150,7 @@ def test_a_third_logger_that_is_not_installed(
     finally:
         unregister(absent.name)
     assert capsys.readouterr().err == (
-        "dlbench: error: nowhere is not installed: pip install pytest-dlbench[nowhere]\n")
+        "dlbench: error: nowhere is not installed: pip install nowhere\n")
 
 
 def test_a_third_logger_is_a_pytest_option(pytester: pytest.Pytester,

@@ -83,7 +83,7 @@ def test_a_logger_that_is_not_installed(
                         lambda mod, *a: None if mod == name else real(mod, *a))
     assert dlbench_log(str(write_run_dir(tmp_path)), f"--{name}") == 4
     assert capsys.readouterr().err == (
-        f"dlbench: error: {name} is not installed: pip install pytest-dlbench[{name}]\n")
+        f"dlbench: error: {name} is not installed: pip install {name}\n")
 
 
 def test_a_missing_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

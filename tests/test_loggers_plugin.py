@@ -157,6 +157,6 @@ def test_a_logger_that_is_not_installed_is_a_usage_error(suite: pytest.Pytester)
     result = suite.runpytest_subprocess("--bench-suite=s.yaml", "--bench-base=out",
                                         "--bench-wandb")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert ("--bench-wandb: wandb is not installed: pip install pytest-dlbench[wandb]"
+    assert ("--bench-wandb: wandb is not installed: pip install wandb"
             in result.stderr.str())
     assert not (suite.path / "out" / "runs").exists()

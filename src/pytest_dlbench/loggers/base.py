@@ -33,8 +33,9 @@ def stderr_line(line: str) -> None:
 
 def missing_logger(name: str, module: str | None = None, extra: str | None = None) -> str | None:
     """None when logger ``name`` can be used (its package ``module``, default ``name``, is
-    installed), else the one-line usage error saying what to install (the ``extra``, default
-    ``name``): ``mlflow is not installed: pip install pytest-dlbench[mlflow]``."""
+    installed), else the one-line usage error saying what to install (the package ``extra``,
+    default ``name``): ``mlflow is not installed: pip install mlflow``. Not the project's extra:
+    pytest-dlbench is not on the package index, its extras only install from a checkout."""
     module, extra = module or name, extra or name
     try:
         found = importlib.util.find_spec(module) is not None
@@ -42,7 +43,7 @@ def missing_logger(name: str, module: str | None = None, extra: str | None = Non
         found = False
     if found:
         return None
-    return f"{name} is not installed: pip install pytest-dlbench[{extra}]"
+    return f"{name} is not installed: pip install {extra}"
 
 
 def require(name: str, module: str | None = None, extra: str | None = None) -> Any:
@@ -54,5 +55,5 @@ def require(name: str, module: str | None = None, extra: str | None = None) -> A
     except ImportError as exc:
         raise LoggerUnavailable(
             f"{name} is not installed ({type(exc).__name__}: {exc}): "
-            f"pip install pytest-dlbench[{extra}]"
+            f"pip install {extra}"
         ) from exc

@@ -125,7 +125,7 @@ def _open_clip() -> Any:
         import pytest
 
         raise pytest.skip.Exception(
-            f"needs open-clip-torch (pip install 'pytest-dlbench[clip]'): {exc}"
+            f"needs open-clip-torch (pip install open-clip-torch): {exc}"
         ) from None
     return open_clip
 
