@@ -286,10 +286,10 @@ def block_import(monkeypatch: pytest.MonkeyPatch, blocked: str) -> None:
     """Make importing ``blocked`` fail as if the package were not installed."""
     real = importlib.import_module
 
-    def fake(name: str, *args: object) -> object:
+    def fake(name: str, *args: object, **kwargs: object) -> object:
         if name.split(".")[0] == blocked:
             raise ModuleNotFoundError(f"No module named '{blocked}'")
-        return real(name, *args)
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]  # package= as well
 
     monkeypatch.setattr(base_mod.importlib, "import_module", fake)
 
