@@ -169,30 +169,6 @@ def test_njobs_launch_several_nodes_over_ssh():
     ]
 
 
-def test_njobs_launch_under_slurm():
-    listed = njobs_launch(CHILD, system=two_nodes(launcher="slurm"), nproc=4, run_id="j",
-                          python="/py")
-    assert listed.launcher == "slurm"
-    assert listed.argv[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
-                               "--kill-on-bad-exit=1"]
-    assert "--endpoint=192.168.11.11:5000" in listed.argv
-    assert not any(a.startswith("--node-rank") for a in listed.argv)  # each node asks Slurm
-
-    here = SystemConfig(None, (Node("local", "127.0.0.1", port=29411, main=True),),
-                        options={"launcher": "slurm"})
-    alloc = njobs_launch(CHILD, system=here, nproc=4, run_id="j",
-                         slurm_env={"SLURM_JOB_NUM_NODES": "3"})
-    assert alloc.nnodes == 3 and "--nodes=3" in alloc.argv
-    import socket
-
-    assert f"--endpoint={socket.gethostname()}:29411" in alloc.argv
-    single = njobs_launch(CHILD, system=here, nproc=4, run_id="j",
-                          slurm_env={"SLURM_JOB_NUM_NODES": "1"})
-    assert single.launcher == "local"
-    with pytest.raises(ValueError, match="launcher"):
-        njobs_launch(CHILD, system=two_nodes(launcher="mpi"), nproc=1, run_id="j")
-
-
 def test_the_cli_parses_the_child_command_after_the_separator():
     from pytest_dlbench.run.launch.nodes import _parser
 
