@@ -33,7 +33,7 @@ from pytest_dlbench.report.html_compare import (
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 from pytest_dlbench.report.plots import draw_plots
-from pytest_dlbench.report.terminal import mfu_reason
+from pytest_dlbench.report.terminal import busy_note, mfu_reason
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.history import report_series
 from pytest_dlbench.results.scoring import MAX_STD_PENALTY
@@ -71,6 +71,7 @@ class BenchRow:
     unscored: bool
     never_ran: bool
     unreliable: str | None
+    busy: str | None  # some runs taken while other processes used the CPU (report/terminal)
     tflops: str
     mfu: str
     peak_source: str
@@ -196,6 +197,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None
         unscored=b.weight <= 0 or not b.enabled,
         never_ran=b.n == 0,
         unreliable=b.unreliable,
+        busy=busy_note(b),
         # A TFLOP/s past a ceiling is an error of measurement (scoring._with_mfu): its reason
         # is the cell's title, never the figure.
         tflops=(tflops or significant(b.tflops)) if b.tflops is not None else

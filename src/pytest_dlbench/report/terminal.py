@@ -40,6 +40,7 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.evaluation import no_score_reason
+from pytest_dlbench.results.noise import busy_share
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
@@ -178,6 +179,31 @@ def mfu_reason(b: Any) -> str | None:
                 "the others, not its own")
     return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
             f"matmul benchmark of {dtype} in this run to measure one")
+
+
+#: Where the docs say which CPU settings give stable figures.
+STABLE_CPU_DOCS = "docs/running.md, Stable figures on a CPU"
+
+
+def busy_note(b: Any) -> str | None:
+    """Why a benchmark's figures measure the machine's load as well as its code: some of its
+    runs were taken while other processes used the CPU (results/busy.py, the check the gate's
+    doubts read), said in a plain run too; None when no run was busy."""
+    busy, ok, why = busy_share(b)
+    if not busy:
+        return None
+    return (f"{busy} of {ok} run{'s' if ok != 1 else ''} while {why}: its figures measure this "
+            "machine's load as well as the code")
+
+
+def busy_lines(summary: SuiteSummary) -> list[str]:
+    """``busy: toy (2 of 3 runs while ...)``, one line a benchmark, and where the docs say
+    how to get stable figures."""
+    lines = [printable(f"busy: {b.name} ({note})") for b in summary.benchmarks
+             if (note := busy_note(b)) is not None]
+    if lines:
+        lines.append(f"  for stable figures on a CPU: {STABLE_CPU_DOCS}")
+    return lines
 
 
 def _mfu_lines(summary: SuiteSummary) -> list[str]:
@@ -414,6 +440,7 @@ def render_summary(
         out.append(incomplete)
     out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
             if b.unreliable]
+    out += busy_lines(summary)
     if any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
            for b in summary.benchmarks):
         out += [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
