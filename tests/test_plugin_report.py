@@ -141,3 +141,50 @@ def test_html_and_export_files(suite):
     exported = json.loads((suite.path / "r" / "bench.json").read_text())
     assert {e["name"] for e in exported} >= {"fast", "other"}
     assert all(e["unit"] for e in exported)
+
+
+def _reporter():
+    """plugin/reporter as the next in-process run will use it: the one in sys.modules (an
+    earlier in-process run's snapshot may have dropped the one the package still names)."""
+    import importlib
+
+    return importlib.import_module("pytest_dlbench.plugin.reporter")
+
+
+def test_ctrl_c_while_the_outputs_are_written_keeps_the_table_and_says_one_line(
+    suite, monkeypatch
+):
+    """Issue 40 item 8: Ctrl-C during the save / autosave / HTML gave a 34-frame traceback,
+    exit 130, and no table or score; now the table and the score, one line, exit status 2."""
+    def interrupted(evaluation):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_reporter(), "write_evaluation", interrupted)
+    result = run(suite, "--bench-save=saved.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    out = result.stdout.str()
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out
+    result.stdout.fnmatch_lines(["*= dlbench =*", "score: *",
+                                 "interrupted while the outputs were written: *dlbench report *",
+                                 "results: *out/runs/s.*"])
+
+
+@pytest.mark.slow
+def test_a_regression_whose_confirmation_was_interrupted_says_exit_status_2(
+    suite, monkeypatch
+):
+    """Issue 40 item 13: Ctrl-C during --bench-confirm exits 2; the last line said 'exit
+    status 6'."""
+    assert run(suite, "--bench-save=base.json").ret == 0
+    monkeypatch.setenv("DLBENCH_TEST_SLOW", "4")  # far beyond any noise: regressed
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_reporter(), "confirm_suspects", interrupted)
+    result = run(suite, "--bench-compare=base.json", "--bench-confirm=1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "confirmation interrupted: the first pass's verdicts stand",
+        "performance regressed: * (the first pass's verdict, interrupted: exit status 2)"])
+    assert "(exit status 6)" not in result.stdout.str()

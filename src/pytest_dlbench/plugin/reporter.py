@@ -53,6 +53,8 @@ class BenchReporter:
         self.config = session_plugin.config
         #: The end of the run, once it is scored (None: nothing ran).
         self.evaluation: Evaluation | None = None
+        #: Ctrl-C cut the confirmation or the outputs short (the run exits 2).
+        self.interrupted = False
         #: Lines for the terminal summary before the files written (a baseline not found).
         self.notes: list[str] = []
         self.missing_required = ""
@@ -93,7 +95,17 @@ class BenchReporter:
             suite=self.plugin.run_name,
         )
         evaluation, interrupted = self._confirmed(evaluate(run_dir, options))
-        self.evaluation = write_evaluation(evaluation)
+        self.interrupted = interrupted
+        try:
+            self.evaluation = write_evaluation(evaluation)
+        except KeyboardInterrupt:
+            # Ctrl-C while the outputs are written (save, autosave, the HTML): the table and
+            # the score still print (the evaluation is whole), then one line, exit status 2.
+            self.evaluation = evaluation
+            self.notes.append(
+                "interrupted while the outputs were written: a file not listed above may be "
+                f"missing or partial; dlbench report {run_dir} writes them again")
+            self.interrupted = interrupted = True
         if session.exitstatus == pytest.ExitCode.OK:  # pytest's own failures come first
             # The verdict of `dlbench report` on the same run directory (a weighted benchmark
             # that failed in the score, or never ran, fails the run even if no item failed).
@@ -153,9 +165,14 @@ class BenchReporter:
         terminalreporter.write_line(f"results: {printable(evaluation.run_dir)}")
         if evaluation.regressed:
             assert evaluation.comparison is not None
+            # Interrupted (the confirmation or the outputs), the run exits 2, not 6: the line
+            # says the first pass's verdict and the status the run really has.
+            status = (f"the first pass's verdict, interrupted: exit status "
+                      f"{int(pytest.ExitCode.INTERRUPTED)}" if self.interrupted
+                      else f"exit status {gate.REGRESSED}")
             terminalreporter.write_line(
                 "performance regressed: "
                 f"{printable(', '.join(evaluation.comparison.regressions) or 'score')}"
-                f" (exit status {gate.REGRESSED})",
+                f" ({status})",
                 red=True,
             )
