@@ -514,6 +514,34 @@ def test_a_bad_manifest_is_bad_input(tmp_path: Path, content: str, message: str,
     assert err == f"dlbench: error: {message.replace('FILE', str(tmp_path / 'manifest.json'))}\n"
 
 
+#: A paired run's against.json someone else wrote (issue 40 items 9 and 16): one line and exit
+#: status 4, never a traceback, a MemoryError or an unpaired run (exit 0: the gate skipped).
+AGAINST_JSON_CASES: list[tuple[str, str, str]] = [
+    ("an `against.json` that is a JSON list", '["x"]',
+     "FILE: not a JSON object (a paired run's against.json is one)"),
+    ('an `against.json` with `"design": ["sequential"]`', '{"design": ["sequential"]}',
+     "FILE: 'design' must be text, got ['sequential']"),
+    ('an `against.json` with `"test": "evil"`', '{"test": "evil"}',
+     "FILE: unknown paired test 'evil': one of t, wilcoxon, quantile"),
+    ('an `against.json` with `"rounds": 10**12` (or `"ten"`)', '{"rounds": 1000000000000}',
+     "FILE: 'rounds' must be a whole number from 1 to 100,000, got 1000000000000"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [case[1:] for case in AGAINST_JSON_CASES],
+    ids=[case[0] for case in AGAINST_JSON_CASES],
+)
+def test_a_bad_against_json_is_bad_input(tmp_path: Path, content: str, message: str,
+                                         capsys) -> None:
+    write_run(tmp_path, "a")
+    (tmp_path / "against.json").write_text(content)
+    assert dlbench(["report", str(tmp_path)]) == USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err == f"dlbench: error: {message.replace('FILE', str(tmp_path / 'against.json'))}\n"
+
+
 # -- the table of docs/running.md ----------------------------------------------------------------
 
 EXIT_4 = "refused, exit status 4"
@@ -523,6 +551,7 @@ TABLE = (
     + [(c[0], EXIT_4, c[-1]) for c in BASELINE_CASES]
     + [(c[0], c[3], c[4]) for c in STREAM_CASES]
     + [(c[0], "`dlbench report` exits 4", c[-1]) for c in MANIFEST_CASES]
+    + [(c[0], "`dlbench report` exits 4", c[-1]) for c in AGAINST_JSON_CASES]
     + READER_CASES  # tests/test_readers.py: files read bounded, pairs refused, profile notes
     + HISTORY_CASES  # tests/test_history.py: dlbench history
     + TERMINAL_CASES  # tests/test_escapes.py: --bench-columns, --bench-sort, escape sequences

@@ -43,6 +43,7 @@ from typing import Any
 
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.numbers import is_integer, printable
 from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.suite import BenchSpec
@@ -268,8 +269,22 @@ def write_against(run_dir: str | PathLike[str], info: dict[str, Any]) -> Path:
     return path
 
 
+#: The most rounds a paired run's against.json may say: a file someone else wrote (10**12
+#: rounds would be read as a plan); far more than any run makes.
+MAX_AGAINST_ROUNDS = 100_000
+_AGAINST_TEXT = ("rev", "sha", "order", "design", "test", "rate")
+
+
+def _shown(value: Any) -> str:
+    """A value someone else wrote, for a one-line message: short, escapes shown."""
+    text = repr(value)
+    return printable(text if len(text) <= 60 else text[:57] + "...")
+
+
 def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
-    """``<run_dir>/against.json``, or None: not a paired run."""
+    """``<run_dir>/against.json``, or None: not a paired run. A file that is not what
+    pytest-dlbench writes (not an object, a value of the wrong type, rounds past any run) is
+    one line naming it, never read as an unpaired run or a plan."""
     path = Path(run_dir) / AGAINST
     try:
         data = untrusted.read_json(path)
@@ -277,7 +292,16 @@ def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as exc:
         raise DlbenchError(f"{path}: unreadable: {untrusted.reason(exc)}") from None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise DlbenchError(f"{path}: not a JSON object (a paired run's against.json is one)")
+    for key in _AGAINST_TEXT:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise DlbenchError(f"{path}: {key!r} must be text, got {_shown(data[key])}")
+    rounds = data.get("rounds")
+    if rounds is not None and not (is_integer(rounds) and 0 < rounds <= MAX_AGAINST_ROUNDS):
+        raise DlbenchError(f"{path}: 'rounds' must be a whole number from 1 to "
+                           f"{MAX_AGAINST_ROUNDS:,}, got {_shown(rounds)}")
+    return data
 
 
 # -- streams -------------------------------------------------------------------------------------

@@ -29,9 +29,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 from pytest_dlbench import layout
+from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
@@ -412,10 +414,15 @@ def summarize_paired_dir(
     base_dir = layout.base_dir(run_dir)
     candidate = summarize_dir(run_dir)
     base = summarize_dir(base_dir) if base_dir.is_dir() else SuiteSummary((), None, (), 0.0)
-    comparison = compare_paired(
-        candidate, base, tolerance=tolerance, alpha=alpha,
-        test=test or str(against.get("test") or PAIRED_TEST),
-        rate=rate or str(against.get("rate") or PAIRED_RATE), against=against,
-        warnings=tuple(str(w) for w in against.get("warnings") or ()),
-    )
+    try:
+        comparison = compare_paired(
+            candidate, base, tolerance=tolerance, alpha=alpha,
+            test=test or str(against.get("test") or PAIRED_TEST),
+            rate=rate or str(against.get("rate") or PAIRED_RATE), against=against,
+            warnings=tuple(str(w) for w in against.get("warnings") or ()),
+        )
+    except ValueError as exc:  # a design, test or rate the file names that no code has
+        if test is not None or rate is not None:
+            raise
+        raise DlbenchError(f"{Path(run_dir) / layout.AGAINST}: {exc}") from None
     return candidate, base, comparison
