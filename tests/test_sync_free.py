@@ -402,10 +402,18 @@ def host_tensor_type(watch: Watch) -> type:
 @pytest.fixture
 def host_data(watch: Watch, monkeypatch: pytest.MonkeyPatch) -> Watch:
     """The synthetic data sets of pytest_dlbench.data made of host tensors."""
+    import importlib
+    import pkgutil
+    import sys
+
     from torch.utils.data import TensorDataset
 
-    from pytest_dlbench import data
+    from pytest_dlbench import data, workloads
 
+    # Every workload imported first: each binds the real functions, patched below and
+    # restored after (one imported during the test would keep the patched one).
+    for info in pkgutil.iter_modules(workloads.__path__, "pytest_dlbench.workloads."):
+        importlib.import_module(info.name)
     host = host_tensor_type(watch)
     for name in ("synthetic_images", "image_text_pairs", "token_sequences", "regression_pairs"):
         real = getattr(data, name)
@@ -415,6 +423,11 @@ def host_data(watch: Watch, monkeypatch: pytest.MonkeyPatch) -> Watch:
             return TensorDataset(*(t.as_subclass(host) for t in made.tensors))
 
         monkeypatch.setattr(data, name, on_host)
+        # The workloads import these at their top: their own names are patched too.
+        for module in [m for key, m in sys.modules.items()
+                       if key.startswith("pytest_dlbench.workloads.")]:
+            if getattr(module, name, None) is real:
+                monkeypatch.setattr(module, name, on_host)
     return watch
 
 

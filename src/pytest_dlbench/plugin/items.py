@@ -124,6 +124,7 @@ class _BenchNode(_ItemBase):
         self.spec = spec
         self.device = device
         self.repeat = repeat
+        self._run: Any = None  # the RunContext setup starts; None when start_run failed
         for tag in spec.tags:
             self.add_marker(tag)
         reason = self.plugin.skip_reason(spec)  # requires_capabilities, num_machines
@@ -248,8 +249,14 @@ class BenchFunction(_BenchNode, pytest.Function):
         item._init_bench(spec, device, repeat)
         return item
 
+    @property
+    def run(self) -> Any:
+        """The benchmark's RunContext, once setup has started it."""
+        assert self._run is not None, "the run is started by setup"
+        return self._run
+
     def setup(self) -> None:
-        self.run = self.plugin.start_run(self.spec, self.device, self.repeat)
+        self._run = self.plugin.start_run(self.spec, self.device, self.repeat)
         self.user_properties.append(("dlbench_stream", str(self.run.path)))
         outcome, exc = execute(
             super().setup, self.run.stream, final=False, skip_types=_SKIP_TYPES
@@ -295,6 +302,5 @@ class BenchFunction(_BenchNode, pytest.Function):
         try:
             super().teardown()
         finally:
-            run = getattr(self, "run", None)  # none when start_run itself failed in setup
-            if run is not None:
-                run.close()
+            if self._run is not None:
+                self._run.close()
