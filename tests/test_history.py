@@ -323,6 +323,9 @@ HISTORY_CASES: list[tuple[str, str, str]] = [
      "that figure left out, with a warning; the file's others are read",
      "left out: FILE: b (perf inf): not finite positive rates (the file's other figures are "
      "read)"),
+    ("`dlbench history -k` with `not` or parentheses nested 10,000 deep",
+     "`dlbench history` exits 4",
+     "-k '" + "(" * 57 + "...': 'not' and parentheses nested more than 50 deep"),
 ]
 
 
@@ -339,7 +342,9 @@ def test_history_bad_input(case: tuple[str, str, str], tmp_path: Path, capsys: A
     args = {HISTORY_CASES[0][0]: ["--history", str(tmp_path / "none")],
             HISTORY_CASES[1][0]: ["--history", str(folder), "-k", "(a"],
             HISTORY_CASES[2][0]: ["--history", str(folder)],
-            HISTORY_CASES[3][0]: ["--history", str(folder)]}[what]
+            HISTORY_CASES[3][0]: ["--history", str(folder)],
+            HISTORY_CASES[4][0]: ["--history", str(folder), "-k",
+                                  "(" * 10_000 + "a" + ")" * 10_000]}[what]
     status = main(["history", *args])
     out, err = capsys.readouterr()
     line = message.replace("DIR", str(tmp_path / "none")).replace("FILE", str(bad))

@@ -362,11 +362,17 @@ def since(entries: Sequence[Entry], rev: str, cwd: str | PathLike[str] | None = 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
 
 
+#: How deep ``not`` and parentheses may nest in ``-k``: the parser is recursive, and an
+#: expression is text someone typed or a script built (Python's recursion limit is ~1,000).
+MAX_K_DEPTH = 50
+
+
 def keyword_matcher(expr: str) -> Callable[[str], bool]:
     """A test of benchmark names: ``expr`` as pytest's ``-k`` (a word matches a name that
     contains it, case-insensitively; ``and``, ``or``, ``not``, parentheses)."""
     tokens = _TOKEN.findall(expr)
-    pos = 0
+    pos = depth = 0
+    shown = expr if len(expr) <= 60 else expr[:57] + "..."
 
     def peek() -> str | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -375,7 +381,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         nonlocal pos
         token = peek()
         if token is None:
-            raise HistoryError(f"-k {expr!r}: the expression ends too early")
+            raise HistoryError(f"-k {shown!r}: the expression ends too early")
         pos += 1
         return token
 
@@ -393,19 +399,31 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
             terms.append(negation())
         return lambda name: all(t(name) for t in terms)
 
+    def deeper() -> None:
+        nonlocal depth
+        depth += 1
+        if depth > MAX_K_DEPTH:
+            raise HistoryError(f"-k {shown!r}: 'not' and parentheses nested more than "
+                               f"{MAX_K_DEPTH} deep")
+
     def negation() -> Callable[[str], bool]:
+        nonlocal depth
         if peek() == "not":
             take()
+            deeper()
             inner = negation()
+            depth -= 1
             return lambda name: not inner(name)
         token = take()
         if token == "(":
+            deeper()
             inner = alternatives()
+            depth -= 1
             if take() != ")":
-                raise HistoryError(f"-k {expr!r}: a parenthesis is not closed")
+                raise HistoryError(f"-k {shown!r}: a parenthesis is not closed")
             return inner
         if token in (")", "and", "or"):
-            raise HistoryError(f"-k {expr!r}: unexpected {token!r}")
+            raise HistoryError(f"-k {shown!r}: unexpected {token!r}")
         word = token.lower()
         return lambda name: word in name.lower()
 
@@ -413,7 +431,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         return lambda name: True
     test = alternatives()
     if pos != len(tokens):
-        raise HistoryError(f"-k {expr!r}: unexpected {tokens[pos]!r}")
+        raise HistoryError(f"-k {shown!r}: unexpected {tokens[pos]!r}")
     return test
 
 
