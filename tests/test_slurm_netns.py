@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster, missing
+from test_multinode_netns import remote_rank, run_processes
 
 pytestmark = pytest.mark.slow
 
@@ -117,36 +118,6 @@ def end_of(path: Path, bench: str) -> dict:
     return [r for r in stream_of(path, bench) if r["event"] == "end"][-1]
 
 
-def run_processes(path: Path) -> list[int]:
-    import psutil
-
-    found = []
-    for process in psutil.process_iter(["pid"]):
-        try:
-            if str(path) in process.environ().get("DLBENCH_STREAM", ""):
-                found.append(process.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def worker_rank(path: Path, timeout: float = 120) -> int:
-    import psutil
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for process in psutil.process_iter(["pid"]):
-            try:
-                env = process.environ()
-            except (psutil.Error, OSError):
-                continue
-            if (str(path) in env.get("DLBENCH_STREAM", "") and "RANK" in env
-                    and env.get("DLBENCH_NODE_ROLE") == "worker"):
-                return process.pid
-        time.sleep(0.2)
-    raise AssertionError("no rank started on node2")
-
-
 def test_srun_spans_both_nodes(cluster: SlurmCluster):
     done = cluster.run("node1", ["srun", "-N2", "hostname"], timeout=60)
     assert sorted(done.stdout.split()) == ["node1", "node2"]
@@ -177,7 +148,7 @@ def test_a_killed_rank_on_node2_is_named_as_node2s(cluster: SlurmCluster, tmp_pa
     path = project(tmp_path / "p", docs_batch_script(), suite=(150, 400))
 
     def kill() -> None:
-        pid = worker_rank(path)
+        pid = remote_rank(path, timeout=120)
         time.sleep(3)  # in its steps
         os.kill(pid, signal.SIGKILL)
 
@@ -213,7 +184,7 @@ def test_a_node_cut_off_fails_the_benchmark_and_nothing_is_left(cluster: SlurmCl
     cut_at: list[float] = []
 
     def cut() -> None:
-        worker_rank(path)
+        remote_rank(path, timeout=120)
         time.sleep(3)
         cluster.set_link("node2", up=False)  # node2 vanishes, the controller stays reachable
         cut_at.append(time.time())
