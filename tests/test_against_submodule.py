@@ -12,24 +12,11 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from test_against_setup import git, worktrees
 
 from pytest_dlbench.run.against import WORKTREE_PREFIX, AgainstError, BaseSide, submodule_of
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_CONFIG_NOSYSTEM": "1"}
 TEST = "def test_quick(bench):\n    bench.log_rate(1.0)\n"
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV})
-    return done.stdout
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
 
 
 @pytest.fixture
