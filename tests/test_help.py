@@ -9,7 +9,13 @@ import re
 
 import pytest
 
+from pytest_dlbench.loggers.registry import logger_options, logging_title
 from pytest_dlbench.options import OPTION_GROUPS
+
+#: The titles and flags ``pytest --help`` groups by: options.py's and the loggers' registry's.
+TITLES = [logging_title(title) if name == "logging" else title for name, title, _ in OPTION_GROUPS]
+FLAGS = {flag for _, _, flags in OPTION_GROUPS for flag in flags} | {
+    option.pytest_flag for option in logger_options()}
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -29,12 +35,11 @@ def test_pytest_help_groups_the_bench_options_by_task(pytester: pytest.Pytester)
     result = pytester.runpytest("--help")
     sections = _sections(result.stdout.str())
     grouped = {title: flags for title, flags in sections.items() if title.startswith("dlbench")}
-    assert list(grouped) == [title for _, title, _ in OPTION_GROUPS]
+    assert list(grouped) == TITLES
     shown = [flag for flags in grouped.values() for flag in flags]
     assert len(shown) == len(set(shown)) >= 25
     # Every option is named in the group of its task, none left to the default one.
-    listed = {flag for _, _, flags in OPTION_GROUPS for flag in flags}
-    assert set(shown) <= listed, set(shown) - listed
+    assert set(shown) <= FLAGS, set(shown) - FLAGS
     assert all(1 <= len(flags) <= 8 for flags in grouped.values()), grouped
     # Nothing of ours is left in pytest's other sections, nor the child's hidden options.
     others = [f for title, flags in sections.items() if title not in grouped for f in flags]
@@ -50,7 +55,7 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_dlbench_command_takes_the_pytest_spelling_of_its_options() -> None:
-    pytest_flags = {flag for _, _, flags in OPTION_GROUPS for flag in flags}
+    pytest_flags = FLAGS
     missing = []
     for name, sub in _subparsers().items():
         for action in sub._actions:

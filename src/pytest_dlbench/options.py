@@ -305,9 +305,8 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
      ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
       "--bench-export", "--bench-price")),
     ("profile", "dlbench: profiling", ("--bench-profile",)),
-    # The loggers' own options (loggers/registry.py), by flag: options.py stands below them.
-    ("logging", "dlbench: logging (MLflow, W&B)",
-     ("--bench-mlflow", "--bench-wandb", "--bench-experiment")),
+    # Every logger's options, from its registry entry (loggers/registry.py): none named here.
+    ("logging", "dlbench: logging", ()),
 ]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "Value",
     "asked_loggers",
     "logger_options",
+    "logging_title",
     "register",
     "unregister",
 ]
@@ -122,6 +123,13 @@ def logger_options() -> list[ReportOption]:
     then their settings (``--bench-experiment``), as ``--help`` has always listed them."""
     entries = list(LOGGERS.values())
     return [e.switch for e in entries] + [o for e in entries for o in e.options[1:]]
+
+
+def logging_title(title: str) -> str:
+    """The logging options' group title in ``pytest --help``, naming the registered loggers:
+    ``dlbench: logging (MLflow, Weights & Biases)``."""
+    names = ", ".join(entry.title for entry in LOGGERS.values())
+    return f"{title} ({names})" if names else title
 
 
 def asked_loggers(value: Value) -> list[LoggerEntry]:

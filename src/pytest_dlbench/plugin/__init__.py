@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlbench.loggers.registry import logger_options
+from pytest_dlbench.loggers.registry import logger_options, logging_title
 from pytest_dlbench.options import (
     OPTION_GROUPS,
     REPORT_OPTIONS,
@@ -54,8 +54,9 @@ def _dest(flag: str) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     # The options by task (options.OPTION_GROUPS): select, run, devices, compare and gate,
     # outputs, profile, logging; one flat list of 30 was hard to read.
+    loggers = logger_options()
     for name, title, _ in OPTION_GROUPS:  # made first: the help lists them in this order
-        parser.getgroup(f"dlbench-{name}", title)
+        parser.getgroup(f"dlbench-{name}", logging_title(title) if name == "logging" else title)
 
     def add(flag: str, **kwargs: Any) -> None:
         parser.getgroup(*option_group(flag)).addoption(flag, **kwargs)
@@ -71,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for flag, kwargs in SUITE_OPTIONS:
         add(flag, dest=_dest(flag), **kwargs)
     logging = parser.getgroup("dlbench-logging")  # every logger's (loggers/registry.py)
-    for option in logger_options():  # dlbench log has them too
+    for option in loggers:  # dlbench log has them too
         logging.addoption(option.pytest_flag, dest=_dest(option.pytest_flag), **option.kwargs)
     for flag, kwargs in RUN_OPTIONS:
         add(flag, dest=_dest(flag), **kwargs)
