@@ -376,3 +376,22 @@ def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
     assert comparison.rule in section
     card = page[page.index('id="score-ratio-card"'):]
     assert f"× {comparison.score_rate_ratio:.3f}" in card[:400]
+
+
+@pytest.mark.parametrize(("cand_ok", "base_ok", "word"), [
+    (False, True, FAILED), (True, False, INCOMPARABLE), (False, False, INCOMPARABLE)])
+def test_a_side_with_no_run_gets_the_same_word_paired_or_saved(
+        tmp_path: Path, cand_ok: bool, base_ok: bool, word: str) -> None:
+    # One rule (results/verdict.judge_unmatched): both sides failed is "incomparable" in either
+    # mode (the paired gate said "failed" before); the candidate's failure fails the run anyway.
+    run = paired_run(tmp_path, {"x": (100.0, 100.0)}, rounds=4)
+    for r in range(4):
+        if not cand_ok:
+            write_run(run, "x", repeat=r, status="crash", reason="crash: boom")
+        if not base_ok:
+            write_run(layout.base_dir(run), "x", repeat=r, status="crash", reason="crash: boom")
+    cand, base, comparison = judge(run)
+    assert comparison.get("x").verdict == word  # type: ignore[union-attr]
+    from pytest_dlbench.results.compare import compare
+
+    assert compare(cand, base).get("x").verdict == word  # type: ignore[union-attr]

@@ -49,8 +49,6 @@ from pytest_dlbench.results.stats import (
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
-    FAILED,
-    INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     TOLERANCE,
@@ -59,6 +57,7 @@ from pytest_dlbench.results.verdict import (
     check_levels,
     judge,
     judge_score,
+    judge_unmatched,
 )
 
 __all__ = [
@@ -316,18 +315,19 @@ def _compare_bench(
     samples = (len(cur.noise_samples), len(base.noise_samples))
     note = units_note(cur, base) or _range_note(cur, base)
     if note is not None:
+        refused = judge_unmatched(current_ran=cur_rate > 0, reference_ran=base_rate > 0,
+                                  refused=note)
         return BenchComparison(
             name=name, units=cur.units or base.units, weight=cur.weight, current=cur_rate,
-            baseline=base_rate, ratio=None, verdict=INCOMPARABLE, p_value=None,
+            baseline=base_rate, ratio=None, verdict=refused.word, p_value=None,
             samples=samples, current_adj=cur_adj, baseline_adj=base_adj, note=note,
         ), None
     found: noise.Evidence | None = None
-    reason = ""
     ratio: float | None
-    if base_rate <= 0:
-        ratio, word = None, INCOMPARABLE
-    elif cur_rate <= 0:
-        ratio, word = 0.0, FAILED
+    if base_rate <= 0 or cur_rate <= 0:  # no ratio: the core names the side that has no run
+        ratio = 0.0 if base_rate > 0 else None
+        unmatched = judge_unmatched(current_ran=cur_rate > 0, reference_ran=base_rate > 0)
+        word, reason = unmatched.word, ""
     else:
         ratio = cur_rate / base_rate
         found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha,

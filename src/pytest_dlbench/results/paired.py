@@ -65,7 +65,6 @@ from pytest_dlbench.results.stats import (
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
-    FAILED,
     INCOMPARABLE,
     TOLERANCE,
     Evidence,
@@ -73,6 +72,7 @@ from pytest_dlbench.results.verdict import (
     check_levels,
     judge,
     judge_score,
+    judge_unmatched,
 )
 
 __all__ = [
@@ -205,12 +205,11 @@ def _compare_bench(
                                   tolerance=tolerance, alpha=alpha, test=test, rate=rate)
     cur_adj, base_adj = _paired_adj(base, cand)
     note = reason = ""
-    if s is None:
-        ratio: float | None
-        if not cand.rates:
-            word, ratio = FAILED, 0.0
-        else:
-            word, ratio = INCOMPARABLE, None
+    if s is None:  # no pair: the core names the side that has no run
+        base_ran = base is not None and bool(base.rates)
+        word = judge_unmatched(current_ran=bool(cand.rates), reference_ran=base_ran).word
+        ratio: float | None = 0.0 if base_ran and not cand.rates else None
+        if not base_ran:
             note = "no base run succeeded" if base is not None and base.n else "no base run"
         p = None
     else:
@@ -248,8 +247,10 @@ def _refused(cand: BenchSummary, base: BenchSummary, note: str) -> BenchComparis
     """The row of a benchmark whose two sides cannot be compared (``note`` says why)."""
     return BenchComparison(
         name=cand.name, units=cand.units, weight=cand.weight, current=cand.perf or 0.0,
-        baseline=base.perf or 0.0, ratio=None, verdict=INCOMPARABLE, p_value=None,
-        samples=(0, 0), current_adj=_adj(cand), baseline_adj=_adj(base), note=note)
+        baseline=base.perf or 0.0, ratio=None, p_value=None,
+        samples=(0, 0), current_adj=_adj(cand), baseline_adj=_adj(base), note=note,
+        verdict=judge_unmatched(current_ran=bool(cand.rates), reference_ran=bool(base.rates),
+                                refused=note).word)
 
 
 def _round_steps(

@@ -66,6 +66,7 @@ __all__ = [
     "judge_probe",
     "judge_score",
     "judge_step",
+    "judge_unmatched",
     "reach",
     "repeats",
 ]
@@ -274,6 +275,21 @@ def judge(found: Evidence, rule: Rule) -> Verdict:
     if rule.beyond(found.ratio) is None:
         return judged
     return _between_runs(found, judged, rule)
+
+
+def judge_unmatched(*, current_ran: bool, reference_ran: bool, refused: str | None = None
+                    ) -> Verdict:
+    """A benchmark with no ratio to judge, in either mode: INCOMPARABLE when its sides cannot
+    be compared (``refused`` says why) or the reference side has no successful run (whatever
+    the current side's), FAILED when only the current side has none, INCOMPARABLE when both
+    ran but nothing pairs them."""
+    if refused is not None:
+        return Verdict(INCOMPARABLE, refused)
+    if not reference_ran:
+        return Verdict(INCOMPARABLE, "no successful run to compare with")
+    if not current_ran:
+        return Verdict(FAILED, "no successful run")
+    return Verdict(INCOMPARABLE, "no round ran on both sides")
 
 
 def judge_doubted(word: str, ratio: float | None, doubt: str | None) -> Verdict | None:
