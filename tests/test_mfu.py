@@ -13,8 +13,8 @@ import pytest
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import render_summary
-from pytest_dlbench.results.peaks import dtype_of, table_peak
-from pytest_dlbench.results.scoring import CEILING_ERROR, MFU_ERROR, summarize_dir
+from pytest_dlbench.results.peaks import CEILING_ERROR, MFU_ERROR, dtype_of, table_peak
+from pytest_dlbench.results.scoring import summarize_dir
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_BF16 = 989.4e12  # dense bf16 FLOP/s of one H100 SXM (its datasheet)

@@ -198,7 +198,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None
         never_ran=b.n == 0,
         unreliable=b.unreliable,
         busy=busy_note(b),
-        # A TFLOP/s past a ceiling is an error of measurement (scoring._with_mfu): its reason
+        # A TFLOP/s past a ceiling is an error of measurement (peaks.with_mfu): its reason
         # is the cell's title, never the figure.
         tflops=(tflops or significant(b.tflops)) if b.tflops is not None else
         ERROR if b.mfu_error else DASH,

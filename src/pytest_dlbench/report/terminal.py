@@ -113,7 +113,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             "units": b.units,
         }
         if flops:
-            # Past a ceiling (scoring._with_mfu), an error of measurement, never the figure.
+            # Past a ceiling (peaks.with_mfu), an error of measurement, never the figure.
             row["TFLOP/s"] = tflops[b.name] if b.tflops is not None else \
                 "error" if b.mfu_error else MISSING
             # An MFU above 100 % is an error of measurement: no figure, its reason below.
@@ -166,7 +166,7 @@ def _time_to_train_line(summary: SuiteSummary) -> list[str]:
 def mfu_reason(b: Any) -> str | None:
     """Why a benchmark whose TFLOP/s is shown has no MFU (None: it has one, or the TFLOP/s is
     not shown either): the peak's own reason (``peak_source``: a matmul too noisy for a peak),
-    else that no peak is known for its device (results/scoring._with_mfu)."""
+    else that no peak is known for its device (results/peaks.with_mfu)."""
     if b.mfu is not None or b.mfu_error or b.tflops is None:
         return None
     if b.peak_source:

@@ -1,33 +1,10 @@
-"""Whether a run was taken on a busy machine (issue 26, item 3), from its monitor's samples.
-
-A saved-baseline verdict compares two runs made at different times: a slower rate can be
-slower code or a slower machine, and the rate alone cannot tell which. The monitor
-(measure/monitor) samples, every interval, the CPU of the run's process tree (``cpu_percent``,
-100 = one core; every process marked as the run's on the node, so an njobs job's other ranks
-too: measure/monitor/process.py) and of the whole machine (``system_cpu_percent``, 100 = every
-core). Their difference is the CPU that something *outside* the run used at the same time::
-
-    outside cores = system_cpu_percent / 100 x cores - cpu_percent / 100
-
-A neighbour that streams memory in bursts (numpy copies of arrays larger than the cache) slows
-a training step through the memory bus, not by taking its core; but it needs a core to do so,
-so its bursts show as outside CPU. A sample is **busy** when its outside CPU is at least
-:data:`BUSY_CORES`; a run is busy when at least :data:`BUSY_SHARE` of its timed window's
-samples are:
-
-- **moved**: busy above the run's own quiet level (the window's lowest quartile of outside
-  CPU): load that came and went during the run, such as bursts at a 25 % duty cycle (a quarter
-  of the samples a core above the rest). A steady load of the run's own other device slots
-  (replicas pinned to other cores, running all along) is its quiet level, not a move;
-- **shared**: busy above nothing at all, when the run had the whole machine (its CPU affinity
-  is every core: no other slot of the run can be the outside CPU), such as a neighbour that
-  streamed memory the whole time.
-
-What it cannot see: a neighbour that slows the run without using CPU time the kernel counts
-(another VM on the same host: its steal shows in no process of ours), and a run too short for
-a sample in its timed window (``busy`` is None: unknown, never judged busy).
-
-Pure functions over records: no psutil, no pytest.
+"""Whether a run was taken on a busy machine, from its monitor's samples: the CPU something
+outside the run's process tree used at the same time (``system_cpu_percent / 100 x cores -
+cpu_percent / 100``). A sample is busy at :data:`BUSY_CORES` outside cores above the run's own
+quiet level (load that came and went), or above nothing when the run had every core; a run is
+busy when :data:`BUSY_SHARE` of its timed window's samples are. It cannot see a neighbour that
+uses no CPU the kernel counts (another VM's steal), nor a run too short for a sample (``busy``
+is None: unknown). docs/reports.md, "A busy machine". Pure functions over records.
 """
 
 from __future__ import annotations

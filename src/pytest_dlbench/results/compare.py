@@ -1,28 +1,9 @@
-"""A run against a baseline: per benchmark ratio and verdict, the score's ratio and verdict.
-
-The ratio is ``perf / baseline perf``, the rate itself, and not ``perf_adj``: ``perf_adj = perf x
-(1 - std%) x (1 - fail/n)`` folds each side's own spread into its figure, so a baseline measured
-during a burst of load (a large std%, a small perf_adj) made a real slowdown look like an
-improvement (issue 14: a 10 % slower step compared as "ratio 1.346, improved"). The spread
-belongs to the test, which already sees it. ``perf_adj`` and its ratio are kept beside the
-verdict (``current_adj``, ``baseline_adj``, ``adj_ratio``), and the score keeps seed 001's
-definition: ``score_ratio`` is the ratio of ``perf_adj`` scores, while the score's verdict
-judges ``score_rate_ratio``, the weighted geometric mean of the benchmarks' rate ratios.
-
-Each side is tested with the noise **between runs** (:mod:`.noise`, issue 26), never a single
-run's blocks alone, and the score with the benchmarks' evidence combined
-(:func:`.noise.combined_evidence`: a drop spread thinly over many benchmarks, none significant
-alone, is caught). This module only assembles the rows and their evidence; the verdict core
-(results/verdict.py) decides, with the rule every mode shares. Both score ratios are over the
-benchmarks scored on both sides, so a benchmark added or dropped (whose units are arbitrary)
-cannot move them.
-
-Defaults (``TOLERANCE`` 3 %, ``ALPHA`` 0.05) were tuned with ``benchmarks/detection.py``; the
-README there records what they detect. The tolerance is 3 % and not 5 % because a 5 % slowdown
-(5 % more work per step) is a ratio of 1/1.05 = 0.952: a 5 % threshold would catch it half the
-time at best. Runs made minutes apart on a shared machine are noisier than the test assumes
-(load changes between the two sides, not within one): ``--bench-against`` (results/paired.py)
-measures both sides interleaved and pairs them.
+"""A run against a saved baseline: per benchmark the perf ratio (``perf / baseline perf``, the
+rates themselves, not ``perf_adj``, whose spread the test already sees) and its evidence
+(results/noise.py), the score's evidence combined over the benchmarks scored on both sides,
+and the rows every report shows (:class:`Comparison`, shared with results/paired.py). The
+verdicts are the core's (results/verdict.py). ``score_ratio`` stays seed 001's ratio of the
+perf_adj scores, shown beside. docs/reports.md, "Baselines and the regression gate".
 """
 
 from __future__ import annotations

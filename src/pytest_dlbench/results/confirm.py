@@ -1,30 +1,8 @@
-"""Confirm before failing (``--bench-confirm=N``, issue 26 item 2): a saved-baseline verdict of
-"regressed" (or "improved") from one pass is checked by running the suspected benchmarks again
-before the gate believes it.
-
-The rule (docs/reports.md, "Confirmation"). The first pass suggests a verdict for a benchmark;
-up to N confirmation runs of it follow, each in a fresh child, one benchmark at a time. The
-verdict **holds** when both
-
-1. every confirmation run that succeeded repeats the suspicion on its own: its rate over the
-   baseline's perf lies beyond the tolerance in the first pass's direction (below
-   ``1 - tolerance`` for a regression, above ``1 + tolerance`` for an improvement); a run that
-   does not repeat it ends the confirmation early; and
-2. the comparison of the first pass and the confirmation runs together, as repeats of one
-   benchmark (so that its test sees the spread *between* runs), still gives the same verdict.
-
-A verdict that does not hold becomes what the combined evidence says: the combined verdict
-when it differs from the first one, else :data:`NOT_HELD` (the combined comparison still says
-"regressed" while a confirmation run did not repeat it: the evidence disagrees). A confirmation
-run that failed (a crash, a timeout) is no evidence either way; a benchmark with no successful
-confirmation run keeps its first verdict, said "not confirmed".
-
-This module is pure (summaries in, summaries out) apart from :func:`read_confirmation`, which
-reads the confirmation runs a run directory keeps under ``confirm/<k>/`` (one folder per
-round: ordinary run folders, streams and manifest, apart from the first pass). The verdicts are
-the comparison's (:func:`~pytest_dlbench.results.compare.compare`): a verdict word this module
-does not know is kept as it is. Light at import: the pytest plugin parses ``--bench-confirm``
-at start-up.
+"""Confirm before failing (``--bench-confirm=N``): a saved-baseline verdict of "regressed" or
+"improved" holds when every successful confirmation run repeats it on its own and the first pass
+and the confirmation runs compared together as repeats still say it (the core's
+``judge_confirmation``; docs/reports.md, "Confirmation"). Pure (summaries in, summaries out)
+apart from :func:`read_confirmation`, which reads the runs kept under ``confirm/<k>/``.
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
-"""The drift between sessions read from a machine's results history, without a merge step
-(issue 26): what a saved-baseline verdict adds to each side for the sessions being apart
-(results/noise.py).
-
-A baseline merged from several sessions (``dlbench baseline``) carries its own estimate. A
-baseline of one session did not: the verdict took the documented default (5 %), however
-quiet or noisy the machine. But a machine that runs with ``--bench-autosave`` keeps every
-session's summary in its history folder (results/history.py), and sessions of one commit
-measured the same code: the spread of their figures, beyond what their runs' own noise
-explains, is the drift between sessions on that machine. So a comparison with a saved
-baseline of one session reads the history of the machine it runs on:
-
-- only autosaved sessions of a known commit with a clean working tree (an uncommitted change
-  is code nobody can name), of the machine the run was measured on (the history's machine id);
-- grouped by commit, so that a change of code between commits is never taken for drift;
-  each commit with two sessions or more of a benchmark adds ``k - 1`` degrees of freedom;
-- the run being judged is left out (its own figure is what the verdict tests);
-- a session is identified by what it measured, not by its file's name: its run directory and
-  its figures (:func:`session_key`), so that one autosave copied under a second name (a CI
-  cache restored beside an artifact) counts once, not as a second session that agrees
-  perfectly with the first;
-- the estimate (noise.estimate_drift, the merged baseline's, pooled over the commits) is
-  used for each benchmark the history has it for; the rest keep the default.
-
-The comparison's JSON (each benchmark's ``noise`` and ``drift``) says where the figure came
-from (``each session ±2.1% (6 sessions of 3 commits in the history)``), as an inconclusive
-reason and the terminal's "between sessions" line do. A history file that cannot be read is
-left out, and the comparison's warnings name it: a reader never drops a file in silence.
+"""The drift between sessions read from a machine's ``--bench-autosave`` history, for a saved
+baseline of one session (results/noise.py): autosaved sessions of a known commit with a clean
+tree, of this machine, grouped by commit (a change of code is never drift), the run judged left
+out, a session known by what it measured (:func:`session_key`: one file copied under two names
+counts once). A file that cannot be read is left out and named in the warnings.
+docs/reports.md, "The drift between sessions".
 """
 
 from __future__ import annotations

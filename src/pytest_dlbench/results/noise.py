@@ -1,52 +1,9 @@
-"""The noise between runs in a saved-baseline verdict, and when the evidence is inconclusive
-(issue 26, items 1 to 3): one rule, used by pytest's gate, ``dlbench report`` and
-``dlbench compare`` alike (results/compare.py assembles the rows from it).
-
-**Why.** A saved baseline was measured at another time than the run judged against it. Between
-the two, the machine's load, its clocks and the memory layout a process happens to draw all
-move, and a single run's blocks (batch means of its window) know nothing of that: one run's 5
-blocks gave p = 2e-8 for an unchanged benchmark compared with a baseline saved a minute earlier.
-So a run's figure is judged with the variance **between runs**, never with its blocks alone.
-
-**The model.** Each side's figure is the logarithm of its rate (``perf``); its variance has
-two parts. The first is the noise of the side's runs within their session:
-
-- a side with two runs or more (``--bench-repeat``): the spread of its run rates, ``s² / (n m²)``
-  (the delta method's variance of a log mean), with ``n - 1`` degrees of freedom;
-- a side with one run: the variance of one run between runs, ``cv²``, where ``cv`` is the model
-  the baseline carries: the spread of the baseline's own repeats (``s / m`` of its run rates,
-  ``n - 1`` degrees of freedom) when it has them, else :data:`DEFAULT_BETWEEN_RUN_CV` (taken as
-  known: infinite degrees of freedom). The run's own blocks still count as a floor: a run
-  noisier within itself than the model says is judged with its own noise.
-
-The second is the **drift between sessions**, ``d²``, added to each side whatever its repeats:
-runs of one pytest session share its state (the warm launcher's server they fork from, the
-machine's clocks and load over those minutes), so their spread says nothing of how far this
-session's figure sits from another's. More repeats shrink the first part, never this one. ``d``
-is estimated from a baseline merged from several sessions (``dlbench baseline``, from saved
-baselines or ``--bench-autosave`` history files of one machine): the spread of the sessions'
-log means less what their own runs' noise explains (one-way random effects), ``k - 1`` degrees
-of freedom for ``k`` sessions, not below :data:`MIN_SESSION_DRIFT_CV`; else the same estimate
-over the machine's history, its sessions grouped by commit (results/history_drift.py); else
-:data:`DEFAULT_SESSION_DRIFT_CV`, taken as known.
-
-**The defaults.** benchmarks/README.md measured, on the project's shared 2-core VM, 7.5 %
-between runs of one session (gate_power, 10 runs a side, warm children), 8-11 % run to run
-with the wall clock (detection.py) and 1.5 to 10 % run to run over one afternoon
-(profile_overhead.py): :data:`DEFAULT_BETWEEN_RUN_CV` is 8 %. The drift between sessions: ten
-saved-baseline A/A comparisons there (5 runs a side, sessions a minute apart) spread 7.2 % in
-log ratio where the runs within each side predicted 3 %, so each session drifted by about 4.6 %:
-:data:`DEFAULT_SESSION_DRIFT_CV` is 5 %. With one run a side a ratio is then significant only
-below about 0.79 (above 1.27), and with repeats on both sides only below about 0.89: smaller
-changes are "inconclusive" unless the baseline carries several sessions of a quieter machine,
-or the gate runs paired (``--bench-against``, where no session separates the sides).
-
-**The verdict** is the core's (results/verdict.py), on :meth:`Evidence.judged`: this module
-gives the test and the doubts. A verdict beyond the tolerance is inconclusive, whatever its p,
-when a side's figure is in doubt (:func:`doubts`): its std% is flagged unreliable, or it was
-measured while something else used the machine (results/busy.py), either side, since a slowed
-baseline makes a change look like an improvement; but not a faster run's own busy machine,
-since load only slows a run. """
+"""A saved baseline's evidence: each side's figure, ``ln(perf)``, with its noise between runs and
+the drift between sessions, tested by results/stats.t_test, and the doubts (an unreliable
+std%, a busy machine) that keep a change beyond the tolerance from being claimed. The model,
+its defaults and what they were measured on: docs/reports.md, "The noise between runs" and
+"The drift between sessions". The verdict is the core's (results/verdict.py).
+"""
 
 from __future__ import annotations
 

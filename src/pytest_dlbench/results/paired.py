@@ -1,26 +1,11 @@
-"""Paired comparison of two sides measured in the same job (``--bench-against``).
-
-The base revision and the candidate (the working tree) ran each benchmark in alternating order
-over ``rounds`` (ABBA: base-candidate, then candidate-base, ...), on the same device slot. Round
-``r`` of a benchmark on device ``k`` is one **pair**: the base run ``<bench>.D<k>.R<r>`` in
-``base/`` and the candidate run of the same name in the run directory, measured minutes or
-seconds apart instead of days. Each pair gives one log ratio ``d = ln(candidate rate / base
-rate)``; what the machine's load did to that round hits both of its runs, and drops out of d.
-
-Per benchmark, the pairs go to one test of :data:`.stats.TESTS` (``--bench-paired-test``, the
-quantile test by default), which gives the ratio (above 1 is faster), its interval at
-``1 - 2 alpha`` and the one-sided p-values: the evidence the verdict core (results/verdict.py)
-judges by the rule every mode shares. Rounds where either side failed are left out of the pairs,
-and of the adj ratios (each side's perf_adj over the rounds both completed); the candidate's
-failures fail the run (exit status 1), the base side's are listed.
-
-The score: :func:`.stats.combined_paired` combines the benchmarks' mean log ratios and their
-variances (ranks do not add up across benchmarks) into the evidence the core's ``judge_score``
-judges. ``score_ratio`` stays the ratio of the two sides' perf_adj scores (seed 001), shown
-beside.
-
-Pure functions over two :class:`~.summary.SuiteSummary` (no pytest, no git): ``dlbench report``
-recomputes the same verdicts from a finished run directory.
+"""A ``--bench-against`` run's paired comparison: the base side (``base/``) and the candidate ran
+each benchmark in ABBA rounds on the same slot; round ``r`` on device ``k`` is one pair, and its
+log ratio cancels the load both runs shared. Per benchmark the pairs go to a test of
+results/stats.TESTS, at the last round (the fixed design) or at the first interim look where
+the core's ``judge_look`` fires (the sequential design: repeated confidence intervals); a
+change whose busy runs are all on one side is in doubt. The score combines the benchmarks'
+mean log ratios. docs/reports.md, "Against a git revision" and "Stopping early". Pure
+functions over two summaries: ``dlbench report`` recomputes the verdicts the run gave.
 """
 
 from __future__ import annotations

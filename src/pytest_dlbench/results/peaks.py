@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["CEILING", "PEAKS", "PEAK_AGREEMENT", "MeasuredPeak", "dtype_of", "stable_peak",
-           "table_peak"]
+from pytest_dlbench.results.summary import BenchSummary
+
+__all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "PEAKS", "PEAK_AGREEMENT", "MeasuredPeak",
+           "dtype_of", "stable_peak", "table_peak", "with_mfu"]
 
 #: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
 #: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
 CEILING = 1.5
+#: What an MFU above 100 % is (of a datasheet's peak): never a figure to show.
+MFU_ERROR = "MFU above 100 %: error of measurement"
+#: A model's TFLOP/s above CEILING x this machine's measured matmul.
+CEILING_ERROR = f"TFLOP/s above {CEILING:g} x this machine's matmul: error of measurement"
 #: The matmul's fastest steps must agree within this ratio (slowest / fastest).
 PEAK_AGREEMENT = 0.8
 #: The fastest steps the peak is the median of.
@@ -120,3 +126,67 @@ def stable_peak(step_tflops: Sequence[float], name: str) -> MeasuredPeak:
                                   f"TFLOP/s): no MFU")
     return MeasuredPeak(statistics.median(top), f"{name} in this run (median of its fastest "
                                                 f"{len(top)} of {len(steps)} steps)")
+
+
+def _measured_peaks(benches: tuple[BenchSummary, ...]) -> dict[str, MeasuredPeak]:
+    """Per compute type, the peak of this run's matmul benchmarks (units TFLOP/s): the best
+    stable one (:func:`stable_peak`), else an unstable one, for its reason."""
+    out: dict[str, MeasuredPeak] = {}
+    for b in benches:
+        ok = [r for r in b.runs if r.ok]
+        if b.units != "TFLOP/s" or not b.tflops or not ok or not b.perf:
+            continue
+        per_gpu = b.tflops / b.perf  # an njobs matmul's steps are the job's: one GPU's share
+        peak = stable_peak([v * per_gpu for r in ok for _, v in r.steady], b.name)
+        best = out.get(ok[0].dtype)
+        if best is None or (peak.tflops or 0.0) > (best.tflops or 0.0):
+            out[ok[0].dtype] = peak
+    return out
+
+
+def with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
+    """MFU = achieved TFLOP/s per GPU over one GPU's peak: a known accelerator's datasheet peak
+    for the benchmark's compute type, else this run's matmul benchmark of the same type, from its
+    fastest steps when they agree. A TFLOP/s above the datasheet's peak, or above
+    :data:`CEILING` times the measured one, is an error of measurement: neither it nor the MFU
+    is shown as a figure (``mfu_error`` says why)."""
+    measured = _measured_peaks(benches)
+    out = []
+    for b in benches:
+        ok = [r for r in b.runs if r.ok]
+        if b.tflops is None or not ok:
+            out.append(b)
+            continue
+        run = ok[0]
+        peak = table_peak(run.device_name, run.dtype)
+        if peak:
+            source = f"{run.device_name} datasheet, {run.dtype}"
+            if b.tflops > peak:
+                out.append(_flops_error(b, f"{MFU_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
+                                           f"against a peak of {peak:.4g}, {source})", source))
+                continue
+            out.append(replace(b, mfu=b.tflops / peak, peak_source=source))
+            continue
+        found = measured.get(run.dtype)
+        if found is None or b.units == "TFLOP/s":  # a matmul is its own reference
+            out.append(b)
+        elif found.tflops is None:
+            out.append(replace(b, mfu=None, peak_source=found.source))
+        elif b.tflops > CEILING * found.tflops:
+            out.append(_flops_error(b, f"{CEILING_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
+                                       f"against {found.tflops:.4g}, {found.source})",
+                                    found.source))
+        elif b.tflops > found.tflops:
+            # A small matmul is no peak for a model that outruns it: no MFU above 100 %.
+            name = found.source.split(" in this run")[0]
+            out.append(replace(b, mfu=None, peak_source=(
+                f"{name} in this run is slower than this model: no MFU")))
+        else:
+            out.append(replace(b, mfu=b.tflops / found.tflops, peak_source=found.source))
+    return tuple(out)
+
+
+def _flops_error(b: BenchSummary, why: str, source: str) -> BenchSummary:
+    """``b`` with its TFLOP/s and MFU withheld: past a physical ceiling, the FLOPs count or the
+    rate is wrong (a miscounted item, a timing without synchronisation), never a figure."""
+    return replace(b, tflops=None, mfu=None, peak_source=source, mfu_error=why)

@@ -1,9 +1,5 @@
-"""The verdict of one step of ``dlbench bisect``: a paired run of a commit against GOOD
-(``--bench-against``), read back from its run directory (run/bisect.py runs it).
-
-The paired test (results/paired.py, results/stats.py) says whether the commit is beyond the
-tolerance from GOOD, within it, or cannot tell yet (its interval straddles the tolerance):
-:class:`Judgement` carries the ratio, its interval and the rounds it took.
+"""One step of ``dlbench bisect``: the paired verdict of a commit against GOOD, read back from its
+``--bench-against`` run directory, as CHANGED, SAME or UNSURE (the core's ``judge_probe``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
 from pytest_dlbench.results.compiled import compile_summary
-from pytest_dlbench.results.peaks import CEILING, MeasuredPeak, dtype_of, stable_peak, table_peak
+from pytest_dlbench.results.peaks import dtype_of, with_mfu
 from pytest_dlbench.results.plausibility import timed_by_bench, wall_clock_check
 from pytest_dlbench.results.run_result import (
     THROUGHPUT,
@@ -34,7 +34,6 @@ from pytest_dlbench.results.run_result import (
 from pytest_dlbench.results.summary import (
     BenchSummary,
     SuiteSummary,
-    milabench_figure,
     noise_samples,
     relative_spread,
     spread,
@@ -45,9 +44,9 @@ from pytest_dlbench.suite.presets import eager_key
 
 __all__ = [
     "BLOCKS",
-    "MFU_ERROR",
     "block_rates",
     "load_run",
+    "milabench_figure",
     "run_from_records",
     "step_stats",
     "summarize_bench",
@@ -67,10 +66,6 @@ MAX_STD_PENALTY = 0.5
 MIN_STEADY = 4 * BLOCKS
 #: A block (or run) this far from the median of the others is a burst of load.
 BURST = 0.5
-#: What an MFU above 100 % is (of a datasheet's peak): never a figure to show.
-MFU_ERROR = "MFU above 100 %: error of measurement"
-#: A model's TFLOP/s above CEILING x this machine's measured matmul (results/peaks.py).
-CEILING_ERROR = f"TFLOP/s above {CEILING:g} x this machine's matmul: error of measurement"
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -316,6 +311,16 @@ def load_run(path: str | PathLike[str]) -> RunResult:
 
 
 # -- one benchmark ----------------------------------------------------------------------------
+def milabench_figure(rates: Iterable[float]) -> float | None:
+    """milabench's figure of a benchmark (its summary's ``train_rate`` mean): every rate of its
+    runs, warm-up included, pooled, the lowest and the highest dropped (with three or more),
+    averaged. None without a rate. Ours is the steady window's items over seconds."""
+    values = sorted(float(v) for v in rates if math.isfinite(v))
+    if len(values) >= 3:
+        values = values[1:-1]
+    return statistics.fmean(values) if values else None
+
+
 def summarize_bench(
     name: str, runs: Sequence[RunResult], entry: Mapping[str, Any] | None = None
 ) -> BenchSummary:
@@ -394,70 +399,6 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
     return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
-def _measured_peaks(benches: tuple[BenchSummary, ...]) -> dict[str, MeasuredPeak]:
-    """Per compute type, the peak of this run's matmul benchmarks (units TFLOP/s): the best
-    stable one (results/peaks.stable_peak), else an unstable one, for its reason."""
-    out: dict[str, MeasuredPeak] = {}
-    for b in benches:
-        ok = [r for r in b.runs if r.ok]
-        if b.units != "TFLOP/s" or not b.tflops or not ok or not b.perf:
-            continue
-        per_gpu = b.tflops / b.perf  # an njobs matmul's steps are the job's: one GPU's share
-        peak = stable_peak([v * per_gpu for r in ok for _, v in r.steady], b.name)
-        best = out.get(ok[0].dtype)
-        if best is None or (peak.tflops or 0.0) > (best.tflops or 0.0):
-            out[ok[0].dtype] = peak
-    return out
-
-
-def _with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
-    """MFU = achieved TFLOP/s per GPU over one GPU's peak: a known accelerator's datasheet peak
-    for the benchmark's compute type, else this run's matmul benchmark of the same type, from its
-    fastest steps when they agree (results/peaks.py). A TFLOP/s above the datasheet's peak, or
-    above :data:`~pytest_dlbench.results.peaks.CEILING` times the measured one, is an error of
-    measurement: neither it nor the MFU is shown as a figure (``mfu_error`` says why)."""
-    measured = _measured_peaks(benches)
-    out = []
-    for b in benches:
-        ok = [r for r in b.runs if r.ok]
-        if b.tflops is None or not ok:
-            out.append(b)
-            continue
-        run = ok[0]
-        peak = table_peak(run.device_name, run.dtype)
-        if peak:
-            source = f"{run.device_name} datasheet, {run.dtype}"
-            if b.tflops > peak:
-                out.append(_flops_error(b, f"{MFU_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
-                                           f"against a peak of {peak:.4g}, {source})", source))
-                continue
-            out.append(replace(b, mfu=b.tflops / peak, peak_source=source))
-            continue
-        found = measured.get(run.dtype)
-        if found is None or b.units == "TFLOP/s":  # a matmul is its own reference
-            out.append(b)
-        elif found.tflops is None:
-            out.append(replace(b, mfu=None, peak_source=found.source))
-        elif b.tflops > CEILING * found.tflops:
-            out.append(_flops_error(b, f"{CEILING_ERROR} ({b.tflops:.4g} TFLOP/s per GPU "
-                                       f"against {found.tflops:.4g}, {found.source})",
-                                    found.source))
-        elif b.tflops > found.tflops:
-            # A small matmul is no peak for a model that outruns it: no MFU above 100 %.
-            name = found.source.split(" in this run")[0]
-            out.append(replace(b, mfu=None, peak_source=(
-                f"{name} in this run is slower than this model: no MFU")))
-        else:
-            out.append(replace(b, mfu=b.tflops / found.tflops, peak_source=found.source))
-    return tuple(out)
-
-
-def _flops_error(b: BenchSummary, why: str, source: str) -> BenchSummary:
-    """``b`` with its TFLOP/s and MFU withheld: past a physical ceiling, the FLOPs count or the
-    rate is wrong (a miscounted item, a timing without synchronisation), never a figure."""
-    return replace(b, tflops=None, mfu=None, peak_source=source, mfu_error=why)
-
-
 def summarize_runs(
     runs: Iterable[RunResult],
     manifest: Mapping[str, Any] | None = None,
@@ -475,9 +416,9 @@ def summarize_runs(
     for run in runs:
         by_bench.setdefault(run.bench, []).append(run)
     names = list(entries) + sorted(n for n in by_bench if n not in entries)
-    benches = _with_mfu(tuple(summarize_bench(n, by_bench.get(n, ()), entries.get(n))
-                            for n in names))
+    benches = tuple(summarize_bench(n, by_bench.get(n, ()), entries.get(n)) for n in names)
     score = weighted_geomean((b.perf_adj, b.weight) for b in benches if b.scored)
+    benches = with_mfu(benches)  # last: MFU takes the run's matmul, and no score reads it
     # Weighted and enabled but not in the score: never ran, every run failed, or perf_adj 0.
     incomplete = tuple(b.name for b in benches if b.enabled and b.weight > 0 and not b.scored)
     n_runs = sum(b.n for b in benches)
@@ -494,6 +435,6 @@ def summarize_runs(
 
 def summarize_dir(run_dir: str | PathLike[str]) -> SuiteSummary:
     """Score every stream of a run directory (and its manifest, when there is one)."""
-    runs = [load_run(p) for p in stream_paths(run_dir)]
-    return summarize_runs(runs, read_manifest(run_dir), run_dir=str(run_dir))
+    manifest, paths = read_manifest(run_dir), stream_paths(run_dir)
+    return summarize_runs([load_run(p) for p in paths], manifest, run_dir=str(run_dir))
 

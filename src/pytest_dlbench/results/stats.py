@@ -1,40 +1,9 @@
-"""The statistical tests of a comparison, in one place (issue 22, item 3), and their table
-(:data:`TESTS`: name, description, function) that the options, the comparisons and the reports
-read.
-
-:mod:`.compare` (a run against a saved baseline) and :mod:`.paired` (the two sides of a
-``--bench-against`` run) only assemble their rows from what is here; what the tests say goes
-to the verdict core (results/verdict.py) as an ``Evidence``, so that the two kinds of
-comparison cannot judge the same evidence differently. Time-to-train benchmarks (lower is
-better) need no flip here: scoring turns their time into the equivalent rate, which a longer
-time lowers, so their ratio reads like every other one. The tests give both one-sided p-values
-``(p_lower, p_higher)``; :func:`p_in_direction` picks the one a row reports and the verdict
-judges.
-
-**The tests**:
-
-- :func:`t_test`, two independent sides (a saved baseline): the log ratio of their rates with
-  the variance between runs and sessions of each (results/noise.py), a one-sided t-test with
-  Welch-Satterthwaite degrees of freedom.
-- :func:`paired_stats`, the log ratios ``d = ln(candidate / base)`` of matched rounds: ``"t"``,
-  the paired t-test (``ratio = exp(mean d)``, interval from the t distribution), or
-  ``"wilcoxon"``, the signed-rank test with the Hodges-Lehmann estimate and its
-  distribution-free interval (one disturbed round weighs one rank, not its size).
-- :func:`quantile_stats`, the ``quantile`` paired test: the ratio of the sides' upper quartiles
-  of their steps pooled over the rounds, a paired permutation test and a bootstrap interval.
-- :func:`combine_log_ratios` and :func:`combined_paired`, the score: the weighted mean of the
-  benchmarks' log ratios, whose variance is the weighted sum of their variances of the mean
-  (delta method), tested with a t distribution whose degrees of freedom come from
-  Welch-Satterthwaite.
-
-Intervals are two-sided at ``1 - 2 alpha`` (90 % at alpha 0.05), so that the t interval's upper
-end is below 1 exactly when the one-sided test says "slower".
-
-A difference measured without any noise is certain in its direction, and no difference measured
-without noise is no evidence of a change either way (:func:`_no_noise`, p = 1 both ways): the
-same rule for every test.
-
-scipy and numpy are imported lazily: reading a report without comparing needs neither.
+"""The statistical tests of a comparison and their table (:data:`TESTS`: name, description,
+function), read by the options, both modes and the reports. Each gives a ratio (above 1 is
+faster), its interval at ``1 - 2 alpha`` and one-sided p-values; what they say goes to the
+verdict core (results/verdict.py) as an ``Evidence``. The tests, their assumptions and why
+each is used: docs/reports.md ("The noise between runs", "Against a git revision"). scipy
+and numpy are imported lazily: reading a report without comparing needs neither.
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ from pytest_dlbench.results.telemetry import combine_stats
 __all__ = [
     "BenchSummary",
     "SuiteSummary",
-    "milabench_figure",
     "noise_samples",
     "relative_spread",
     "spread",
@@ -43,16 +42,6 @@ def noise_samples(runs: Iterable[RunResult]) -> tuple[float, ...]:
     if len(ok) >= 2:
         return tuple(r.rate for r in ok if r.rate is not None)
     return tuple(ok[0].block_rates) if ok else ()
-
-
-def milabench_figure(rates: Iterable[float]) -> float | None:
-    """milabench's figure of a benchmark (its summary's ``train_rate`` mean): every rate of its
-    runs, warm-up included, pooled, the lowest and the highest dropped (with three or more),
-    averaged. None without a rate. Ours is the steady window's items over seconds."""
-    values = sorted(float(v) for v in rates if math.isfinite(v))
-    if len(values) >= 3:
-        values = values[1:-1]
-    return statistics.fmean(values) if values else None
 
 
 def spread(samples: Sequence[float]) -> float:
@@ -98,7 +87,7 @@ class BenchSummary:
     #: what ``std`` was computed from (:func:`noise_samples`): saved, and what the comparison's
     #: test reads of each side
     noise_samples: tuple[float, ...] = ()
-    #: milabench's figure for a voir benchmark (:func:`milabench_figure`), beside ``perf``
+    #: milabench's figure for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
     milabench_perf: float | None = None
     #: a baseline merged from several sessions (``dlbench baseline``): each session's run
     #: rates, from which the noise model estimates the drift between sessions; () for one

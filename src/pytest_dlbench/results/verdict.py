@@ -1,30 +1,15 @@
 """The verdict core (issue 38): the one place that decides whether a benchmark (or the score)
-**regressed**, **improved**, is **unchanged** or **inconclusive**.
+**regressed**, **improved**, is **unchanged**, **inconclusive**, **failed** or
+**incomparable**. Every mode only measures and hands it an :class:`Evidence`: a saved baseline
+(results/compare.py, noise.py), a ``--bench-against`` run at its last or an interim look
+(results/paired.py), confirmation reruns (results/confirm.py), a bisect step (results/probe.py)
+and a step of the history (results/changes.py). The :class:`Rule` decides and describes itself.
 
-Every mode only measures and hands this module an :class:`Evidence`: a saved baseline
-(results/compare.py with results/noise.py), a ``--bench-against`` run's pairs at its last look
-or an interim one (results/paired.py, results/sequential.py), confirmation reruns
-(results/confirm.py), a bisect step (results/probe.py) and a step of the history
-(results/changes.py). The :class:`Rule` (tolerance, alpha, the claim level of noisy rounds)
-decides and describes itself, so that the terminal, the HTML and the JSON say one text.
-
-**The rule** needs size *and* evidence: a ratio (candidate / reference, above 1 is faster)
-within ``1 ± tolerance`` is unchanged; beyond it, the change is claimed when its one-sided p is
-below alpha (size alone flags noise: a fixed threshold under 2-3 % noise raises false alarms;
-significance alone flags differences too small to matter). The modes differ only in what their
-evidence can carry:
-
-- a saved baseline's evidence carries the noise between runs and sessions and the doubts of a
-  busy or unreliable side (results/noise.py): beyond the tolerance with a doubt, or slower
-  without the evidence, it is inconclusive; faster without it, unchanged (no improvement
-  claimed, and a faster reading is no sign of a regression: an A/A pair drifts beyond the
-  tolerance either way on a shared machine, and its faster half must not fail a gate);
-- a paired run's evidence carries its rounds' variance: slower beyond the tolerance without
-  the evidence (p at or above alpha, or no test: one pair) is inconclusive, as against a saved
-  baseline, faster without it unchanged; where the rounds are so noisy that an unchanged pair
-  lands beyond the tolerance more than ``claim_share`` of alpha of the time (:func:`reach`), a
-  change is claimed only at that level, and a slower ratio between it and alpha is
-  inconclusive too.
+**The rule** needs size *and* evidence: within ``1 ± tolerance`` is unchanged; beyond it, a
+change is claimed when its one-sided p is below alpha; slower without the evidence, or with a
+side's figure in doubt, it is inconclusive; faster without it, unchanged. Paired rounds so noisy
+that an unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time
+(:func:`reach`) claim a change only at that level. docs/reports.md gives the reasons.
 
 Pure and light: no scipy, no numpy, no other module of results/ (everything imports this).
 """
