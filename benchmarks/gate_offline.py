@@ -6,7 +6,7 @@ gate worked against, and the paired targets.
 - **Paired, as the product judged**: :func:`pytest_dlbench.results.evaluation.evaluate` on the
   run directory, as pytest and ``dlbench report`` do: the run's own design, round bound, test and
   rate from its ``against.json`` (sequential: the first clear look is the verdict; fixed: every
-  round), the busy-side doubt (results/noise.py ``paired_with_doubts``: inconclusive), and the
+  round), the busy-side doubt (results/paired.py ``paired_with_doubts``: inconclusive), and the
   exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
   where a trial's exit status and this judgement disagree, the report warns.
 - **Paired, other rules**: ``compare_paired`` with the design named in the row: the fixed rule
@@ -39,13 +39,11 @@ from pytest_dlbench.results.compare import Comparison, compare
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate, judged
 
 # What no public function gives: evaluate() judges a paired run by its own design and every
-# round, so the other rules (the first k rounds, another design) re-run compare_paired on the
-# rounds kept and the busy-side doubt evaluate applies after it (paired_with_doubts); the
-# pairs themselves (pairs_of) and against.json's design (design_of) are read as it reads them.
-from pytest_dlbench.results.noise import paired_with_doubts
-from pytest_dlbench.results.paired import compare_paired, design_of, pairs_of
+# round, so the other rules (the first k rounds, another design) re-run compare_paired (with
+# its busy-side doubt) on the rounds kept; the pairs themselves (pairs_of) and against.json's
+# design (design_of) are read as it reads them.
+from pytest_dlbench.results.paired import FIXED, SEQUENTIAL, compare_paired, design_of, pairs_of
 from pytest_dlbench.results.scoring import summarize_dir, summarize_runs
-from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 TARGETS = {0: ("<=", 0.05), 5: (">=", 0.80), 10: (">=", 0.95)}  # paired mode
@@ -135,7 +133,6 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
         cand, base = _summary(run, bound), _summary(layout.base_dir(run), bound)
         comparison = compare_paired(cand, base, tolerance=tolerance, test=test or own_test,
                                     rate=rate, against=against)
-        comparison = paired_with_doubts(comparison, base, cand)
         status = judged(run, cand, comparison=comparison).status
     base_bench = base.get(bench) if base is not None else None
     ran = _ran(cand.get(bench), base_bench)

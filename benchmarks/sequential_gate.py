@@ -1,4 +1,4 @@
-"""Calibrating the sequential paired gate (results/sequential.py) against the fixed design.
+"""Calibrating the sequential paired gate (results/paired.py) against the fixed design.
 
 Synthetic pair streams with known answers: each round is two runs (base, candidate) of
 ``--steps`` steady steps. Both runs of a round share the round's load (it drops out of the
@@ -10,7 +10,7 @@ The candidate's steps are ``1 - change`` of the base's.
 
 Each trial is judged twice on the same rounds: the fixed design (every round, the quantile
 test's verdict at the last, by the product's rule: results/verdict.judge) and
-the sequential one (results/sequential.first_stop, a look after every round from 4, the same
+the sequential one (results/paired.first_stop, a look after every round from 4, the same
 rule at its last look). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %:
 detection), "inconclusive" ones (rounds too noisy for the tolerance) and the mean rounds of
 the sequential design. The quantile test here is
@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_dlbench.results import gate, sequential
+from pytest_dlbench.results import gate, paired
+from pytest_dlbench.results.paired import evidence_of
 from pytest_dlbench.results.stats import BOOTSTRAPS, PERMUTATIONS, PairedStats
 from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED, Rule, judge
 
@@ -120,7 +121,7 @@ class Cell:
 
 
 def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.TOLERANCE,
-                alpha: float = gate.ALPHA) -> tuple[str, sequential.Stop]:
+                alpha: float = gate.ALPHA) -> tuple[str, paired.Stop]:
     """(the fixed design's verdict, the sequential design's Stop) of one trial's rounds."""
     rounds = len(base)
     cache: dict[int, PairedStats] = {}
@@ -132,9 +133,9 @@ def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.T
 
     def final(s: PairedStats | None) -> str:
         assert s is not None
-        return judge(s.evidence(), Rule(tolerance, alpha)).word
+        return judge(evidence_of(s), Rule(tolerance, alpha)).word
 
-    found = sequential.first_stop(look_at, rounds, final=final, tolerance=tolerance,
+    found = paired.first_stop(look_at, rounds, final=final, tolerance=tolerance,
                                   alpha=alpha)
     assert found is not None  # every round is there
     return final(look_at(rounds)), found[0]

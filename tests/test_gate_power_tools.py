@@ -25,9 +25,8 @@ from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import save_summary
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
-from pytest_dlbench.results.paired import compare_paired
+from pytest_dlbench.results.paired import FIXED, SEQUENTIAL, compare_paired
 from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
 from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
 
 neighbour = load_script("neighbour")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dlbench.results import noise
+from pytest_dlbench.results import busy, noise, paired
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.summary_json import SCHEMA
 
@@ -26,12 +26,12 @@ def test_the_busy_share_is_counted_once_for_both_modes() -> None:
     """A failed run is no evidence of load either way: the saved baseline's doubt and the
     paired one count the same successful busy runs, through one function."""
     side = _bench([("ok", False), ("fail", True), ("ok", True), ("ok", True)])
-    assert noise.busy_share(side) == (2, 3, "reason 2")
+    assert busy.busy_share(side) == (2, 3, "reason 2")
     quiet = _bench([("ok", False)] * 3)
-    assert noise.busy_share(quiet) == (0, 3, "other processes used the CPU")
+    assert busy.busy_share(quiet) == (0, 3, "other processes used the CPU")
     assert noise.doubts(side, quiet) == [
         "the machine was busy during this run (2 of 3 runs: reason 2)"]
-    assert noise.paired_doubt(quiet, side) == (
+    assert paired.paired_doubt(quiet, side) == (
         "the machine was busy during 2 of the candidate side's 3 runs and none of the other "
         "side's")
 
@@ -96,7 +96,7 @@ def test_docstrings_name_what_exists() -> None:
 
     root = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
     owned = [root / "results" / f"{m}.py" for m in (
-        "stats", "noise", "sequential", "busy", "confirm", "probe", "compare", "paired",
+        "stats", "noise", "busy", "confirm", "probe", "compare", "paired",
         "verdict", "evaluation", "gate", "scoring", "plausibility")]
     owned += [root / "measure" / "rates.py", root / "plugin" / "confirm.py"]
     layers = "core|measure|results|report|run|suite|plugin|profile|loggers|workloads"

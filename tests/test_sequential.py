@@ -1,4 +1,4 @@
-"""The sequential paired gate (results/sequential.py, issue 26 item 4): a benchmark's
+"""The sequential paired gate (results/paired.py, issue 26 item 4): a benchmark's
 --bench-against rounds stop once its verdict is clear, judged the same way during the run
 (results/paired.stop_before) and from the run directory (dlbench report)."""
 
@@ -20,14 +20,16 @@ from _runs import write_run
 
 from pytest_dlbench import layout
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.paired import stop_before, summarize_paired_dir
-from pytest_dlbench.results.sequential import (
+from pytest_dlbench.results.paired import (
     ALL_ROUNDS,
     CLEAR,
     FIXED,
     SEQUENTIAL,
     Stop,
+    evidence_of,
     looks,
+    stop_before,
+    summarize_paired_dir,
 )
 from pytest_dlbench.results.stats import PairedStats, quantile_stats
 from pytest_dlbench.results.verdict import IMPROVED, REGRESSED, UNCHANGED, Rule
@@ -36,7 +38,7 @@ from pytest_dlbench.results.verdict import judge_look as core_look
 
 def judge_look(stats: PairedStats | None, *, tolerance: float, alpha: float) -> str | None:
     """The core's rule at an interim look, on what the rounds so far say."""
-    return core_look(stats.evidence() if stats is not None else None, Rule(tolerance, alpha))
+    return core_look(evidence_of(stats) if stats is not None else None, Rule(tolerance, alpha))
 
 ROOT = Path(__file__).resolve().parents[1]
 

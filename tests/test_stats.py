@@ -18,7 +18,6 @@ from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import compare as compare_mod
 from pytest_dlbench.results import noise as noise_mod
 from pytest_dlbench.results import paired as paired_mod
-from pytest_dlbench.results import sequential as sequential_mod
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
 from pytest_dlbench.results.paired import compare_paired
@@ -303,7 +302,7 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
 
 def test_no_mode_keeps_its_own_copy_of_the_rule() -> None:
     """Only results/verdict.py compares a ratio with the tolerance or a p with alpha."""
-    for module in (compare_mod, paired_mod, noise_mod, sequential_mod):
+    for module in (compare_mod, paired_mod, noise_mod):
         source = Path(module.__file__ or "").read_text()
         for copy in ("1 - tolerance", "1 + tolerance", "1 - score_p", "< alpha", "<= level"):
             assert copy not in source.split('"""', 2)[2], (module.__name__, copy)

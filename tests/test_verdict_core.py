@@ -230,7 +230,7 @@ def old_probe_word(verdict: str, ci: tuple[float, float] | None, tolerance: floa
 
 
 def old_paired_doubt(word: str, ratio: float, doubt: str | None) -> Verdict | None:
-    """noise.paired_with_doubts's rule for one row."""
+    """paired_with_doubts's rule for one row (results/noise.py at d023ee7)."""
     if word in (REGRESSED, IMPROVED) and doubt is not None:
         return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f}, but {doubt}")
     return None

@@ -19,7 +19,7 @@ __all__ = ["COMMANDS", "add_history_commands"]
 #: The commands added here; a bad option or input is exit status 4, as for ``report``.
 COMMANDS = ("history", "bisect")
 #: The rounds of a bisect step's first paired run. The paired test's smallest p after k rounds
-#: is 2**-k, and the sequential design first calls a change at round 6 (results/sequential.py):
+#: is 2**-k, and the sequential design first calls a change at round 6 (results/paired.py):
 #: with 4, every changed step ran again with 8 (a 13 % step: 4 + 6 rounds instead of 6).
 #: The paired run stops early when its verdict is clear (an unchanged step at round 4).
 FIRST_ROUNDS = 8

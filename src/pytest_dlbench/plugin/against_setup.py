@@ -164,7 +164,7 @@ def write_against(side: BaseSide, run_dir: Path, *, rounds: int, test: str, rate
                   fixed_rounds: bool) -> None:
     """The base side's folder and ``against.json``: what the base is, the rounds and their
     order, the paired test and rate, the design, the notes."""
-    from pytest_dlbench.results.sequential import FIXED, SEQUENTIAL
+    from pytest_dlbench.results.paired import FIXED, SEQUENTIAL
 
     layout.base_dir(run_dir).mkdir(parents=True, exist_ok=True)
     layout.write_against(run_dir, {

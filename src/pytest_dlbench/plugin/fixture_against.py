@@ -82,7 +82,7 @@ class FixtureAgainst:
 
     def stopped(self, run_dir: Path, name: str, before: int) -> bool:
         """Whether the verdict of ``name`` is clear after its first ``before`` rounds (the
-        sequential design, results/sequential.py), so that the rest need not run."""
+        sequential design, results/paired.py), so that the rest need not run."""
         from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
         from pytest_dlbench.results.paired import stop_before
 

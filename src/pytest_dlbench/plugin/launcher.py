@@ -30,7 +30,7 @@ from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
-    from pytest_dlbench.results.sequential import Stop
+    from pytest_dlbench.results.paired import Stop
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.devices import Slot
 
@@ -204,7 +204,7 @@ class Launcher:
 
     def early_stop(self, spec: BenchSpec, repeat: int | None) -> str | None:
         """Why round ``repeat`` of a paired run need not run: the benchmark's verdict was
-        already clear after the rounds before it (the sequential design, results/sequential.py;
+        already clear after the rounds before it (the sequential design, results/paired.py;
         ``--bench-fixed-rounds`` runs every round). None: run it."""
         session = self.session
         if (session.against is None or session.options.fixed_rounds or not repeat

@@ -37,10 +37,10 @@ from pytest_dlbench.report.terminal_tables import (
 )
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.evaluation import no_score_reason
-from pytest_dlbench.results.noise import busy_share
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
@@ -512,7 +512,7 @@ def paired_title(comparison: Comparison) -> str:
     against = comparison.against or {}
     sha = str(against.get("sha") or "")[:10]
     rounds = against.get("rounds")
-    if against.get("design") == "sequential":  # results/sequential.py: it may stop early
+    if against.get("design") == "sequential":  # results/paired.py: it may stop early
         rounds = f"up to {rounds}"
     return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
             f"alternating in {against.get('order') or 'ABBA'} order")

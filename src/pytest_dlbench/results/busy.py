@@ -18,7 +18,8 @@ from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.measure.monitor.summary import as_float, timed_window
 from pytest_dlbench.measure.records import RunRecords
 
-__all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_stats", "machine_busy", "outside_cores"]
+__all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_share", "busy_stats", "machine_busy",
+           "outside_cores"]
 
 #: Outside CPU (in cores) that makes a sample busy: half a core, far above what a quiet
 #: machine's daemons use (a few percent of one core) and below a neighbour's burst (one core).
@@ -106,3 +107,12 @@ def busy_stats(records: Iterable[Mapping[str, Any]] | RunRecords) -> dict[str, A
             outside.append(value)
     result = machine_busy(outside, whole_machine=whole)
     return result.to_dict() if result is not None else {}
+
+
+def busy_share(bench: Any) -> tuple[int, int, str]:
+    """(runs taken on a busy machine, successful runs, why the first busy one was) of a
+    benchmark's side (a results/summary.BenchSummary): the one count both modes' doubts read."""
+    ok = [r for r in bench.runs if r.ok]
+    busy = [r for r in ok if r.telemetry.get("busy")]
+    why = busy[0].telemetry.get("busy_reason") if busy else None
+    return len(busy), len(ok), str(why or "other processes used the CPU")

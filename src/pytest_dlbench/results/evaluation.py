@@ -21,7 +21,6 @@ from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.confirm import read_confirmation
 from pytest_dlbench.results.history import history_folder
 from pytest_dlbench.results.history_drift import drifts_from_history
-from pytest_dlbench.results.noise import paired_with_doubts
 from pytest_dlbench.results.paired import summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
 
@@ -168,11 +167,7 @@ def _score(
         paired = summarize_paired_dir(run_dir, tolerance=options.tolerance, alpha=options.alpha,
                                       test=options.paired_test, rate=options.paired_rate)
         if paired is not None:
-            summary, base, comparison = paired
-            # Load on one side's runs only: inconclusive, not regressed (results/noise.py).
-            if comparison is not None:
-                comparison = paired_with_doubts(comparison, base, summary)
-            return summary, base, comparison
+            return paired
     return summarize_dir(run_dir), None, None
 
 

@@ -7,19 +7,15 @@ its defaults and what they were measured on: docs/reports.md, "The noise between
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pytest_dlbench.results import verdict
+from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.stats import combine_log_ratios, out_of_range, t_test
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-
-if TYPE_CHECKING:  # compare.py imports this module
-    from pytest_dlbench.results.compare import Comparison
+from pytest_dlbench.results.summary import BenchSummary
 
 __all__ = [
     "DEFAULT_BETWEEN_RUN_CV",
@@ -29,13 +25,10 @@ __all__ = [
     "Evidence",
     "SideNoise",
     "between_run_cv",
-    "busy_share",
     "combined_evidence",
     "doubts",
     "estimate_drift",
     "evidence",
-    "paired_doubt",
-    "paired_with_doubts",
     "session_drift",
     "side_noise",
 ]
@@ -226,16 +219,6 @@ def evidence(
 
 
 # -- what puts a side's figure in doubt -------------------------------------------------------
-def busy_share(bench: BenchSummary) -> tuple[int, int, str]:
-    """(runs taken on a busy machine, successful runs, why the first busy one was) of a side:
-    its successful runs that results/busy.py found busy; the one count both modes' doubts
-    read."""
-    ok = [r for r in bench.runs if r.ok]
-    busy = [r for r in ok if r.telemetry.get("busy")]
-    why = busy[0].telemetry.get("busy_reason") if busy else None
-    return len(busy), len(ok), str(why or "other processes used the CPU")
-
-
 def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = False
            ) -> list[str]:
     """Why either side's figure cannot carry a verdict beyond the tolerance, one phrase each:
@@ -252,50 +235,6 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
         if busy and load_counts:
             out.append(f"the machine was busy during {side} ({busy} of {ok} runs: {why})")
     return out
-
-
-def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | None:
-    """A ``--bench-against`` verdict in doubt: the busy runs all on one side. ABBA rounds share
-    a steady or bursty neighbour between the sides (every run busy, or some of each), which the
-    pairing cancels; only load that hit one side's runs and none of the other's can masquerade
-    as a change of code."""
-    if base is None:
-        return None
-    (b_busy, b_ok, _), (c_busy, c_ok, _) = busy_share(base), busy_share(candidate)
-    for side, (busy, ok), other in (("base", (b_busy, b_ok), c_busy),
-                                    ("candidate", (c_busy, c_ok), b_busy)):
-        if ok and other == 0 and 2 * busy >= ok:
-            return (f"the machine was busy during {busy} of the {side} side's {ok} runs and "
-                    "none of the other side's")
-    return None
-
-
-def paired_with_doubts(
-    comparison: Comparison, base: SuiteSummary | None, candidate: SuiteSummary
-) -> Comparison:
-    """A ``--bench-against`` comparison whose regressed or improved benchmarks in doubt
-    (:func:`paired_doubt`) are inconclusive instead; the rest as the pairs judged them. The
-    score follows, as a saved baseline's does: regressed or improved with a weighted
-    benchmark in doubt, it is inconclusive (else a one-benchmark suite would still exit 6
-    on its score)."""
-    rows, doubted = [], []
-    for row in comparison.benchmarks:
-        cand = candidate.get(row.name)
-        doubt = (paired_doubt(base.get(row.name) if base is not None else None, cand)
-                 if cand is not None else None)
-        judged = verdict.judge_doubted(row.verdict, row.ratio, doubt)  # only a change doubts
-        if judged is not None:
-            row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason)
-            doubted.append(row)
-        rows.append(row)
-    if not doubted:
-        return comparison
-    changes: dict[str, object] = {"benchmarks": tuple(rows)}
-    score = verdict.judge_doubted_score(comparison.score_verdict,
-                                        [row.name for row in doubted if row.weight > 0])
-    if score is not None:
-        changes["score_verdict"], changes["score_reason"] = score.word, score.reason
-    return dataclasses.replace(comparison, **changes)  # type: ignore[arg-type]
 
 
 # -- the score -------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ functions over two summaries: ``dlbench report`` recomputes the verdicts the run
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from pytest_dlbench import layout
 from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
@@ -27,16 +29,6 @@ from pytest_dlbench.results.scoring import (
     summarize_bench,
     summarize_dir,
     weighted_geomean,
-)
-from pytest_dlbench.results.sequential import (
-    ALL_ROUNDS,
-    CLEAR,
-    DESIGNS,
-    FIRST_LOOK,
-    FIXED,
-    SEQUENTIAL,
-    Stop,
-    first_stop,
 )
 from pytest_dlbench.results.stats import (
     PAIRED_TESTS,
@@ -56,20 +48,35 @@ from pytest_dlbench.results.verdict import (
     Rule,
     check_levels,
     judge,
+    judge_doubted,
+    judge_doubted_score,
+    judge_look,
     judge_score,
     judge_unmatched,
 )
 
 __all__ = [
+    "ALL_ROUNDS",
+    "CLEAR",
+    "DESIGNS",
+    "FIRST_LOOK",
+    "FIXED",
+    "LOOK_EVERY",
+    "SEQUENTIAL",
     "Pair",
+    "Stop",
     "compare_paired",
     "design_of",
+    "evidence_of",
+    "first_stop",
     "judge_rounds",
+    "looks",
+    "paired_doubt",
+    "paired_with_doubts",
     "pairs_of",
     "stop_before",
     "summarize_paired_dir",
 ]
-
 
 @dataclass(frozen=True)
 class Pair:
@@ -105,6 +112,90 @@ def pairs_of(
     b, c = rates(base), rates(candidate)
     return [Pair(device, rnd, b[(device, rnd)], c[(device, rnd)])
             for device, rnd in sorted(b.keys() & c.keys())]
+
+
+def evidence_of(stats: PairedStats) -> Evidence:
+    """What one benchmark's pairs say, as the verdict core (results/verdict.py) takes it."""
+    return Evidence(stats.ratio, stats.p, stats.ci, log_var=stats.log_var,
+                    log_mean=stats.log_mean, paired=True, rounds=stats.n)
+
+
+# -- the sequential design: stop a benchmark's rounds once its verdict is clear ----------------
+#: The designs of a paired run (``against.json``'s ``design``): ``sequential`` stops a
+#: benchmark early when its verdict is clear; ``fixed`` runs every round (``--bench-fixed-rounds``,
+#: and every run directory written before issue 26).
+SEQUENTIAL = "sequential"
+FIXED = "fixed"
+DESIGNS = (SEQUENTIAL, FIXED)
+
+#: The first interim look and the rounds between looks. 4: the bootstrap interval of fewer
+#: rounds is meaningless, and at 4 and 5 only futility can stop the permutation test (its
+#: smallest p, 1/16 and 1/32, is above the interim level); a regression or an improvement
+#: needs round 6 (1/64). A look after every round: futility may stop at 5, a clear change at
+#: 6 or 7. At an odd look ABBA order has put one side first
+#: once more than the other; a first-run or second-run effect e then moves the log ratio by
+#: e/k, a fifth of it at round 5, and it alternates in sign from round to round.
+FIRST_LOOK = 4
+LOOK_EVERY = 1
+
+#: Why a benchmark's rounds ended (``Stop.reason``).
+CLEAR = "clear"  # the rule fired at an interim look
+ALL_ROUNDS = "all rounds"  # the last look: the fixed design's verdict
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where a benchmark's rounds stopped and why: after ``rounds`` of ``of`` rounds, with the
+    verdict ``word`` (REGRESSED, IMPROVED or UNCHANGED) for ``reason`` (CLEAR or ALL_ROUNDS)."""
+
+    rounds: int
+    of: int
+    word: str
+    reason: str
+
+    @property
+    def early(self) -> bool:
+        return self.rounds < self.of
+
+    def describe(self) -> str:
+        """``stopped after 4 of 10 rounds (clear)``, or ``10 of 10 rounds``."""
+        if self.early:
+            return f"stopped after {self.rounds} of {self.of} rounds ({self.reason})"
+        return f"{self.rounds} of {self.of} rounds"
+
+
+def looks(rounds: int) -> tuple[int, ...]:
+    """The rounds after which a benchmark is judged: every :data:`LOOK_EVERY` from
+    :data:`FIRST_LOOK` before the last, and the last (``looks(10) == (4, 5, ..., 10)``)."""
+    return (*range(FIRST_LOOK, rounds, LOOK_EVERY), rounds)
+
+
+def first_stop(
+    look_at: Callable[[int], PairedStats | None],
+    rounds: int,
+    *,
+    final: Callable[[PairedStats | None], str],
+    tolerance: float,
+    alpha: float,
+    available: int | None = None,
+) -> tuple[Stop, PairedStats | None] | None:
+    """Walk the looks of a benchmark of ``rounds`` rounds: ``look_at(k)`` is what its first k
+    rounds say; ``final`` the fixed design's verdict of the last look. The first interim look
+    where the core's ``judge_look`` fires is the Stop; else the last look's. Only the looks within
+    ``available`` rounds (those that ran) are taken: None when the rule has not fired by then
+    and the last round did not run (more rounds are needed, or the run was interrupted)."""
+    have = rounds if available is None else min(available, rounds)
+    for k in looks(rounds):
+        if k > have:
+            return None
+        stats = look_at(k)
+        if k == rounds:
+            return Stop(k, rounds, final(stats), ALL_ROUNDS), stats
+        word = judge_look(evidence_of(stats) if stats is not None else None,
+                          Rule(tolerance, alpha))
+        if word is not None:
+            return Stop(k, rounds, word, CLEAR), stats
+    return None
 
 
 # -- a whole run ------------------------------------------------------------------------------
@@ -156,7 +247,7 @@ def judge_rounds(
 ) -> tuple[PairedStats | None, list[Pair], Stop | None]:
     """(the statistics the verdict uses, their pairs, where the rounds stopped) of one
     benchmark. The sequential design: the first look where its rule fires, or the last round
-    (results/sequential.py). The fixed design, or a sequential run cut short before its rule
+    (:func:`first_stop`). The fixed design, or a sequential run cut short before its rule
     fired (interrupted): every pair, and a Stop only for the fixed design."""
     pairs = pairs_of(base, cand, rate)
     ran = _rounds_ran(base, cand)
@@ -168,7 +259,7 @@ def judge_rounds(
                                 alpha=alpha)
 
         def final(s: PairedStats | None) -> str:
-            return judge(s.evidence(), rule).word if s else ""
+            return judge(evidence_of(s), rule).word if s else ""
 
         found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha,
                            available=ran)
@@ -177,7 +268,7 @@ def judge_rounds(
             return stats, [p for p in pairs if p.round < stop.rounds], stop
     stats = _pairs_stats(base, cand, pairs, test=test, alpha=alpha)
     if design == FIXED and stats is not None:
-        word = judge(stats.evidence(), rule).word
+        word = judge(evidence_of(stats), rule).word
         return stats, pairs, Stop(ran, max(rounds or 0, ran), word, ALL_ROUNDS)
     return stats, pairs, None
 
@@ -202,7 +293,7 @@ def _compare_bench(
         if stop is not None and stop.reason == CLEAR:
             word = stop.word
         else:
-            judged = judge(s.evidence(), Rule(tolerance, alpha))
+            judged = judge(evidence_of(s), Rule(tolerance, alpha))
             word, reason = judged.word, judged.reason
         if s.n < 2:
             note = "one pair: no test (--bench-rounds 2 or more)"
@@ -226,6 +317,51 @@ def _compare_bench(
         reason=reason,
     )
     return comparison, s, stop
+
+
+def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | None:
+    """A ``--bench-against`` verdict in doubt: the busy runs all on one side. ABBA rounds share
+    a steady or bursty neighbour between the sides (every run busy, or some of each), which the
+    pairing cancels; only load that hit one side's runs and none of the other's can masquerade
+    as a change of code."""
+    if base is None:
+        return None
+    (b_busy, b_ok, _), (c_busy, c_ok, _) = busy_share(base), busy_share(candidate)
+    for side, (busy, ok), other in (("base", (b_busy, b_ok), c_busy),
+                                    ("candidate", (c_busy, c_ok), b_busy)):
+        if ok and other == 0 and 2 * busy >= ok:
+            return (f"the machine was busy during {busy} of the {side} side's {ok} runs and "
+                    "none of the other side's")
+    return None
+
+
+def paired_with_doubts(
+    comparison: Comparison, base: SuiteSummary | None, candidate: SuiteSummary
+) -> Comparison:
+    """A ``--bench-against`` comparison whose regressed or improved benchmarks in doubt
+    (:func:`paired_doubt`) are inconclusive instead; the rest as the pairs judged them. The
+    score follows, as a saved baseline's does: regressed or improved with a weighted
+    benchmark in doubt, it is inconclusive (else a one-benchmark suite would still exit 6
+    on its score)."""
+    candidates = {b.name: b for b in candidate.benchmarks}
+    bases = {b.name: b for b in base.benchmarks} if base is not None else {}
+    rows, doubted = [], []
+    for row in comparison.benchmarks:
+        cand = candidates.get(row.name)
+        doubt = paired_doubt(bases.get(row.name), cand) if cand is not None else None
+        judged = judge_doubted(row.verdict, row.ratio, doubt)  # only a change doubts
+        if judged is not None:
+            row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason)
+            doubted.append(row)
+        rows.append(row)
+    if not doubted:
+        return comparison
+    changes: dict[str, object] = {"benchmarks": tuple(rows)}
+    score = judge_doubted_score(comparison.score_verdict,
+                                        [row.name for row in doubted if row.weight > 0])
+    if score is not None:
+        changes["score_verdict"], changes["score_reason"] = score.word, score.reason
+    return dataclasses.replace(comparison, **changes)  # type: ignore[arg-type]
 
 
 def _refused(cand: BenchSummary, base: BenchSummary, note: str) -> BenchComparison:
@@ -279,7 +415,8 @@ def compare_paired(
     if rate not in PAIRED_RATES:
         raise ValueError(f"unknown paired rate {rate!r}: one of {', '.join(PAIRED_RATES)}")
     design, rounds = design_of(against)
-    base_names = {b.name for b in base.benchmarks if b.n}
+    bases = {b.name: b for b in base.benchmarks}
+    base_names = {name for name, b in bases.items() if b.n}
     benches: list[BenchComparison] = []
     terms: list[tuple[float, PairedStats]] = []
     only_current: list[str] = []
@@ -290,7 +427,7 @@ def compare_paired(
         if cand.name not in base_names:
             only_current.append(cand.name)
             continue
-        base_bench = base.get(cand.name)
+        base_bench = bases.get(cand.name)
         refused = units_note(cand, base_bench, "on the base side") if base_bench else None
         if base_bench is not None and refused is not None:
             benches.append(_refused(cand, base_bench, refused))  # no ratio of items/s to TFLOP/s
@@ -316,7 +453,8 @@ def compare_paired(
     score_ratio = weighted_geomean(
         (b.adj_ratio or 0.0, b.weight) for b in benches if b.name in scored
     )
-    return Comparison(
+    # Load on one side's runs only: a change in doubt is inconclusive, not regressed.
+    return paired_with_doubts(Comparison(
         benchmarks=tuple(benches),
         only_current=tuple(only_current),
         only_baseline=only_baseline,
@@ -337,7 +475,7 @@ def compare_paired(
         test=test,
         pair_rate=rate,
         against={**against, "design": design, "stops": stops} if against is not None else None,
-    )
+    ), base, candidate)
 
 
 def design_of(against: Mapping[str, Any] | None) -> tuple[str, int | None]:

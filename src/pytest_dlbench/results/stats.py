@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_dlbench.results.verdict import ALPHA, Evidence
+from pytest_dlbench.results.verdict import ALPHA
 
 #: The ``quantile`` test's statistic: this percentile of each side's steady steps, pooled over
 #: the rounds (the upper quartile: the speed a side reaches when the machine lets it).
@@ -140,11 +140,6 @@ class PairedStats:
     def p(self) -> float | None:
         """The one-sided p-value in the direction of the ratio."""
         return p_in_direction(self.ratio, (self.p_lower, self.p_higher))
-
-    def evidence(self) -> Evidence:
-        """What the pairs say, as the verdict core (results/verdict.py) takes it."""
-        return Evidence(self.ratio, self.p, self.ci, log_var=self.log_var,
-                        log_mean=self.log_mean, paired=True, rounds=self.n)
 
 
 def _t_stats(d: Sequence[float], alpha: float) -> PairedStats:

@@ -77,7 +77,7 @@ TOLERANCE = 0.03
 ALPHA = 0.05
 #: The share of alpha at which a change is claimed where the tolerance band cannot keep an
 #: unchanged pair's false alarms down by itself: a noisy last look and every interim look of
-#: the sequential design (results/sequential.py, :func:`reach`).
+#: the sequential design (results/paired.py, :func:`reach`).
 CLAIM_ALPHA_SHARE = 0.5
 #: The one-sided confidence of the sequential design's futility bound against a regression.
 FUTILITY_CONFIDENCE = 0.90
@@ -341,7 +341,7 @@ def judge_doubted_score(word: str, doubted: Sequence[str]) -> Verdict | None:
                                  f"in doubt ({', '.join(doubted)})")
 
 
-# -- an interim look of the sequential design (results/sequential.py) --------------------------
+# -- an interim look of the sequential design (results/paired.py) --------------------------
 def _no_regression(found: Evidence, rule: Rule) -> bool:
     """Whether the ratio's lower bound at :data:`FUTILITY_CONFIDENCE` is above
     ``1 - tolerance`` (log scale, the normal quantile, the test's own variance)."""
