@@ -20,8 +20,8 @@ from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate, noise
 from pytest_dlbench.results.baseline import save_summary, summary_dict
 from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.history import GitInfo, autosave
-from pytest_dlbench.results.history_drift import drifts_from_history, history_drifts
+from pytest_dlbench.results.history import GitInfo, autosave, drifts_from_history
+from pytest_dlbench.results.history_drift import history_drifts
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
 

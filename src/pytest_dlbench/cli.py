@@ -217,8 +217,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts:
     """``dlbench compare --history``: the drift between sessions that the history folder
     measured on the machine CURRENT was measured on (results/history_drift.py)."""
-    from pytest_dlbench.results.history import summary_machine
-    from pytest_dlbench.results.history_drift import HistoryDrifts, drifts_from_history
+    from pytest_dlbench.results.history import drifts_from_history, summary_machine
+    from pytest_dlbench.results.history_drift import HistoryDrifts
 
     if folder is None:
         return HistoryDrifts()

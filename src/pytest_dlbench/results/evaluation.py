@@ -19,15 +19,13 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import summary_dict
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.confirm import read_confirmation
-from pytest_dlbench.results.history import history_folder
-from pytest_dlbench.results.history_drift import drifts_from_history
+from pytest_dlbench.results.history import drifts_from_history, history_folder
 from pytest_dlbench.results.paired import summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import Comparison
     from pytest_dlbench.results.confirm import Confirmation
-    from pytest_dlbench.results.history_drift import HistoryDrifts
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "judged", "no_score_reason"]
@@ -127,7 +125,9 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     confirmation = None
     baseline = options.baseline
     if baseline is not None and baseline.summary is not None:
-        history = _history_drifts(run_dir, summary, options)
+        # The drift between sessions the machine's history measured: the --bench-autosave
+        # folder, else <base>/history when there is one (results/history_drift.py).
+        history = drifts_from_history(history_folder(summary, options.outputs.autosave), run_dir)
         comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
                              alpha=options.alpha, drifts=history.drifts)
         confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
@@ -169,14 +169,6 @@ def _score(
         if paired is not None:
             return paired
     return summarize_dir(run_dir), None, None
-
-
-def _history_drifts(run_dir: Path, summary: SuiteSummary, options: EvaluateOptions
-                    ) -> HistoryDrifts:
-    """The drift between sessions the machine's history measured (results/history_drift.py):
-    the ``--bench-autosave`` folder, else ``<base>/history`` when there is one."""
-    folder = history_folder(summary, options.outputs.autosave)
-    return drifts_from_history(folder, run_dir)
 
 
 def _baseline_status(options: EvaluateOptions) -> int:

@@ -42,6 +42,7 @@ from pytest_dlbench.measure.machine import machine_info
 from pytest_dlbench.results.baseline import load_summary, summary_dict
 from pytest_dlbench.results.changes import Step, detect_steps
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
+from pytest_dlbench.results.history_drift import HistoryDrifts, history_drifts
 from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "autosave",
     "bench_series",
     "default_history",
+    "drifts_from_history",
     "git_info",
     "keyword_matcher",
     "load_history",
@@ -568,3 +570,22 @@ def report_series(summary: SuiteSummary, folder: str | PathLike[str] | None = No
                         if any(e in own for e in p.entries)), None)
         marked.append(replace(s, current=current))
     return target, marked
+
+
+def drifts_from_history(
+    history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None, *,
+    machine: str | None = None,
+) -> HistoryDrifts:
+    """The drift between sessions (results/history_drift.py) of the history folder ``history``
+    (nothing without one), for ``machine``, else the machine the run ``run_dir`` was measured
+    on: the machine its own autosaved entry names, else this machine. A file the history cannot
+    read is left out, as ``dlbench history`` leaves it out, and named in
+    ``HistoryDrifts.left_out``."""
+    if history is None or not Path(history).is_dir():
+        return HistoryDrifts()
+    entries, problems = load_history(history)
+    if machine is None:
+        machine, _own = run_machine(entries, run_dir)
+    leave_out = Path(run_dir).resolve() if run_dir else None
+    drifts = history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)
+    return HistoryDrifts(drifts, Path(history), tuple(problems))

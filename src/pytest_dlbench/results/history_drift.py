@@ -13,13 +13,12 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.results.noise import Drift, estimate_drift
 
-__all__ = ["HistoryDrifts", "drifts_from_history", "history_drifts", "session_key"]
+__all__ = ["HistoryDrifts", "history_drifts", "session_key"]
 
 #: The files left out that a comparison's warnings name one by one; the rest are counted.
 SHOWN_LEFT_OUT = 3
@@ -86,23 +85,3 @@ def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
         if drift is not None:
             found[name] = drift
     return found
-
-
-def drifts_from_history(
-    history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None, *,
-    machine: str | None = None,
-) -> HistoryDrifts:
-    """:func:`history_drifts` of the history folder ``history`` (nothing without one), for
-    ``machine``, else the machine the run ``run_dir`` was measured on: the machine its own
-    autosaved entry names, else this machine. A file the history cannot read is left out, as
-    ``dlbench history`` leaves it out, and named in :attr:`HistoryDrifts.left_out`."""
-    if history is None or not Path(history).is_dir():
-        return HistoryDrifts()
-    from pytest_dlbench.results.history import load_history, run_machine
-
-    entries, problems = load_history(history)
-    if machine is None:
-        machine, _own = run_machine(entries, run_dir)
-    leave_out = Path(run_dir).resolve() if run_dir else None
-    drifts = history_drifts([e for e in entries if e.machine == machine], leave_out=leave_out)
-    return HistoryDrifts(drifts, Path(history), tuple(problems))
