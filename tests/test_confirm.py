@@ -51,7 +51,7 @@ def judged(tmp_path: Path, baseline: SuiteSummary, first: float, again: list[flo
     first_pass = runs(tmp_path / "first", "x", [first])
     comparison = compare(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
     confirmation = runs(tmp_path / "again", "x", again)
-    return comparison, confirm(first_pass, confirmation, baseline, comparison,
+    return comparison, confirm(first_pass, confirmation.runs, baseline, comparison,
                                tolerance=TOL, alpha=ALPHA, limit=limit)
 
 
@@ -102,7 +102,7 @@ def test_failed_confirmation_runs_are_no_evidence(tmp_path: Path,
     comparison = compare(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
     (tmp_path / "again").mkdir()
     write_run(tmp_path / "again", "x", steady_at(100.0), status="fail", reason="interrupted")
-    summary, after, record = confirm(first_pass, summarize_dir(tmp_path / "again"), baseline,
+    summary, after, record = confirm(first_pass, summarize_dir(tmp_path / "again").runs, baseline,
                                      comparison, tolerance=TOL, alpha=ALPHA, limit=2)
     bench = record.get("x")
     assert bench is not None and bench.outcome == "not confirmed" and bench.failed == 1
@@ -134,7 +134,7 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
     first_pass = runs(tmp_path / "first", "x", [80.0])
     comparison = real(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
     monkeypatch.setattr(confirming, "compare", other_words)  # the name confirm calls
-    _, after, record = confirm(first_pass, runs(tmp_path / "again", "x", [80.0]), baseline,
+    _, after, record = confirm(first_pass, runs(tmp_path / "again", "x", [80.0]).runs, baseline,
                                comparison, tolerance=TOL, alpha=ALPHA, limit=1)
     assert record.get("x").verdict == "inconclusive"  # type: ignore[union-attr]
     assert not after.regressed

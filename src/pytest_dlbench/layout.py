@@ -61,8 +61,10 @@ __all__ = [
     "CONFIRM_DIR",
     "CONFIRM_DONE",
     "confirm_dir",
+    "confirm_done",
     "confirm_round_dir",
     "confirm_round_dirs",
+    "confirm_streams",
     "run_base",
     "NotARunDir",
     "UnsafeName",
@@ -251,6 +253,16 @@ def confirm_round_dir(run_dir: str | PathLike[str], round_: int) -> Path:
     """``confirm/<k>/`` (k from 1): the k-th confirmation runs, streams named as in the first
     pass (a folder per round, because an item's name has no place for a confirmation)."""
     return confirm_dir(run_dir) / str(round_)
+
+
+def confirm_done(run_dir: str | PathLike[str]) -> Path:
+    """``confirm/confirmed.json``: written once every confirmation round ran."""
+    return confirm_dir(run_dir) / CONFIRM_DONE
+
+
+def confirm_streams(run_dir: str | PathLike[str]) -> list[Path]:
+    """Every confirmation run's stream under ``confirm/<k>/``, in round order."""
+    return [p for folder in confirm_round_dirs(run_dir) for p in stream_paths(folder)]
 
 
 def confirm_round_dirs(run_dir: str | PathLike[str]) -> list[Path]:

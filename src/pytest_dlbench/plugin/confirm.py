@@ -80,7 +80,7 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
         if name in rounds and bench is not None:
             _confirm_one(name, rounds[name], bench, limit=limit,
                          tolerance=evaluation.options.tolerance, say=say)
-    done = layout.confirm_dir(evaluation.run_dir) / layout.CONFIRM_DONE
+    done = layout.confirm_done(evaluation.run_dir)
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps({"version": 1, "limit": limit, "benchmarks": list(names)}) + "\n")
     return evaluate(evaluation.run_dir, evaluation.options)

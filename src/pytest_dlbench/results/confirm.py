@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import is_integer
-from pytest_dlbench.layout import CONFIRM_DONE, confirm_dir, confirm_round_dirs, stream_paths
+from pytest_dlbench.layout import confirm_done, confirm_streams
 from pytest_dlbench.results.compare import compare
 from pytest_dlbench.results.scoring import load_run, summarize_runs
 from pytest_dlbench.results.verdict import (
@@ -95,18 +95,9 @@ class Confirmation:
         return {"limit": self.limit, "benchmarks": [b.to_dict() for b in self.benchmarks]}
 
 
-def _manifest(summary: SuiteSummary) -> dict[str, Any]:
-    """The first pass's benchmarks as a manifest: their order, weights and units stay when
-    the runs are scored again with the confirmation's."""
-    return {"suite": summary.suite, "benchmarks": {
-        b.name: {"weight": b.weight, "enabled": b.enabled, "units": b.units,
-                 "metric": b.metric, "plan": {"method": b.method}}
-        for b in summary.benchmarks}}
-
-
 def confirm(
     first: SuiteSummary,
-    confirmation: SuiteSummary,
+    runs: Iterable[RunResult],
     baseline: SuiteSummary,
     comparison: Comparison,
     *,
@@ -116,19 +107,25 @@ def confirm(
     drifts: Mapping[str, Drift] | None = None,
 ) -> tuple[SuiteSummary, Comparison, Confirmation]:
     """The first pass ``first`` (compared with ``baseline`` as ``comparison``) and the
-    ``confirmation`` runs: the summary of both (the confirmation's successful runs of the
-    suspected benchmarks added as repeats), its comparison with the verdicts the rule keeps,
-    and the record of each suspected benchmark."""
+    confirmation ``runs``: the summary of both (the successful runs of the suspected benchmarks
+    added as repeats), its comparison with the verdicts the rule keeps, and the record of each
+    suspected benchmark."""
     names = set(suspects(comparison))
-    extra = [r for r in confirmation.runs if r.bench in names]
+    extra = [r for r in runs if r.bench in names]
     ok = [r for r in extra if r.ok and r.rate is not None]
-    combined = summarize_runs([*first.runs, *ok], _manifest(first), run_dir=first.run_dir)
+    # The first pass's benchmarks as a manifest: their order, weights and units stay.
+    manifest = {"suite": first.suite, "benchmarks": {
+        b.name: {"weight": b.weight, "enabled": b.enabled, "units": b.units,
+                 "metric": b.metric, "plan": {"method": b.method}}
+        for b in first.benchmarks}}
+    combined = summarize_runs([*first.runs, *ok], manifest, run_dir=first.run_dir)
     combined = dataclasses.replace(combined, provenance=first.provenance)
     after = compare(combined, baseline, tolerance=tolerance, alpha=alpha, drifts=drifts)
+    firsts = {b.name: b for b in comparison.benchmarks}
     records: list[BenchConfirmation] = []
     benches = []
     for bench in after.benchmarks:
-        before = comparison.get(bench.name)
+        before = firsts.get(bench.name)
         if before is None or bench.name not in names:
             benches.append(bench)
             continue
@@ -141,39 +138,17 @@ def confirm(
                                    failed, bench.verdict, bench.ratio, kept)
         records.append(record)
         benches.append(dataclasses.replace(bench, verdict=record.verdict))
-    final = dataclasses.replace(after, benchmarks=tuple(benches))
-    final = dataclasses.replace(final, score_verdict=_score_verdict(final, records))
+    # The score: a change only on the strength of benchmarks whose verdict did not hold does
+    # not hold either.
+    word = after.score_verdict
+    backed = any(b.verdict == word for b in benches if b.weight > 0)
+    dropped = any(r.first == word and r.verdict != word for r in records)
+    final = dataclasses.replace(after, benchmarks=tuple(benches),
+                                score_verdict=judge_confirmed_score(word, backed, dropped))
     return combined, final, Confirmation(limit, tuple(records))
 
 
-def _score_verdict(comparison: Comparison, records: Iterable[BenchConfirmation]) -> str:
-    """The score's verdict once the benchmarks' are confirmed: a score that regressed (or
-    improved) only on the strength of benchmarks whose verdict did not hold does not either."""
-    word = comparison.score_verdict
-    backed = any(b.verdict == word for b in comparison.benchmarks if b.weight > 0)
-    dropped = any(r.first == word and r.verdict != word for r in records)
-    return judge_confirmed_score(word, backed, dropped)
-
-
 # -- reading a run directory's confirmation ----------------------------------------------------
-def confirmation_runs(run_dir: str | PathLike[str]) -> list[RunResult]:
-    """Every confirmation run kept under ``confirm/<k>/``, in round order."""
-    return [load_run(p) for folder in confirm_round_dirs(run_dir) for p in stream_paths(folder)]
-
-
-def done_limit(run_dir: str | PathLike[str]) -> int | None:
-    """The ``--bench-confirm`` of a confirmation that ran to its end (``confirm/confirmed.json``
-    is written once every round ran), else None: none ran, or Ctrl-C cut it short, and the
-    first pass's verdicts stand, in pytest and ``dlbench report``."""
-    path = confirm_dir(run_dir) / CONFIRM_DONE
-    try:
-        data = untrusted.read_json(path)
-    except (OSError, ValueError):
-        return None
-    limit = data.get("limit") if isinstance(data, Mapping) else None
-    return limit if is_integer(limit) else None
-
-
 def read_confirmation(
     run_dir: str | PathLike[str],
     first: SuiteSummary,
@@ -184,11 +159,19 @@ def read_confirmation(
     alpha: float,
     drifts: Mapping[str, Drift] | None = None,
 ) -> tuple[SuiteSummary, Comparison, Confirmation] | None:
-    """:func:`confirm` with the confirmation runs ``run_dir`` keeps; None when it has none
-    that ran to the end."""
-    limit = done_limit(run_dir)
-    if limit is None or not suspects(comparison):
+    """:func:`confirm` with the confirmation runs ``run_dir`` keeps under ``confirm/<k>/``;
+    None when there is nothing to confirm or no confirmation ran to its end
+    (``confirm/confirmed.json`` is written once every round ran: Ctrl-C cut short, the first
+    pass's verdicts stand, in pytest and ``dlbench report``)."""
+    if not suspects(comparison):
         return None
-    confirmation = summarize_runs(confirmation_runs(run_dir))
-    return confirm(first, confirmation, baseline, comparison, tolerance=tolerance,
-                   alpha=alpha, limit=limit, drifts=drifts)
+    done, streams = confirm_done(run_dir), confirm_streams(run_dir)
+    try:
+        data = untrusted.read_json(done)
+    except (OSError, ValueError):
+        return None
+    limit = data.get("limit") if isinstance(data, Mapping) else None
+    if not is_integer(limit):
+        return None
+    return confirm(first, [load_run(p) for p in streams], baseline, comparison,
+                   tolerance=tolerance, alpha=alpha, limit=limit, drifts=drifts)
