@@ -124,7 +124,7 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
     from pytest_dlbench.results import compare as comparing
     from pytest_dlbench.results import confirm as confirming
 
-    real = comparing.compare
+    real = comparing.compare_summaries
 
     def other_words(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -133,7 +133,7 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
 
     first_pass = runs(tmp_path / "first", "x", [80.0])
     comparison = real(first_pass, baseline, tolerance=TOL, alpha=ALPHA)
-    monkeypatch.setattr(confirming, "compare", other_words)  # the name confirm calls
+    monkeypatch.setattr(confirming, "compare_summaries", other_words)  # the name confirm calls
     _, after, record = confirm(first_pass, runs(tmp_path / "again", "x", [80.0]).runs, baseline,
                                comparison, tolerance=TOL, alpha=ALPHA, limit=1)
     assert record.get("x").verdict == "inconclusive"  # type: ignore[union-attr]

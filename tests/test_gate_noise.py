@@ -4,6 +4,7 @@ answers."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -386,6 +387,7 @@ def test_a_ratio_beyond_the_tolerance_without_evidence(ratio: float, word: str) 
     judged = judge(found.judged(), rule)
     assert judged.word == word, judged.reason
     # Either way, a side in doubt (a busy run) makes it inconclusive.
-    assert judge(found.judged(["a busy run"]), rule).word == INCONCLUSIVE
+    doubted = dataclasses.replace(found, doubts=("a busy run",))
+    assert judge(doubted.judged(), rule).word == INCONCLUSIVE
     score = judge_score(Evidence(ratio, 0.2, found.ci), {UNCHANGED}, rule)
     assert score.word == word, score.reason

@@ -248,13 +248,13 @@ def test_compare_warns_when_the_states_differ() -> None:
 
     assert machine_differences(side("powersave"), side("performance")) == [
         "CPU governor powersave vs performance"]
-    from pytest_dlbench.results.compare import _machine_warnings
+    from pytest_dlbench.results.machine import baseline_warnings
     from pytest_dlbench.results.summary import SuiteSummary
 
     def saved(governor: str) -> SuiteSummary:  # a summary read back: what its file says
         return SuiteSummary((), None, (), 0.0, provenance=side(governor))
 
-    assert _machine_warnings(saved("powersave"), saved("performance")) == (
+    assert baseline_warnings(saved("powersave"), saved("performance")) == (
         "baseline machine differs: CPU governor powersave vs performance",)
 
 

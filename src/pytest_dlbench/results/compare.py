@@ -8,34 +8,25 @@ perf_adj scores, shown beside. docs/reports.md, "Baselines and the regression ga
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.measure import machine as facts
 from pytest_dlbench.results import machine, noise
 from pytest_dlbench.results.gate import inconclusive_advice
 from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.scoring import weighted_geomean
-from pytest_dlbench.results.stats import (
-    BETWEEN_RUNS,
-    MAX_FIGURE,
-    TESTS,
-    describe_test,
-    out_of_range,
-    p_in_direction,
-)
+from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
     INCONCLUSIVE,
     REGRESSED,
     TOLERANCE,
-    Evidence,
     Rule,
-    check_levels,
     judge,
     judge_score,
     judge_unmatched,
@@ -45,6 +36,7 @@ __all__ = [
     "BenchComparison",
     "Comparison",
     "compare",
+    "compare_summaries",
     "gate_record",
     "units_note",
 ]
@@ -231,29 +223,14 @@ class Comparison:
         }
 
 
-# -- the two sides (typed summaries) ---------------------------------------------------------
-def _as_summary(summary: Any) -> SuiteSummary:
-    """A SuiteSummary; a saved summary's dict (``SuiteSummary.to_dict``) is read back first."""
-    if isinstance(summary, SuiteSummary):
-        return summary
-    if isinstance(summary, Mapping) and isinstance(summary.get("benchmarks"), Mapping):
-        return SuiteSummary.from_dict(summary)
-    raise TypeError("compare() takes a SuiteSummary or a saved summary's dict with 'benchmarks'")
-
-
-def _machine_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[str, ...]:
-    """``baseline machine differs: ...`` when both sides say what they ran on. A summary read
-    back says what its file says; one scored here ran on this machine, now (results/machine.py)."""
-    base = baseline.provenance
-    if base is None or not isinstance(base.get("machine"), Mapping):
-        return ()
-    now = current.provenance
-    if now is None:
-        now = facts.current_machine()
-    elif not isinstance(now.get("machine"), Mapping):
-        return ()
-    differences = machine.machine_differences(now, base)
-    return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()
+# -- one benchmark -----------------------------------------------------------------------------
+def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the baseline"
+               ) -> str | None:
+    """Why two sides measured in different units (TFLOP/s against items/s) are no pair
+    (``other``: where the second side was measured; a paired run says "on the base side")."""
+    if cur.units and base.units and cur.units != base.units:
+        return f"not compared: measured in {cur.units} here and in {base.units} {other}"
+    return None
 
 
 def _rate(bench: BenchSummary) -> float:
@@ -266,91 +243,10 @@ def _rate(bench: BenchSummary) -> float:
     return number if math.isfinite(number) and number > 0 else 0.0
 
 
-def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the baseline"
-               ) -> str | None:
-    """Why two sides measured in different units (TFLOP/s against items/s) are no pair
-    (``other``: where the second side was measured; a paired run says "on the base side")."""
-    if cur.units and base.units and cur.units != base.units:
-        return f"not compared: measured in {cur.units} here and in {base.units} {other}"
-    return None
-
-
-def _range_note(cur: BenchSummary, base: BenchSummary) -> str | None:
-    """Why figures no test can take (a rate of 1e308: its square overflows) are no pair."""
-    for side, bench in (("this run", cur), ("the baseline", base)):
-        figures = [bench.perf, bench.perf_adj, *bench.noise_samples]
-        wrong = next((x for x in figures if x is not None and out_of_range(x)), None)
-        if wrong is not None:
-            return (f"not compared: {side} has a rate of {wrong:.3g}, beyond what the "
-                    f"statistics can take (at most {MAX_FIGURE:.0e} in magnitude)")
-    return None
-
-
-def _compare_bench(
-    name: str, cur: BenchSummary, base: BenchSummary, tolerance: float, alpha: float,
-    known_drift: noise.Drift | None = None,
-) -> tuple[BenchComparison, noise.Evidence | None]:
-    """One row, and the evidence behind its verdict (None when there was no test)."""
-    cur_rate, base_rate = _rate(cur), _rate(base)
-    cur_adj, base_adj = cur.perf_adj, base.perf_adj
-    samples = (len(cur.noise_samples), len(base.noise_samples))
-    note = units_note(cur, base) or _range_note(cur, base)
-    if note is not None:
-        refused = judge_unmatched(current_ran=cur_rate > 0, reference_ran=base_rate > 0,
-                                  refused=note)
-        return BenchComparison(
-            name=name, units=cur.units or base.units, weight=cur.weight, current=cur_rate,
-            baseline=base_rate, ratio=None, verdict=refused.word, p_value=None,
-            samples=samples, current_adj=cur_adj, baseline_adj=base_adj, note=note,
-        ), None
-    found: noise.Evidence | None = None
-    ratio: float | None
-    if base_rate <= 0 or cur_rate <= 0:  # no ratio: the core names the side that has no run
-        ratio = 0.0 if base_rate > 0 else None
-        unmatched = judge_unmatched(current_ran=cur_rate > 0, reference_ran=base_rate > 0)
-        word, reason = unmatched.word, ""
-    else:
-        ratio = cur_rate / base_rate
-        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=alpha,
-                               known_drift=known_drift)
-        doubts = noise.doubts(cur, base, faster=ratio > 1)
-        judged = judge(found.judged(doubts), Rule(tolerance, alpha))
-        word, reason = judged.word, judged.reason
-    return BenchComparison(
-        name=name,
-        units=cur.units or base.units,
-        weight=cur.weight,
-        current=cur_rate,
-        baseline=base_rate,
-        ratio=ratio,
-        verdict=word,
-        p_value=found.p if found is not None else None,
-        samples=samples,
-        current_adj=cur_adj,
-        baseline_adj=base_adj,
-        adj_ratio=_ratio(cur_adj, base_adj),
-        ci=found.ci if found is not None else None,
-        metric=TOTAL_TIME if TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
-        current_time=_time(cur),
-        baseline_time=_time(base),
-        reason=reason,
-        noise=found.noise if found is not None else "",
-        drift=found.drift if found is not None else None,
-    ), found
-
-
-def _drift_dict(drift: Drift | None) -> dict[str, Any] | None:
-    """The drift as the JSON says it: its cv, degrees of freedom (null: assumed, not
-    measured) and source."""
-    if drift is None:
-        return None
-    return {"cv": drift.cv, "df": None if drift.assumed else drift.df, "source": drift.source}
-
-
-def _ratio(current: float, baseline: float) -> float | None:
+def _ratio(current: float | None, baseline: float | None) -> float | None:
     """current / baseline of two positive figures; None when either is not, or the ratio of
     two figures far apart is not a finite, non-zero float."""
-    if not (current > 0 and baseline > 0):
+    if not (current and baseline and current > 0 and baseline > 0):
         return None
     ratio = current / baseline
     return ratio if 0 < ratio < math.inf else None
@@ -361,62 +257,123 @@ def _time(bench: BenchSummary) -> float | None:
     return bench.total_time_secs if bench.lower_is_better else None
 
 
+def _drift_dict(drift: Drift | None) -> dict[str, Any] | None:
+    """The drift as the JSON says it: its cv, degrees of freedom (null: assumed, not
+    measured) and source."""
+    if drift is None:
+        return None
+    return {"cv": drift.cv, "df": None if drift.assumed else drift.df, "source": drift.source}
+
+
+def _compare_bench(
+    name: str, cur: BenchSummary, base: BenchSummary, rule: Rule, known_drift: Drift | None,
+) -> tuple[BenchComparison, noise.Evidence | None]:
+    """One row, and the evidence behind its verdict (None when there was no test): the rates
+    and what is shown beside them first, then the evidence, then the core's verdict."""
+    cur_rate, base_rate = _rate(cur), _rate(base)
+    adj_ratio = _ratio(cur.perf_adj, base.perf_adj)
+    times = (_time(cur), _time(base))
+    refused = units_note(cur, base)
+    refused = refused or noise.range_note(cur, base)
+    found = None
+    if refused is None and cur_rate > 0 and base_rate > 0:
+        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=rule.alpha,
+                               known_drift=known_drift)
+    if found is not None:
+        ratio: float | None = cur_rate / base_rate
+        judged = judge(found.judged(), rule)
+    else:  # no ratio: the core names the side that has no run, or why they are no pair
+        ratio = 0.0 if refused is None and base_rate > 0 else None
+        judged = dataclasses.replace(judge_unmatched(
+            current_ran=cur_rate > 0, reference_ran=base_rate > 0, refused=refused), reason="")
+    shown = refused is None  # a refused pair shows no adj ratio nor times
+    return BenchComparison(
+        name=name,
+        units=cur.units or base.units,
+        weight=cur.weight,
+        current=cur_rate,
+        baseline=base_rate,
+        ratio=ratio,
+        verdict=judged.word,
+        p_value=found.p if found is not None else None,
+        samples=(len(cur.noise_samples), len(base.noise_samples)),
+        current_adj=cur.perf_adj,
+        baseline_adj=base.perf_adj,
+        adj_ratio=adj_ratio if shown else None,
+        ci=found.ci if found is not None else None,
+        note=refused or "",
+        metric=TOTAL_TIME if shown and TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
+        current_time=times[0] if shown else None,
+        baseline_time=times[1] if shown else None,
+        reason=judged.reason,
+        noise=found.noise if found is not None else "",
+        drift=found.drift if found is not None else None,
+    ), found
+
+
+# -- the run -------------------------------------------------------------------------------------
 def compare(
-    current: Any, baseline: Any, tolerance: float = TOLERANCE, alpha: float = ALPHA, *,
-    drifts: Mapping[str, noise.Drift] | None = None,
+    current: SuiteSummary | Mapping[str, Any], baseline: SuiteSummary | Mapping[str, Any],
+    tolerance: float = TOLERANCE, alpha: float = ALPHA, *,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> Comparison:
-    """Compare ``current`` with ``baseline`` (each a SuiteSummary; a saved summary's dict is
-    read back with ``SuiteSummary.from_dict``). ``drifts``: each benchmark's drift between
-    sessions measured on this machine (results/history_drift.py), for a baseline of one
-    session.
+    """Compare ``current`` with ``baseline`` (each a SuiteSummary, or a saved summary's dict,
+    read back with ``SuiteSummary.from_dict``): :func:`compare_summaries`."""
+    sides = []
+    for summary in (current, baseline):
+        if isinstance(summary, Mapping) and isinstance(summary.get("benchmarks"), Mapping):
+            summary = SuiteSummary.from_dict(summary)
+        if not isinstance(summary, SuiteSummary):
+            raise TypeError("compare() takes a SuiteSummary or a saved summary's dict with "
+                            "'benchmarks'")
+        sides.append(summary)
+    return compare_summaries(sides[0], sides[1], tolerance, alpha, drifts=drifts)
+
+
+def compare_summaries(
+    cur: SuiteSummary, base: SuiteSummary, tolerance: float = TOLERANCE, alpha: float = ALPHA,
+    *, drifts: Mapping[str, Drift] | None = None,
+) -> Comparison:
+    """Compare the run ``cur`` with the saved baseline ``base``. ``drifts``: each benchmark's
+    drift between sessions measured on this machine (results/history_drift.py), for a baseline
+    of one session.
 
     When the baseline records its machine and the current side does too (a saved summary) or
     is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
     version is one of the comparison's ``warnings``."""
-    check_levels(tolerance, alpha)
-    cur, base = _as_summary(current), _as_summary(baseline)
+    rule = Rule(tolerance, alpha)
     cur_b = {b.name: b for b in cur.benchmarks}
     base_b = {b.name: b for b in base.benchmarks}
-    common = [n for n in cur_b if n in base_b]
     known = drifts or {}
-    rows = [_compare_bench(n, cur_b[n], base_b[n], tolerance, alpha, known.get(n))
-            for n in common]
+    rows = [_compare_bench(n, cur_b[n], base_b[n], rule, known.get(n))
+            for n in cur_b if n in base_b]
     benches = tuple(row for row, _ in rows)
-    found = {row.name: ev for row, ev in rows if ev is not None}
-    cs, bs = cur.score, base.score
     # Over the benchmarks scored on both sides: with the same set the perf_adj ratio is exactly
     # cs / bs, and a benchmark added or dropped (whose units are arbitrary) cannot move it.
-    both = [b for b in benches if b.ratio and b.weight > 0 and base_b[b.name].scored
-            and cur_b[b.name].scored]
-    score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b in both)
-    rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b in both)
-    score_evidence = noise.combined_evidence(
-        [(b.weight, found[b.name]) for b in both if b.name in found], alpha)
-    score_p = (p_in_direction(rate_ratio, score_evidence[0])
-               if rate_ratio is not None and score_evidence is not None else None)
-    weighted = [b.verdict for b in benches if b.weight > 0]
-    faster = rate_ratio is not None and rate_ratio > 1
-    doubts = tuple(d for b in both
-                   for d in noise.doubts(cur_b[b.name], base_b[b.name], faster=faster))
-    score_found = (Evidence(rate_ratio, score_p, score_evidence[1] if score_evidence else None,
-                            doubts=doubts) if rate_ratio is not None else None)
-    score = judge_score(score_found, set(weighted), Rule(tolerance, alpha))
+    both = [(row, found) for row, found in rows if row.ratio and row.weight > 0
+            and base_b[row.name].scored and cur_b[row.name].scored]
+    score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b, _ in both)
+    rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b, _ in both)
+    score_found = noise.score_evidence(
+        rate_ratio, [(b.weight, found, cur_b[b.name], base_b[b.name])
+                     for b, found in both if found is not None], alpha)
+    score = judge_score(score_found, {b.verdict for b in benches if b.weight > 0}, rule)
     return Comparison(
         benchmarks=benches,
         only_current=tuple(n for n in cur_b if n not in base_b),
         only_baseline=tuple(n for n in base_b if n not in cur_b),
-        current_score=cs,
-        baseline_score=bs,
+        current_score=cur.score,
+        baseline_score=base.score,
         score_ratio=score_ratio,
         score_verdict=score.word,
-        score_p_value=score_p,
+        score_p_value=score_found.p if score_found is not None else None,
         tolerance=tolerance,
         alpha=alpha,
         # A pair refused (units, range) is said where every report shows warnings.
-        warnings=_machine_warnings(cur, base) + tuple(
+        warnings=machine.baseline_warnings(cur, base) + tuple(
             f"{b.name}: {b.note}" for b in benches if b.note),
         score_rate_ratio=rate_ratio,
-        score_ci=score_evidence[1] if score_evidence is not None else None,
+        score_ci=score_found.ci if score_found is not None else None,
         score_reason=score.reason,
     )
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.layout import confirm_done, confirm_streams
-from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.compare import compare_summaries
 from pytest_dlbench.results.scoring import load_run, summarize_runs
 from pytest_dlbench.results.verdict import (
     NOT_HELD,
@@ -120,7 +120,7 @@ def confirm(
         for b in first.benchmarks}}
     combined = summarize_runs([*first.runs, *ok], manifest, run_dir=first.run_dir)
     combined = dataclasses.replace(combined, provenance=first.provenance)
-    after = compare(combined, baseline, tolerance=tolerance, alpha=alpha, drifts=drifts)
+    after = compare_summaries(combined, baseline, tolerance=tolerance, alpha=alpha, drifts=drifts)
     firsts = {b.name: b for b in comparison.benchmarks}
     records: list[BenchConfirmation] = []
     benches = []

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import summary_dict
-from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.compare import compare_summaries
 from pytest_dlbench.results.confirm import read_confirmation
 from pytest_dlbench.results.history import drifts_from_history, history_folder
 from pytest_dlbench.results.paired import summarize_paired_dir
@@ -128,7 +128,7 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
         # The drift between sessions the machine's history measured: the --bench-autosave
         # folder, else <base>/history when there is one (results/history_drift.py).
         history = drifts_from_history(history_folder(summary, options.outputs.autosave), run_dir)
-        comparison = compare(summary, baseline.summary, tolerance=options.tolerance,
+        comparison = compare_summaries(summary, baseline.summary, tolerance=options.tolerance,
                              alpha=options.alpha, drifts=history.drifts)
         confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
                                       tolerance=options.tolerance, alpha=options.alpha,

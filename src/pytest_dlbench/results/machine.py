@@ -12,9 +12,15 @@ comparison across machines is worth a warning.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pytest_dlbench.measure import machine as facts
+
+if TYPE_CHECKING:
+    from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
+    "baseline_warnings",
     "machine_differences",
     "load_threshold",
     "readiness_error",
@@ -221,3 +227,18 @@ def state_differences(now: Mapping[str, Any], then: Mapping[str, Any]) -> list[s
                              old.get("power_limit_w"), lambda w: f"{w:g} W")
         out += _state_phrase(f"{name} ECC", gpu.get("ecc"), old.get("ecc"), on)
     return out
+
+
+def baseline_warnings(current: SuiteSummary, baseline: SuiteSummary) -> tuple[str, ...]:
+    """``baseline machine differs: ...`` when both sides say what they ran on. A summary read
+    back says what its file says; one scored here ran on this machine, now."""
+    base = baseline.provenance
+    if base is None or not isinstance(base.get("machine"), Mapping):
+        return ()
+    now = current.provenance
+    if now is None:
+        now = facts.current_machine()
+    elif not isinstance(now.get("machine"), Mapping):
+        return ()
+    differences = machine_differences(now, base)
+    return (f"baseline machine differs: {', '.join(differences)}",) if differences else ()

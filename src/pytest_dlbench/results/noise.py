@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from pytest_dlbench.results import verdict
 from pytest_dlbench.results.busy import busy_share
-from pytest_dlbench.results.stats import combine_log_ratios, out_of_range, t_test
+from pytest_dlbench.results.stats import combine_log_ratios, p_in_direction, t_test
 from pytest_dlbench.results.summary import BenchSummary
 
 __all__ = [
     "DEFAULT_BETWEEN_RUN_CV",
     "DEFAULT_SESSION_DRIFT_CV",
     "MIN_SESSION_DRIFT_CV",
+    "MAX_FIGURE",
     "Drift",
     "Evidence",
     "SideNoise",
@@ -29,6 +30,9 @@ __all__ = [
     "doubts",
     "estimate_drift",
     "evidence",
+    "out_of_range",
+    "range_note",
+    "score_evidence",
     "session_drift",
     "side_noise",
 ]
@@ -41,6 +45,17 @@ DEFAULT_BETWEEN_RUN_CV = 0.08
 #: docstring: measured on the shared runner; no machine's sessions are identical).
 DEFAULT_SESSION_DRIFT_CV = 0.05
 MIN_SESSION_DRIFT_CV = 0.01
+
+
+#: The largest magnitude of a figure the tests take: they square rates (a variance), so a
+#: finite rate of 1e308 from a hand-made baseline would overflow; no measurement comes near.
+MAX_FIGURE = 1e100
+
+
+def out_of_range(value: float) -> bool:
+    """Whether a rate (or a sample) is one the statistics cannot take: not finite, or beyond
+    :data:`MAX_FIGURE` in magnitude. Such a side is "incomparable" (:func:`range_note`)."""
+    return not math.isfinite(value) or abs(value) > MAX_FIGURE
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,8 @@ class Evidence:
     current: SideNoise
     baseline: SideNoise
     drift: Drift | None = None
+    #: Why either side's figure cannot carry a change beyond the tolerance (:func:`doubts`).
+    doubts: tuple[str, ...] = ()
 
     @property
     def p(self) -> float:
@@ -104,10 +121,10 @@ class Evidence:
             return runs
         return f"{runs}; each session ±{self.drift.cv:.1%} ({self.drift.source})"
 
-    def judged(self, doubts: Sequence[str] = ()) -> verdict.Evidence:
+    def judged(self) -> verdict.Evidence:
         """This test as the verdict core takes it, with the doubts on either side's figure."""
         return verdict.Evidence(self.ratio, self.p, self.ci, noise=self.noise,
-                                doubts=tuple(doubts))
+                                doubts=self.doubts)
 
 
 def _mean_cv(rates: Sequence[float]) -> tuple[float, float] | None:
@@ -209,13 +226,26 @@ def evidence(
 ) -> Evidence:
     """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs and
     the drift between the two sessions (the baseline's model describes both: one machine;
-    ``known_drift``: the machine's history's estimate, for a baseline of one session)."""
+    ``known_drift``: the machine's history's estimate, for a baseline of one session), and the
+    doubts on either side's figure."""
     model, drift = between_run_cv(baseline), session_drift(baseline, known_drift)
     cur = side_noise(current, cur_rate, model, drift)
     base = side_noise(baseline, base_rate, model, drift)
+    doubted = tuple(doubts(current, baseline, faster=cur_rate / base_rate > 1))
     diff = cur.log_rate - base.log_rate
     (p_lower, p_higher), ci = t_test(diff, (*cur.parts, *base.parts), alpha)
-    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base, drift)
+    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base, drift, doubted)
+
+
+def range_note(current: BenchSummary, baseline: BenchSummary) -> str | None:
+    """Why figures no test can take (a rate of 1e308: its square overflows) are no pair."""
+    for side, bench in (("this run", current), ("the baseline", baseline)):
+        figures = [bench.perf, bench.perf_adj, *bench.noise_samples]
+        wrong = next((x for x in figures if x is not None and out_of_range(x)), None)
+        if wrong is not None:
+            return (f"not compared: {side} has a rate of {wrong:.3g}, beyond what the "
+                    f"statistics can take (at most {MAX_FIGURE:.0e} in magnitude)")
+    return None
 
 
 # -- what puts a side's figure in doubt -------------------------------------------------------
@@ -238,6 +268,24 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
 
 
 # -- the score -------------------------------------------------------------------------------
+def score_evidence(
+    rate_ratio: float | None,
+    terms: Sequence[tuple[float, Evidence, BenchSummary, BenchSummary]],
+    alpha: float,
+) -> verdict.Evidence | None:
+    """The score's evidence (None without a rate ratio): the weighted benchmarks'
+    ``(weight, evidence, current side, baseline side)`` combined (:func:`combined_evidence`),
+    its p in the ratio's direction, and the doubts on any of their figures in that direction."""
+    if rate_ratio is None:
+        return None
+    combined = combined_evidence([(w, e) for w, e, _, _ in terms], alpha)
+    doubted = tuple(d for _, _, cur, base in terms
+                    for d in doubts(cur, base, faster=rate_ratio > 1))
+    return verdict.Evidence(
+        rate_ratio, p_in_direction(rate_ratio, combined[0]) if combined is not None else None,
+        combined[1] if combined is not None else None, doubts=doubted)
+
+
 def combined_evidence(
     terms: Sequence[tuple[float, Evidence]], alpha: float
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:

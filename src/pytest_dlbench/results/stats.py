@@ -22,7 +22,6 @@ PAIRED_QUANTILE = 75.0
 __all__ = [
     "BETWEEN_RUNS",
     "BOOTSTRAPS",
-    "MAX_FIGURE",
     "PAIRED_QUANTILE",
     "PAIRED_TESTS",
     "PERMUTATIONS",
@@ -33,7 +32,6 @@ __all__ = [
     "combined_paired",
     "combined_paired_var",
     "describe_test",
-    "out_of_range",
     "p_in_direction",
     "paired_stats",
     "quantile_stats",
@@ -47,17 +45,6 @@ BOOTSTRAPS = 2000
 
 #: One-sided p-values (that the candidate is lower, that it is higher).
 Ps = tuple[float, float]
-
-
-#: The largest magnitude of a figure the tests take: they square rates (a variance), so a
-#: finite rate of 1e308 from a hand-made baseline would overflow; no measurement comes near.
-MAX_FIGURE = 1e100
-
-
-def out_of_range(value: float) -> bool:
-    """Whether a rate (or a sample) is one the statistics cannot take: not finite, or beyond
-    :data:`MAX_FIGURE` in magnitude. Such a side is "incomparable" (results/compare.py)."""
-    return not math.isfinite(value) or abs(value) > MAX_FIGURE
 
 
 def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:

@@ -159,6 +159,9 @@ class Rule:
     alpha: float = ALPHA
     claim_share: float = CLAIM_ALPHA_SHARE
 
+    def __post_init__(self) -> None:
+        check_levels(self.tolerance, self.alpha)
+
     @property
     def claim_level(self) -> float:
         """The p a change needs where the rounds are noisy, and at an interim look."""
