@@ -384,10 +384,10 @@ def test_a_ratio_beyond_the_tolerance_without_evidence(ratio: float, word: str) 
     side = noise.SideNoise(0.0, DEFAULT_BETWEEN_RUN_CV**2, float("inf"), "1 run")
     found = noise.Evidence(ratio, 0.2, 0.2, (ratio * 0.85, ratio * 1.15), side, side)
     rule = Rule(0.03, 0.05)
-    judged = judge(found.judged(), rule)
+    judged = judge(found.judged, rule)
     assert judged.word == word, judged.reason
     # Either way, a side in doubt (a busy run) makes it inconclusive.
     doubted = dataclasses.replace(found, doubts=("a busy run",))
-    assert judge(doubted.judged(), rule).word == INCONCLUSIVE
+    assert judge(doubted.judged, rule).word == INCONCLUSIVE
     score = judge_score(Evidence(ratio, 0.2, found.ci), {UNCHANGED}, rule)
     assert score.word == word, score.reason

@@ -18,8 +18,7 @@ from pytest_dlbench.results import machine, noise
 from pytest_dlbench.results.gate import inconclusive_advice
 from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
-from pytest_dlbench.results.scoring import weighted_geomean
-from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test
+from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test, weighted_geomean
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
@@ -281,7 +280,7 @@ def _compare_bench(
                                known_drift=known_drift)
     if found is not None:
         ratio: float | None = cur_rate / base_rate
-        judged = judge(found.judged(), rule)
+        judged = judge(found.judged, rule)
     else:  # no ratio: the core names the side that has no run, or why they are no pair
         ratio = 0.0 if refused is None and base_rate > 0 else None
         judged = dataclasses.replace(judge_unmatched(

@@ -127,7 +127,8 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     if baseline is not None and baseline.summary is not None:
         # The drift between sessions the machine's history measured: the --bench-autosave
         # folder, else <base>/history when there is one (results/history_drift.py).
-        history = drifts_from_history(history_folder(summary, options.outputs.autosave), run_dir)
+        folder = history_folder(summary, options.outputs.autosave)
+        history = drifts_from_history(folder, run_dir)
         comparison = compare_summaries(summary, baseline.summary, tolerance=options.tolerance,
                              alpha=options.alpha, drifts=history.drifts)
         confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,

@@ -121,6 +121,7 @@ class Evidence:
             return runs
         return f"{runs}; each session ±{self.drift.cv:.1%} ({self.drift.source})"
 
+    @property
     def judged(self) -> verdict.Evidence:
         """This test as the verdict core takes it, with the doubts on either side's figure."""
         return verdict.Evidence(self.ratio, self.p, self.ci, noise=self.noise,

@@ -24,12 +24,7 @@ from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
 from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import (
-    load_run,
-    summarize_bench,
-    summarize_dir,
-    weighted_geomean,
-)
+from pytest_dlbench.results.scoring import load_run, summarize_bench, summarize_dir
 from pytest_dlbench.results.stats import (
     PAIRED_TESTS,
     PairedStats,
@@ -38,6 +33,7 @@ from pytest_dlbench.results.stats import (
     p_in_direction,
     paired_stats,
     quantile_stats,
+    weighted_geomean,
 )
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
@@ -46,7 +42,6 @@ from pytest_dlbench.results.verdict import (
     TOLERANCE,
     Evidence,
     Rule,
-    check_levels,
     judge,
     judge_doubted,
     judge_doubted_score,
@@ -231,7 +226,8 @@ def _pairs_stats(base: BenchSummary | None, cand: BenchSummary, pairs: Sequence[
     if not pairs:
         return None
     if test == "quantile":
-        return quantile_stats(*_round_steps(base, cand, pairs), alpha=alpha)
+        base_steps, cand_steps = _round_steps(base, cand, pairs)
+        return quantile_stats(base_steps, cand_steps, alpha=alpha)
     return paired_stats([p.log_ratio for p in pairs], test=test, alpha=alpha)
 
 
@@ -409,7 +405,7 @@ def compare_paired(
 
     A benchmark the candidate ran and the base did not (not in the suite at the base revision)
     is in ``only_current``, with no verdict; the reverse is in ``only_baseline``."""
-    check_levels(tolerance, alpha)
+    rule = Rule(tolerance, alpha)  # refuses levels no verdict can be made with
     if test not in PAIRED_TESTS:
         raise ValueError(f"unknown paired test {test!r}: one of {', '.join(PAIRED_TESTS)}")
     if rate not in PAIRED_RATES:
@@ -448,7 +444,7 @@ def compare_paired(
     weighted = {b.verdict for b in benches if b.weight > 0}
     score_found = (Evidence(rate_ratio, score_p, score_ci, log_var=combined_paired_var(terms),
                             paired=True) if rate_ratio is not None else None)
-    score = judge_score(score_found, weighted, Rule(tolerance, alpha))
+    score = judge_score(score_found, weighted, rule)
     scored = {b.name for b in benches if b.adj_ratio and b.weight > 0}
     score_ratio = weighted_geomean(
         (b.adj_ratio or 0.0, b.weight) for b in benches if b.name in scored

@@ -31,6 +31,7 @@ from pytest_dlbench.results.run_result import (
     RunResult,
     StepStats,
 )
+from pytest_dlbench.results.stats import weighted_geomean
 from pytest_dlbench.results.summary import (
     BenchSummary,
     SuiteSummary,
@@ -52,7 +53,6 @@ __all__ = [
     "summarize_bench",
     "summarize_dir",
     "summarize_runs",
-    "weighted_geomean",
 ]
 
 #: Blocks of the steady-state window whose rates estimate a single run's noise (batch means).
@@ -390,15 +390,6 @@ def _unreliable(
 
 
 # -- the suite --------------------------------------------------------------------------------
-def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
-    """``exp(Σ w·ln(x) / Σ w)`` over (value, weight) pairs with w > 0 and x > 0."""
-    used = [(x, w) for x, w in pairs if w > 0 and x > 0]
-    total = sum(w for _, w in used)
-    if not used or total <= 0:
-        return None
-    return math.exp(sum(w * math.log(x) for x, w in used) / total)
-
-
 def summarize_runs(
     runs: Iterable[RunResult],
     manifest: Mapping[str, Any] | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_dlbench.results.verdict import ALPHA
@@ -36,6 +36,7 @@ __all__ = [
     "paired_stats",
     "quantile_stats",
     "t_test",
+    "weighted_geomean",
 ]
 
 #: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
@@ -45,6 +46,15 @@ BOOTSTRAPS = 2000
 
 #: One-sided p-values (that the candidate is lower, that it is higher).
 Ps = tuple[float, float]
+
+
+def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """``exp(Σ w·ln(x) / Σ w)`` over (value, weight) pairs with w > 0 and x > 0."""
+    used = [(x, w) for x, w in pairs if w > 0 and x > 0]
+    total = sum(w for _, w in used)
+    if not used or total <= 0:
+        return None
+    return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
 def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:
