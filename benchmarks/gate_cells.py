@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REGRESSED = 6  # results.gate.REGRESSED
-INCONCLUSIVE = 9  # issue 26 item 3's status (results.gate.INCONCLUSIVE once it exists)
+REGRESSED = 6  # results.gate.EXIT_REGRESSED
+INCONCLUSIVE = 9  # issue 26 item 3's status (results.gate.EXIT_INCONCLUSIVE once it exists)
 OUTCOMES = ("regressed", "inconclusive", "passed", "other")
 
 

@@ -48,12 +48,12 @@ from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
 TARGETS = {0: ("<=", 0.05), 5: (">=", 0.80), 10: (">=", 0.95)}  # paired mode
 BENCH = "gp"  # gate_power's one benchmark
-VERDICTS = (gate.OK, gate.REGRESSED, gate.INCONCLUSIVE)
+VERDICTS = (gate.OK, gate.EXIT_REGRESSED, gate.EXIT_INCONCLUSIVE)
 
 
 def outcome_of(status: int) -> str:
     """The outcome an exit status says: regressed, inconclusive, passed, or other."""
-    return {gate.REGRESSED: "regressed", gate.INCONCLUSIVE: "inconclusive",
+    return {gate.EXIT_REGRESSED: "regressed", gate.EXIT_INCONCLUSIVE: "inconclusive",
             gate.OK: "passed"}.get(status, "other")
 
 
@@ -362,7 +362,7 @@ def target_lines(paired: Sequence[Any]) -> list[str]:
         chosen = [t for t in paired if t.slowdown == s]
         if not chosen:
             continue
-        rate = sum(1 for t in chosen if t.status == gate.REGRESSED) / len(chosen)
+        rate = sum(1 for t in chosen if t.status == gate.EXIT_REGRESSED) / len(chosen)
         ok = rate <= level if op == "<=" else rate >= level
         met.append(f"{s:g} % {op} {level:.0%}: {'met' if ok else 'NOT met'} ({rate:.0%})")
     lines = ["", "paired targets: " + "; ".join(met)]

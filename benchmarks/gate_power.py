@@ -77,7 +77,7 @@ from pytest_dlbench.results import gate
 
 #: The exit statuses that are verdicts: passed, regressed, inconclusive (issue 26 item 3).
 INCONCLUSIVE = getattr(gate, "INCONCLUSIVE", 9)
-VERDICTS = (gate.OK, gate.REGRESSED, INCONCLUSIVE)
+VERDICTS = (gate.OK, gate.EXIT_REGRESSED, INCONCLUSIVE)
 
 
 def suite_text(workload: str, work: int, extra: float, skip: int, stop: int) -> str:
@@ -132,7 +132,7 @@ class Trial:
 
     @property
     def detected(self) -> bool:
-        return self.status == gate.REGRESSED
+        return self.status == gate.EXIT_REGRESSED
 
 
 def failure_reason(stdout: str, stderr: str) -> str:

@@ -73,7 +73,7 @@ def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     # 10 % slower with 0.1 % noise against one session: the drift between sessions is not
     # known (the default 5 % a session), so the gate cannot tell: inconclusive, exit 9.
     slow = make_run(tmp_path / "c", rate=90.0)
-    assert main(["report", str(slow), "--compare", str(base)]) == gate.INCONCLUSIVE
+    assert main(["report", str(slow), "--compare", str(base)]) == gate.EXIT_INCONCLUSIVE
     assert "dlbench baseline" in capsys.readouterr().out  # what to do, said
     # A baseline saved in three sessions that agree: their drift measured small, 10 % is a
     # regression, exit 6.
@@ -85,7 +85,7 @@ def test_save_then_compare(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     merged = tmp_path / "merged.json"
     assert main(["baseline", str(merged), *map(str, sessions)]) == 0
     assert "3 sessions merged" in capsys.readouterr().out
-    assert main(["report", str(slow), "--compare", str(merged)]) == gate.REGRESSED
+    assert main(["report", str(slow), "--compare", str(merged)]) == gate.EXIT_REGRESSED
     assert "regressed" in capsys.readouterr().out
     assert len(json.loads(merged.read_text())["benchmarks"]["resnet"]["sessions"]) == 3
 

@@ -20,7 +20,8 @@ from pytest_dlbench.results.confirm import (
     read_confirmation,
 )
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
-from pytest_dlbench.results.gate import REGRESSED, BaselineLoad, OptionValueError, parse_confirm
+from pytest_dlbench.results.gate import EXIT_REGRESSED as REGRESSED
+from pytest_dlbench.results.gate import BaselineLoad, OptionValueError, parse_confirm
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import IMPROVED, UNCHANGED, Rule, repeats

@@ -110,14 +110,14 @@ def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def test_a_slower_fixture_run_regresses(gated: pytest.Pytester) -> None:
     result = _run(gated, "--bench-compare=base.json", "--bench-confirm=0")
-    assert result.ret == gate.REGRESSED, result.stdout.str()
+    assert result.ret == gate.EXIT_REGRESSED, result.stdout.str()
 
 
 def test_a_busy_fixture_run_is_inconclusive_not_regressed(
         gated: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUSY", "1")
     result = _run(gated, "--bench-compare=base.json", "--bench-confirm=0")
-    assert result.ret == gate.INCONCLUSIVE, result.stdout.str()
+    assert result.ret == gate.EXIT_INCONCLUSIVE, result.stdout.str()
     result.stdout.fnmatch_lines(["test_gated * 0.1* inconclusive",
                                  "inconclusive: test_gated: ratio 0.1* beyond *, but the machine "
                                  "was busy during this run (1 of 1 runs: *"])
@@ -125,7 +125,7 @@ def test_a_busy_fixture_run_is_inconclusive_not_regressed(
 
 def test_a_regression_that_repeats_is_confirmed(gated: pytest.Pytester) -> None:
     result = _run(gated, "--bench-compare=base.json", "--bench-confirm=2")
-    assert result.ret == gate.REGRESSED, result.stdout.str()
+    assert result.ret == gate.EXIT_REGRESSED, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 1 of 2: ratio 0.1*",
         "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 2 of 2: ratio 0.1*",
@@ -141,7 +141,7 @@ def test_a_regression_that_does_not_repeat_is_withdrawn(
     # A wide tolerance: a fresh process's first steps must not read as a repeat of 0.1.
     result = _run(gated, "--bench-compare=base.json", "--bench-confirm=2",
                   "--bench-tolerance=30%")
-    assert result.ret in (0, gate.INCONCLUSIVE), result.stdout.str()
+    assert result.ret in (0, gate.EXIT_INCONCLUSIVE), result.stdout.str()
     result.stdout.fnmatch_lines([
         "dlbench: confirming test_gated (first pass regressed, ratio 0.1*): run 1 of 2: ratio *",
         "*test_gated: confirmation 1 run, ratio *(not held)"])

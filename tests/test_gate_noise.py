@@ -253,7 +253,7 @@ def test_a_doubted_paired_benchmark_makes_its_score_inconclusive_too() -> None:
     assert judged.get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
     assert judged.score_verdict == INCONCLUSIVE and not judged.regressed
     assert "in doubt (x)" in judged.score_reason
-    assert gate.final_status(failed=False, comparison=judged) == gate.INCONCLUSIVE
+    assert gate.final_status(failed=False, comparison=judged) == gate.EXIT_INCONCLUSIVE
 
 
 # -- busy machine: the monitor's samples ------------------------------------------------------

@@ -282,7 +282,7 @@ def test_a_sequential_run_stopped_at_6_rounds_is_judged_regressed_as_the_product
         tmp_path: Path) -> None:
     run = paired_run(tmp_path, BASE6, SLOWER6)
     judged = gate_offline.judge_paired(run)
-    assert (judged.verdict, judged.status) == (REGRESSED, gate.REGRESSED)
+    assert (judged.verdict, judged.status) == (REGRESSED, gate.EXIT_REGRESSED)
     assert (judged.rounds, judged.ran, len(judged.pairs)) == (6, 6, 6)
     assert judged.status == evaluate(run).status  # what pytest and dlbench report say
     assert judged.p_value == pytest.approx(1 / 64)
@@ -336,9 +336,9 @@ QUIET_BASELINE = (99.6, 100.4, 100.0)  # three runs, ±0.4 % between them
 def test_saved_trials_apply_the_products_confirmation(tmp_path: Path) -> None:
     run, baseline = saved_trial(tmp_path, QUIET_BASELINE, 80.0, again=[100.0, 100.2])
     first = gate_offline.judge_saved(run, baseline, confirm=False)
-    assert (first.verdict, first.status) == (REGRESSED, gate.REGRESSED)
+    assert (first.verdict, first.status) == (REGRESSED, gate.EXIT_REGRESSED)
     judged = gate_offline.judge_saved(run, baseline)  # the confirmations did not repeat it
-    assert judged.status != gate.REGRESSED and judged.confirmation == "not held"
+    assert judged.status != gate.EXIT_REGRESSED and judged.confirmation == "not held"
     product = evaluate(run, EvaluateOptions(baseline=gate.load_baseline(str(baseline))))
     assert judged.status == product.status and judged.verdict == product.comparison.get(
         "gp").verdict  # type: ignore[union-attr]
@@ -349,7 +349,7 @@ def test_a_saved_inconclusive_is_its_own_outcome(tmp_path: Path) -> None:
     run, baseline = saved_trial(tmp_path, [100.0], 92.0)
     judged = gate_offline.judge_saved(run, baseline)
     assert (judged.verdict, judged.status, judged.outcome) == (
-        INCONCLUSIVE, gate.INCONCLUSIVE, "inconclusive")
+        INCONCLUSIVE, gate.EXIT_INCONCLUSIVE, "inconclusive")
 
 
 @dataclass
@@ -379,10 +379,10 @@ def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None
     doubt = paired_run(tmp_path / "doubt", BASE6, SLOWER6, busy_base=True)
     dropped, base1 = saved_trial(tmp_path / "dropped", QUIET_BASELINE, 80.0, [100.0, 100.2])
     unsure, base2 = saved_trial(tmp_path / "unsure", [100.0], 92.0)
-    trials = [OfflineTrial("paired", 0, 10, gate.REGRESSED, str(clear)),
+    trials = [OfflineTrial("paired", 0, 10, gate.EXIT_REGRESSED, str(clear)),
               OfflineTrial("paired", 0, 0, evaluate(doubt).status, str(doubt)),
-              OfflineTrial("saved", 0, 10, gate.INCONCLUSIVE, str(dropped), str(base1)),
-              OfflineTrial("saved", 0, 0, gate.INCONCLUSIVE, str(unsure), str(base2))]
+              OfflineTrial("saved", 0, 10, gate.EXIT_INCONCLUSIVE, str(dropped), str(base1)),
+              OfflineTrial("saved", 0, 0, gate.EXIT_INCONCLUSIVE, str(unsure), str(base2))]
     text = gate_offline.offline_report(trials, report_args(), {})
     assert "warning" not in text, text  # the offline judgement reproduces every exit status
     header = cells_of(text, "mode")
@@ -412,7 +412,7 @@ def test_a_fixed_trial_is_judged_by_the_sequential_rule_on_its_first_rounds(
         tmp_path: Path) -> None:
     fixed = paired_run(tmp_path / "fixed", [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED)
     judged = gate_offline.sequential_on_same_rounds(fixed)
-    assert judged is not None and (judged.status, judged.rounds) == (gate.REGRESSED, 6)
+    assert judged is not None and (judged.status, judged.rounds) == (gate.EXIT_REGRESSED, 6)
     # A run that stopped by its own sequential rule has nothing more to say.
     own = paired_run(tmp_path / "own", BASE6, SLOWER6)
     assert gate_offline.sequential_on_same_rounds(own) is None
@@ -429,7 +429,7 @@ def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path
     run = paired_run(tmp_path, [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED,
                      rounds=rounds)
     text = gate_offline.offline_report(
-        [OfflineTrial("paired", 0, 10, gate.REGRESSED, str(run))],
+        [OfflineTrial("paired", 0, 10, gate.EXIT_REGRESSED, str(run))],
         report_args(slowdowns=[10]), {})
     assert "warning" not in text, text
     own = cells_of(text, "paired as the product judged")

@@ -17,7 +17,7 @@ DOCS = ROOT / "docs"
 #: gate.py's exit statuses. gate.py holds them as named constants with comments, not as one
 #: table (name -> status, meaning) that could be imported: their names are listed here.
 STATUS_NAMES = ("OK", "BENCH_FAILED", "LOGGER_FAILED", "INTERRUPTED", "USAGE_ERROR",
-                "REGRESSED", "BASELINE_MISSING", "OUTPUT_FAILED", "INCONCLUSIVE")
+                "EXIT_REGRESSED", "BASELINE_MISSING", "OUTPUT_FAILED", "EXIT_INCONCLUSIVE")
 STATUSES = {getattr(gate, name) for name in STATUS_NAMES}
 #: "exit status 6", "exit status 6 when ..., 9 when ...", "exits 7", "(exit 4)".
 CLAIM = re.compile(r"\bexit(?:s| status(?:es)?)?\s+(\d+)((?:\s*(?:,|or|and)\s*\d+\b)*)")
@@ -68,7 +68,7 @@ def test_every_status_the_help_claims_is_the_gates(help_text: str) -> None:
 def test_the_gates_options_name_what_they_lead_to() -> None:
     for flag in ("--bench-compare", "--bench-against"):
         text = _help_of(flag)
-        assert {gate.REGRESSED, gate.INCONCLUSIVE} <= set(_claims(text)), (flag, text)
+        assert {gate.EXIT_REGRESSED, gate.EXIT_INCONCLUSIVE} <= set(_claims(text)), (flag, text)
     required = _help_of("--bench-require-baseline")
     assert {gate.BASELINE_MISSING, gate.USAGE_ERROR} <= set(_claims(required)), required
     assert "warning" not in required  # a missing file is exit 4 without it, not a warning
@@ -76,7 +76,7 @@ def test_the_gates_options_name_what_they_lead_to() -> None:
 
 def test_pytest_help_shows_them(pytester: pytest.Pytester) -> None:
     out = " ".join(pytester.runpytest("--help").stdout.str().split())
-    assert f"{gate.INCONCLUSIVE} when the rounds are too noisy to tell" in out
+    assert f"{gate.EXIT_INCONCLUSIVE} when the rounds are too noisy to tell" in out
     assert f"exit status {gate.BASELINE_MISSING} (no baseline to compare with)" in out
 
 

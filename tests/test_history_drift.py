@@ -113,7 +113,7 @@ def test_a_quiet_machines_history_makes_an_8_percent_drop_a_regression(
     save_summary(summarize_dir(run_of(base, "then", 100.0)), saved)
     now = run_of(base, "now", 92.0)
     # Without a history: the default 5 % drift a session, and 8 % cannot be told from it.
-    assert main(["report", str(now), "--compare", str(saved)]) == gate.INCONCLUSIVE
+    assert main(["report", str(now), "--compare", str(saved)]) == gate.EXIT_INCONCLUSIVE
     plain = compare(summarize_dir(now), summary_dict(summarize_dir(base / "runs" / "then")))
     assert plain.get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
     # With the machine's history beside the runs (<base>/history): its sessions of one
@@ -124,7 +124,7 @@ def test_a_quiet_machines_history_makes_an_8_percent_drop_a_regression(
     assert drifts["x"].source == "7 sessions of 2 commits in the history"
     out_json = tmp_path / "now.json"
     assert main(["report", str(now), "--compare", str(saved), "--save",
-                 str(out_json)]) == gate.REGRESSED
+                 str(out_json)]) == gate.EXIT_REGRESSED
     row = json.loads(out_json.read_text())["gate"]["comparison"]["benchmarks"]["x"]
     assert row["verdict"] == REGRESSED
     assert "each session ±1.0% (7 sessions of 2 commits in the history)" in row["noise"]
@@ -178,7 +178,7 @@ def test_a_history_file_that_cannot_be_read_is_named_not_dropped(
     assert len(found.left_out) == 1 and str(broken) in found.left_out[0]
     out_json = tmp_path / "now.json"
     assert main(["report", str(now), "--compare", str(saved), "--save",
-                 str(out_json)]) == gate.REGRESSED
+                 str(out_json)]) == gate.EXIT_REGRESSED
     warnings = json.loads(out_json.read_text())["gate"]["comparison"]["warnings"]
     assert [w for w in warnings if str(broken) in w and "left out" in w]
     assert f"warning: history {folder}: left out" in capsys.readouterr().out
@@ -197,13 +197,14 @@ def test_dlbench_compare_reads_the_drift_from_history(
     then, now = tmp_path / "then.json", tmp_path / "now.json"
     save_summary(summarize_dir(run_of(base, "then", 100.0)), then)
     save_summary(summarize_dir(run_of(base, "now", 92.0)), now)
-    assert main(["compare", str(then), str(now)]) == gate.INCONCLUSIVE
+    assert main(["compare", str(then), str(now)]) == gate.EXIT_INCONCLUSIVE
     folder = quiet_history(base)
-    assert main(["compare", str(then), str(now), "--history", str(folder)]) == gate.REGRESSED
+    assert main(["compare", str(then), str(now), "--history", str(folder)]) == gate.EXIT_REGRESSED
     assert "(7 sessions of 2 commits in the history)" in capsys.readouterr().out
     # Another machine's sessions say nothing of the one CURRENT was measured on.
     monkeypatch.setenv("DLBENCH_MACHINE", "elsewhere")
-    assert main(["compare", str(then), str(now), "--history", str(folder)]) == gate.INCONCLUSIVE
+    assert main(["compare", str(then), str(now), "--history", str(folder)]) == \
+        gate.EXIT_INCONCLUSIVE
     assert main(["compare", str(then), str(now), "--history",
                  str(tmp_path / "nowhere")]) == gate.USAGE_ERROR
     err = capsys.readouterr().err.strip().splitlines()
@@ -256,4 +257,4 @@ def test_copied_history_files_do_not_narrow_the_drift_or_change_the_verdict(
         verdicts[copies] = main(["report", str(now), "--compare", str(saved)])
     assert drifts[4] == drifts[0] and drifts[0].df == 2
     assert drifts[0].source == "3 sessions of 1 commit in the history"
-    assert verdicts[4] == verdicts[0] == gate.INCONCLUSIVE
+    assert verdicts[4] == verdicts[0] == gate.EXIT_INCONCLUSIVE

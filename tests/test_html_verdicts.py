@@ -53,7 +53,7 @@ def banner(page: str) -> str:
 def test_a_regression_is_a_red_banner_and_never_a_green_card(tmp_path: Path) -> None:
     suite = quiet_suite(tmp_path)
     cmp = compare(suite, slower_baseline(suite, 1.45), tolerance=0.05)
-    assert cmp.regressed and gate.final_status(failed=False, comparison=cmp) == gate.REGRESSED
+    assert cmp.regressed and gate.final_status(failed=False, comparison=cmp) == gate.EXIT_REGRESSED
     page = render_html(suite, comparison=cmp)
     top = banner(page)
     assert top.startswith('<div class="banner gate bad"') and "exit 6" in top
@@ -103,7 +103,7 @@ def test_write_evaluation_passes_the_runs_exit_status_to_the_page(tmp_path: Path
     options = EvaluateOptions(baseline=gate.load_baseline(str(base)), baseline_path=str(base),
                               tolerance=0.05, outputs=Outputs(html=str(html)))
     evaluation = write_evaluation(evaluate(quiet.run_dir or "", options))
-    assert evaluation.status == gate.REGRESSED
+    assert evaluation.status == gate.EXIT_REGRESSED
     assert "exit 6" in banner(html.read_text(encoding="utf-8"))
 
 

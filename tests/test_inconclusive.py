@@ -28,21 +28,21 @@ class Judged:
 
 
 @pytest.mark.parametrize(("failed", "comparison", "expected"), [
-    (False, Judged(inconclusive=True), gate.INCONCLUSIVE),
-    (False, Judged(regressed=True, inconclusive=True), gate.REGRESSED),  # 6 > 9
+    (False, Judged(inconclusive=True), gate.EXIT_INCONCLUSIVE),
+    (False, Judged(regressed=True, inconclusive=True), gate.EXIT_REGRESSED),  # 6 > 9
     (True, Judged(inconclusive=True), gate.BENCH_FAILED),  # 1 > 9
     (True, Judged(regressed=True, inconclusive=True), gate.BENCH_FAILED),  # 1 > 6
     (False, Judged(), gate.OK),
 ])
 def test_exit_status_9_and_its_precedence(failed: bool, comparison: Judged,
                                           expected: int) -> None:
-    assert gate.INCONCLUSIVE == 9
+    assert gate.EXIT_INCONCLUSIVE == 9
     assert gate.final_status(failed=failed, comparison=comparison) == expected
 
 
 def test_a_lost_output_does_not_hide_an_inconclusive_gate() -> None:
     # 9 > 8 > 0: a file that could not be written replaces OK only.
-    assert gate.output_status(gate.INCONCLUSIVE, unwritten=True) == gate.INCONCLUSIVE
+    assert gate.output_status(gate.EXIT_INCONCLUSIVE, unwritten=True) == gate.EXIT_INCONCLUSIVE
     assert gate.output_status(gate.OK, unwritten=True) == gate.OUTPUT_FAILED
     missing = gate.final_status(failed=False, comparison=Judged(inconclusive=True),
                                 baseline_status=gate.BASELINE_MISSING)
@@ -66,7 +66,7 @@ def test_terminal_html_and_json_say_the_same(tmp_path: Path,
     capsys.readouterr()
     status = main(["report", str(slow), "--compare", str(base_json), "--save", str(saved),
                    "--html", str(html)])
-    assert status == gate.INCONCLUSIVE
+    assert status == gate.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     comparison = compare(summarize_dir(slow), json.loads(base_json.read_text()))
     assert comparison.get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
@@ -81,16 +81,16 @@ def test_terminal_html_and_json_say_the_same(tmp_path: Path,
 
     # The JSON: the status, the verdict and the same reason and advice.
     record = json.loads(saved.read_text())["gate"]
-    assert record["status"] == gate.INCONCLUSIVE and record["verdict"] == INCONCLUSIVE
+    assert record["status"] == gate.EXIT_INCONCLUSIVE and record["verdict"] == INCONCLUSIVE
     assert record["inconclusive"]["x"] == reason
     assert record["advice"] == gate.INCONCLUSIVE_ADVICE
     assert record["comparison"]["benchmarks"]["x"]["verdict"] == INCONCLUSIVE
-    assert record == gate_record(comparison, gate.INCONCLUSIVE) | {
+    assert record == gate_record(comparison, gate.EXIT_INCONCLUSIVE) | {
         "comparison": record["comparison"]}  # the baseline's path is the file's, not None
 
     # The HTML: the banner (status 9, the advice) and the comparison's reasons.
     banner = gate_banner(summarize_dir(slow), comparison)
-    assert banner.status == gate.INCONCLUSIVE and banner.css == "warn"
+    assert banner.status == gate.EXIT_INCONCLUSIVE and banner.css == "warn"
     assert banner.headline.startswith("Gate inconclusive")
     assert gate.INCONCLUSIVE_ADVICE in banner.detail and "x could not be told" in banner.detail
     score = f"the score: {comparison.score_reason}"
@@ -111,21 +111,21 @@ def test_a_regression_elsewhere_wins_and_the_reasons_are_still_said(tmp_path: Pa
     comparison = compare(summarize_dir(now), summarize_dir(base))
     assert comparison.get("y").verdict == "regressed"  # type: ignore[union-attr]
     assert comparison.inconclusives == ("x",)
-    assert gate.final_status(failed=False, comparison=comparison) == gate.REGRESSED
+    assert gate.final_status(failed=False, comparison=comparison) == gate.EXIT_REGRESSED
     text = render_comparison(comparison)
     assert "inconclusive: x: " in text
     assert "the noise is too large for the tolerance: " in text  # no "exit status 9": it is 6
-    record = gate_record(comparison, gate.REGRESSED)
+    record = gate_record(comparison, gate.EXIT_REGRESSED)
     assert record is not None and record["verdict"] == "regressed"
     assert list(record["inconclusive"]) == ["x"]
-    assert gate_banner(summarize_dir(now), comparison).status == gate.REGRESSED
+    assert gate_banner(summarize_dir(now), comparison).status == gate.EXIT_REGRESSED
 
 
 def test_dlbench_compare_exits_9(tmp_path: Path) -> None:
     base, now = tmp_path / "base.json", tmp_path / "now.json"
     assert main(["report", str(quiet_run(tmp_path / "a", 100.0)), "--save", str(base)]) == 0
     assert main(["report", str(quiet_run(tmp_path / "b", 92.0)), "--save", str(now)]) == 0
-    assert main(["compare", str(base), str(now)]) == gate.INCONCLUSIVE
+    assert main(["compare", str(base), str(now)]) == gate.EXIT_INCONCLUSIVE
     # With a tolerance wider than the change, it is within it: unchanged, the gate passes.
     assert main(["compare", str(base), str(now), "--tolerance", "10%"]) == gate.OK
     assert "gate" not in json.loads(base.read_text())  # saved without a comparison: no verdict

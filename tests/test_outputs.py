@@ -158,7 +158,7 @@ def test_dlbench_report_a_full_disk_at_the_end_keeps_the_table_and_score(
 
 def test_a_failed_output_does_not_hide_a_failed_run() -> None:
     assert gate.output_status(gate.BENCH_FAILED, unwritten=True) == gate.BENCH_FAILED
-    assert gate.output_status(gate.REGRESSED, unwritten=True) == gate.REGRESSED
+    assert gate.output_status(gate.EXIT_REGRESSED, unwritten=True) == gate.EXIT_REGRESSED
     assert gate.output_status(gate.OK, unwritten=True) == gate.OUTPUT_FAILED
     assert gate.output_status(gate.OK, unwritten=False) == gate.OK
 

@@ -163,7 +163,7 @@ def test_median_rate_resists_a_burst_inside_one_run(
     write_manifest(run, {"x": {}})
     assert main(["report", str(run), "--paired-rate", "window"]) == gate.OK
     assert "median step rates" not in capsys.readouterr().out
-    assert main(["report", str(run)]) == gate.REGRESSED
+    assert main(["report", str(run)]) == gate.EXIT_REGRESSED
     assert "median step rates" in capsys.readouterr().out
     with pytest.raises(ValueError, match="paired rate"):
         pairs_of(base, base, "mean")
@@ -331,10 +331,10 @@ def test_dlbench_report_recomputes_the_paired_verdict(
     monkeypatch.setenv("COLUMNS", "120")
     run = paired_run(tmp_path, {"x": (100.0, 90.0)})
     write_manifest(run, {"x": {}})
-    assert main(["report", str(run)]) == gate.REGRESSED
+    assert main(["report", str(run)]) == gate.EXIT_REGRESSED
     out = capsys.readouterr().out
     assert "against main" in out and "regressed" in out
-    assert main(["report", str(run), "--paired-test", "wilcoxon"]) == gate.REGRESSED
+    assert main(["report", str(run), "--paired-test", "wilcoxon"]) == gate.EXIT_REGRESSED
     assert "Wilcoxon signed-rank" in capsys.readouterr().out
     assert main(["report", str(layout.base_dir(run))]) == gate.OK  # the base side alone
     assert "against" not in capsys.readouterr().out

@@ -192,7 +192,7 @@ def test_a_noisy_paired_run_is_inconclusive_with_its_own_advice(
     assert gate.PAIRED_INCONCLUSIVE_ADVICE in out
     assert gate.INCONCLUSIVE_ADVICE not in out  # the saved baseline's advice is not for this
     record = json.loads(out_json.read_text())["gate"]
-    assert record["verdict"] == INCONCLUSIVE and record["status"] == gate.INCONCLUSIVE
+    assert record["verdict"] == INCONCLUSIVE and record["status"] == gate.EXIT_INCONCLUSIVE
     assert record["advice"] == gate.PAIRED_INCONCLUSIVE_ADVICE
     assert "rounds are noisy" in record["inconclusive"]["mlp"]
     page = html.read_text()

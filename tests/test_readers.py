@@ -29,7 +29,8 @@ from pytest_dlbench.profile.timereport import StepSample, build_time_report
 from pytest_dlbench.profile.writer import ProfileWriteError, load_meta, read_index
 from pytest_dlbench.results.baseline import BaselineError, load_summary
 from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.gate import REGRESSED, USAGE_ERROR
+from pytest_dlbench.results.gate import EXIT_REGRESSED as REGRESSED
+from pytest_dlbench.results.gate import USAGE_ERROR
 from pytest_dlbench.results.scoring import load_run
 from pytest_dlbench.results.verdict import INCOMPARABLE
 

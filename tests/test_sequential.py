@@ -291,7 +291,7 @@ def test_a_clear_regression_stops_a_real_run_early(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "160"},
     )
     out = result.stdout + result.stderr
-    assert result.returncode == gate.REGRESSED, out
+    assert result.returncode == gate.EXIT_REGRESSED, out
     assert "sleepy: stopped after 6 of 10 rounds (clear)" in out
     assert "4 skipped" in out
     (run,) = (repo / ".dlbench" / "runs").iterdir()
@@ -300,5 +300,5 @@ def test_a_clear_regression_stops_a_real_run_early(tmp_path: Path) -> None:
     # dlbench report on the run directory: the same verdict and status.
     report = subprocess.run([sys.executable, "-m", "pytest_dlbench.cli", "report", str(run)],
                             capture_output=True, text=True, timeout=300)
-    assert report.returncode == gate.REGRESSED, report.stdout + report.stderr
+    assert report.returncode == gate.EXIT_REGRESSED, report.stdout + report.stderr
     assert "sleepy: stopped after 6 of 10 rounds (clear)" in report.stdout

@@ -187,7 +187,7 @@ def test_ten_percent_longer_is_a_regression_with_exit_status_6(
     assert saved is not None and saved.lower_is_better is True and saved.total_time_secs > 0
     capsys.readouterr()
     # The pytest gate and `dlbench report --compare` share final_status: exit 6.
-    assert main(["report", str(b), "--compare", str(baseline)]) == gate.REGRESSED
+    assert main(["report", str(b), "--compare", str(baseline)]) == gate.EXIT_REGRESSED
     out = capsys.readouterr().out
     assert "regressed" in out
     comparison = compare(summarize_dir(b), load_summary(baseline))
@@ -199,7 +199,7 @@ def test_ten_percent_longer_is_a_regression_with_exit_status_6(
     # `dlbench compare` of two saved summaries: the same verdict, the times side by side.
     current = tmp_path / "cur.json"
     save_summary(summarize_dir(b), current)
-    assert main(["compare", str(baseline), str(current)]) == gate.REGRESSED
+    assert main(["compare", str(baseline), str(current)]) == gate.EXIT_REGRESSED
     out = capsys.readouterr().out
     assert "baseline time" in out and "current time" in out
     # A shorter time is no regression.

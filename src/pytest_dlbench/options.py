@@ -113,8 +113,8 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             default=None,
             help="paired regression gate: check the git revision REV out in a temporary "
             "worktree and run every selected benchmark on it and on this working tree, "
-            f"alternating over the rounds; exit status {gate.REGRESSED} when this tree is "
-            f"slower, {gate.INCONCLUSIVE} when the rounds are too noisy to tell "
+            f"alternating over the rounds; exit status {gate.EXIT_REGRESSED} when this tree is "
+            f"slower, {gate.EXIT_INCONCLUSIVE} when the rounds are too noisy to tell "
             "(docs/reports.md, Exit statuses)",
         ),
     ),
@@ -235,8 +235,8 @@ REPORT_OPTIONS: list[ReportOption] = [
         "reads it (docs/history.md)")),
     ReportOption("compare", dict(
         metavar="PATH", default=None,
-        help=f"compare with a saved summary; exit status {gate.REGRESSED} when performance "
-        f"regressed, {gate.INCONCLUSIVE} when the noise is too large to tell a change beyond "
+        help=f"compare with a saved summary; exit status {gate.EXIT_REGRESSED} when performance "
+        f"regressed, {gate.EXIT_INCONCLUSIVE} when the noise is too large to tell a change beyond "
         "the tolerance (docs/reports.md, Exit statuses)")),
     ReportOption("tolerance", dict(
         metavar="PCT", type=gate.parse_tolerance, default=gate.TOLERANCE,

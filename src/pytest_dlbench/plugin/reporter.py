@@ -169,7 +169,7 @@ class BenchReporter:
             # says the first pass's verdict and the status the run really has.
             status = (f"the first pass's verdict, interrupted: exit status "
                       f"{int(pytest.ExitCode.INTERRUPTED)}" if self.interrupted
-                      else f"exit status {gate.REGRESSED}")
+                      else f"exit status {gate.EXIT_REGRESSED}")
             terminalreporter.write_line(
                 "performance regressed: "
                 f"{printable(', '.join(evaluation.comparison.regressions) or 'score')}"

@@ -195,13 +195,13 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
         what = _names(regressed) if regressed else "the score"
         also = f"; against the baseline, {what} regressed"
     code = f"exit status {status}"
-    if status == gate.REGRESSED:
+    if status == gate.EXIT_REGRESSED:
         tol = percent(comparison.tolerance, space=True) if comparison is not None else ""
         what = _names(regressed) if regressed else "the score"
         return GateBanner(status, "bad", "Gate failed: performance regressed",
                           f"{code}: every benchmark ran, but {what} regressed against the "
                           f"baseline (slower beyond the {tol} tolerance, and significant).")
-    if status == gate.INCONCLUSIVE:
+    if status == gate.EXIT_INCONCLUSIVE:
         assert comparison is not None  # 9 is only ever a comparison's status
         doubtful = list(comparison.inconclusives) or ["the score"]
         return GateBanner(status, "warn", "Gate inconclusive: the noise is too large for the "

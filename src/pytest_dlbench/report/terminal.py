@@ -347,7 +347,7 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
              if c.verdict == INCONCLUSIVE]
     if comparison.score_verdict == INCONCLUSIVE:
         lines.append(printable(f"inconclusive: the score: {comparison.score_reason}"))
-    status = "" if comparison.regressed else f" (exit status {gate.INCONCLUSIVE})"
+    status = "" if comparison.regressed else f" (exit status {gate.EXIT_INCONCLUSIVE})"
     lines.append(f"the noise is too large for the tolerance{status}: "
                  f"{comparison.inconclusive_advice}")
     return lines

@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINE_MISSING",
     "BENCH_FAILED",
-    "INCONCLUSIVE",
+    "EXIT_INCONCLUSIVE",
     "INCONCLUSIVE_ADVICE",
     "PAIRED_INCONCLUSIVE_ADVICE",
     "INTERRUPTED",
     "LOGGER_FAILED",
     "OK",
     "OUTPUT_FAILED",
-    "REGRESSED",
+    "EXIT_REGRESSED",
     "USAGE_ERROR",
     "ALPHA",
     "CONFIRM",
@@ -74,7 +74,7 @@ INTERRUPTED = 2
 # 4, USAGE_ERROR (imported above): bad input, an unreadable, corrupt or foreign baseline file,
 # a bad option, no run directory.
 #: Every benchmark passed, but performance regressed against the baseline.
-REGRESSED = 6
+EXIT_REGRESSED = 6
 #: A baseline was required (``--compare``/``--bench-compare``) but its file does not exist.
 BASELINE_MISSING = 7
 #: Measured, passed and nothing regressed, but an output (``--bench-save``, ``--bench-html``,
@@ -85,7 +85,7 @@ OUTPUT_FAILED = 8
 #: noise, or a side measured on a busy machine (results/noise.py). Below 1 and 6 (a failure or
 #: a regression that was proven says more), above 8 (what was measured matters more than a
 #: file that could not be written) and 0 (a gate that cannot tell must not pass silently).
-INCONCLUSIVE = 9
+EXIT_INCONCLUSIVE = 9
 #: What to do about an inconclusive verdict, said by the terminal, the HTML banner and the JSON.
 INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, keep this "
                        "machine's sessions (--bench-autosave, or dlbench baseline) and run "
@@ -257,9 +257,9 @@ def final_status(*, failed: bool, comparison: Any = None, baseline_status: int =
     if baseline_status:
         return baseline_status
     if comparison is not None and comparison.regressed:
-        return REGRESSED
+        return EXIT_REGRESSED
     if comparison is not None and getattr(comparison, "inconclusive", False):
-        return INCONCLUSIVE
+        return EXIT_INCONCLUSIVE
     return OK
 
 
