@@ -14,7 +14,8 @@ from pytest_dlbench.cli import main
 from pytest_dlbench.report.html_compare import comparison_view, gate_banner
 from pytest_dlbench.report.terminal import inconclusive_lines, render_comparison
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import compare, gate_record
+from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.gate import gate_record
 from pytest_dlbench.results.scoring import summarize_dir
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 

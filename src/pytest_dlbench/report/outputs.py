@@ -54,7 +54,7 @@ def write_outputs(
     written = Written()
     if save:
         from pytest_dlbench.results.baseline import save_summary
-        from pytest_dlbench.results.compare import gate_record
+        from pytest_dlbench.results.gate import gate_record
 
         # The gate's verdict beside the figures: the JSON says what the terminal said.
         verdict = gate_record(comparison, status)

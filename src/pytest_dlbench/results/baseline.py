@@ -68,7 +68,7 @@ def save_summary(
     gate: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the JSON summary of ``summary`` to ``path`` (parents created); return the path.
-    ``gate``: the verdict of a comparison (summary_json.gate_record), saved beside it."""
+    ``gate``: the verdict of a comparison (results/gate.gate_record), saved beside it."""
     data = summary_dict(summary, suite=suite)
     if gate is not None:
         data[GATE] = dict(gate)

@@ -36,7 +36,6 @@ __all__ = [
     "Comparison",
     "compare",
     "compare_summaries",
-    "gate_record",
     "units_note",
 ]
 
@@ -375,25 +374,3 @@ def compare_summaries(
         score_ci=score_found.ci if score_found is not None else None,
         score_reason=score.reason,
     )
-
-
-def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
-    """The ``gate`` entry (:data:`.summary_json.GATE`) of a run compared with a baseline (None
-    without a comparison): the exit status, the verdict in one word, each inconclusive
-    verdict's reason and what to do (the terminal and the HTML banner say the same), and the
-    whole comparison."""
-    if comparison is None:
-        return None
-    word = (REGRESSED if comparison.regressed
-            else INCONCLUSIVE if comparison.inconclusive else "passed")
-    reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
-    if comparison.score_verdict == INCONCLUSIVE:
-        reasons["score"] = comparison.score_reason
-    return {
-        "status": status,
-        "verdict": word,
-        "regressions": list(comparison.regressions),
-        "inconclusive": reasons,
-        "advice": comparison.inconclusive_advice if reasons else None,
-        "comparison": comparison.to_dict(),
-    }

@@ -21,12 +21,13 @@ from pytest_dlbench.core.protocol import USAGE_ERROR
 
 # The rule's defaults are the verdict core's, the paired tests the table of the tests'.
 from pytest_dlbench.results.stats import PAIRED_QUANTILE, PAIRED_TESTS
-from pytest_dlbench.results.verdict import ALPHA, TOLERANCE
+from pytest_dlbench.results.verdict import ALPHA, INCONCLUSIVE, REGRESSED, TOLERANCE
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
+    "gate_record",
     "BASELINE_MISSING",
     "BENCH_FAILED",
     "EXIT_INCONCLUSIVE",
@@ -267,3 +268,25 @@ def output_status(status: int, *, unwritten: bool) -> int:
     """The exit status once the outputs are written: a status that says what the run measured
     (1, 4, 6, 7, 9) keeps its meaning; a run that is otherwise OK but lost an output is 8."""
     return OUTPUT_FAILED if unwritten and status == OK else status
+
+
+def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
+    """The ``gate`` entry (results/summary_json.GATE) of a run compared with a baseline (None
+    without a comparison): the exit status, the verdict in one word, each inconclusive
+    verdict's reason and what to do (the terminal and the HTML banner say the same), and the
+    whole comparison."""
+    if comparison is None:
+        return None
+    word = (REGRESSED if comparison.regressed
+            else INCONCLUSIVE if comparison.inconclusive else "passed")
+    reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
+    if comparison.score_verdict == INCONCLUSIVE:
+        reasons["score"] = comparison.score_reason
+    return {
+        "status": status,
+        "verdict": word,
+        "regressions": list(comparison.regressions),
+        "inconclusive": reasons,
+        "advice": comparison.inconclusive_advice if reasons else None,
+        "comparison": comparison.to_dict(),
+    }
