@@ -40,6 +40,13 @@ __all__ = [
 ]
 
 
+def _as_json(row: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A dataclass's fields as its JSON says them: tuples as lists, mappings as dicts."""
+    return {f.name: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+            for f in dataclasses.fields(row) if f.name not in leave_out
+            for v in (getattr(row, f.name),)}
+
+
 @dataclass(frozen=True)
 class BenchComparison:
     name: str
@@ -80,25 +87,8 @@ class BenchComparison:
         return self.current_time / self.baseline_time
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
-            "name": self.name,
-            "units": self.units,
-            "weight": self.weight,
-            "current": self.current,
-            "baseline": self.baseline,
-            "ratio": self.ratio,
-            "verdict": self.verdict,
-            "p_value": self.p_value,
-            "samples": list(self.samples),
-            "current_adj": self.current_adj,
-            "baseline_adj": self.baseline_adj,
-            "adj_ratio": self.adj_ratio,
-            "ci": list(self.ci) if self.ci is not None else None,
-            "note": self.note,
-            "reason": self.reason,
-            "noise": self.noise,
-            "drift": _drift_dict(self.drift),
-        }
+        data = _as_json(self, leave_out=("metric", "current_time", "baseline_time"))
+        data["drift"] = _drift_dict(self.drift)
         if self.metric == TOTAL_TIME:
             data.update(metric=self.metric, lower_is_better=True,
                         current_time=self.current_time, baseline_time=self.baseline_time,
@@ -183,32 +173,10 @@ class Comparison:
         return next((b for b in self.benchmarks if b.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
-            "only_current": list(self.only_current),
-            "only_baseline": list(self.only_baseline),
-            "current_score": self.current_score,
-            "baseline_score": self.baseline_score,
-            "score_ratio": self.score_ratio,
-            "score_verdict": self.score_verdict,
-            "score_p_value": self.score_p_value,
-            "tolerance": self.tolerance,
-            "alpha": self.alpha,
-            "baseline_path": self.baseline_path,
-            "warnings": list(self.warnings),
-            "score_rate_ratio": self.score_rate_ratio,
-            "score_ci": list(self.score_ci) if self.score_ci is not None else None,
-            "test": self.test,
-            "pair_rate": self.pair_rate,
-            "against": dict(self.against) if self.against is not None else None,
-            "regressed": self.regressed,
-            "score_reason": self.score_reason,
-            "inconclusive": self.inconclusive,
-            "inconclusives": list(self.inconclusives),
-            "rule": self.rule,
-            "ratio_name": self.ratio_name,
-            "ratios": self.ratio_keys(),
-        }
+        return {**_as_json(self), "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
+                "regressed": self.regressed, "inconclusive": self.inconclusive,
+                "inconclusives": list(self.inconclusives), "rule": self.rule,
+                "ratio_name": self.ratio_name, "ratios": self.ratio_keys()}
 
     def ratio_keys(self) -> dict[str, str]:
         """What each ratio key of the JSON is, and which one the verdicts judge."""
