@@ -43,7 +43,6 @@ from pytest_dlbench.results.verdict import (
     Evidence,
     Rule,
     Verdict,
-    check_levels,
     judge,
     judge_score,
 )
@@ -101,9 +100,9 @@ def test_the_tolerance_and_alpha_are_the_callers() -> None:
     assert verdict(0.96, 0.01, tolerance=0.05).word == UNCHANGED
     assert verdict(float("nan"), 0.0).word == UNCHANGED
     with pytest.raises(ValueError, match="tolerance"):
-        check_levels(1.0, ALPHA)
+        Rule(1.0, ALPHA)
     with pytest.raises(ValueError, match="alpha"):
-        check_levels(TOLERANCE, 0.0)
+        Rule(TOLERANCE, 0.0)
 
 
 def test_the_p_value_reported_is_the_one_of_the_changes_direction() -> None:

@@ -69,7 +69,7 @@ def _duration(seconds: float) -> str:
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_dlbench.core.numbers import fixed, printable
-    from pytest_dlbench.results.probe import judge_paired_run
+    from pytest_dlbench.results.paired import judge_paired_run
     from pytest_dlbench.run.bisect import BisectPlan, Probe, Progress, bisect
 
     def judge(run_dir: Path, bench: str) -> Any:

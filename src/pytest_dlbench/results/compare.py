@@ -31,13 +31,7 @@ from pytest_dlbench.results.verdict import (
     judge_unmatched,
 )
 
-__all__ = [
-    "BenchComparison",
-    "Comparison",
-    "compare",
-    "compare_summaries",
-    "units_note",
-]
+__all__ = ["BenchComparison", "Comparison", "compare", "compare_summaries", "units_note"]
 
 
 def _as_json(row: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:

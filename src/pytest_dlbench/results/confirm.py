@@ -32,14 +32,8 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.run_result import RunResult
     from pytest_dlbench.results.summary import SuiteSummary
 
-__all__ = [
-    "NOT_HELD",
-    "BenchConfirmation",
-    "Confirmation",
-    "confirm",
-    "read_confirmation",
-    "suspects",
-]
+__all__ = ["NOT_HELD", "BenchConfirmation", "Confirmation", "confirm", "read_confirmation",
+           "suspects"]
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -73,12 +67,7 @@ class BenchConfirmation:
         return "held" if self.held else "not held"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "first": self.first, "first_ratio": self.first_ratio,
-            "ratios": list(self.ratios), "failed": self.failed, "combined": self.combined,
-            "combined_ratio": self.combined_ratio, "verdict": self.verdict,
-            "outcome": self.outcome,
-        }
+        return {**dataclasses.asdict(self), "ratios": list(self.ratios), "outcome": self.outcome}
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def session_key(summary: Any) -> str:
 def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
                    ) -> dict[str, Drift]:
     """Each benchmark's drift between sessions from history entries (results/history.Entry)
-    of one machine (module docstring); the entry of the run directory ``leave_out`` is not
+    of one machine (the module's rules); the entry of the run directory ``leave_out`` is not
     used."""
     groups: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))
     seen: set[str] = set()

@@ -17,32 +17,15 @@ from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.stats import combine_log_ratios, p_in_direction, t_test
 from pytest_dlbench.results.summary import BenchSummary
 
-__all__ = [
-    "DEFAULT_BETWEEN_RUN_CV",
-    "DEFAULT_SESSION_DRIFT_CV",
-    "MIN_SESSION_DRIFT_CV",
-    "MAX_FIGURE",
-    "Drift",
-    "Evidence",
-    "SideNoise",
-    "between_run_cv",
-    "combined_evidence",
-    "doubts",
-    "estimate_drift",
-    "evidence",
-    "out_of_range",
-    "range_note",
-    "score_evidence",
-    "session_drift",
-    "side_noise",
-]
+__all__ = ["DEFAULT_BETWEEN_RUN_CV", "DEFAULT_SESSION_DRIFT_CV", "MIN_SESSION_DRIFT_CV",
+           "MAX_FIGURE", "Drift", "Evidence", "SideNoise", "between_run_cv", "combined_evidence",
+           "doubts", "estimate_drift", "evidence", "out_of_range", "range_note", "score_evidence",
+           "session_drift", "side_noise"]
 
-#: The variation of one run's rate between runs assumed when the baseline carries no repeats
-#: (module docstring: what benchmarks/README.md measured on a shared 2-core runner).
+#: One run's variation between runs, and a session's drift between sessions, assumed where the
+#: baseline does not measure them; the least drift taken (docs/reports.md: measured on a shared
+#: 2-core runner, benchmarks/README.md).
 DEFAULT_BETWEEN_RUN_CV = 0.08
-#: The drift of a session's figure between sessions assumed when the baseline carries one
-#: session only, and the least a merged baseline's sessions are taken to drift (module
-#: docstring: measured on the shared runner; no machine's sessions are identical).
 DEFAULT_SESSION_DRIFT_CV = 0.05
 MIN_SESSION_DRIFT_CV = 0.01
 
@@ -179,7 +162,7 @@ def estimate_drift(groups: Sequence[Sequence[Sequence[float]]], source: str) -> 
 
 
 def session_drift(baseline: BenchSummary, known: Drift | None = None) -> Drift:
-    """The drift between sessions for a comparison with ``baseline`` (module docstring):
+    """The drift between sessions for a comparison with ``baseline``:
     estimated from the sessions of a merged baseline; else ``known`` (the machine's history,
     results/history_drift.py); else the default."""
     k = len([s for s in baseline.session_rates if s])

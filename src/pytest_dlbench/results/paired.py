@@ -46,32 +46,15 @@ from pytest_dlbench.results.verdict import (
     judge_doubted,
     judge_doubted_score,
     judge_look,
+    judge_probe,
     judge_score,
     judge_unmatched,
 )
 
-__all__ = [
-    "ALL_ROUNDS",
-    "CLEAR",
-    "DESIGNS",
-    "FIRST_LOOK",
-    "FIXED",
-    "LOOK_EVERY",
-    "SEQUENTIAL",
-    "Pair",
-    "Stop",
-    "compare_paired",
-    "design_of",
-    "evidence_of",
-    "first_stop",
-    "judge_rounds",
-    "looks",
-    "paired_doubt",
-    "paired_with_doubts",
-    "pairs_of",
-    "stop_before",
-    "summarize_paired_dir",
-]
+__all__ = ["ALL_ROUNDS", "CLEAR", "DESIGNS", "FIRST_LOOK", "FIXED", "LOOK_EVERY", "SEQUENTIAL",
+           "Judgement", "Pair", "Stop", "compare_paired", "design_of", "evidence_of", "first_stop",
+           "judge_paired_run", "judge_rounds", "looks", "paired_doubt", "paired_with_doubts",
+           "pairs_of", "stop_before", "summarize_paired_dir"]
 
 @dataclass(frozen=True)
 class Pair:
@@ -123,13 +106,9 @@ SEQUENTIAL = "sequential"
 FIXED = "fixed"
 DESIGNS = (SEQUENTIAL, FIXED)
 
-#: The first interim look and the rounds between looks. 4: the bootstrap interval of fewer
-#: rounds is meaningless, and at 4 and 5 only futility can stop the permutation test (its
-#: smallest p, 1/16 and 1/32, is above the interim level); a regression or an improvement
-#: needs round 6 (1/64). A look after every round: futility may stop at 5, a clear change at
-#: 6 or 7. At an odd look ABBA order has put one side first
-#: once more than the other; a first-run or second-run effect e then moves the log ratio by
-#: e/k, a fifth of it at round 5, and it alternates in sign from round to round.
+#: The first interim look and the rounds between looks: a bootstrap interval of fewer rounds
+#: is meaningless, and the permutation test's smallest p (2**-k) lets futility stop at 4 or 5,
+#: a change from 6 (docs/reports.md, "Stopping early").
 FIRST_LOOK = 4
 LOOK_EVERY = 1
 
@@ -194,10 +173,6 @@ def first_stop(
 
 
 # -- a whole run ------------------------------------------------------------------------------
-def _adj(bench: BenchSummary | None) -> float:
-    return bench.perf_adj if bench is not None else 0.0
-
-
 def _paired_adj(base: BenchSummary | None, cand: BenchSummary) -> tuple[float, float]:
     """(candidate, base) perf_adj over the rounds both sides completed (issue 40 item 14): a
     round that failed, was cut short or never ran on one side is no round of the comparison,
@@ -365,7 +340,7 @@ def _refused(cand: BenchSummary, base: BenchSummary, note: str) -> BenchComparis
     return BenchComparison(
         name=cand.name, units=cand.units, weight=cand.weight, current=cand.perf or 0.0,
         baseline=base.perf or 0.0, ratio=None, p_value=None,
-        samples=(0, 0), current_adj=_adj(cand), baseline_adj=_adj(base), note=note,
+        samples=(0, 0), current_adj=cand.perf_adj, baseline_adj=base.perf_adj, note=note,
         verdict=judge_unmatched(current_ran=bool(cand.rates), reference_ran=bool(base.rates),
                                 refused=note).word)
 
@@ -546,3 +521,40 @@ def summarize_paired_dir(
             raise
         raise DlbenchError(f"{Path(run_dir) / layout.AGAINST}: {exc}") from None
     return candidate, base, comparison
+
+
+# -- a step of dlbench bisect ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judgement:
+    word: str  # CHANGED, SAME or UNSURE
+    ratio: float | None  # candidate rate / GOOD's (above 1 is faster)
+    ci: tuple[float, float] | None
+    p: float | None
+    pairs: int
+    verdict: str  # the paired test's word (regressed, improved, unchanged, failed...)
+
+    def closer_to(self, changed_ratio: float) -> bool:
+        """Whether the ratio is nearer (in log) to ``changed_ratio`` than to 1: how an
+        unsure step is decided when no more rounds are allowed."""
+        if self.ratio is None or self.ratio <= 0 or changed_ratio <= 0:
+            return False
+        return abs(math.log(self.ratio) - math.log(changed_ratio)) < abs(math.log(self.ratio))
+
+
+def judge_paired_run(run_dir: str | PathLike[str], bench: str, *,
+                     tolerance: float = TOLERANCE, alpha: float = ALPHA) -> Judgement | None:
+    """One step of ``dlbench bisect``: the judgement of ``bench`` in a ``--bench-against`` run
+    directory of a commit against GOOD (the core's ``judge_probe``); None when the run has no
+    verdict for it (not paired, or the benchmark did not run on both sides)."""
+    paired = summarize_paired_dir(run_dir, tolerance=tolerance, alpha=alpha)
+    if paired is None:
+        return None
+    row = next((b for b in paired[2].benchmarks if b.name == bench), None)
+    if row is None or row.ratio is None:
+        return None
+    ci = (float(row.ci[0]), float(row.ci[1])) if row.ci is not None else None
+    found = Evidence(row.ratio, row.p_value, ci, paired=True)
+    word = judge_probe(row.verdict, found, Rule(tolerance, alpha))
+    return Judgement(word=word, ratio=row.ratio, ci=ci,
+                     p=row.p_value, pairs=row.samples[0] if row.samples else 0,
+                     verdict=row.verdict)

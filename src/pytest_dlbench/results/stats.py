@@ -15,32 +15,15 @@ from dataclasses import dataclass
 
 from pytest_dlbench.results.verdict import ALPHA
 
-#: The ``quantile`` test's statistic: this percentile of each side's steady steps, pooled over
-#: the rounds (the upper quartile: the speed a side reaches when the machine lets it).
+#: The ``quantile`` test's percentile of each side's steady steps pooled over the rounds.
 PAIRED_QUANTILE = 75.0
 
-__all__ = [
-    "BETWEEN_RUNS",
-    "BOOTSTRAPS",
-    "PAIRED_QUANTILE",
-    "PAIRED_TESTS",
-    "PERMUTATIONS",
-    "TESTS",
-    "PairedStats",
-    "StatTest",
-    "combine_log_ratios",
-    "combined_paired",
-    "combined_paired_var",
-    "describe_test",
-    "p_in_direction",
-    "paired_stats",
-    "quantile_stats",
-    "t_test",
-    "weighted_geomean",
-]
+__all__ = ["BETWEEN_RUNS", "BOOTSTRAPS", "PAIRED_QUANTILE", "PAIRED_TESTS", "PERMUTATIONS", "TESTS",
+           "PairedStats", "StatTest", "combine_log_ratios", "combined_paired",
+           "combined_paired_var", "describe_test", "p_in_direction", "paired_stats",
+           "quantile_stats", "t_test", "weighted_geomean"]
 
-#: Sign patterns tried by the permutation test beyond exact enumeration (2**12 rounds' worth),
-#: and resamples of the bootstrap interval; both seeded, so a verdict is reproducible.
+#: Permutations beyond exact enumeration (12 rounds), bootstrap resamples; seeded, reproducible.
 PERMUTATIONS = 4096
 BOOTSTRAPS = 2000
 
@@ -58,8 +41,7 @@ def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
 
 
 def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:
-    """The one-sided p-value of the change's own direction: ``p_lower`` for a ratio below 1,
-    else ``p_higher``. What a row reports and what the verdict judges."""
+    """The one-sided p of the change's own direction: what a row reports and the core judges."""
     if ps is None:
         return None
     return ps[0] if ratio < 1 else ps[1]

@@ -2,8 +2,9 @@
 **regressed**, **improved**, is **unchanged**, **inconclusive**, **failed** or
 **incomparable**. Every mode only measures and hands it an :class:`Evidence`: a saved baseline
 (results/compare.py, noise.py), a ``--bench-against`` run at its last or an interim look
-(results/paired.py), confirmation reruns (results/confirm.py), a bisect step (results/probe.py)
-and a step of the history (results/changes.py). The :class:`Rule` decides and describes itself.
+(results/paired.py), confirmation reruns (results/confirm.py), a bisect step
+(results/paired.judge_paired_run) and a step of the history (results/changes.py). The
+:class:`Rule` decides and describes itself.
 
 **The rule** needs size *and* evidence: within ``1 ± tolerance`` is unchanged; beyond it, a
 change is claimed when its one-sided p is below alpha; slower without the evidence, or with a
@@ -21,40 +22,12 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-__all__ = [
-    "ALPHA",
-    "CHANGED",
-    "CLAIM_ALPHA_SHARE",
-    "FAILED",
-    "FUTILITY_CONFIDENCE",
-    "IMPROVED",
-    "INCOMPARABLE",
-    "INCONCLUSIVE",
-    "NOT_HELD",
-    "REGRESSED",
-    "SAME",
-    "SUSPECT",
-    "TOLERANCE",
-    "UNCHANGED",
-    "UNSURE",
-    "Evidence",
-    "Reach",
-    "Rule",
-    "Verdict",
-    "check_levels",
-    "judge",
-    "judge_confirmation",
-    "judge_confirmed_score",
-    "judge_doubted",
-    "judge_doubted_score",
-    "judge_look",
-    "judge_probe",
-    "judge_score",
-    "judge_step",
-    "judge_unmatched",
-    "reach",
-    "repeats",
-]
+__all__ = ["ALPHA", "CHANGED", "CLAIM_ALPHA_SHARE", "FAILED", "FUTILITY_CONFIDENCE", "IMPROVED",
+           "INCOMPARABLE", "INCONCLUSIVE", "NOT_HELD", "REGRESSED", "SAME", "SUSPECT", "TOLERANCE",
+           "UNCHANGED", "UNSURE", "Evidence", "Reach", "Rule", "Verdict", "judge",
+           "judge_confirmation", "judge_confirmed_score", "judge_doubted", "judge_doubted_score",
+           "judge_look", "judge_probe", "judge_score", "judge_step", "judge_unmatched", "reach",
+           "repeats"]
 
 # -- the words, defined once ------------------------------------------------------------------
 REGRESSED = "regressed"
@@ -68,7 +41,8 @@ INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on 
 SUSPECT = (REGRESSED, IMPROVED)
 #: A confirmed verdict that did not hold while the combined comparison still says it.
 NOT_HELD = INCONCLUSIVE
-#: A bisect step (results/probe.py): beyond the tolerance from GOOD, within it, or neither.
+#: A bisect step (results/paired.judge_paired_run): beyond the tolerance from GOOD, within it,
+#: or neither.
 CHANGED, SAME, UNSURE = "changed", "same", "unsure"
 
 #: Defaults of the rule (smallest change that counts; significance level), tuned with
@@ -89,15 +63,6 @@ class Verdict:
 
     word: str
     reason: str
-
-
-def check_levels(tolerance: float, alpha: float) -> None:
-    """Refuse a tolerance or alpha no verdict can be made with (the options parse them in
-    results/gate.py; this guards the functions called directly)."""
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
 @dataclass(frozen=True)
@@ -147,10 +112,6 @@ def reach(ratio: float, log_var: float | None, tolerance: float) -> Reach | None
     return Reach(se, statistics.NormalDist().cdf(-bound / se))
 
 
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:g}%"
-
-
 @dataclass(frozen=True)
 class Rule:
     """The decision: the tolerance, alpha and the share of alpha a noisy change needs."""
@@ -159,8 +120,11 @@ class Rule:
     alpha: float = ALPHA
     claim_share: float = CLAIM_ALPHA_SHARE
 
-    def __post_init__(self) -> None:
-        check_levels(self.tolerance, self.alpha)
+    def __post_init__(self) -> None:  # no verdict can be made with other levels
+        if not 0 <= self.tolerance < 1:
+            raise ValueError(f"tolerance must be in [0, 1), got {self.tolerance}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
     @property
     def claim_level(self) -> float:
@@ -198,7 +162,7 @@ def _significance(ratio: float, p: float | None, rule: Rule) -> Verdict:
     elif word == IMPROVED:
         beyond = f"{size} above {1 + rule.tolerance:.3f}"
     else:
-        return Verdict(UNCHANGED, f"{size} not beyond ±{_percent(rule.tolerance)}")
+        return Verdict(UNCHANGED, f"{size} not beyond ±{rule.tolerance * 100:g}%")
     if p is None:
         return Verdict(UNCHANGED, f"{beyond}, but no test (too few samples)")
     if p < rule.alpha:

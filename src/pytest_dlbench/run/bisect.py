@@ -6,9 +6,9 @@ GOOD..BAD``). Each step checks one commit out in a temporary worktree (run/again
 :class:`~pytest_dlbench.run.against.BaseSide`, the worktree ``--bench-against`` uses) and runs
 there ``pytest --bench-suite=SUITE -k BENCH --bench-against=GOOD``: a paired run of that commit
 against GOOD, ABBA rounds on one machine, judged by the paired test. The judge is given
-(results/probe.py: this layer does not read results); a step it cannot decide is run again
-with twice the rounds, up to ``max_rounds``, then decided by whether its ratio is nearer BAD's
-or 1. BAD is measured first: without a change there, there is nothing to find.
+(results/paired.judge_paired_run: this layer does not read results); a step it cannot decide
+is run again with twice the rounds, up to ``max_rounds``, then decided by whether its ratio is
+nearer BAD's or 1. BAD is measured first: without a change there, there is nothing to find.
 
 **What is kept.** Each paired run's results base is a folder of its own under
 ``<results base>/bisect/<bench>.<time>/`` (``<k>-<commit>-<rounds>r``: its ``runs/<run>`` for
@@ -65,7 +65,7 @@ class BisectError(AgainstError):
 
 
 class Verdict(Protocol):
-    """What a judge says of one paired run (results/probe.Judgement)."""
+    """What a judge says of one paired run (results/paired.Judgement)."""
 
     word: str  # "changed", "same" or "unsure"
     ratio: float | None
