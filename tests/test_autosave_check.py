@@ -54,3 +54,21 @@ def test_a_good_folder_is_made_and_left_clean(tmp_path: Path,
     (tmp_path / "a" / "h" / "box").mkdir()
     assert history_problem(tmp_path / "a" / "h") is None  # the machine's folder, writable
     assert not list((tmp_path / "a" / "h" / "box").iterdir())  # the probe is removed
+
+
+def test_dlbench_report_checks_the_run_bases_history_for_the_flag_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dlbench report RUN --autosave``: the history is ``<base>/history`` of the run's base,
+    checked before the run is scored (exit status 4, one line), as pytest checks its own."""
+    from _runs import write_run
+
+    from pytest_dlbench.cli import main
+
+    run = tmp_path / "out" / "runs" / "r.20261127-000000"
+    run.mkdir(parents=True)
+    write_run(run, "a")
+    (tmp_path / "out" / "history").write_text("")  # a file where the folder goes
+    assert main(["report", str(run), "--autosave"]) == 4
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == [f"dlbench: error: --autosave: {tmp_path / 'out' / 'history'} is not a "
+                   "directory"]

@@ -122,7 +122,7 @@ def test_binary_search_names_the_first_changed_commit(tmp_path: Path, slow: int,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     repo, shas = make_repo(tmp_path / "repo", slow=slow)
     tries, judge = fake_steps(monkeypatch, {}, slow)
-    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=4,
                     judge=judge, start=repo)
     assert result.first == shas[slow]
     assert result.commits == shas[1:]
@@ -138,7 +138,7 @@ def test_unsure_steps_take_more_rounds_then_the_nearer_ratio(
     # ratio (0.95: nearer BAD's 0.85 than 1? no: |ln .95 - ln .85| > |ln .95|), so unchanged.
     tries, judge = fake_steps(monkeypatch, {5: ["unsure"]}, slow=6)
     lines: list[Any] = []
-    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=4,
                     judge=judge, start=repo, report=lines.append)
     assert [r for i, r in tries if i == 5] == [4, 8, 16]
     step = next(p for p in lines if p.commit == shas[5])
@@ -288,3 +288,64 @@ def test_sigterm_during_bisect_runs_every_finally() -> None:
         finally:
             cleaned.append(True)
     assert cleaned == [True] and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_killed_bisect_stops_its_step_with_sigterm(tmp_path: Path) -> None:
+    """SIGKILL runs no ``finally``: the step's pytest gets SIGTERM from the kernel when bisect
+    dies (PR_SET_PDEATHSIG), so it removes its worktree of GOOD as on Ctrl-C, not left running
+    until its benchmarks end."""
+    import signal
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    marker = tmp_path / "terminated"
+    (tmp_path / "test_step.py").write_text(textwrap.dedent(f"""
+        import pathlib, signal, time
+
+        def test_step():
+            def on_term(signum, frame):
+                pathlib.Path({str(marker)!r}).write_text("SIGTERM")
+                raise SystemExit(0)
+            signal.signal(signal.SIGTERM, on_term)
+            pathlib.Path({str(tmp_path / "started")!r}).write_text("")
+            time.sleep(60)
+    """))
+    runner = textwrap.dedent(f"""
+        from pathlib import Path
+        from pytest_dlbench.run.bisect import _run_pytest
+        _run_pytest(["-q", "-p", "no:cacheprovider", "test_step.py"], Path({str(tmp_path)!r}),
+                    Path({str(tmp_path / "pytest.log")!r}))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the step never started"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.read_text() == "SIGTERM"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_the_library_and_the_command_take_the_same_rounds() -> None:
+    import inspect
+
+    from pytest_dlbench.results import gate
+
+    defaults = inspect.signature(bisect).parameters
+    assert defaults["rounds"].default == gate.BISECT_ROUNDS == 8
+    assert defaults["max_rounds"].default == gate.BISECT_MAX_ROUNDS
+    args = _bisect_args(["bisect", "GOOD", "BAD", "-k", "x"])
+    assert (args.rounds, args.max_rounds) == (gate.BISECT_ROUNDS, gate.BISECT_MAX_ROUNDS)
+
+
+def _bisect_args(argv: list[str]) -> Any:
+    from pytest_dlbench.cli import build_parser
+
+    return build_parser().parse_args(argv)

@@ -97,7 +97,7 @@ def test_progress_while_a_step_runs_names_step_commit_round_and_ratio(
     repo, shas = make_repo(tmp_path / "repo", slow=3, n=5)
     runner = RoundByRound(slow=3)
     monkeypatch.setattr(bisect_module, "_run_pytest", runner.run_pytest)
-    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=4,
                     judge=runner.judge, start=repo, keep=tmp_path / "base",
                     progress=runner.progress, every=0.01)
     assert result.first == shas[3]
@@ -118,7 +118,7 @@ def test_each_steps_run_is_kept_in_the_results_base(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     repo, shas = make_repo(tmp_path / "repo", slow=5)
     tries, judge = fake_steps(monkeypatch, {5: ["unsure", "same"]}, slow=6)
-    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=4,
                     judge=judge, start=repo, keep=tmp_path / "base")
     assert result.folder is not None
     assert result.folder.parent == (tmp_path / "base" / "bisect").resolve()

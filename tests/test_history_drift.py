@@ -258,3 +258,22 @@ def test_copied_history_files_do_not_narrow_the_drift_or_change_the_verdict(
     assert drifts[4] == drifts[0] and drifts[0].df == 2
     assert drifts[0].source == "3 sessions of 1 commit in the history"
     assert verdicts[4] == verdicts[0] == gate.EXIT_INCONCLUSIVE
+
+
+def test_copied_history_files_count_once_in_a_commits_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dlbench history``'s point of a commit is the median of its sessions: a file copied under
+    a second name is the same session, not a second run of it."""
+    from pytest_dlbench.results.history import bench_series, load_history
+
+    monkeypatch.setenv("DLBENCH_MACHINE", "here")
+    points = {}
+    for copies in (0, 2):
+        folder = spread_history(tmp_path / f"c{copies}", copies)
+        entries, problems = load_history(folder)
+        assert problems == [] and len(entries) == 3 * (1 + copies)
+        (series,) = bench_series(entries)
+        points[copies] = series.points
+    assert [(p.runs, p.rate) for p in points[2]] == [(p.runs, p.rate) for p in points[0]]
+    assert points[0][0].runs == 3

@@ -63,6 +63,11 @@ def test_json_numbers_and_default_units_come_from_core_numbers() -> None:
         text = (root / name).read_text()
         assert '"items/s"' not in text, name
         assert not re.search(r"not isinstance\([^)]*bool\)", text), name
+    # A finite JSON number is core/numbers.is_finite, written out nowhere else.
+    for path in (root / "src").rglob("*.py"):
+        if path.name != "numbers.py":
+            assert not re.search(r"is_number\((\w+)\) and math\.isfinite\(\1\)",
+                                 path.read_text()), path
 
 
 def test_a_flops_record_of_bools_is_no_figure(tmp_path: Any) -> None:

@@ -34,6 +34,20 @@ def test_the_failure_section_has_the_error_not_an_inner_pytest_summary(
     assert "E               RuntimeError: boom at step 5" in section
     assert "short test summary info" not in section and "1 failed in" not in section
     assert "FAILED " not in section
+    assert "= FAILURES =" not in section and "___ broken" not in section  # the child's banners
+
+
+def test_the_tail_leaves_the_childs_pytest_banners_out(tmp_path: Path) -> None:
+    from pytest_dlbench.plugin.items import _tail
+
+    log = tmp_path / "b.log"
+    log.write_text("=" * 30 + " FAILURES " + "=" * 30 + "\n" + "_" * 20 + " broken[D0] "
+                   + "_" * 20 + "\n\nbench = <Bench>\n>   raise RuntimeError('boom')\n"
+                   "E   RuntimeError: boom\n" + "=" * 70 + "\n" + "-" * 5 + " Captured "
+                   "stderr call " + "-" * 5 + "\nwarm-up done\n")
+    assert _tail(log).splitlines() == [
+        "", "bench = <Bench>", ">   raise RuntimeError('boom')", "E   RuntimeError: boom",
+        "----- Captured stderr call -----", "warm-up done"]
 
 
 # -- W&B says where it logged, in one line as MLflow does ---------------------------------------

@@ -136,6 +136,14 @@ def test_the_peaks_reach_the_summary_and_the_report_unchanged(tmp_path: Path) ->
     row = lines[at + 1]
     assert row.split()[0] == "net"
     assert byte_size(7 * GIB + 123) in row and byte_size(8 * GIB + 456) in row
+    # The loggers send them too: per run, and per benchmark in the session's summary.
+    from pytest_dlbench.loggers.source import bench_metrics, read_run, run_stats
+    from pytest_dlbench.results.baseline import summary_dict
+
+    _, result = read_run(tmp_path / "net.D0.R1.data")
+    assert run_stats(result)["torch_max_reserved_bytes"] == 8 * GIB + 456
+    metrics = bench_metrics(summary_dict(summarize_dir(tmp_path)))["net"]
+    assert metrics["bench_torch_max_allocated_bytes"] == 7 * GIB + 123
 
 
 def test_combining_runs_keeps_the_largest_and_leaves_unknown_out() -> None:

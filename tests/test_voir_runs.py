@@ -187,5 +187,11 @@ def test_the_html_report_shows_both() -> None:
     page = render_html(summarize_runs([run_from_records(records([10.0] * 9, warning=message))]))
     assert f'<span class="badge bad" title="{message}">too few observations</span>' in page
     assert '<span class="muted">milabench 10' in page
+    # Each warning is named by what it says: a voir line left out is no "too few observations".
+    dropped = ("voir data line 3 left out: not JSON (later lines left out for this reason are "
+               "only counted: the command record's data_dropped)")
+    page = render_html(summarize_runs([run_from_records(records([10.0] * 9, warning=dropped))]))
+    assert '">voir data line 3 left out</span>' in page
+    assert ">too few observations<" not in page
     plain = render_html(summarize_runs([run_from_records(records([10.0] * 9, voir=False))]))
     assert "too few observations" not in plain and "milabench 10" not in plain

@@ -171,10 +171,13 @@ def _latest_run(args: argparse.Namespace) -> Path:
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.evaluation import render_evaluation, write_evaluation
     from pytest_dlbench.results.evaluation import evaluate
+    from pytest_dlbench.results.history import default_history
 
     run_dir = check_run_dir(args.run_dir) if args.run_dir else _latest_run(args)
     baseline = _load_baseline(args.compare) if args.compare else None
-    check_outputs(lambda dest: getattr(args, dest), cli=True)  # before anything is scored
+    # Before anything is scored; --autosave alone writes into the run's <base>/history.
+    check_outputs(lambda dest: getattr(args, dest), cli=True,
+                  history_base=default_history(run_dir).parent)
     # Without --compare, a --bench-against run is judged against its base side, which is in
     # the run directory with the verdict's settings.
     options = evaluate_options(lambda dest: getattr(args, dest), baseline=baseline,

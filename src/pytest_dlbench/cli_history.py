@@ -18,11 +18,6 @@ __all__ = ["COMMANDS", "add_history_commands"]
 
 #: The commands added here; a bad option or input is exit status 4, as for ``report``.
 COMMANDS = ("history", "bisect")
-#: The rounds of a bisect step's first paired run. The paired test's smallest p after k rounds
-#: is 2**-k, and the sequential design first calls a change at round 6 (results/paired.py):
-#: with 4, every changed step ran again with 8 (a 13 % step: 4 + 6 rounds instead of 6).
-#: The paired run stops early when its verdict is clear (an unchanged step at round 4).
-FIRST_ROUNDS = 8
 
 
 def _default_history() -> Path:
@@ -199,14 +194,14 @@ def add_history_commands(commands: Any) -> None:
                         metavar="SUITE", help="the suite (a name or a YAML file)")
     bisect.add_argument("-k", metavar="BENCH", required=True, help="the benchmark")
     bisect.add_argument("--rounds", "--bench-rounds", type=gate.parse_rounds,
-                        default=FIRST_ROUNDS, metavar="K",
-                        help=f"rounds of a step's first paired run (default {FIRST_ROUNDS}: it "
-                             "stops early once its verdict is clear; 4 rounds can never show "
-                             "a change at the default alpha); "
-                                          "twice as many while the test cannot decide")
-    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=16, metavar="K",
-                        help="the most rounds of one paired run (default 16); not fewer "
-                             "than --rounds")
+                        default=gate.BISECT_ROUNDS, metavar="K",
+                        help="rounds of a step's first paired run (default "
+                             f"{gate.BISECT_ROUNDS}: it stops early once its verdict is clear; 4 "
+                             "rounds can never show a change at the default alpha); twice as "
+                             "many while the test cannot decide")
+    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=gate.BISECT_MAX_ROUNDS,
+                        metavar="K", help="the most rounds of one paired run (default "
+                        f"{gate.BISECT_MAX_ROUNDS}); not fewer than --rounds")
     bisect.add_argument("--bench-base", "--base", dest="bench_base", metavar="DIR",
                         default=None,
                         help="the results base that keeps each step's run, in DIR/bisect/"

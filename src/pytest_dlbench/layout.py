@@ -50,6 +50,8 @@ from pytest_dlbench.suite import BenchSpec
 from pytest_dlbench.suite.spec import name_problem
 
 __all__ = [
+    "BISECT",
+    "BISECT_STEP_LOG",
     "AGAINST",
     "BASE",
     "CANDIDATE",
@@ -127,6 +129,10 @@ SIDES = (BASE, CANDIDATE)
 #: The folder of the confirmation runs, and the file written once every one of them ran.
 CONFIRM_DIR = "confirm"
 CONFIRM_DONE = "confirmed.json"
+#: The folder of a results base that keeps each ``dlbench bisect``'s runs, and a step's pytest
+#: output in its folder.
+BISECT = "bisect"
+BISECT_STEP_LOG = "pytest.log"
 _STREAM_NAME = re.compile(r"^(?P<bench>.+)\.D(?P<device>\d+)(?:\.R(?P<repeat>\d+))?\.data$")
 _ITEM_ID = re.compile(r"(?:^|::)(?P<bench>[^:\[]+)\[D(?P<device>\d+)(?:-R(?P<repeat>\d+))?\]$")
 

@@ -21,6 +21,7 @@ __all__ = [
     "MISSING",
     "STORED_UNITS",
     "as_number",
+    "is_finite",
     "is_integer",
     "is_number",
     "as_named",
@@ -93,6 +94,11 @@ def is_number(value: Any) -> TypeGuard[int | float]:
 def is_integer(value: Any) -> TypeGuard[int]:
     """An int, never a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> TypeGuard[int | float]:
+    """A finite int or float, never a bool (a figure a formula can take)."""
+    return is_number(value) and math.isfinite(value)
 
 
 def as_number(value: Any) -> float | None:

@@ -177,7 +177,8 @@ def as_shown(key: str, value: Any) -> Any:
     return as_named(key, value)
 
 
-_TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "energy_j", "mean_gpu_util")
+_TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "torch_max_allocated_bytes",
+                   "torch_max_reserved_bytes", "energy_j", "mean_gpu_util")
 
 
 def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -333,7 +334,8 @@ def samples(records: RunRecords) -> list[Sample]:
 
 
 def run_stats(result: RunResult) -> dict[str, float]:
-    """The run's own numbers: ``run_rate`` and its peak memory, energy and GPU load."""
+    """The run's own numbers: ``run_rate`` and its peak memory (the device's, the process's,
+    torch's allocated and reserved), energy and GPU load."""
     stats: dict[str, float] = {}
     if result.rate is not None:
         stats["run_rate"] = float(result.rate)

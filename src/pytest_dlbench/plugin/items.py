@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,16 +222,23 @@ def _scored_rate(records: Any) -> float | None:
     return run_from_records(records).rate
 
 
+#: The child's own pytest banners (``=== FAILURES ===``, ``___ name[D0] ___``): under the
+#: parent's failure section they read as a second, inner test report.
+_BANNER = re.compile(r"^(?:=+|_+)(?: .* (?:=+|_+))?$")
+
+
 def _tail(path: Path, lines: int = 15, *, width: int = 1000, size: int = 64 << 10) -> str:
-    """The last ``lines`` lines of a child's log, each cut to ``width`` characters (a 20 MB
-    exception message is in the log, not on the terminal), from its last ``size`` bytes."""
+    """The last ``lines`` lines of a child's log, without pytest's banners, each cut to
+    ``width`` characters (a 20 MB exception message is in the log, not on the terminal), from
+    its last ``size`` bytes."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - size))
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(shorten(line, width) for line in text.rstrip().splitlines()[-lines:])
+    kept = [line for line in text.rstrip().splitlines() if not _BANNER.match(line.strip())]
+    return "\n".join(shorten(line, width) for line in kept[-lines:])
 
 
 class BenchFunction(_BenchNode, pytest.Function):

@@ -42,7 +42,7 @@ from pytest_dlbench.measure.machine import machine_info
 from pytest_dlbench.results.baseline import load_summary, summary_dict
 from pytest_dlbench.results.changes import Step, detect_steps
 from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.history_drift import HistoryDrifts, history_drifts
+from pytest_dlbench.results.history_drift import HistoryDrifts, history_drifts, session_key
 from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
@@ -482,7 +482,12 @@ def bench_series(
     order: dict[str, int] = {}
     units: dict[tuple[str, str], str] = {}
     notes: dict[tuple[str, str], list[str]] = {}
+    sessions: set[str] = set()
     for entry in entries:
+        session = session_key(entry.summary)
+        if session in sessions:  # one session's file copied under a second name: one run
+            continue
+        sessions.add(session)
         key_commit = entry.commit or f"nogit:{entry.path.name}"
         if entry.dirty:
             key_commit += "+dirty"  # uncommitted changes are not the commit's code

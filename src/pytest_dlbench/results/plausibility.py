@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_number, number
+from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_finite, number
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.stream import LOOP_START
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
@@ -102,17 +102,13 @@ def _columns(steady: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, Any, An
             for r in steady)
 
 
-def _number(x: Any) -> bool:
-    return is_number(x) and math.isfinite(x)
-
-
 def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | None:
     """The steady ``rate`` records (in stream order) of a run timed by the Bench, against the
     wall clock; None (no judgement) when a record lacks ``time``, ``seconds`` or ``items``,
     when the records span fewer than two chains, or when no chain holds two steps (each record
     timed on its own: ``log_step``, not the timer's windows)."""
     first = next(_columns(steady), None)
-    if first is None or not all(map(_number, first[:3])):
+    if first is None or not all(map(is_finite, first[:3])):
         return None
     start = float(first[0]) - float(first[1])  # the first steady step's start
     chain_seconds, chain_steps, longest = 0.0, 0, 0
@@ -120,7 +116,7 @@ def wall_clock_check(steady: Sequence[Mapping[str, Any]]) -> WallClockCheck | No
     total_seconds = items = excess = forgiven = 0.0
     previous = start
     for time, seconds, count, loop_start in _columns(steady):
-        if not (_number(time) and _number(seconds) and _number(count)):
+        if not (is_finite(time) and is_finite(seconds) and is_finite(count)):
             return None
         begin = float(time) - float(seconds)
         if abs(begin - previous) > _ULPS * math.ulp(previous) and chain_steps:

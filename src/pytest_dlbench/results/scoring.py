@@ -15,7 +15,7 @@ from itertools import chain
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_integer, is_number
+from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_finite, is_integer, is_number
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.layout import parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
@@ -69,10 +69,6 @@ BURST = 0.5
 
 
 # -- one run ----------------------------------------------------------------------------------
-def _finite(x: Any) -> bool:
-    return is_number(x) and math.isfinite(x)
-
-
 def _window_rate(records: Sequence[Mapping[str, Any]]) -> float | None:
     """Σitems/Σseconds when every record has them; the mean of the values otherwise.
 
@@ -84,7 +80,7 @@ def _window_rate(records: Sequence[Mapping[str, Any]]) -> float | None:
         seconds = sum(map(float, _field(records, "seconds")))
         if seconds > 0:
             return sum(map(float, _field(records, "items"))) / seconds
-    return _mean(float(v) for v in _field(records, "value") if _finite(v))
+    return _mean(float(v) for v in _field(records, "value") if is_finite(v))
 
 
 def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any = None) -> Iterator[Any]:
@@ -97,8 +93,8 @@ def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any = None)
 
 def _all_timed(records: Sequence[Mapping[str, Any]]) -> bool:
     """Every record has finite ``items`` and ``seconds``."""
-    return (all(map(_finite, _field(records, "items")))
-            and all(map(_finite, _field(records, "seconds"))))
+    return (all(map(is_finite, _field(records, "items")))
+            and all(map(is_finite, _field(records, "seconds"))))
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -165,7 +161,7 @@ def step_stats(
         steps=n,
         total_time_secs=total,
         items=items,
-        throughput_avg=_mean(float(v) for v in _field(counted, "value") if _finite(v)),
+        throughput_avg=_mean(float(v) for v in _field(counted, "value") if is_finite(v)),
         time_per_iteration=total / len(counted),
         done_percent=done_percent,
     )
@@ -198,12 +194,12 @@ def run_from_records(
     end = run.end  # the last one wins (the parent appends after a torn child)
     # Views of the rate records (measure/rates.py): never a list of a million dicts.
     steady, warmup, observations = run.steady, run.warmup, run.rates
-    bad_loss = next((r for r in run.losses if not _finite(r.get("value"))), None)
+    bad_loss = next((r for r in run.losses if not is_finite(r.get("value"))), None)
     flops: Mapping[str, Any] = run.flops or {}
     device_name = next((m["device_name"] for m in reversed(run.kind(Event.META))
                         if m.get("device_name")), None)
     progress = next((float(r["done_percent"]) for r in reversed(run.progress)
-                     if _finite(r.get("done_percent"))), None)
+                     if is_finite(r.get("done_percent"))), None)
     compiles = run.compiles
     bench = str(spec.get("name") or bench)
     metric = str(spec.get("metric") or THROUGHPUT)

@@ -42,22 +42,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_dlbench.layout import RUNS, base_dir, parse_stream_name, results_base, stream_paths
+from pytest_dlbench.layout import (
+    BISECT,
+    BISECT_STEP_LOG,
+    RUNS,
+    base_dir,
+    parse_stream_name,
+    results_base,
+    stream_paths,
+)
+from pytest_dlbench.results.gate import BISECT_MAX_ROUNDS, BISECT_ROUNDS
 from pytest_dlbench.run.against import AgainstError, BaseSide, _git, find_repo, resolve_rev
+from pytest_dlbench.run.process import pdeathsig_setter
 
 __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "bisect",
            "commits_between"]
 
-#: The rounds of a step's first paired run, and the most it may take.
-ROUNDS = 4
-MAX_ROUNDS = 16
 #: Seconds between two progress reports while a step runs (issue 41: up to 8 minutes passed
 #: between two lines before).
 PROGRESS_S = 10.0
-#: The folder of the results base that holds each bisect's kept runs.
-BISECT_DIR = "bisect"
-#: A step's pytest output, in its folder.
-STEP_LOG = "pytest.log"
 
 
 class BisectError(AgainstError):
@@ -135,10 +138,10 @@ class BisectResult:
 
 def commits_between(repo: Path, good: str, bad: str) -> list[str]:
     """GOOD's first-parent descendants up to BAD, oldest first (BAD last)."""
-    ancestor = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad],
-                              capture_output=True, check=False, stdin=subprocess.DEVNULL)
-    if ancestor.returncode != 0:
-        raise BisectError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
+    try:  # git without the repository's hooks, killed with us, as every git call here
+        _git(repo, "merge-base", "--is-ancestor", good, bad)
+    except AgainstError:  # exit status 1: not an ancestor
+        raise BisectError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})") from None
     commits = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
     if not commits:
         raise BisectError(f"no commit between GOOD ({good[:10]}) and BAD ({bad[:10]})")
@@ -177,7 +180,7 @@ def _subject(repo: Path, commit: str) -> str:
 def _session_folder(base: Path, bench: str) -> Path:
     """``<base>/bisect/<bench>.<time>``, made unique if that second is taken."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    parent = base / BISECT_DIR
+    parent = base / BISECT
     name = re.sub(r"[^A-Za-z0-9._-]", "_", bench).strip(".") or "bench"  # -k's text: a file name
     suffix = 1
     try:
@@ -234,10 +237,13 @@ def _every(seconds: float, tick: Callable[[], None]) -> Iterator[None]:
 
 
 def _run_pytest(argv: Sequence[str], cwd: Path, log: Path) -> int:
-    """Run one step's pytest; stop it (SIGTERM, then SIGKILL) if this process is stopped."""
+    """Run one step's pytest; stop it (SIGTERM, then SIGKILL) if this process is stopped, and
+    SIGTERM it if this process is killed (SIGKILL runs no ``finally``): it removes its own
+    worktree of GOOD on SIGTERM."""
     with open(log, "w", encoding="utf-8") as out:
         child = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=cwd, stdout=out,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 preexec_fn=pdeathsig_setter(signal.SIGTERM))
         try:
             return child.wait()
         except BaseException:
@@ -306,8 +312,8 @@ def bisect(
     judge: Judge,
     start: Path | None = None,
     pytest_args: Sequence[str] = (),
-    rounds: int = ROUNDS,
-    max_rounds: int = MAX_ROUNDS,
+    rounds: int = BISECT_ROUNDS,
+    max_rounds: int = BISECT_MAX_ROUNDS,
     keep: Path | None = None,
     report: Callable[[Probe], None] = lambda probe: None,
     started: Callable[[BisectPlan], None] = lambda plan: None,
@@ -362,7 +368,7 @@ def bisect(
         # This paired run's own results base: its run directory, data and output, kept.
         step_base = folder / f"{number}-{step.commit[:10]}-{k}r"
         step_base.mkdir()
-        log = step_base / STEP_LOG
+        log = step_base / BISECT_STEP_LOG
         watch = _Watch(judge, bench, step_base, Progress(
             step=number, max_steps=steps, commit=step.commit, bad=step.commit == bad_sha,
             round=0, rounds=k, elapsed=0.0))

@@ -20,10 +20,11 @@ __all__ = ["package_path", "pdeathsig_setter", "pin_running_process", "preexec"]
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def pdeathsig_setter() -> Callable[[], None] | None:
-    """A function the forked child calls so that the kernel SIGKILLs it when its parent dies
-    (Linux ``prctl(PR_SET_PDEATHSIG)``); None where that does not exist. Looked up here, in the
-    parent: nothing is loaded between fork and exec."""
+def pdeathsig_setter(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A function the forked child calls so that the kernel sends it ``sig`` (SIGKILL; SIGTERM
+    for a child that cleans up) when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``); None
+    where that does not exist. Looked up here, in the parent: nothing is loaded between fork
+    and exec."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -38,7 +39,7 @@ def pdeathsig_setter() -> Callable[[], None] | None:
                       ctypes.c_ulong]
 
     def set_pdeathsig() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
     return set_pdeathsig
 

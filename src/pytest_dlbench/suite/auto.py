@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_dlbench.core.errors import SuiteError
-from pytest_dlbench.core.numbers import is_number
+from pytest_dlbench.core.numbers import is_finite
 
 __all__ = ["check_options", "fill_auto"]
 
@@ -111,7 +111,7 @@ def check_options(options: Any, *, file: Any = None) -> None:
     numbers += [("cpu", k) for k in ("min", "max", "n_workers")]
     for section, key in numbers:
         value = _section(options, section).get(key)
-        if value is not None and not (is_number(value) and math.isfinite(value)):
+        if value is not None and not is_finite(value):
             raise SuiteError(
                 f"'system.options.{section}.{key}' must be a finite number, got {value!r}",
                 file=file,
