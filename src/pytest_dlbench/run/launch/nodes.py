@@ -208,12 +208,17 @@ def launch_nodes(
 # -- the `node` subcommand: this node's torchrun, ended at the run's deadline ------------------
 
 
+#: How long the killed processes of a node launcher are waited for (they cannot refuse).
+KILL_WAIT_S = 5.0
+
+
 def _kill_marked(marker: str) -> int:
     """SIGKILL every process this node launcher started (:data:`Env.NODE_LAUNCH`) and the
-    process group each leads: torchrun starts its ranks in sessions of their own."""
+    process group each leads (torchrun starts its ranks in sessions of their own), and wait a
+    little for them to be gone: a loaded machine takes a moment to end a killed process."""
     import psutil
 
-    me, found = os.getpid(), 0
+    me, killed = os.getpid(), []
     for process in psutil.process_iter(["pid"]):
         if process.pid == me:
             continue
@@ -224,10 +229,11 @@ def _kill_marked(marker: str) -> int:
                 if os.getpgid(process.pid) == process.pid != os.getpgrp():
                     os.killpg(process.pid, signal.SIGKILL)
             process.kill()
-            found += 1
+            killed.append(process)
         except (psutil.Error, OSError):
             continue  # gone, or not ours to read
-    return found
+    psutil.wait_procs(killed, timeout=KILL_WAIT_S)
+    return len(killed)
 
 
 def _say(message: str) -> None:
