@@ -94,7 +94,7 @@ INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, kee
                        "machine's sessions (--bench-autosave, or dlbench baseline) and run "
                        "with --bench-repeat, or use a quieter runner")
 #: The same for a ``--bench-against`` run, whose sides already ran interleaved: its rounds
-#: were too noisy for the tolerance, or one side's runs met a busy machine (results/noise.py,
+#: were too noisy for the tolerance, or one side's runs met a busy machine (results/paired.py,
 #: results/verdict.py).
 PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter runner, with "
                               "nothing else loading it during the run")
