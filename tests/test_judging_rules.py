@@ -130,3 +130,20 @@ def test_gate_offline_takes_exit_statuses_from_the_evaluation() -> None:
     source = inspect.getsource(offline)
     assert "final_status(" not in source and "run_failed(" not in source
     assert not hasattr(offline, "load_run")
+
+
+def test_a_verdict_word_is_decided_only_by_the_core() -> None:
+    """Issue 38: regressed, improved, unchanged, inconclusive, failed and incomparable are set
+    in results/verdict.py alone (the gate's one word of a run, in results/gate.gate_record):
+    no other module makes a ``Verdict`` or sets a row's word to one of them itself."""
+    import re
+    from pathlib import Path
+
+    words = "REGRESSED|IMPROVED|UNCHANGED|INCONCLUSIVE|FAILED|INCOMPARABLE|NOT_HELD"
+    setting = re.compile(rf"\b(?:verdict|word|score_verdict)\s*=\s*(?:{words})\b"
+                         r"|(?<!class )\bVerdict\(")
+    root = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
+    found = [f"{path.relative_to(root)}:{n}" for path in root.rglob("*.py")
+             if path.name not in ("verdict.py", "gate.py")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if setting.search(line)]
+    assert found == []
