@@ -336,13 +336,11 @@ def test_a_killed_bisect_stops_its_step_with_sigterm(tmp_path: Path) -> None:
 def test_the_library_and_the_command_take_the_same_rounds() -> None:
     import inspect
 
-    from pytest_dlbench.results import gate
-
     defaults = inspect.signature(bisect).parameters
-    assert defaults["rounds"].default == gate.BISECT_ROUNDS == 8
-    assert defaults["max_rounds"].default == gate.BISECT_MAX_ROUNDS
+    assert defaults["rounds"].default == bisect_module.ROUNDS == 8
+    assert defaults["max_rounds"].default == bisect_module.MAX_ROUNDS == 16
     args = _bisect_args(["bisect", "GOOD", "BAD", "-k", "x"])
-    assert (args.rounds, args.max_rounds) == (gate.BISECT_ROUNDS, gate.BISECT_MAX_ROUNDS)
+    assert (args.rounds, args.max_rounds) == (8, 16)
 
 
 def _bisect_args(argv: list[str]) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_dlbench.layout import results_base
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.history import HISTORY
+from pytest_dlbench.run.bisect import MAX_ROUNDS, ROUNDS
 
 __all__ = ["COMMANDS", "add_history_commands"]
 
@@ -194,14 +195,14 @@ def add_history_commands(commands: Any) -> None:
                         metavar="SUITE", help="the suite (a name or a YAML file)")
     bisect.add_argument("-k", metavar="BENCH", required=True, help="the benchmark")
     bisect.add_argument("--rounds", "--bench-rounds", type=gate.parse_rounds,
-                        default=gate.BISECT_ROUNDS, metavar="K",
+                        default=ROUNDS, metavar="K",
                         help="rounds of a step's first paired run (default "
-                             f"{gate.BISECT_ROUNDS}: it stops early once its verdict is clear; 4 "
+                             f"{ROUNDS}: it stops early once its verdict is clear; 4 "
                              "rounds can never show a change at the default alpha); twice as "
                              "many while the test cannot decide")
-    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=gate.BISECT_MAX_ROUNDS,
+    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=MAX_ROUNDS,
                         metavar="K", help="the most rounds of one paired run (default "
-                        f"{gate.BISECT_MAX_ROUNDS}); not fewer than --rounds")
+                        f"{MAX_ROUNDS}); not fewer than --rounds")
     bisect.add_argument("--bench-base", "--base", dest="bench_base", metavar="DIR",
                         default=None,
                         help="the results base that keeps each step's run, in DIR/bisect/"

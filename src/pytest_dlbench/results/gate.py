@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = [
-    "BISECT_MAX_ROUNDS",
-    "BISECT_ROUNDS",
     "gate_record",
     "BASELINE_MISSING",
     "BENCH_FAILED",
@@ -112,12 +110,6 @@ def inconclusive_advice(paired: bool) -> str:
 #: the per-run tests (t, wilcoxon) lost them to the spells.
 ROUNDS = 10
 PAIRED_TEST = "quantile"
-#: ``dlbench bisect``: the rounds of a step's first paired run, and the most one may take. The
-#: paired test's smallest p after k rounds is 2**-k, and the sequential design first calls a
-#: change at round 6 (results/paired.py): with 4, every changed step ran again with 8 (a 13 %
-#: step: 4 + 6 rounds instead of 6). It stops early when its verdict is clear.
-BISECT_ROUNDS = 8
-BISECT_MAX_ROUNDS = 16
 #: What each run of a pair contributes (results/paired.py): ``window``, its rate over the
 #: steady window (Σitems/Σseconds, the scored figure), or ``median``, the median of its steady
 #: steps' rates, which a burst of load over a few steps of one run does not move.
