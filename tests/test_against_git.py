@@ -4,12 +4,14 @@ git started) behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -89,6 +91,34 @@ def _find(marker: str) -> list[psutil.Process]:
     return found
 
 
+def _interrupt_once_running(proc: subprocess.Popen[str], marker: str, sig: int, what: str
+                            ) -> None:
+    """Send ``sig`` once ``sleep MARKER`` runs; the script says "interrupted" (exit 130) and
+    nothing of the sleep is left."""
+    deadline = time.monotonic() + 30
+    while not _find(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _find(f"sleep {marker}"), f"{what} never started"
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and out == "interrupted\n"
+    time.sleep(0.2)
+    assert _find(f"sleep {marker}") == []
+
+
+@contextlib.contextmanager
+def _left_clean(proc: subprocess.Popen[str], marker: str) -> Iterator[None]:
+    """Whatever the test asserts, no ``sleep MARKER`` nor the script is left running."""
+    try:
+        yield
+    finally:
+        for left in _find(f"sleep {marker}"):
+            left.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_an_interrupt_while_git_runs_leaves_no_git_process(repo: Path, tmp_path: Path) -> None:
     # A git command that runs a while and starts a child of its own (a hook, a filter does
     # the same): an alias to a shell command.
@@ -98,22 +128,9 @@ def test_an_interrupt_while_git_runs_leaves_no_git_process(repo: Path, tmp_path:
     script.write_text(INTERRUPTED)
     proc = subprocess.Popen([sys.executable, str(script), str(repo)], stdout=subprocess.PIPE,
                             text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not _find(f"sleep {marker}") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _find(f"sleep {marker}"), "git's alias never started"
-        proc.send_signal(signal.SIGINT)  # Ctrl-C, to pytest alone (git runs in its own group)
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 130 and out == "interrupted\n"
-        time.sleep(0.2)
-        assert _find(f"sleep {marker}") == []  # git and its child died with the interrupt
-    finally:
-        for left in _find(f"sleep {marker}"):
-            left.kill()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with _left_clean(proc, marker):
+        # Ctrl-C, to pytest alone (git runs in its own group): git and its child die with it.
+        _interrupt_once_running(proc, marker, signal.SIGINT, "git's alias")
 
 
 SIGTERMED = textwrap.dedent(
@@ -147,24 +164,11 @@ def test_sigterm_while_the_worktree_is_checked_out_leaves_nothing(repo: Path,
     scratch.mkdir()
     proc = subprocess.Popen([sys.executable, str(script), str(repo)], stdout=subprocess.PIPE,
                             text=True, env={**os.environ, "TMPDIR": str(scratch)})
-    try:
-        deadline = time.monotonic() + 30
-        while not _find(f"sleep {marker}") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _find(f"sleep {marker}"), "the checkout's filter never started"
-        proc.send_signal(signal.SIGTERM)  # a cancelled CI job, to pytest alone
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 130 and out == "interrupted\n"
-        time.sleep(0.2)
-        assert _find(f"sleep {marker}") == []
+    with _left_clean(proc, marker):
+        # A cancelled CI job, to pytest alone.
+        _interrupt_once_running(proc, marker, signal.SIGTERM, "the checkout's filter")
         assert _find(f"{repo}") == []  # no git command on the repository
         listed = git(repo, "worktree", "list", "--porcelain").splitlines()
         assert [line for line in listed if line.startswith("worktree ")] == [
             f"worktree {repo}"]
         assert list(scratch.iterdir()) == []
-    finally:
-        for left in _find(f"sleep {marker}"):
-            left.kill()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()

@@ -233,8 +233,7 @@ def _compare_bench(
     cur_rate, base_rate = _rate(cur), _rate(base)
     adj_ratio = _ratio(cur.perf_adj, base.perf_adj)
     times = (_time(cur), _time(base))
-    refused = units_note(cur, base)
-    refused = refused or noise.range_note(cur, base)
+    refused = units_note(cur, base) or noise.range_note(cur, base)
     found = None
     if refused is None and cur_rate > 0 and base_rate > 0:
         found = noise.evidence(cur, base, cur_rate, base_rate, alpha=rule.alpha,
