@@ -107,9 +107,17 @@ def test_a_wide_interval_is_inconclusive_and_a_narrow_one_within_is_unchanged() 
     assert x is not None and x.verdict == INCONCLUSIVE
     assert x.ci is not None and x.ci[0] < 1 - TOLERANCE < x.ci[1]
     assert "spans the tolerance" in x.reason and row.inconclusive
-    same = compare(summary({"x": repeats(99.0, QUIET_RUNS)}),
-                   summary({"x": repeats(100.0, QUIET_RUNS)})).get("x")
+    # Within the tolerance: unchanged only where the interval excludes a regression beyond
+    # it. A baseline of quiet sessions (the drift at its 1 % floor) does; one session at the
+    # default drift (±5 % a session) does not, whatever the point estimate.
+    same = compare(summary({"x": repeats(100.0, QUIET_RUNS)}),
+                   quiet_sessions(summary({"x": repeats(100.0, QUIET_RUNS)}))).get("x")
     assert same is not None and same.verdict == UNCHANGED
+    assert same.ci is not None and same.ci[0] >= 1 - TOLERANCE
+    one = compare(summary({"x": repeats(100.0, QUIET_RUNS)}),
+                  summary({"x": repeats(100.0, QUIET_RUNS)})).get("x")
+    assert one is not None and one.ratio == pytest.approx(1.0)
+    assert one.verdict == INCONCLUSIVE and "does not exclude a regression beyond 3%" in one.reason
 
 
 def test_improvements_are_judged_alike() -> None:
@@ -117,9 +125,9 @@ def test_improvements_are_judged_alike() -> None:
     base = summary({"x": repeats(100.0, QUIET_RUNS), "y": single(100.0)})
     comparison = compare(cur, base)
     assert comparison.get("x").verdict == IMPROVED  # type: ignore[union-attr]
-    # 8 % faster in one run a side: not evidence of an improvement, and no sign of a
-    # regression either (noise.judge): unchanged, never a failing gate.
-    assert comparison.get("y").verdict == UNCHANGED  # type: ignore[union-attr]
+    # 8 % faster in one run a side: not evidence of an improvement, and its interval does not
+    # exclude a regression either: inconclusive, not unchanged.
+    assert comparison.get("y").verdict == INCONCLUSIVE  # type: ignore[union-attr]
     assert "no improvement claimed" in comparison.get("y").reason  # type: ignore[union-attr]
 
 
@@ -156,24 +164,30 @@ def test_a_score_of_single_runs_is_no_stronger_than_one_benchmark() -> None:
 
 
 @pytest.mark.parametrize(("runs", "noise"), [(1, 0.01), (3, 0.01), (5, 0.02)])
-def test_identical_code_on_a_quiet_machine_stays_unchanged(runs: int, noise: float) -> None:
-    """A/A comparisons with a quiet machine's noise between runs (1-2 %): never regressed,
-    and inconclusive only in the few trials whose ratio lands beyond the tolerance."""
+def test_identical_code_on_a_quiet_machine_is_never_regressed_nor_unchanged_unproven(
+    runs: int, noise: float
+) -> None:
+    """A/A comparisons with a quiet machine's noise between runs (1-2 %), against a baseline of
+    quiet sessions (the drift at its 1 % floor): regressed at most 1 in 40; unchanged exactly
+    where the interval excludes a regression beyond the tolerance, inconclusive elsewhere
+    (docs/reports.md: a saved baseline's drift keeps many quiet A/A pairs inconclusive at 3 %)."""
     rng = random.Random(26)
     words = []
     for _ in range(200):
-        def side() -> list[dict[str, Any]]:
-            rates = [100.0 * (1 + rng.gauss(0, noise)) for _ in range(runs)]
-            if runs == 1:
+        def side(n: int) -> list[dict[str, Any]]:
+            rates = [100.0 * (1 + rng.gauss(0, noise)) for _ in range(n)]
+            if n == 1:
                 return single(rates[0])
             return [run_entry(r, repeat=i) for i, r in enumerate(rates)]
-        row = compare(summary({"x": side()}), summary({"x": side()})).get("x")
-        assert row is not None
+        base = quiet_sessions(summary({"x": side(5)}))
+        row = compare(summary({"x": side(runs)}), base).get("x")
+        assert row is not None and row.ci is not None
+        assert (row.verdict == UNCHANGED) == (row.ci[0] >= 1 - TOLERANCE) or \
+            row.verdict in (REGRESSED, IMPROVED), row
         words.append(row.verdict)
     # A ratio beyond 3 % that is significant: at most 1 in 40 (issue 26's target).
     assert words.count(REGRESSED) <= 5
-    assert words.count(INCONCLUSIVE) <= 20  # at most 10 %: the gate does not cry wolf
-    assert words.count(UNCHANGED) >= 170
+    assert words.count(UNCHANGED) >= 60, words.count(UNCHANGED)
 
 
 # -- doubts: unreliable and busy --------------------------------------------------------------
@@ -189,7 +203,8 @@ def test_a_busy_side_makes_a_regression_inconclusive_either_side() -> None:
     assert row is not None and row.verdict == INCONCLUSIVE
     assert "during the baseline" in row.reason
     # Within the tolerance a busy machine changes nothing: unchanged stays unchanged.
-    same = compare(summary({"x": repeats(100.0, QUIET_RUNS, busy=True)}), base).get("x")
+    same = compare(summary({"x": repeats(100.0, QUIET_RUNS, busy=True)}),
+                   quiet_sessions(base)).get("x")
     assert same is not None and same.verdict == UNCHANGED
     # A quiet machine on both sides: the regression stands.
     row = compare(quiet_now, summary({"x": repeats(100.0, QUIET_RUNS, busy=False)})).get("x")
@@ -377,8 +392,11 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
 
 
 @pytest.mark.parametrize(("ratio", "word"), [
-    (1.10, UNCHANGED),  # faster without evidence: no improvement claimed, no sign of a regression
+    # Faster without evidence: no improvement claimed, and its interval (down to 0.935) does
+    # not exclude a regression: inconclusive.
+    (1.10, INCONCLUSIVE),
     (1 / 1.10, INCONCLUSIVE),  # slower without evidence: neither regressed nor unchanged
+    (1.20, UNCHANGED),  # faster, its interval (down to 1.02) excluding any regression
 ])
 def test_a_ratio_beyond_the_tolerance_without_evidence(ratio: float, word: str) -> None:
     side = noise.SideNoise(0.0, DEFAULT_BETWEEN_RUN_CV**2, float("inf"), "1 run")

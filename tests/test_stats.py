@@ -51,13 +51,15 @@ from pytest_dlbench.results.verdict import (
 def verdict(ratio: float, p: float | None, *, tolerance: float = TOLERANCE,
             alpha: float = ALPHA) -> Verdict:
     """Size and significance alone: the core's rule on evidence with no noise model (paired
-    evidence without a variance: no claim level)."""
-    return judge(Evidence(ratio, p, paired=True), Rule(tolerance, alpha))
+    evidence without a variance: no claim level), its interval the ratio itself where it was
+    tested (certain), none where it was not."""
+    ci = (ratio, ratio) if p is not None else None
+    return judge(Evidence(ratio, p, ci, paired=True), Rule(tolerance, alpha))
 
 
 def score_verdict(ratio: float | None, p: float | None, weighted: set[str] | tuple[()]
                   ) -> Verdict:
-    found = Evidence(ratio, p, paired=True) if ratio is not None else None
+    found = Evidence(ratio, p, (ratio, ratio), paired=True) if ratio is not None else None
     return judge_score(found, set(weighted), Rule())
 
 
@@ -79,7 +81,8 @@ def test_a_regression_needs_size_and_significance() -> None:
 def test_one_sample_has_no_test_and_no_verdict() -> None:
     v = verdict(0.5, None)
     assert v.word == INCONCLUSIVE and "no test" in v.reason  # slower: no evidence either way
-    assert verdict(1.5, None).word == UNCHANGED
+    # Faster without a test: no interval excludes a regression either, so not unchanged.
+    assert verdict(1.5, None).word == INCONCLUSIVE
 
 
 def test_a_ratio_exactly_at_the_tolerance_is_not_beyond_it() -> None:
@@ -98,7 +101,7 @@ def test_the_tolerance_and_alpha_are_the_callers() -> None:
     assert verdict(0.9, 0.08, alpha=0.1).word == REGRESSED
     assert verdict(0.94, 0.01, tolerance=0.05).word == REGRESSED
     assert verdict(0.96, 0.01, tolerance=0.05).word == UNCHANGED
-    assert verdict(float("nan"), 0.0).word == UNCHANGED
+    assert verdict(float("nan"), 0.0).word == INCONCLUSIVE  # nothing excluded
     with pytest.raises(ValueError, match="tolerance"):
         Rule(1.0, ALPHA)
     with pytest.raises(ValueError, match="alpha"):
@@ -273,12 +276,14 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     saved = compare(candidate, base, tolerance=tolerance)
 
     def fake_paired(log_ratios: Sequence[float], *, test: str, alpha: float) -> PairedStats:
-        return PairedStats(len(log_ratios), ratio, None, ps and ps[0], ps and ps[1],
+        return PairedStats(len(log_ratios), ratio, (ratio, ratio), ps and ps[0], ps and ps[1],
                            math.log(ratio), None if ps is None else 1e-4)
 
     monkeypatch.setattr(paired_mod, "paired_stats", fake_paired)
+    score_ci = (saved.score_rate_ratio, saved.score_rate_ratio) \
+        if saved.score_rate_ratio is not None else None
     monkeypatch.setattr(paired_mod, "combined_paired",
-                        lambda terms, alpha: (saved.score_rate_ratio, None, ps))
+                        lambda terms, alpha: (saved.score_rate_ratio, score_ci, ps))
     paired = compare_paired(candidate, base, test="t", tolerance=tolerance)
     a, b = saved.get("x"), paired.get("x")
     assert a is not None and b is not None

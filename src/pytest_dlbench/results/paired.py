@@ -553,8 +553,7 @@ def judge_paired_run(run_dir: str | PathLike[str], bench: str, *,
     if row is None or row.ratio is None:
         return None
     ci = (float(row.ci[0]), float(row.ci[1])) if row.ci is not None else None
-    found = Evidence(row.ratio, row.p_value, ci, paired=True)
-    word = judge_probe(row.verdict, found, Rule(tolerance, alpha))
+    word = judge_probe(row.verdict)
     return Judgement(word=word, ratio=row.ratio, ci=ci,
                      p=row.p_value, pairs=row.samples[0] if row.samples else 0,
                      verdict=row.verdict)

@@ -1,4 +1,4 @@
-"""The verdict core (issue 38): the one place that decides whether a benchmark (or the score)
+"""The verdict core: the one place that decides whether a benchmark (or the score)
 **regressed**, **improved**, is **unchanged**, **inconclusive**, **failed** or
 **incomparable**. Every mode only measures and hands it an :class:`Evidence`: a saved baseline
 (results/compare.py, noise.py), a ``--bench-against`` run at its last or an interim look
@@ -6,11 +6,12 @@
 (results/paired.judge_paired_run) and a step of the history (results/changes.py). The
 :class:`Rule` decides and describes itself.
 
-**The rule** needs size *and* evidence: within ``1 ± tolerance`` is unchanged; beyond it, a
-change is claimed when its one-sided p is below alpha; slower without the evidence, or with a
-side's figure in doubt, it is inconclusive; faster without it, unchanged. Paired rounds so noisy
-that an unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time
-(:func:`reach`) claim a change only at that level. docs/reports.md gives the reasons.
+**The rule** (docs/reports.md, "The verdict rule"): a change is claimed when the ratio is
+beyond ``1 ± tolerance`` and its one-sided p is below alpha (paired rounds so noisy that an
+unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time,
+:func:`reach`, claim it only at that level); **unchanged** only when the evidence excludes a
+regression beyond the tolerance (:func:`excludes_regression`: the interval's lower bound above
+``1 - tolerance``), whatever the point estimate; anything else is **inconclusive**.
 
 Pure and light: no scipy, no numpy, no other module of results/ (everything imports this).
 """
@@ -22,9 +23,9 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ALPHA", "CHANGED", "CLAIM_ALPHA_SHARE", "FAILED", "FUTILITY_CONFIDENCE", "IMPROVED",
-           "INCOMPARABLE", "INCONCLUSIVE", "NOT_HELD", "REGRESSED", "SAME", "SUSPECT", "TOLERANCE",
-           "UNCHANGED", "UNSURE", "Evidence", "Reach", "Rule", "Verdict", "judge",
+__all__ = ["ALPHA", "CHANGED", "CLAIM_ALPHA_SHARE", "FAILED", "IMPROVED", "INCOMPARABLE",
+           "INCONCLUSIVE", "NOT_HELD", "REGRESSED", "SAME", "SUSPECT", "TOLERANCE", "UNCHANGED",
+           "UNSURE", "Evidence", "Reach", "Rule", "Verdict", "excludes_regression", "judge",
            "judge_confirmation", "judge_confirmed_score", "judge_doubted", "judge_doubted_score",
            "judge_look", "judge_probe", "judge_score", "judge_step", "judge_unmatched", "reach",
            "repeats"]
@@ -53,8 +54,6 @@ ALPHA = 0.05
 #: unchanged pair's false alarms down by itself: a noisy last look and every interim look of
 #: the sequential design (results/paired.py, :func:`reach`).
 CLAIM_ALPHA_SHARE = 0.5
-#: The one-sided confidence of the sequential design's futility bound against a regression.
-FUTILITY_CONFIDENCE = 0.90
 
 
 @dataclass(frozen=True)
@@ -148,8 +147,9 @@ class Rule:
             level += (f", {self.claim_level:g} where the rounds are too noisy for the "
                       "tolerance")
         return (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
-                f"({test}, {level}), inconclusive when beyond it without that evidence; "
-                "adj ratio: perf_adj, not judged")
+                f"({test}, {level}); unchanged only when the interval of the ratio excludes a "
+                f"regression beyond {100 * self.tolerance:g}% (lower bound at least "
+                f"{1 - self.tolerance:.3f}); else inconclusive; adj ratio: perf_adj, not judged")
 
 
 # -- a benchmark --------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def _significance(ratio: float, p: float | None, rule: Rule) -> Verdict:
 
 def _unproven_slower(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
     """A paired ratio slower beyond the tolerance that its rounds could not prove (p at or
-    above alpha, or no test): inconclusive, as a saved baseline's (issue 38: one rule)."""
+    above alpha, or no test): inconclusive, as a saved baseline's."""
     if judged.word != UNCHANGED or rule.beyond(found.ratio) != REGRESSED:
         return judged
     if found.ci is None:
@@ -219,14 +219,42 @@ def _between_runs(found: Evidence, judged: Verdict, rule: Rule) -> Verdict:
                                  f"alpha {rule.alpha:g}; between runs: {found.noise})")
 
 
+def excludes_regression(found: Evidence, rule: Rule) -> bool:
+    """The one condition of **unchanged**, in every mode: the evidence excludes a regression
+    beyond the tolerance, i.e. the one-sided lower bound of the ratio at the rule's level (the
+    lower end of its ``1 - 2 alpha`` interval) is above ``1 - tolerance`` (a bound exactly at it
+    excludes a ratio beyond it, as :meth:`Rule.beyond` counts a ratio at the bound within).
+    Without an interval nothing is excluded."""
+    return found.ci is not None and found.ci[0] >= 1 - rule.tolerance
+
+
+def _unresolved(found: Evidence, judged: Verdict, rule: Rule, what: str = "ratio") -> Verdict:
+    """``judged`` unless it is UNCHANGED on evidence that does not exclude a regression beyond
+    the tolerance: then INCONCLUSIVE, with the interval (more rounds or runs, or a quieter
+    runner, narrow it)."""
+    if judged.word != UNCHANGED or excludes_regression(found, rule):
+        return judged
+    bound = 1 - rule.tolerance
+    if found.ci is None:
+        why = "no interval, so a regression beyond the tolerance is not excluded"
+    else:
+        low, high = found.ci
+        why = (f"its interval [{low:.3f}, {high:.3f}] does not exclude a regression beyond "
+               f"{100 * rule.tolerance:g}% (unchanged needs a lower bound of {bound:.3f} or more)")
+    head = judged.reason
+    if what != "ratio" and not head.startswith(what):
+        head = f"{what} {head}"
+    return Verdict(INCONCLUSIVE, f"{head}; {why}")
+
+
 def judge(found: Evidence, rule: Rule) -> Verdict:
     """A benchmark's verdict on its evidence (the module's docstring)."""
     judged = _significance(found.ratio, found.p, rule)
     if found.paired:
-        return _noisy_rounds(found, judged, rule)
-    if rule.beyond(found.ratio) is None:
-        return judged
-    return _between_runs(found, judged, rule)
+        judged = _noisy_rounds(found, judged, rule)
+    elif rule.beyond(found.ratio) is not None:
+        judged = _between_runs(found, judged, rule)
+    return _unresolved(found, judged, rule)
 
 
 def judge_unmatched(*, current_ran: bool, reference_ran: bool, refused: str | None = None
@@ -271,9 +299,15 @@ def _score_significance(found: Evidence, weighted: Collection[str], rule: Rule) 
 
 def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -> Verdict:
     """The score's verdict on the weighted benchmarks' combined evidence (None: no weighted
-    benchmark scored on both sides) and their verdicts (``weighted``)."""
+    benchmark scored on both sides) and their verdicts (``weighted``): unchanged, as a
+    benchmark's, only when its interval excludes a regression beyond the tolerance."""
     if found is None:
         return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
+    return _unresolved(found, _score_word(found, weighted, rule), rule, what="rate")
+
+
+def _score_word(found: Evidence, weighted: Collection[str], rule: Rule) -> Verdict:
+    """The score's change (or not) by size and significance, before the unchanged test."""
     score = _score_significance(found, weighted, rule)
     if found.paired:
         if score.word == UNCHANGED and rule.beyond(found.ratio) == REGRESSED:
@@ -309,20 +343,11 @@ def judge_doubted_score(word: str, doubted: Sequence[str]) -> Verdict | None:
 
 
 # -- an interim look of the sequential design (results/paired.py) --------------------------
-def _no_regression(found: Evidence, rule: Rule) -> bool:
-    """Whether the ratio's lower bound at :data:`FUTILITY_CONFIDENCE` is above
-    ``1 - tolerance`` (log scale, the normal quantile, the test's own variance)."""
-    log_var, log_mean = found.log_var, found.log_mean
-    if log_var is None or log_mean is None or not math.isfinite(log_var) or log_var < 0:
-        return False
-    z = statistics.NormalDist().inv_cdf(FUTILITY_CONFIDENCE)
-    return log_mean - z * math.sqrt(log_var) >= math.log(1 - rule.tolerance)
-
-
 def judge_look(found: Evidence | None, rule: Rule) -> str | None:
     """The verdict at an interim look: REGRESSED or IMPROVED when the interval is clear of the
     band, p at most the claim level and the rounds not noisy (at alpha itself); UNCHANGED when
-    the interval is inside the band or a regression is futile; None: more rounds."""
+    the ratio is not faster than the band and the evidence excludes a regression beyond the
+    tolerance (:func:`excludes_regression`, the last look's own condition); None: more rounds."""
     if found is None or found.ci is None or found.rounds < 2:
         return None
     low, high = found.ci
@@ -336,9 +361,7 @@ def judge_look(found: Evidence | None, rule: Rule) -> str | None:
     if claim is not None:
         noise = reach(found.ratio, found.log_var, tol)
         return claim if noise is None or not noise.noisy(rule.alpha, share=1.0) else None
-    if 1 - tol <= low and high <= 1 + tol:
-        return UNCHANGED
-    if found.ratio <= 1 + tol and _no_regression(found, rule):
+    if found.ratio <= 1 + tol and excludes_regression(found, rule):
         return UNCHANGED
     return None
 
@@ -368,15 +391,13 @@ def judge_confirmed_score(word: str, backed: bool, dropped: bool) -> str:
 
 
 # -- a bisect step and a step of the history ----------------------------------------------------
-def judge_probe(word: str, found: Evidence, rule: Rule) -> str:
-    """A bisect step: CHANGED when the paired verdict claims a change, SAME when the whole
-    interval is within the tolerance, else UNSURE."""
+def judge_probe(word: str) -> str:
+    """A bisect step from its paired verdict ``word``: CHANGED when it claims a change, SAME
+    when it is UNCHANGED (the one definition: a regression beyond the tolerance excluded),
+    else UNSURE."""
     if word in SUSPECT:
         return CHANGED
-    ci = found.ci
-    if ci is not None and 1 - rule.tolerance <= ci[0] and ci[1] <= 1 + rule.tolerance:
-        return SAME
-    return UNSURE
+    return SAME if word == UNCHANGED else UNSURE
 
 
 def judge_step(found: Evidence, rule: Rule) -> bool:
