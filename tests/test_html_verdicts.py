@@ -71,7 +71,7 @@ def test_the_banner_states_each_exit_status(tmp_path: Path) -> None:
     quiet = quiet_suite(tmp_path / "q")
     assert "exit 0" in banner(render_html(quiet)) and "Every benchmark ran" in banner(
         render_html(quiet))
-    same = compare(quiet, quiet.to_dict(), tolerance=0.05)
+    same = compare(quiet, quiet.to_dict(), tolerance=0.3)  # one session a side: ±20 % interval
     top = banner(render_html(quiet, comparison=same))
     assert top.startswith('<div class="banner gate good"')
     assert "Gate passed: nothing regressed" in top

@@ -75,8 +75,9 @@ def test_save_then_compare_same_machine_passes_and_slower_candidate_regresses(su
 
     # An A/A pair on a shared machine drifts a few % between runs: one run a side judged
     # with the default noise between runs is inconclusive (9) beyond ±3 % slower, so the
-    # unchanged comparison is asked within ±15 % (the 1.5x slower one below is far beyond).
-    same = run(suite, "--bench-compare=base.json", "--bench-tolerance=0.15")
+    # unchanged comparison is asked within ±30 %: the default noise (8 % a run, 5 % a session)
+    # puts the interval of an identical run at about ±20 % (the 1.5x slower one is far beyond).
+    same = run(suite, "--bench-compare=base.json", "--bench-tolerance=0.3")
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*ratio*verdict*"])
 
