@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,107 @@ from pytest_dlbench.measure.monitor.process import (
     session_from_env,
 )
 from pytest_dlbench.measure.stream import NullStream
+from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy
+
+# -- the rule, on synthetic streams ---------------------------------------------------------------
+
+Sample = tuple[float, float, float]  # (run's tree, session, machine) in cores
+
+
+def stream(samples: Sequence[Sample], *, cores: int = 2, cpus: Sequence[int] = (0,),
+           session_cpus: Sequence[int] | None = (0, 1)) -> list[dict[str, Any]]:
+    """One slot's run: meta (its own cores), the monitor record (the session's slots' cores, or
+    none: one slot, an older version), a 1-s rate record and a sample per second."""
+    monitor: dict[str, Any] = {"event": "monitor", "gpu": False, "interval": 1.0}
+    if session_cpus is not None:
+        monitor.update(session_pid=1234, session_cpus=list(session_cpus))
+    out = [{"event": "meta", "cpus": list(cpus), "state": {"cores": cores}}, monitor]
+    for k, (tree, session, machine) in enumerate(samples):
+        t = 100.0 + k
+        out.append({"event": "rate", "value": 10.0, "items": 10, "seconds": 1.0, "time": t + 1,
+                    "warmup": False, "step": k})
+        sample = {"event": "telemetry", "time": t + 0.5, "cpu_percent": 100.0 * tree,
+                  "system_cpu_percent": 100.0 * machine / cores}
+        if session_cpus is not None:
+            sample["session_cpu_percent"] = 100.0 * session
+        out.append(sample)
+    return out
+
+
+def older(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same run as a version before the session's fields wrote it."""
+    drop = {"session_pid", "session_cpus", "session_cpu_percent"}
+    return [{k: v for k, v in r.items() if k not in drop} for r in records]
+
+
+#: Two one-thread benchmarks on two one-core slots, the session's own processes (controller,
+#: workers, guards) a few percent of a core. A neighbour spinning a core takes a third of the
+#: machine: each slot gets two thirds of its core.
+ALONE = [(1.0, 2.0, 2.0)] * 20
+NEIGHBOUR = [(0.66, 1.35, 2.0)] * 20
+
+
+@pytest.mark.parametrize("slot", [0, 1])
+def test_two_slots_beside_a_steady_neighbour_are_both_busy(slot: int) -> None:
+    stats = busy_stats(stream(NEIGHBOUR, cpus=(slot,)))
+    assert stats["busy"] is True and stats["busy_share"] == 1.0
+    assert stats["outside_cpu_cores"] == pytest.approx(0.65)
+    assert "ran all along" in stats["busy_reason"]
+    # What the run's own tree said: the neighbour and the other slot, steady, its quiet level.
+    assert busy_stats(older(stream(NEIGHBOUR, cpus=(slot,))))["busy"] is False
+
+
+def test_two_slots_on_a_quiet_machine_are_not_busy() -> None:
+    for slot in (0, 1):
+        stats = busy_stats(stream(ALONE, cpus=(slot,)))
+        assert stats["busy"] is False and stats["outside_cpu_cores"] == 0.0
+
+
+def test_the_other_slot_ending_first_is_not_a_neighbour() -> None:
+    """The other slot's benchmark ends half way through this one's window: its core goes quiet.
+    Outside this run's tree that "came and went" (busy by the per-run rule); outside the
+    session nothing did."""
+    samples = [(1.0, 2.0, 2.0)] * 10 + [(1.0, 1.0, 1.0)] * 10
+    assert busy_stats(stream(samples))["busy"] is False
+    was = busy_stats(older(stream(samples)))
+    assert was["busy"] is True and "came and went" in was["busy_reason"]
+
+
+def test_the_cores_no_slot_has_are_left_to_others() -> None:
+    """Two one-core slots on four cores: a neighbour that fits in the two idle cores does not
+    compete; CPU beyond them can only have run on the slots' cores."""
+    fits = [(1.0, 2.0, 3.5)] * 20  # 1.5 cores outside, 2 idle
+    stats = busy_stats(stream(fits, cores=4))
+    assert stats["busy"] is False and stats["outside_cpu_cores"] == pytest.approx(1.5)
+    beyond = [(0.8, 1.6, 4.0)] * 20  # 2.4 cores outside: 0.4 of them on the slots' cores
+    assert busy_stats(stream(beyond, cores=4))["busy"] is False
+    over = [(0.7, 1.4, 4.0)] * 20  # 2.6 outside: past the idle cores by more than half a core
+    stats = busy_stats(stream(over, cores=4))
+    assert stats["busy"] is True and "2.5 or more" in stats["busy_reason"]
+
+
+def test_one_slot_is_judged_as_before() -> None:
+    """No session's fields (one slot, or an older stream): the run's own tree, as before."""
+    whole = [(1.0, 0.0, 1.6)] * 20  # a run with every core, a steady 0.6 core beside it
+    one = busy_stats(stream(whole, cpus=(0, 1), session_cpus=None))
+    assert one["busy"] is True and one == busy_stats(older(stream(whole, cpus=(0, 1))))
+    assert one["outside_cpu_cores"] == pytest.approx(0.6)
+    verdict = machine_busy([0.6] * 20, whole_machine=True)
+    assert verdict is not None and verdict.to_dict() == one
+    # A session recorded, but no sample with its reading in the window: the run's own rule.
+    records = stream(NEIGHBOUR)
+    for record in records:
+        record.pop("session_cpu_percent", None)
+    assert busy_stats(records) == busy_stats(older(records))
+
+
+def test_the_idle_cores_only_raise_the_all_along_level() -> None:
+    assert not machine_busy([1.4] * 20, whole_machine=True, idle=1.0).busy  # type: ignore[union-attr]
+    assert machine_busy([1.5] * 20, whole_machine=True, idle=1.0).busy  # type: ignore[union-attr]
+    bursts = [0.0, 0.0, 0.0, 1.0] * 5  # load that came and went, within the idle cores
+    assert machine_busy(bursts, whole_machine=True, idle=2.0).busy  # type: ignore[union-attr]
+    assert BUSY_CORES == 0.5
+
 
 # -- the session's CPU, with a fake psutil --------------------------------------------------------
 
