@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -285,3 +289,52 @@ def test_a_monitor_outside_its_session_judges_the_run_alone() -> None:
     assert all("session_cpu_percent" not in r for r in out.records if r["event"] == "telemetry")
     [summary] = [r for r in out.records if r["event"] == "monitor_summary"]
     assert summary["errors"] == 0
+
+
+# -- a real pytest -n 2 beside a busy loop --------------------------------------------------------
+
+DEFS = textwrap.dedent(
+    """
+    import time
+
+    def spin(bench):
+        for _ in bench.iterate(range(10_000), batch_size=4):
+            end = time.perf_counter() + 0.05
+            while time.perf_counter() < end:  # one thread of CPU work
+                pass
+    """
+)
+SUITE = "spin: {definition: defs.py:spin, voir: {options: {skip: 2, stop: 42, interval: 0.2s}}}\n"
+
+
+@pytest.mark.slow
+def test_pytest_n_2_beside_a_spinning_neighbour_flags_both_runs_busy(tmp_path: Path) -> None:
+    from pytest_dlbench.measure.records import RunRecords
+    from pytest_dlbench.measure.stream import read_stream
+    from pytest_dlbench.results.scoring import summarize_dir
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two CPU slots need two cores")
+    (tmp_path / "defs.py").write_text(DEFS)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    cmd = [sys.executable, "-m", "pytest", "--bench-suite=s.yaml", "-n", "2", "--bench-base=out",
+           "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    (run_dir,) = (tmp_path / "out" / "runs").iterdir()
+    runs = [RunRecords.of(read_stream(run_dir / f"spin.D{k}.data")) for k in (0, 1)]
+    cpus = sorted(c for run in runs for c in (run.meta or {})["cpus"])
+    for run in runs:  # the controller's session and its two slots' cores
+        assert run.monitor is not None, output[-3000:]
+        assert run.monitor["session_pid"] == proc.pid
+        assert run.monitor["session_cpus"] == cpus
+    bench = summarize_dir(run_dir).get("spin")
+    assert bench is not None and len(bench.runs) == 2, output[-3000:]
+    for run in bench.runs:
+        assert run.telemetry.get("busy") is True, (run.telemetry, output[-2000:])
