@@ -155,6 +155,8 @@ class FakeProc:
         return {}
 
     def children(self, recursive: bool = False) -> list[FakeProc]:
+        if self not in self.machine.procs:
+            raise FakeError("exited")
         direct = [p for p in self.machine.procs if p._parent is self]
         if not recursive:
             return direct
@@ -236,6 +238,9 @@ def test_the_session_is_every_slots_processes(clock: list[float]) -> None:
     run_second(machine, clock, child0=1.0, late=0.4)
     assert session.percent() == pytest.approx(140.0)
     assert session.percent() is None  # no time since: no reading
+    machine.procs.remove(machine.controller)  # the root gone: no reading, the references kept
+    run_second(machine, clock, child0=1.0)
+    assert session.percent() is None
 
 
 def test_a_session_that_is_not_an_ancestor_is_refused() -> None:

@@ -112,14 +112,16 @@ class SessionCpu:
         if proc is None or proc != self.root:
             raise ValueError(f"process {root} is not an ancestor of process {member}")
         self._at = time.monotonic()
-        self._seconds: dict[int, tuple[Any, float]] = self._read()
+        self._seconds: dict[int, tuple[Any, float]] = self._read() or {}
 
-    def _read(self) -> dict[int, tuple[Any, float]]:
+    def _read(self) -> dict[int, tuple[Any, float]] | None:
+        """Each process's CPU seconds by pid; None when the tree cannot be listed (its root
+        gone): no reading, rather than every process "born" at the next one."""
         psutil = self.psutil
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
-            procs = []
+            return None
         out: dict[int, tuple[Any, float]] = {}
         for proc in procs:
             with contextlib.suppress(psutil.Error):  # exited meanwhile, or not ours
@@ -133,6 +135,8 @@ class SessionCpu:
         if period < MIN_CPU_PERIOD:
             return None
         current = self._read()
+        if current is None:
+            return None
         used = 0.0
         for pid, (proc, seconds) in current.items():
             before = self._seconds.get(pid)
