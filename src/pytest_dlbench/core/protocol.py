@@ -56,6 +56,12 @@ class Env:
     #: The stream of the benchmark run a process belongs to (set on a child; its workers and
     #: ranks inherit it): what to kill when that run must end and its parent is gone.
     STREAM = "DLBENCH_STREAM"
+    #: The pid of the pytest process at the root of a session whose several device slots run
+    #: at once (xdist workers on this machine), and the cores of those slots (comma list): set on
+    #: the children of its workers. Their monitor counts the CPU of that process and all its
+    #: descendants (every slot's benchmarks) as the session's own, not as a neighbour's.
+    SESSION = "DLBENCH_SESSION"
+    SESSION_CPUS = "DLBENCH_SESSION_CPUS"
     #: The UNIX time at which the parent launched a benchmark's child, and how: ``warm`` (forked
     #: from the fork server) or ``fresh`` (a new interpreter). Recorded in the ``config`` record.
     LAUNCHED = "DLBENCH_LAUNCHED"

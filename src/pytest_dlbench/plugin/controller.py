@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -258,6 +259,9 @@ class ControllerSession(BenchSession):
         worker_input["dlbench_slots"] = json.dumps([s.to_dict() for s in self.slots])
         if self.launcher is not None and self.launcher.barrier_address:
             worker_input["dlbench_barrier"] = self.launcher.barrier_address
+            # Several slots at once on this machine: each run's monitor counts every slot's
+            # processes (this one's descendants) as the session's, not as a neighbour's.
+            worker_input["dlbench_session"] = str(os.getpid())
         if self.against is not None:
             worker_input["dlbench_against"] = json.dumps(self.against.to_dict())
 

@@ -82,10 +82,14 @@ class Side:
 class Launcher:
     """Runs items of ``session`` (the controller's or a worker's) in child processes."""
 
-    def __init__(self, session: BenchSession, barrier_address: str | None = None) -> None:
+    def __init__(self, session: BenchSession, barrier_address: str | None = None, *,
+                 session_root: int | None = None) -> None:
+        """``session_root``: the pid of the controller whose several slots run at once (a
+        worker's), handed to the children (``DLBENCH_SESSION``: their monitor's busy check)."""
         self.session = session
         self.config = session.config
         self.barrier_address = barrier_address
+        self.session_root = session_root
         self._server: ForkServer | None = None
         #: Paired runs: the benchmarks whose verdict is clear, and where they stopped.
         self._stops: dict[str, Stop] = {}
@@ -294,6 +298,9 @@ class Launcher:
             Env.RUN_DIR: str(self.session.run_dir()),
             Env.WORKER: os.environ.get("PYTEST_XDIST_WORKER", "controller"),
         }
+        if self.session_root is not None:
+            env[Env.SESSION] = str(self.session_root)
+            env[Env.SESSION_CPUS] = ",".join(map(str, sorted({c for s in slots for c in s.cpus})))
         if not spec.is_njobs:
             # An njobs job spans its slots (njobs_launch): each rank picks its GPU and cores.
             env.update(slots[device].env())

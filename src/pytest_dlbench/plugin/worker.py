@@ -1,6 +1,7 @@
 """An xdist worker: pinned to one device slot, it runs the items the controller sends it.
 
-The slots, the run directory and the start barrier's address come from the controller in
+The slots, the run directory, the start barrier's address and the session's root (the
+controller's pid, when several slots run at once) come from the controller in
 ``workerinput``; the worker's own slot index is in its environment from its first instruction
 (:meth:`~.controller.ControllerSession._map_workers_to_slots`).
 """
@@ -36,7 +37,9 @@ class WorkerSession(BenchSession):
         session = super().from_config(config)
         assert isinstance(session, WorkerSession)
         worker_input = _worker_input(config)
-        session.launcher = Launcher(session, worker_input.get("dlbench_barrier"))
+        root = worker_input.get("dlbench_session")
+        session.launcher = Launcher(session, worker_input.get("dlbench_barrier"),
+                                    session_root=int(root) if root else None)
         if worker_input.get("dlbench_against"):
             # The controller's worktree, which it removes: the worker only resolves its suites.
             session.against = BaseSide.from_dict(json.loads(worker_input["dlbench_against"]))

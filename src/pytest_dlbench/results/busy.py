@@ -2,9 +2,24 @@
 outside the run's process tree used at the same time (``system_cpu_percent / 100 x cores -
 cpu_percent / 100``). A sample is busy at :data:`BUSY_CORES` outside cores above the run's own
 quiet level (load that came and went), or above nothing when the run had every core; a run is
-busy when :data:`BUSY_SHARE` of its timed window's samples are. It cannot see a neighbour that
-uses no CPU the kernel counts (another VM's steal), nor a run too short for a sample (``busy``
-is None: unknown). docs/reports.md, "A busy machine". Pure functions over records.
+busy when :data:`BUSY_SHARE` of its timed window's samples are.
+
+With several device slots at once (xdist workers, each pinned to its slot's cores), the other
+slots' benchmarks are not a neighbour, yet they are outside the run's tree: judged as above,
+a neighbour that ran all along hid in the run's quiet level beside them. The monitor then also
+samples the CPU of the whole session (``session_cpu_percent``: the pytest process at its root
+and all its descendants, every slot's benchmarks) and records the slots' cores
+(``session_cpus`` in its ``monitor`` record). Outside is then what the machine used beyond the
+session (``system_cpu_percent / 100 x cores - session_cpu_percent / 100``), and a sample is busy
+at :data:`BUSY_CORES` above the session's quiet level, or above the cores the slots leave idle
+(those of no slot: ``cores - len(session_cpus)``): CPU beyond them can only have run on the
+slots' own cores, whatever the other slots ran. Two one-core slots on two cores leave none, so
+half a core of steady outside load is busy. A stream without those fields (one slot, or a run
+of an older version) is judged by its own tree as before.
+
+It cannot see a neighbour that uses no CPU the kernel counts (another VM's steal), nor a run
+too short for a sample (``busy`` is None: unknown). docs/reports.md, "A busy machine". Pure
+functions over records.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ from pytest_dlbench.measure.monitor.summary import as_float, timed_window
 from pytest_dlbench.measure.records import RunRecords
 
 __all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_share", "busy_stats", "machine_busy",
-           "outside_cores"]
+           "outside_cores", "outside_session_cores"]
 
 #: Outside CPU (in cores) that makes a sample busy: half a core, far above what a quiet
 #: machine's daemons use (a few percent of one core) and below a neighbour's burst (one core).
@@ -46,13 +61,23 @@ class Busy:
                 "busy_reason": self.reason or None}
 
 
-def outside_cores(sample: Mapping[str, Any], cores: int) -> float | None:
-    """The cores something outside the run's process tree used during one sample, None when
-    the sample lacks a reading (the first one; psutil missing)."""
-    system, tree = as_float(sample.get("system_cpu_percent")), as_float(sample.get("cpu_percent"))
+def _outside(sample: Mapping[str, Any], cores: int, own: str) -> float | None:
+    system, tree = as_float(sample.get("system_cpu_percent")), as_float(sample.get(own))
     if system is None or tree is None or not (math.isfinite(system) and math.isfinite(tree)):
         return None
     return max(system / 100.0 * cores - tree / 100.0, 0.0)
+
+
+def outside_cores(sample: Mapping[str, Any], cores: int) -> float | None:
+    """The cores something outside the run's process tree used during one sample, None when
+    the sample lacks a reading (the first one; psutil missing)."""
+    return _outside(sample, cores, "cpu_percent")
+
+
+def outside_session_cores(sample: Mapping[str, Any], cores: int) -> float | None:
+    """The cores something outside the session's processes (every slot's) used during one
+    sample, None when the sample lacks a reading (one slot, an older stream: no session's)."""
+    return _outside(sample, cores, "session_cpu_percent")
 
 
 def _lower_quartile(values: Sequence[float]) -> float:
@@ -60,21 +85,27 @@ def _lower_quartile(values: Sequence[float]) -> float:
     return ordered[(len(ordered) - 1) // 4]
 
 
-def machine_busy(outside: Sequence[float], *, whole_machine: bool) -> Busy | None:
+def machine_busy(outside: Sequence[float], *, whole_machine: bool,
+                 idle: float = 0.0) -> Busy | None:
     """The verdict on the outside CPU of a window's samples (cores each); None without any.
-    ``whole_machine``: the run's affinity was every core (no other slot of it ran beside)."""
+    ``whole_machine``: no other slot's load is in ``outside`` (the run's affinity was every
+    core, or ``outside`` leaves out every slot's processes); its samples are then busy at
+    :data:`BUSY_CORES` beyond ``idle``, the cores no slot was pinned to."""
     if not outside:
         return None
     quiet = _lower_quartile(outside)
     moved = sum(x - quiet >= BUSY_CORES for x in outside) / len(outside)
-    shared = sum(x >= BUSY_CORES for x in outside) / len(outside) if whole_machine else 0.0
+    level = idle + BUSY_CORES
+    shared = sum(x >= level for x in outside) / len(outside) if whole_machine else 0.0
     share = max(moved, shared)
     mean = math.fsum(outside) / len(outside)
     reason = ""
     if share >= BUSY_SHARE:
-        how = "came and went" if moved >= BUSY_SHARE else "ran all along"
-        reason = (f"other processes used {mean:.2f} cores on average and {BUSY_CORES:g} or more "
-                  f"in {share:.0%} of {len(outside)} samples ({how})")
+        came = moved >= BUSY_SHARE
+        above = BUSY_CORES if came else level
+        reason = (f"other processes used {mean:.2f} cores on average and {above:g} or more "
+                  f"in {share:.0%} of {len(outside)} samples "
+                  f"({'came and went' if came else 'ran all along'})")
     return Busy(bool(reason), len(outside), share, mean, reason)
 
 
@@ -89,23 +120,37 @@ def _cores(meta: Mapping[str, Any] | None) -> tuple[int | None, bool]:
     return cores, whole
 
 
+def _slot_cores(monitor: Mapping[str, Any] | None, cores: int) -> int | None:
+    """How many of the machine's cores the session's slots were pinned to (the ``monitor``
+    record's ``session_cpus``); None when the run was not one of several slots at once."""
+    cpus = (monitor or {}).get("session_cpus")
+    if not isinstance(cpus, list) or not cpus or not all(is_integer(c) for c in cpus):
+        return None
+    return min(len(set(cpus)), cores)
+
+
 def busy_stats(records: Iterable[Mapping[str, Any]] | RunRecords) -> dict[str, Any]:
     """A run's busy keys for its telemetry (:meth:`Busy.to_dict`); ``{}`` when unknown (no
     meta record with the cores, no sample with both readings in the window): a run of an older
-    version, or one too short to be sampled, is never judged busy."""
+    version, or one too short to be sampled, is never judged busy. A run of several slots at
+    once is judged on the CPU outside the whole session, when its samples have it (module
+    docstring)."""
     run = RunRecords.of(records)
     cores, whole = _cores(run.meta)
     window = timed_window(run)
     if cores is None or window is None:
         return {}
     start, end = window
-    outside = []
-    for sample in run.telemetry:
-        t = as_float(sample.get("time"))
-        value = outside_cores(sample, cores)
-        if t is not None and value is not None and start <= t <= end:
-            outside.append(value)
-    result = machine_busy(outside, whole_machine=whole)
+    samples = [s for s in run.telemetry
+               if (t := as_float(s.get("time"))) is not None and start <= t <= end]
+    slots = _slot_cores(run.monitor, cores)
+    result = None
+    if slots is not None:
+        outside = [v for s in samples if (v := outside_session_cores(s, cores)) is not None]
+        result = machine_busy(outside, whole_machine=True, idle=float(cores - slots))
+    if result is None:  # one slot, an older stream, or no session reading in the window
+        outside = [v for s in samples if (v := outside_cores(s, cores)) is not None]
+        result = machine_busy(outside, whole_machine=whole)
     return result.to_dict() if result is not None else {}
 
 

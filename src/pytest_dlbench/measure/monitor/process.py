@@ -9,6 +9,11 @@ core/protocol.py). In an njobs job the monitor runs in the reporting rank, whose
 other ranks of this node) are children of the torchrun agent, not its own: rooted at the rank,
 they counted as "other processes" and every multi-rank run was judged busy (results/busy.py).
 Rooted at the agent (or the launcher above it), they are the run's.
+
+With several device slots at once (xdist workers), the other slots' benchmarks are neither this
+run's nor a neighbour's: :class:`SessionCpu` sums the CPU of the whole pytest session (its root
+process, from ``DLBENCH_SESSION``, and all its descendants), so that what is left of the
+machine's CPU is the load from outside the session (results/busy.py).
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.core.protocol import Env
 
-__all__ = ["NO_PROCESS", "ProcessTree", "run_root"]
+__all__ = ["NO_PROCESS", "ProcessTree", "Session", "SessionCpu", "run_root", "session_from_env"]
 
 #: Ancestors looked at above the sampling process (rank, torchrun, node launcher...).
 MAX_RUN_DEPTH = 8
@@ -47,6 +54,99 @@ def run_root(psutil: Any, proc: Any, marker: str | None) -> Any:
 
 # CPU percentages over a shorter period are tick noise (see ProcessTree).
 MIN_CPU_PERIOD = 0.05
+#: Ancestors looked at above the sampling process for the session's root (child, fork server,
+#: xdist worker, torchrun agent, node launcher...).
+MAX_SESSION_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class Session:
+    """The pytest session whose slots run at once: its root process and the slots' cores."""
+
+    pid: int
+    cpus: tuple[int, ...]
+
+
+def session_from_env(environ: Mapping[str, str]) -> Session | None:
+    """The session of ``DLBENCH_SESSION`` and ``DLBENCH_SESSION_CPUS`` (core/protocol.py), None
+    when either is unset or not a pid and a comma list of cores."""
+    pid, cpus = environ.get(Env.SESSION, ""), environ.get(Env.SESSION_CPUS, "")
+    try:
+        parsed = Session(int(pid), tuple(sorted({int(c) for c in cpus.split(",")})))
+    except ValueError:
+        return None
+    return parsed if parsed.pid > 0 and parsed.cpus and min(parsed.cpus) >= 0 else None
+
+
+def _cpu_seconds(proc: Any) -> float:
+    """User and system CPU time of the process itself (its reaped children's are left out:
+    they were counted while they ran, as members of the tree)."""
+    times = proc.cpu_times()
+    return float(times.user) + float(times.system)
+
+
+class SessionCpu:
+    """The CPU of a session's processes: its root and all its descendants (the xdist workers,
+    every slot's children, their workers and ranks), summed, in percent of one core.
+
+    From each process's CPU time, not psutil's per-process ``cpu_percent``: a process born
+    since the last reading (the other slot's next child, a DataLoader worker) counts all its CPU
+    time, where ``cpu_percent`` would read 0 for its first period and leave that CPU to
+    "outside". What a process used between the last reading and its exit is lost (little: less
+    than an interval of one process).
+    """
+
+    def __init__(self, psutil: Any, root: int, member: int) -> None:
+        """``member``: the sampling process, which must be ``root`` or one of its descendants
+        (a pid that is not, another machine's or a reused one, raises ValueError)."""
+        self.psutil = psutil
+        try:
+            self.root = psutil.Process(root)
+            proc = psutil.Process(member)
+            for _ in range(MAX_SESSION_DEPTH):
+                if proc is None or proc == self.root:
+                    break
+                proc = proc.parent()
+        except psutil.Error as exc:  # no such process (another machine's pid), not ours
+            raise ValueError(f"process {root} is not an ancestor of process {member}") from exc
+        if proc is None or proc != self.root:
+            raise ValueError(f"process {root} is not an ancestor of process {member}")
+        self._at = time.monotonic()
+        self._seconds: dict[int, tuple[Any, float]] = self._read() or {}
+
+    def _read(self) -> dict[int, tuple[Any, float]] | None:
+        """Each process's CPU seconds by pid; None when the tree cannot be listed (its root
+        gone): no reading, rather than every process "born" at the next one."""
+        psutil = self.psutil
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        out: dict[int, tuple[Any, float]] = {}
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):  # exited meanwhile, or not ours
+                out[proc.pid] = (proc, _cpu_seconds(proc))
+        return out
+
+    def percent(self) -> float | None:
+        """The session's CPU since the last call, None over a period too short to read."""
+        now = time.monotonic()
+        period = now - self._at
+        if period < MIN_CPU_PERIOD:
+            return None
+        current = self._read()
+        if current is None:
+            return None
+        used = 0.0
+        for pid, (proc, seconds) in current.items():
+            before = self._seconds.get(pid)
+            # Process.__eq__ compares the creation time too: a reused pid is a new process.
+            if before is None or before[0] != proc:
+                used += seconds  # born since the last reading
+            else:
+                used += max(seconds - before[1], 0.0)
+        self._at, self._seconds = now, current
+        return round(100.0 * used / period, 1)
 
 
 class ProcessTree:
@@ -60,10 +160,13 @@ class ProcessTree:
     a worker that exited keeps counting with its last known values.
     """
 
-    def __init__(self, psutil: Any, pid: int, marker: str | None = None) -> None:
+    def __init__(self, psutil: Any, pid: int, marker: str | None = None,
+                 session: SessionCpu | None = None) -> None:
         """``marker``: the run's ``DLBENCH_STREAM`` (default: this process's, when ``pid`` is
-        this process); the tree is rooted at :func:`run_root`."""
+        this process); the tree is rooted at :func:`run_root`. ``session``: the CPU of the
+        session around the run, sampled with the machine's (``session_cpu_percent``)."""
         self.psutil = psutil
+        self.session = session
         if marker is None and pid == os.getpid():
             marker = os.environ.get(Env.STREAM)
         self.pid = pid
@@ -140,7 +243,7 @@ class ProcessTree:
                 self._system_primed.add(thread)
                 system = None
         read, write = self._io_total()
-        return {
+        out = {
             "cpu_percent": round(sum(c for _, c, _ in procs), 1) if procs and cpu else None,
             "system_cpu_percent": system,
             "rss_bytes": sum(r for _, _, r in procs) if procs else None,
@@ -148,6 +251,10 @@ class ProcessTree:
             "disk_read_bytes": read - self._io_base[0] if self._io_ok else None,
             "disk_write_bytes": write - self._io_base[1] if self._io_ok else None,
         }
+        if self.session is not None:
+            # Right after the machine's reading: both cover (nearly) the same period.
+            out["session_cpu_percent"] = self.session.percent() if cpu else None
+        return out
 
 
 NO_PROCESS = {

@@ -10,7 +10,8 @@ It writes, into the run's stream (docs/telemetry.md):
 
 - one ``monitor`` record when it starts: ``gpu`` true with the sampled GPUs, or ``gpu`` false
   with the ``reason`` (no driver, no nvidia-ml-py, no visible GPU): the single info line of a
-  CPU-only run, which never fails because of it;
+  CPU-only run, which never fails because of it; with several slots at once, the session's
+  root (``session_pid``) and its slots' cores (``session_cpus``);
 - one ``telemetry`` record per sample: at start, every ``interval`` seconds, and at stop;
 - one ``monitor_summary`` record when it stops, with torch's own peak memory of the run when
   CUDA was used through torch (monitor/torch_memory.py: reset at start, read at stop).
@@ -33,7 +34,13 @@ from typing import Any
 
 from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
-from pytest_dlbench.measure.monitor.process import NO_PROCESS, ProcessTree
+from pytest_dlbench.measure.monitor.process import (
+    NO_PROCESS,
+    ProcessTree,
+    Session,
+    SessionCpu,
+    session_from_env,
+)
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
 from pytest_dlbench.measure.monitor.torch_memory import read_peaks, reset_peaks
 from pytest_dlbench.measure.stream import Event, Stream
@@ -57,7 +64,9 @@ class Monitor:
     ``psutil`` replace the modules (tests); ``clock`` (monotonic seconds) times the energy
     integration and ``elapsed``; ``wall`` is the records' ``time`` (UNIX seconds, like ``rate``
     records, so both can be put on one time axis); ``torch_cuda`` replaces ``torch.cuda`` for
-    the peak memory (tests; by default the one of an already imported torch).
+    the peak memory (tests; by default the one of an already imported torch). ``session``:
+    the session whose slots run at once around this run (default: ``DLBENCH_SESSION``'s, when
+    ``pid`` is this process), whose CPU each sample adds (``session_cpu_percent``).
     """
 
     def __init__(
@@ -72,12 +81,17 @@ class Monitor:
         psutil: Any = None,
         wall: Callable[[], float] = time.time,
         torch_cuda: Any = None,
+        session: Session | None = None,
     ) -> None:
         if not interval > 0:
             raise IntervalError(f"interval must be positive, got {interval!r}")
         self.stream = stream
         self.interval = float(interval)
         self.pid = os.getpid() if pid is None else pid
+        if session is None and self.pid == os.getpid():
+            session = session_from_env(os.environ)
+        self.session = session
+        self._session_open = False
         self.clock = clock
         self.wall = wall
         self.summary: MonitorSummary | None = None
@@ -116,6 +130,9 @@ class Monitor:
             info["reason"] = self._gpu_reason
         else:
             info["gpus"] = self._nvml.info
+        if self.session is not None and self._session_open:
+            info["session_pid"] = self.session.pid
+            info["session_cpus"] = list(self.session.cpus)
         if self._nvml.notes:
             info["notes"] = self._nvml.notes
         self._write(Event.MONITOR, info)
@@ -205,10 +222,19 @@ class Monitor:
                 return None
             psutil = installed
         try:
-            return ProcessTree(psutil, self.pid)
+            tree = ProcessTree(psutil, self.pid)
         except Exception as exc:  # noqa: BLE001 - no such pid, no permission: no CPU fields
             self._error(exc)
             return None
+        if self.session is not None:
+            try:
+                tree.session = SessionCpu(psutil, self.session.pid, self.pid)
+                self._session_open = True
+            except ValueError:  # a rank on another node (srun passes the environment on)
+                pass  # the run is judged alone, as with one slot
+            except Exception as exc:  # noqa: BLE001 - the root is gone, or not ours
+                self._error(exc)
+        return tree
 
     def _write(self, event: Event, fields: dict[str, Any]) -> None:
         try:
