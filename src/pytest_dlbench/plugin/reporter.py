@@ -9,6 +9,7 @@ and written by :mod:`pytest_dlbench.report.evaluation`; the loggers receive the 
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -112,6 +113,23 @@ class BenchReporter:
             session.exitstatus = self.evaluation.status
         if interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_verdict_last(
+            self, session: pytest.Session) -> Generator[None, object, object]:
+        """When a gate ran, its verdict is the last line pytest prints: after pytest's own
+        summary line (``6 passed, 4 skipped in 12.3s``, which counts items, not the gate),
+        written once every other part of the session's end (the terminal summary, that line)
+        has run inside this wrapper. Nothing is added when no gate ran. (pytest reads only
+        methods named ``pytest_*``: hence the name, and ``specname`` for the hook.)"""
+        result = yield
+        evaluation = self.evaluation
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if evaluation is not None and evaluation.comparison is not None and terminal is not None:
+            status = int(session.exitstatus)
+            terminal.write_line(printable(gate.verdict_line(evaluation.comparison, status)),
+                                red=status != gate.OK, green=status == gate.OK, bold=True)
+        return result
 
     def _confirmed(self, evaluation: Evaluation) -> tuple[Evaluation, bool]:
         """``--bench-confirm``: the suspected verdicts run again (plugin/confirm.py), and
