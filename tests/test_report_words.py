@@ -22,7 +22,7 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.busy import machine_busy
 from pytest_dlbench.results.compare import BenchComparison, Comparison, compare
 from pytest_dlbench.results.compiled import compile_rows
-from pytest_dlbench.results.doubt import figures_in_doubt
+from pytest_dlbench.results.doubt import figure_doubt, figures_in_doubt
 from pytest_dlbench.results.run_result import RunResult
 from pytest_dlbench.results.scoring import run_from_records, summarize_runs
 from pytest_dlbench.results.summary import SuiteSummary
@@ -93,6 +93,7 @@ def test_a_busy_or_unreliable_weighted_benchmark_puts_the_banner_in_doubt() -> N
     assert "a's figure is in doubt" in banner.detail
     noisy = saved({"a": {"rate": 100.0, "unreliable": "std% 62%: noisy steps"}})
     assert gate_banner(noisy, None, gate.OK).headline == "Every benchmark ran, figures in doubt"
+    assert figure_doubt(noisy.benchmarks[0]) == "unreliable (std% 62%)"
     passed = compare(busy, saved({"a": {"rate": 100.0}, "b": {"rate": 50.0}}))
     banner = gate_banner(busy, passed, gate.OK)
     assert (banner.css, banner.headline) == ("warn", "Gate passed, figures in doubt")

@@ -18,11 +18,12 @@ __all__ = ["figure_doubt", "figures_in_doubt"]
 
 
 def figure_doubt(bench: BenchSummary) -> str | None:
-    """Why ``bench``'s figure is in doubt, one phrase (``unreliable (std% 62%: ...)``, ``busy
-    machine (2 of 3 runs)``, or both joined by ``; ``); None when neither."""
+    """Why ``bench``'s figure is in doubt, one phrase (``unreliable (std% 62%)``, ``busy
+    machine (2 of 3 runs)``, or both joined by ``; ``; the causes are the report's own
+    ``unreliable:`` and ``busy:`` lines); None when neither."""
     why = []
     if bench.unreliable:
-        why.append(f"unreliable ({bench.unreliable})")
+        why.append(f"unreliable ({bench.unreliable.split(': ', 1)[0]})")
     busy, ok, _ = busy_share(bench)
     if busy:
         why.append(f"busy machine ({busy} of {ok} run{'s' if ok != 1 else ''})")
