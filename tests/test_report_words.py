@@ -272,3 +272,27 @@ def test_a_k_subset_prints_and_saves_a_subsets_score(suite: pytest.Pytester) -> 
     data = json.loads((suite.path / "sub.json").read_text())
     assert data["subset"] == {"weighted": 1, "of": 2, "left_out": ["other"]}
     assert data["score"] > 0
+
+
+FIXTURE_TESTS = textwrap.dedent(
+    """
+    import time
+
+    def test_fast(bench):
+        for _ in bench.iterate(range(24), batch_size=4):
+            time.sleep(0.002)
+    """
+)
+
+
+def test_the_bench_fixtures_gate_ends_with_its_verdict_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_dl=FIXTURE_TESTS)
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--bench-base=out", *args)
+
+    first = run("--bench-save=base.json")
+    assert first.ret == 0 and "dlbench:" not in _last_line(first)
+    again = run("--bench-compare=base.json", "--bench-tolerance=90%")
+    assert again.ret == 0, again.stdout.str()
+    assert _last_line(again) == "dlbench: passed (exit status 0)"
