@@ -38,6 +38,7 @@ NORMALIZE = [
     (re.compile(r"#\s?(ns|µs|ms|s)\b"), "# s"),  # a duration, in the unit that fits it
     (re.compile(r"#\s?(B|KiB|MiB|GiB|TiB)\b"), "# B"),  # a size, likewise
     (re.compile(r" cached\b"), ""),  # a compile found in inductor's cache, or not
+    (re.compile(r"#x\?(?=\s|$)"), "#x"),  # a speed-up in doubt (a side's noise), or not
     (re.compile(r"={3,}"), "=="),  # pytest's rules pad to the width its timing leaves
     (re.compile(r"\s+"), " "),  # column widths follow the numbers' widths
 ]

@@ -77,6 +77,8 @@ def test_matching_rules() -> None:
     assert normalize("mlp  0.0001  -  fp32") == normalize("mlp  0.0001  0.41  fp32")
     assert normalize("a 999 µs  1.47 ms 2 s 3.4 GiB") == normalize("a 1.30 ms 12 µs 5 ms 812 MiB")
     assert normalize("perf 12 items/s") != normalize("perf 12 ms")
+    # A speed-up in doubt (a side unreliable or busy) is marked as the run's noise has it.
+    assert normalize("mlp  1  0   0.51x?") == normalize("mlp  1  0    0.80x")
 
 
 # -- what the pages say of the options and the suites -------------------------------------------

@@ -3,7 +3,8 @@
 ```
 <base>/runs/<run-name>.<YYYYmmdd-HHMMSS>/
     manifest.json               the benchmarks this run set out to measure (the score's
-                                "incomplete" rule needs the ones that never wrote a stream)
+                                "incomplete" rule needs the ones that never wrote a stream),
+                                and the suites' weighted ones (a subset's score says so)
     specs/<bench>.json          the resolved spec a child process (or torchrun rank) runs
     <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark
     <bench>.D<k>[.R<r>].log     that run's child output
@@ -57,6 +58,7 @@ __all__ = [
     "CANDIDATE",
     "RUNS",
     "MANIFEST",
+    "SUITE_WEIGHTED",
     "SIDES",
     "StreamName",
     "base_dir",
@@ -98,6 +100,8 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+#: The manifest's list of the weighted, enabled benchmarks of the run's suites, selected or not.
+SUITE_WEIGHTED = "suite_weighted"
 
 
 def json_safe(value: Any) -> Any:
@@ -431,13 +435,18 @@ def parse_item_id(nodeid: str) -> StreamName | None:
 
 
 def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec],
-                   facts: dict[str, Any] | None = None, *, nodes: int = 1) -> Path:
+                   facts: dict[str, Any] | None = None, *, nodes: int = 1,
+                   suite_weighted: Iterable[str] | None = None) -> Path:
     """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
     and ``facts`` about the run (commit, machine, versions) at its top level. ``nodes``: the
-    machines an njobs job spans (the system file's nodes), said on each such benchmark."""
+    machines an njobs job spans (the system file's nodes), said on each such benchmark.
+    ``suite_weighted``: the weighted, enabled benchmarks the suites hold, selected or not (a
+    ``-k``, ``-m`` or ``--bench-select`` subset leaves some out: its score is a subset's)."""
     benchmarks = {spec.name: _manifest_entry(spec, nodes) for spec in specs}
     path = Path(run_dir) / MANIFEST
-    manifest = {"version": 1, "suite": suite, **(facts or {}), "benchmarks": benchmarks}
+    manifest = {"version": 1, "suite": suite, **(facts or {}),
+                **({SUITE_WEIGHTED: list(suite_weighted)} if suite_weighted is not None else {}),
+                "benchmarks": benchmarks}
     _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
     return path
 
@@ -498,6 +507,7 @@ def _manifest_problem(data: Any) -> str | None:
     class Manifest(Loose):
         suite: Str | None = None
         benchmarks: dict[str, Entry] | None = None
+        suite_weighted: list[Str] | None = None
 
     return problem(Manifest, data)
 

@@ -231,10 +231,17 @@ class ControllerSession(BenchSession):
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
         # logging during the run does.
         layout.write_manifest(self.run_dir(), self.run_name, specs, facts=facts,
-                              nodes=job_nodes(self.system))
+                              nodes=job_nodes(self.system), suite_weighted=self._weighted())
         if self.against is not None:
             self._write_base_manifest(specs, facts)
         self._manifest_written = True
+
+    def _weighted(self) -> list[str]:
+        """The weighted benchmarks the suites hold that a run of them all would run (enabled,
+        with a definition), whatever ``-k``, ``-m`` or ``--bench-select`` selected: against
+        them, the manifest's benchmarks are the whole suite's score or a subset's."""
+        return [spec.name for suite in self.suites for spec in suite.specs
+                if spec.enabled and spec.definition is not None and spec.weight > 0]
 
     def _write_base_manifest(self, specs: list[BenchSpec], facts: dict[str, Any]) -> None:
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and

@@ -9,6 +9,7 @@ and written by :mod:`pytest_dlbench.report.evaluation`; the loggers receive the 
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import ReportedRun
     from pytest_dlbench.results.evaluation import Evaluation
 
-__all__ = ["BenchReporter"]
+__all__ = ["BenchReporter", "GateVerdictLine"]
 
 
 def end_pytest_line(config: pytest.Config) -> None:
@@ -45,6 +46,30 @@ def end_pytest_line(config: pytest.Config) -> None:
     terminal.currentfspath = None  # pytest's own newline is written: not again
 
 
+class GateVerdictLine:
+    """When a gate ran, its verdict is the last line pytest prints (``dlbench: regressed (exit
+    status 6)``): after pytest's own summary line (``6 passed, 4 skipped in 12.3s``, which counts
+    items, not the gate). A ``pytest_sessionfinish`` wrapper tried first is the outermost: the
+    terminal summary and pytest's last line are written inside it, this line after them.
+    Nothing is added when no gate ran."""
+
+    PLUGIN_NAME = "dlbench-gate-verdict"
+
+    def __init__(self, reporter: BenchReporter) -> None:
+        self.reporter = reporter
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        evaluation = self.reporter.evaluation
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        if evaluation is not None and evaluation.comparison is not None and terminal is not None:
+            status = int(session.exitstatus)
+            terminal.write_line(printable(gate.verdict_line(evaluation.comparison, status)),
+                                red=status != gate.OK, green=status == gate.OK, bold=True)
+        return result
+
+
 class BenchReporter:
     PLUGIN_NAME = "dlbench-reporter"
 
@@ -61,6 +86,11 @@ class BenchReporter:
         #: ``--bench-compare``, read before the run (None: not asked).
         self.baseline = self._load_baseline(self.config.getoption("bench_compare"),
                                             self.config.getoption("bench_require_baseline"))
+        # The gate's verdict closes the output: in a suite run and in the bench fixture's
+        # (whose runs forward this reporter's hooks without registering it).
+        manager = self.config.pluginmanager
+        if not manager.has_plugin(GateVerdictLine.PLUGIN_NAME):
+            manager.register(GateVerdictLine(self), GateVerdictLine.PLUGIN_NAME)
 
     def _load_baseline(self, path: str | None, required: bool) -> gate.BaselineLoad | None:
         """A corrupt or foreign baseline stops the run before anything is measured."""

@@ -15,7 +15,7 @@ def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int 
     """The summary table and score; a --bench-against run's paired table below it (its
     verdicts are there, not in the summary's columns). ``verbosity < 0``: the score line.
     ``columns``/``sort``: ``--bench-columns``/``--bench-sort`` (report/columns.py)."""
-    from pytest_dlbench.report.terminal import render_paired, render_summary
+    from pytest_dlbench.report.terminal import render_paired, render_summary, score_label
 
     paired = evaluation.paired and verbosity >= 0
     text = render_summary(evaluation.summary, None if paired else evaluation.comparison,
@@ -23,7 +23,8 @@ def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int 
                           columns=columns, sort=sort)
     if paired and evaluation.comparison is not None:
         text += "\n\n" + render_paired(evaluation.comparison, evaluation.base_summary,
-                                       verbosity=verbosity, width=width, sort=sort)
+                                       verbosity=verbosity, width=width, sort=sort,
+                                       label=score_label(evaluation.summary))
     confirmed = render_confirmation(evaluation.confirmation) if verbosity >= 0 else ""
     return text + "\n\n" + confirmed if confirmed else text
 

@@ -33,7 +33,7 @@ from pytest_dlbench.report.html_compare import (
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 from pytest_dlbench.report.plots import draw_plots
-from pytest_dlbench.report.terminal import busy_note, mfu_reason
+from pytest_dlbench.report.terminal import busy_note, mfu_reason, score_label
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.history import report_series
 from pytest_dlbench.results.scoring import MAX_STD_PENALTY
@@ -117,6 +117,7 @@ class CompileView:
     graph_breaks: str
     speedup: str
     note: str  # cached, recompiled in the loop, failed
+    doubt: str = ""  # why the speed-up is in doubt (results/compiled.speedup_doubt), "" if not
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ class View:
     perf_adj_rule: str = ""
     #: ``--bench-confirm``: (first pass, confirmation) lines of each confirmed benchmark.
     confirmation: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: The score card's label: ``Score``, or a subset's (report/terminal.score_label).
+    score_label: str = "Score"
+    #: A subset's score (-k, -m, --bench-select): which weighted benchmarks it leaves out.
+    subset: str | None = None
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -241,6 +246,8 @@ def _compile_views(summary: SuiteSummary) -> list[CompileView]:
             notes.append(f"{row.loop_graphs} graph(s) compiled inside the timed loop")
         if row.failed:
             notes.append(row.failed)
+        if row.doubt:
+            notes.append(f"speed-up in doubt: {row.doubt}")
         views.append(CompileView(
             bench=row.bench,
             eager=row.eager or DASH,
@@ -251,6 +258,7 @@ def _compile_views(summary: SuiteSummary) -> list[CompileView]:
             graph_breaks=str(row.graph_breaks) if row.graph_breaks is not None else DASH,
             speedup=f"× {significant(row.speedup, 3)}" if row.speedup is not None else DASH,
             note="; ".join(notes),
+            doubt=row.doubt or "",
         ))
     return views
 
@@ -322,7 +330,24 @@ def _view(
         has_time_to_train=any(b.lower_is_better for b in benches),
         gate=gate_banner(summary, comparison, status),
         perf_adj_rule=perf_adj_rule(),
+        score_label=_capitalised(score_label(summary)),
+        subset=_subset_note(summary),
     )
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _subset_note(summary: SuiteSummary) -> str | None:
+    """What a subset's score leaves out (None: the whole suite's score)."""
+    if not summary.subset:
+        return None
+    left = list(summary.left_out)
+    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    return (f"this run selected {len(summary.weighted)} of the suite's "
+            f"{summary.suite_weighted_count} weighted benchmarks (-k, -m or --bench-select), "
+            f"so its score is theirs, not the suite's; left out: {shown}")
 
 
 @functools.lru_cache(maxsize=1)

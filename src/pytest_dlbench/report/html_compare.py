@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.doubt import figures_in_doubt
 from pytest_dlbench.results.evaluation import judged
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.summary import SuiteSummary
 
 __all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
-           "gate_banner", "page_status"]
+           "gate_banner", "page_status", "rounds_text", "section_title"]
 
 VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral",
                  "inconclusive": "other"}
@@ -78,11 +79,16 @@ class ComparisonView:
     #: Why each inconclusive verdict is one ("name: reason"), and what to do about them.
     inconclusive: tuple[str, ...] = ()
     advice: str = ""
+    why: str = ""  # what made them inconclusive (results/gate.py's causes), capitalised
     #: The judged ratio's name (the table's column) and what it is, and the rule, as the
     #: terminal and the JSON say them (results/compare.Comparison).
     ratio_name: str = "ratio"
     ratio_means: str = ""
     rule: str = ""
+    #: The section's title: a saved baseline's, or a paired run's (its base revision).
+    title: str = "Comparison with the baseline"
+    #: What the run is compared with, in the page's words: ``baseline`` or ``base revision``.
+    reference: str = "baseline"
 
 
 @dataclass(frozen=True)
@@ -148,10 +154,17 @@ def comparison_view(comparison: Comparison) -> ComparisonView:
         regressed=comparison.regressed,
         inconclusive=_inconclusive(comparison),
         advice=comparison.inconclusive_advice if comparison.inconclusive else "",
+        why=_capitalised(comparison.inconclusive_why) if comparison.inconclusive else "",
         ratio_name=comparison.ratio_name,
         ratio_means=comparison.ratio_means,
         rule=comparison.rule,
+        title=section_title(comparison),
+        reference=_reference(comparison),
     )
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _inconclusive(comparison: Comparison) -> tuple[str, ...]:
@@ -164,11 +177,45 @@ def _inconclusive(comparison: Comparison) -> tuple[str, ...]:
 
 
 def _paired_label(comparison: Comparison) -> str | None:
+    """``main (1a2b3c4d5e), stopped after 6 of 10 rounds``: the base revision and the rounds
+    that ran (results/compare.Comparison.rounds_ran), not the rounds asked for."""
     against = comparison.against
     if against is None:
         return None
     sha = str(against.get("sha") or "")[:10]
-    return f"{against.get('rev')} ({sha}), {against.get('rounds')} rounds"
+    return f"{against.get('rev')} ({sha}), {rounds_text(comparison)}"
+
+
+def rounds_text(comparison: Comparison) -> str:
+    """The rounds a paired run ran: ``10 rounds`` (all asked), ``stopped after 6 of 10
+    rounds``, ``4 to 6 of 10 rounds`` (benchmarks that stopped at different rounds)."""
+    ran = comparison.rounds_ran
+    asked = (comparison.against or {}).get("rounds")
+    if ran is None:
+        return f"{asked} rounds asked, none paired" if asked else "no round paired"
+    fewest, most, planned = ran
+    if planned is None or (fewest == most == planned):
+        return f"{most} rounds" if fewest == most else f"{fewest} to {most} rounds"
+    if fewest == most:
+        return f"stopped after {most} of {planned} rounds"
+    stopped = "stopped after " if most < planned else ""
+    return f"{stopped}{fewest} to {most} of {planned} rounds"
+
+
+def _reference(comparison: Comparison | None) -> str:
+    """``baseline`` (a saved one) or ``base revision`` (``--bench-against``)."""
+    return "base revision" if comparison is not None and comparison.against is not None \
+        else "baseline"
+
+
+def section_title(comparison: Comparison) -> str:
+    """The comparison section's title: ``Comparison with the baseline`` (a saved baseline),
+    ``Paired comparison with main`` (``--bench-against``), or ``Comparison with the base
+    revision`` when the revision is not named."""
+    if comparison.against is None:
+        return "Comparison with the baseline"
+    rev = comparison.against.get("rev")
+    return f"Paired comparison with {rev}" if rev else "Comparison with the base revision"
 
 
 def _names(names: list[str], most: int = 5) -> str:
@@ -193,22 +240,23 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
     also = ""
     if comparison is not None and comparison.regressed:
         what = _names(regressed) if regressed else "the score"
-        also = f"; against the baseline, {what} regressed"
+        also = f"; against the {_reference(comparison)}, {what} regressed"
     code = f"exit status {status}"
     if status == gate.EXIT_REGRESSED:
         tol = percent(comparison.tolerance, space=True) if comparison is not None else ""
         what = _names(regressed) if regressed else "the score"
         return GateBanner(status, "bad", "Gate failed: performance regressed",
                           f"{code}: every benchmark ran, but {what} regressed against the "
-                          f"baseline (slower beyond the {tol} tolerance, and significant).")
+                          f"{_reference(comparison)} (slower beyond the {tol} tolerance, and "
+                          "significant).")
     if status == gate.EXIT_INCONCLUSIVE:
         assert comparison is not None  # 9 is only ever a comparison's status
         doubtful = list(comparison.inconclusives) or ["the score"]
-        return GateBanner(status, "warn", "Gate inconclusive: the noise is too large for the "
-                          "tolerance",
+        return GateBanner(status, "warn", f"Gate inconclusive: {comparison.inconclusive_why}",
                           f"{code}: every benchmark ran and none regressed, but "
                           f"{_names(doubtful)} could not be told from noise against the "
-                          f"baseline. To get a verdict, {comparison.inconclusive_advice}.")
+                          f"{_reference(comparison)}. To get a verdict, "
+                          f"{comparison.inconclusive_advice}.")
     if status == gate.BENCH_FAILED:
         failed = sorted({r.bench for r in summary.runs if not r.ok and not r.skipped})
         missing = [n for n in summary.incomplete if n not in failed]
@@ -236,6 +284,9 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
                           f"{code}: the run was stopped before its end; what ran is shown.")
     if status != gate.OK:
         return GateBanner(status, "warn", f"Exit status {status}", f"{code}.")
+    doubted = figures_in_doubt(summary)  # results/doubt.py: unreliable, or a busy machine
+    if doubted:
+        return _in_doubt(status, doubted, comparison)
     if comparison is None:
         return GateBanner(status, "good", "Every benchmark ran",
                           f"{code}: no baseline was compared (--bench-compare, "
@@ -243,4 +294,23 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
     tol = percent(comparison.tolerance, space=True)
     return GateBanner(status, "good", "Gate passed: nothing regressed",
                       f"{code}: every benchmark ran, and no benchmark is significantly slower "
-                      f"than the baseline beyond the {tol} tolerance (given both sides' noise).")
+                      f"than the {_reference(comparison)} beyond the {tol} tolerance (given both "
+                      "sides' noise).")
+
+
+def _in_doubt(status: int, doubted: tuple[str, ...], comparison: Comparison | None) -> GateBanner:
+    """Status 0 with a weighted benchmark's figure in doubt: amber, never the green all-clear
+    (the score is made of those figures)."""
+    one = len(doubted) == 1
+    figures = (f"{doubted[0]}'s figure is" if one else
+               f"the figures of {_names(list(doubted))} are")
+    doubt = (f"{figures} in doubt: unreliable (std% flagged) or measured on a busy machine, "
+             "as their badges below say; rerun on a quieter runner for figures to trust")
+    if comparison is None:
+        return GateBanner(status, "warn", "Every benchmark ran, figures in doubt",
+                          f"exit status {status}: {doubt}. No baseline was compared "
+                          "(--bench-compare, --bench-against), so there is no gate verdict.")
+    tol = percent(comparison.tolerance, space=True)
+    return GateBanner(status, "warn", "Gate passed, figures in doubt",
+                      f"exit status {status}: no benchmark is significantly slower than the "
+                      f"{_reference(comparison)} beyond the {tol} tolerance, but {doubt}.")

@@ -51,6 +51,7 @@ __all__ = [
     "render_paired",
     "bench_tables",
     "render_summary",
+    "score_label",
     "score_line",
     "score_text",
     "verdict_rule",
@@ -221,15 +222,26 @@ def _mfu_lines(summary: SuiteSummary) -> list[str]:
 def score_line(
     summary: SuiteSummary, comparison: Comparison | None = None, price: float | None = None
 ) -> str:
+    label = score_label(summary)
     if summary.score is None:
-        line = f"score: - ({no_score_reason(summary)})"
+        line = f"{label}: - ({no_score_reason(summary)})"
     else:
-        line = f"score: {score_text(summary.score)}"
+        line = f"{label}: {score_text(summary.score)}"
     if comparison is not None:
         line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
         line += f"  price/score: {score_text(price / summary.score)}"
     return line
+
+
+def score_label(summary: SuiteSummary) -> str:
+    """``score``, or ``score of 3 of the suite's 13 weighted benchmarks`` when the run selected
+    a subset of them (``-k``, ``-m``, ``--bench-select``: results/summary.SuiteSummary.subset):
+    a subset's score is never said as the suite's."""
+    if not summary.subset:
+        return "score"
+    return (f"score of {len(summary.weighted)} of the suite's {summary.suite_weighted_count} "
+            "weighted benchmarks")
 
 
 def score_text(score: float | None) -> str:
@@ -348,8 +360,9 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
     if comparison.score_verdict == INCONCLUSIVE:
         lines.append(printable(f"inconclusive: the score: {comparison.score_reason}"))
     status = "" if comparison.regressed else f" (exit status {gate.EXIT_INCONCLUSIVE})"
-    lines.append(f"the noise is too large for the tolerance{status}: "
-                 f"{comparison.inconclusive_advice}")
+    # The cause the verdicts gave (results/compare.Comparison.inconclusive_causes), and its
+    # remedy: a busy machine is not "noise too large", nor is a run cut short.
+    lines.append(f"{comparison.inconclusive_why}{status}: {comparison.inconclusive_advice}")
     return lines
 
 
@@ -525,13 +538,15 @@ def render_paired(
     verbosity: int = 0,
     width: int = 100,
     sort: str | None = None,
+    label: str = "score",
 ) -> str:
     """A ``--bench-against`` run: per benchmark the base and candidate rates, the ratio of the
     pairs, its interval and the verdict (with ``-v`` p, the pairs and the perf_adj ratio), then
-    the score and the base side's failed runs. ``verbosity < 0``: the score line only."""
+    the score and the base side's failed runs. ``verbosity < 0``: the score line only.
+    ``label``: the candidate's :func:`score_label` (a subset's score says so)."""
     level = f"{100 * (1 - 2 * comparison.alpha):g}% CI"
     cs, bs = comparison.current_score, comparison.baseline_score
-    score = (f"score: {score_text(cs)} vs base {score_text(bs)} "
+    score = (f"{label}: {score_text(cs)} vs base {score_text(bs)} "
              f"({_score_comparison(comparison)})")
     if verbosity < 0:
         return printable_lines(score)

@@ -22,6 +22,7 @@ from pytest_dlbench.results.sweep import param_names, sweep_rows
 
 __all__ = [
     "SLOW_DEVICE",
+    "SPEEDUP_DOUBT",
     "SWEEP_NOTE",
     "compile_columns",
     "compile_lines",
@@ -160,7 +161,8 @@ def _blocks(sizes: list[int], width: int) -> list[list[int]]:
 def compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
     """Compile time (the warm-up steps until nothing new compiled: tracing, compiling or
     loading from the caches: :func:`compile_lines` says which), graphs, graph breaks and the
-    speed-up over the eager sibling; ``-`` for an eager benchmark."""
+    speed-up over the eager sibling (marked ``?`` when a side's figure is in doubt:
+    :func:`compile_lines` says why); ``-`` for an eager benchmark."""
     if row is None:
         return {"compile": MISSING, "graphs": MISSING, "breaks": MISSING, "speedup": MISSING}
     seconds = MISSING if row.seconds is None else f"{fixed(row.seconds, 1)} s"
@@ -168,16 +170,24 @@ def compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
         "compile": seconds,
         "graphs": MISSING if row.graphs is None else str(row.graphs),
         "breaks": MISSING if row.graph_breaks is None else str(row.graph_breaks),
-        "speedup": MISSING if row.speedup is None else f"{fixed(row.speedup, 2)}x",
+        "speedup": MISSING if row.speedup is None else
+        f"{fixed(row.speedup, 2)}x{SPEEDUP_DOUBT if row.doubt else ''}",
     }
+
+
+#: The mark of a speed-up in doubt (results/compiled.speedup_doubt), its reason under the table.
+SPEEDUP_DOUBT = "?"
 
 
 def compile_lines(summary: SuiteSummary) -> list[str]:
     """Compiled benchmarks whose graphs all came from the compile caches (what their compile
     time was), and those that compiled again inside their timed loop (a changed shape or
-    guard)."""
+    guard), and the speed-ups in doubt (a side unreliable or busy: results/compiled.py)."""
     lines = []
     for row in compile_rows(summary):
+        if row.doubt and row.speedup is not None:
+            lines.append(printable(f"speedup in doubt: {row.bench} {fixed(row.speedup, 2)}x "
+                                   f"({row.doubt})"))
         if row.cached and row.seconds is not None:
             # Said in words: "29.5 s cached" in the cell read as a time the cache had saved.
             lines.append(f"compile: {row.bench} {fixed(row.seconds, 1)} s with every graph a "

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.results import machine, noise
-from pytest_dlbench.results.gate import inconclusive_advice
+from pytest_dlbench.results import gate, machine, noise
 from pytest_dlbench.results.noise import Drift
 from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test, weighted_geomean
@@ -72,6 +71,9 @@ class BenchComparison:
     noise: str = ""
     #: The drift between sessions the verdict assumed (a saved baseline: results/noise.py).
     drift: Drift | None = None
+    #: What puts a side's figure in doubt, one phrase each (a std% flagged unreliable, a busy
+    #: machine: results/noise.doubts, results/paired.paired_doubt); () when nothing does.
+    doubts: tuple[str, ...] = ()
 
     @property
     def time_ratio(self) -> float | None:
@@ -118,6 +120,8 @@ class Comparison:
     against: Mapping[str, Any] | None = None
     #: Why the score's verdict is what it is, one line.
     score_reason: str = ""
+    #: The doubts on the weighted benchmarks' figures the score's verdict saw.
+    score_doubts: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[str, ...]:
@@ -158,10 +162,79 @@ class Comparison:
         return f"{self.ratio_name} = {found.ratio_means}" if found is not None else ""
 
     @property
+    def inconclusive_causes(self) -> tuple[str, ...]:
+        """Why the inconclusive verdicts are (results/gate.py's causes, in its order): a side
+        measured on a busy machine, noise too large for the tolerance, or a paired run that
+        ended before its rounds; () when every verdict is conclusive."""
+        found: set[str] = set()
+        for row in self.benchmarks:
+            if row.verdict == INCONCLUSIVE:
+                found.update(self._row_causes(row))
+        if self.score_verdict == INCONCLUSIVE:
+            found.update(gate.doubt_cause(d) for d in self.score_doubts)
+            if not self.score_doubts:
+                found.add(gate.NOISE)
+        return tuple(c for c in gate.CAUSES if c in found)
+
+    def _row_causes(self, row: BenchComparison) -> set[str]:
+        """An inconclusive row's causes: its doubts; else a paired run with no test (fewer
+        than two pairs), or whose rounds ended before the rule could decide (interrupted,
+        failed rounds); else the noise."""
+        if row.doubts:
+            return {gate.doubt_cause(d) for d in row.doubts}
+        if self.against is not None and (row.p_value is None or self._cut_short(row)):
+            return {gate.FEW_ROUNDS}
+        return {gate.NOISE}
+
+    def _stop(self, name: str) -> Mapping[str, Any]:
+        """Where a paired benchmark's rounds ended (results/paired.py's ``stops``), {} if
+        unknown: a sequential run interrupted before its rule could decide has none."""
+        stops = (self.against or {}).get("stops") or {}
+        stop = stops.get(name) if isinstance(stops, Mapping) else None
+        return stop if isinstance(stop, Mapping) else {}
+
+    def _cut_short(self, row: BenchComparison) -> bool:
+        """A paired benchmark whose rounds ended before the planned ones with no decision of
+        the rule (interrupted, or rounds that failed)."""
+        stop = self._stop(row.name)
+        used, planned = stop.get("rounds_used"), stop.get("rounds")
+        if isinstance(used, int) and isinstance(planned, int):
+            return used < planned and stop.get("stopped") != "clear"  # paired.CLEAR: decided
+        asked = (self.against or {}).get("rounds")
+        return isinstance(asked, int) and row.samples[0] < asked
+
+    @property
+    def rounds_ran(self) -> tuple[int, int, int | None] | None:
+        """A paired run's rounds: (the fewest, the most any compared benchmark ran, the rounds
+        asked for); None for a saved baseline's comparison or when no benchmark was paired. A
+        benchmark stops before the rounds asked when its verdict is clear (the sequential
+        design), or when the run was cut short."""
+        if self.against is None:
+            return None
+        ran = []
+        for row in self.benchmarks:
+            used = self._stop(row.name).get("rounds_used")
+            if isinstance(used, int):
+                ran.append(used)
+            elif row.samples[0]:
+                ran.append(row.samples[0])  # interrupted before its rule decided: its pairs
+        if not ran:
+            return None
+        asked = self.against.get("rounds")
+        return min(ran), max(ran), asked if isinstance(asked, int) else None
+
+    @property
+    def inconclusive_why(self) -> str:
+        """What made the verdicts inconclusive, in words (results/gate.py): the head of the
+        closing line, the HTML banner's and its advice's."""
+        return gate.inconclusive_why(self.inconclusive_causes)
+
+    @property
     def inconclusive_advice(self) -> str:
-        """What to do about an inconclusive verdict: a paired run's rounds or a saved
-        baseline's comparison (results/gate.py)."""
-        return inconclusive_advice(paired=self.against is not None)
+        """What to do about the inconclusive verdicts, for their causes: a paired run's rounds
+        or a saved baseline's comparison (results/gate.py)."""
+        return gate.inconclusive_advice(paired=self.against is not None,
+                                        causes=self.inconclusive_causes)
 
     def get(self, name: str) -> BenchComparison | None:
         return next((b for b in self.benchmarks if b.name == name), None)
@@ -267,6 +340,7 @@ def _compare_bench(
         reason=judged.reason,
         noise=found.noise if found is not None else "",
         drift=found.drift if found is not None else None,
+        doubts=found.doubts if found is not None else (),
     ), found
 
 
@@ -334,4 +408,5 @@ def compare_summaries(
         score_rate_ratio=rate_ratio,
         score_ci=score_found.ci if score_found is not None else None,
         score_reason=score.reason,
+        score_doubts=score_found.doubts if score_found is not None else (),
     )

@@ -6,7 +6,9 @@ before the timed loop (phase ``warmup``) and whether anything was compiled again
 whose ``config`` has the same definition, the same command line without ``--compile`` and
 ``--compile-backend``, and the same plan (suite/presets.eager_key): whatever the two are
 called, a matrix over ``--compile`` or two hand-written entries pair the same way. Its speed-up
-is ``perf(compiled) / perf(eager)``, when both have a perf. Pure functions: no torch.
+is ``perf(compiled) / perf(eager)``, when both have a perf; a side whose figure is in doubt
+(results/doubt.py: its std% flagged unreliable, or runs on a busy machine) puts the speed-up in
+doubt, said on its row. Pure functions: no torch.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import as_number
+from pytest_dlbench.results.doubt import figure_doubt
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 
-__all__ = ["CompileRow", "compile_rows", "compile_summary", "eager_siblings"]
+__all__ = ["CompileRow", "compile_rows", "compile_summary", "eager_siblings", "speedup_doubt"]
 
 
 def compile_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -55,6 +58,9 @@ class CompileRow:
     cached: bool  # every compiled graph came from the inductor/AOT caches
     speedup: float | None  # perf / eager perf
     failed: str | None  # the reason of a run that failed (to compile, usually)
+    #: Why the speed-up cannot be taken at its word: a side's figure in doubt
+    #: (:func:`speedup_doubt`); None when both sides are sound, or there is no speed-up.
+    doubt: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,7 +68,17 @@ class CompileRow:
             "backend": self.backend, "seconds": self.seconds, "graphs": self.graphs,
             "graph_breaks": self.graph_breaks, "loop_graphs": self.loop_graphs,
             "cached": self.cached, "speedup": self.speedup, "failed": self.failed,
+            "doubt": self.doubt,
         }
+
+
+def speedup_doubt(compiled: BenchSummary, eager: BenchSummary) -> str | None:
+    """Why a speed-up ``compiled.perf / eager.perf`` is in doubt: each side whose figure is
+    (results/doubt.figure_doubt), named (``eager mlp-eager: busy machine (2 of 3 runs)``);
+    None when neither is. A ratio of two figures is no surer than the less sure of them."""
+    parts = [f"{side} {b.name}: {why}" for side, b in (("compiled", compiled), ("eager", eager))
+             if (why := figure_doubt(b)) is not None]
+    return "; ".join(parts) or None
 
 
 def eager_siblings(benches: Sequence[BenchSummary]) -> dict[str, BenchSummary]:
@@ -94,9 +110,10 @@ def compile_rows(summary: SuiteSummary | Sequence[BenchSummary]) -> list[Compile
         stats = [r.compiled for r in b.runs if r.compiled]
         seconds = [s for x in stats if (s := as_number(x.get("seconds"))) is not None]
         sibling = siblings.get(b.name)
-        speedup = None
+        speedup = doubt = None
         if sibling is not None and b.perf and sibling.perf:
             speedup = b.perf / sibling.perf
+            doubt = speedup_doubt(b, sibling)
         failed = next((r.reason for r in b.runs if not r.ok and not r.skipped), None)
         misses = sum(int(x.get("cache_misses") or 0) for x in stats)
         hits = sum(int(x.get("cache_hits") or 0) for x in stats)
@@ -112,5 +129,6 @@ def compile_rows(summary: SuiteSummary | Sequence[BenchSummary]) -> list[Compile
             cached=bool(stats) and hits > 0 and misses == 0,
             speedup=speedup,
             failed=failed,
+            doubt=doubt,
         ))
     return rows

@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "gate_record",
+    "gate_word",
+    "verdict_line",
     "BASELINE_MISSING",
+    "BUSY",
+    "BUSY_ADVICE",
+    "BUSY_DOUBT",
+    "CAUSES",
+    "FEW_ROUNDS",
+    "FEW_ROUNDS_ADVICE",
+    "NOISE",
+    "PASSED",
     "BENCH_FAILED",
     "EXIT_INCONCLUSIVE",
     "INCONCLUSIVE_ADVICE",
@@ -51,7 +61,9 @@ __all__ = [
     "BaselineLoad",
     "OptionValueError",
     "final_status",
+    "doubt_cause",
     "inconclusive_advice",
+    "inconclusive_why",
     "output_status",
     "run_failed",
     "load_baseline",
@@ -92,15 +104,56 @@ INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, kee
                        "machine's sessions (--bench-autosave, or dlbench baseline) and run "
                        "with --bench-repeat, or use a quieter runner")
 #: The same for a ``--bench-against`` run, whose sides already ran interleaved: its rounds
-#: were too noisy for the tolerance, or one side's runs met a busy machine (results/paired.py,
-#: results/verdict.py).
+#: were too noisy for the tolerance (results/paired.py, results/verdict.py).
 PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter runner, with "
                               "nothing else loading it during the run")
 
+#: Why verdicts are inconclusive, as the closing line names it (results/compare.py,
+#: ``Comparison.inconclusive_causes``):
+#: a side measured on a busy machine, noise too large for the tolerance (between runs, within
+#: a side's runs, or between a paired run's rounds), or a paired run that ended before the
+#: rounds it needed.
+BUSY = "busy"
+NOISE = "noise"
+FEW_ROUNDS = "rounds"
+CAUSES = (BUSY, NOISE, FEW_ROUNDS)
+#: How a doubt on a side's figure taken on a busy machine begins (results/noise.py,
+#: results/paired.py): the phrase the cause is told by.
+BUSY_DOUBT = "the machine was busy"
+#: What each cause is, in the closing line.
+CAUSE_WORDS = {
+    BUSY: "the machine was busy during the runs",
+    NOISE: "the noise is too large for the tolerance",
+    FEW_ROUNDS: "too few rounds ran to tell",
+}
+#: What to do about a busy machine, and about a paired run that ended too soon.
+BUSY_ADVICE = "rerun on a quieter runner, with nothing else loading it during the run"
+FEW_ROUNDS_ADVICE = "run more rounds (--bench-rounds), and let the run finish them"
 
-def inconclusive_advice(paired: bool) -> str:
-    """What to do about an inconclusive verdict of a paired run, or of a saved baseline's."""
-    return PAIRED_INCONCLUSIVE_ADVICE if paired else INCONCLUSIVE_ADVICE
+
+def doubt_cause(doubt: str) -> str:
+    """The cause a doubt on a side's figure stands for: :data:`BUSY` for a busy machine, else
+    :data:`NOISE` (a std% flagged unreliable: the side's own runs are too noisy)."""
+    return BUSY if doubt.startswith(BUSY_DOUBT) else NOISE
+
+
+def inconclusive_why(causes: tuple[str, ...] = (NOISE,)) -> str:
+    """``the machine was busy during the runs``, ``the noise is too large for the tolerance``
+    or both: what made the verdicts inconclusive, in the order of :data:`CAUSES`."""
+    ordered = [c for c in CAUSES if c in causes] or [NOISE]
+    return " and ".join(CAUSE_WORDS[c] for c in ordered)
+
+
+def inconclusive_advice(paired: bool, causes: tuple[str, ...] = (NOISE,)) -> str:
+    """What to do about inconclusive verdicts of a paired run, or of a saved baseline's, for
+    the ``causes`` given: a busy machine wants a quieter runner, noise more rounds (paired) or
+    the saved baseline's remedies, a paired run that ended too soon more rounds."""
+    ordered = [c for c in CAUSES if c in causes] or [NOISE]
+    noise = PAIRED_INCONCLUSIVE_ADVICE if paired else INCONCLUSIVE_ADVICE
+    if BUSY in ordered and NOISE in ordered and paired:
+        return noise  # more rounds or a quieter runner: both said once
+    advice = {BUSY: BUSY_ADVICE, NOISE: noise, FEW_ROUNDS: FEW_ROUNDS_ADVICE}
+    return "; ".join(advice[c] for c in ordered)
 
 
 #: ``--bench-against``: rounds of (base, candidate) pairs per benchmark, and the paired test
@@ -270,6 +323,36 @@ def output_status(status: int, *, unwritten: bool) -> int:
     return OUTPUT_FAILED if unwritten and status == OK else status
 
 
+PASSED = "passed"
+
+
+def gate_word(comparison: Any) -> str:
+    """The gate's verdict in one word: :data:`REGRESSED`, :data:`INCONCLUSIVE` or ``passed``."""
+    if comparison.regressed:
+        return REGRESSED
+    return INCONCLUSIVE if comparison.inconclusive else PASSED
+
+
+#: What an exit status other than the gate's own (0, 6, 9) says, before the gate's word.
+_STATUS_WORDS = {
+    BENCH_FAILED: "a benchmark failed",
+    INTERRUPTED: "interrupted",
+    USAGE_ERROR: "bad input",
+    OUTPUT_FAILED: "an output could not be written",
+}
+
+
+def verdict_line(comparison: Any, status: int) -> str:
+    """The gate's verdict in one line, the last one pytest prints when a gate ran
+    (``dlbench: regressed (exit status 6)``); an exit status that is not the gate's says
+    first what it means (``dlbench: a benchmark failed (exit status 1); the gate: passed``)."""
+    word = gate_word(comparison)
+    if status in (OK, EXIT_REGRESSED, EXIT_INCONCLUSIVE):
+        return f"dlbench: {word} (exit status {status})"
+    what = _STATUS_WORDS.get(status, f"exit status {status}")
+    return f"dlbench: {what} (exit status {status}); the gate: {word}"
+
+
 def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
     """The ``gate`` entry (results/summary_json.GATE) of a run compared with a baseline (None
     without a comparison): the exit status, the verdict in one word, each inconclusive
@@ -277,8 +360,7 @@ def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
     whole comparison."""
     if comparison is None:
         return None
-    word = (REGRESSED if comparison.regressed
-            else INCONCLUSIVE if comparison.inconclusive else "passed")
+    word = gate_word(comparison)
     reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
     if comparison.score_verdict == INCONCLUSIVE:
         reasons["score"] = comparison.score_reason
@@ -288,5 +370,6 @@ def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
         "regressions": list(comparison.regressions),
         "inconclusive": reasons,
         "advice": comparison.inconclusive_advice if reasons else None,
+        "causes": list(comparison.inconclusive_causes) if reasons else [],
         "comparison": comparison.to_dict(),
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pytest_dlbench.results import verdict
 from pytest_dlbench.results.busy import busy_share
+from pytest_dlbench.results.gate import BUSY_DOUBT
 from pytest_dlbench.results.stats import combine_log_ratios, p_in_direction, t_test
 from pytest_dlbench.results.summary import BenchSummary
 
@@ -247,7 +248,7 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
             out.append(f"{side}'s figure is unreliable ({bench.unreliable})")
         busy, ok, why = busy_share(bench)
         if busy and load_counts:
-            out.append(f"the machine was busy during {side} ({busy} of {ok} runs: {why})")
+            out.append(f"{BUSY_DOUBT} during {side} ({busy} of {ok} runs: {why})")
     return out
 
 

@@ -22,7 +22,7 @@ from pytest_dlbench import layout
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
-from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
+from pytest_dlbench.results.gate import BUSY_DOUBT, PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
 from pytest_dlbench.results.run_result import TOTAL_TIME
 from pytest_dlbench.results.scoring import load_run, summarize_bench, summarize_dir
 from pytest_dlbench.results.stats import (
@@ -301,7 +301,7 @@ def paired_doubt(base: BenchSummary | None, candidate: BenchSummary) -> str | No
     for side, (busy, ok), other in (("base", (b_busy, b_ok), c_busy),
                                     ("candidate", (c_busy, c_ok), b_busy)):
         if ok and other == 0 and 2 * busy >= ok:
-            return (f"the machine was busy during {busy} of the {side} side's {ok} runs and "
+            return (f"{BUSY_DOUBT} during {busy} of the {side} side's {ok} runs and "
                     "none of the other side's")
     return None
 
@@ -322,7 +322,8 @@ def paired_with_doubts(
         doubt = paired_doubt(bases.get(row.name), cand) if cand is not None else None
         judged = judge_doubted(row.verdict, row.ratio, doubt)  # only a change doubts
         if judged is not None:
-            row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason)
+            row = dataclasses.replace(row, verdict=judged.word, reason=judged.reason,
+                                      doubts=(doubt,) if doubt is not None else ())
             doubted.append(row)
         rows.append(row)
     if not doubted:
@@ -332,6 +333,8 @@ def paired_with_doubts(
                                         [row.name for row in doubted if row.weight > 0])
     if score is not None:
         changes["score_verdict"], changes["score_reason"] = score.word, score.reason
+        changes["score_doubts"] = tuple(d for row in doubted if row.weight > 0
+                                        for d in row.doubts)
     return dataclasses.replace(comparison, **changes)  # type: ignore[arg-type]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_finite, is_integer, is_number
 from pytest_dlbench.core.protocol import Status
-from pytest_dlbench.layout import parse_stream_name, read_manifest, stream_paths
+from pytest_dlbench.layout import SUITE_WEIGHTED, parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
@@ -410,6 +410,9 @@ def summarize_runs(
     incomplete = tuple(b.name for b in benches if b.enabled and b.weight > 0 and not b.scored)
     n_runs = sum(b.n for b in benches)
     failed = sum(b.fail for b in benches)
+    # The suites' weighted benchmarks not selected (-k, -m, --bench-select): a subset's score.
+    # Never incomplete for it: it was not asked for.
+    suite_weighted = (manifest or {}).get(SUITE_WEIGHTED) or ()
     return SuiteSummary(
         benchmarks=benches,
         score=score,
@@ -417,6 +420,7 @@ def summarize_runs(
         failure_rate=failed / n_runs if n_runs else 0.0,
         run_dir=run_dir,
         suite=(manifest or {}).get("suite"),
+        left_out=tuple(dict.fromkeys(str(n) for n in suite_weighted if n not in names)),
     )
 
 

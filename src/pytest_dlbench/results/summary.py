@@ -318,6 +318,26 @@ class SuiteSummary:
     #: Where a saved summary was measured (``created``, ``machine``, ``versions``, ``commit``,
     #: what the file says, possibly nothing); None for a summary scored here, now.
     provenance: Mapping[str, Any] | None = None
+    #: The suites' weighted benchmarks this run did not select (a ``-k``, ``-m`` or
+    #: ``--bench-select`` subset: the manifest's ``suite_weighted``); () for the whole suite,
+    #: or when the manifest does not say.
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def subset(self) -> bool:
+        """The score is a subset's: some weighted benchmark of the suites was not selected."""
+        return bool(self.left_out)
+
+    @property
+    def weighted(self) -> tuple[str, ...]:
+        """The weighted, enabled benchmarks this run selected: what its score is of (those
+        that did not run or failed every run make it incomplete)."""
+        return tuple(b.name for b in self.benchmarks if b.enabled and b.weight > 0)
+
+    @property
+    def suite_weighted_count(self) -> int:
+        """How many weighted benchmarks the whole suite's score is of."""
+        return len(self.weighted) + len(self.left_out)
 
     @property
     def runs(self) -> tuple[RunResult, ...]:
@@ -352,6 +372,9 @@ class SuiteSummary:
             "score": self.score,
             "incomplete": list(self.incomplete),
             "failure_rate": self.failure_rate,
+            # A subset's score says so (``score`` stays: older readers, saved baselines).
+            **({"subset": {"weighted": len(self.weighted), "of": self.suite_weighted_count,
+                           "left_out": list(self.left_out)}} if self.subset else {}),
             "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
         }
 
@@ -364,6 +387,7 @@ class SuiteSummary:
         """
         data = checked(data)
         failure_rate = data.get("failure_rate")
+        subset = data.get("subset") or {}
         return cls(
             benchmarks=tuple(BenchSummary.from_dict(str(name), bench)
                              for name, bench in data["benchmarks"].items()),
@@ -374,5 +398,6 @@ class SuiteSummary:
             run_dir=data.get("run_dir"),
             suite=data.get("suite"),
             provenance={key: data[key] for key in PROVENANCE if key in data},
+            left_out=tuple(subset.get("left_out") or ()),
         )
 

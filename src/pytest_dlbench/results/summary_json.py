@@ -134,11 +134,17 @@ def _schema() -> Any:
         sessions: list[list[Num | None]] | None = None
         runs: list[Run] | None = None
 
+    class Subset(Loose):  # a -k, -m or --bench-select subset's score (results/summary.py)
+        weighted: Int | None = None
+        of: Int | None = None
+        left_out: list[Str] | None = None
+
     class Summary(Loose):
         version: Int
         suite: Str | None = None
         run_dir: Str | None = None
         score: Num | None = None
+        subset: Subset | None = None
         incomplete: list[Str] | None = None
         failure_rate: Num | None = None
         machine: Map | None = None
