@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 REGRESSED = 6  # results.gate.EXIT_REGRESSED
-INCONCLUSIVE = 9  # issue 26 item 3's status (results.gate.EXIT_INCONCLUSIVE once it exists)
+INCONCLUSIVE = 9  # results.gate.EXIT_INCONCLUSIVE
 OUTCOMES = ("regressed", "inconclusive", "passed", "other")
 
 

@@ -223,6 +223,23 @@ def test_combined_paired_of_one_benchmark_is_its_own_t_test() -> None:
     assert flat is not None and combined_paired([(1.0, flat)]) == (1.0, (1.0, 1.0), (1.0, 1.0))
 
 
+def test_a_one_benchmark_score_is_its_benchmarks_evidence_whatever_the_test() -> None:
+    """A quantile test's rounds: the score's ratio, interval and p are the benchmark's own (a
+    t-test of the same rounds read the score inconclusive beside an unchanged benchmark, and
+    could claim a p below the permutation's floor of 2**-k)."""
+    rng = random.Random(5)
+    base = [[1.0 + rng.gauss(0, 0.01) for _ in range(20)] for _ in range(4)]
+    cand = [[x * (1 + rng.gauss(0, 0.01)) for x in r] for r in base]
+    s = quantile_stats(base, cand)
+    assert s is not None
+    ratio, ci, ps = combined_paired([(1.0, s)])
+    assert (ratio, ci, ps) == (s.ratio, s.ci, (s.p_lower, s.p_higher))
+    assert ps is not None and min(ps) >= 2 ** -4  # never below what 4 rounds allow
+    found = Evidence(s.ratio, s.p, s.ci, paired=True, rounds=4)
+    assert judge_score(found, {judge(found, Rule()).word}, Rule()).word == \
+        judge(found, Rule()).word
+
+
 # -- compare and paired judge alike -----------------------------------------------------------
 TARGETS = (0.9, 0.98, 1.0, 1.02, 1.1)
 

@@ -315,10 +315,18 @@ def combined_paired(
     statistics (a ``--bench-against`` run's score), whatever their test: ranks do not add up
     across benchmarks, mean log ratios and their variances do (:func:`combine_log_ratios`,
     each benchmark's variance with its pairs less one degrees of freedom). A benchmark with one
-    pair has no variance: the ratio, but no interval and no p."""
+    pair has no variance: the ratio, but no interval and no p. One weighted benchmark: its own
+    ratio, interval and p, so that the score never says more (or less) than its only benchmark's
+    rounds (a t-test of a quantile test's rounds was narrower than their permutation p allows,
+    and wider than their interval)."""
     shares = _shares(terms)
     if not shares:
         return None, None, None
+    if len(shares) == 1:
+        only = shares[0][1]
+        if only.p_lower is None or only.p_higher is None:
+            return only.ratio, only.ci, None
+        return only.ratio, only.ci, (only.p_lower, only.p_higher)
     ratio = math.exp(sum(share * s.log_mean for share, s in shares))
     if any(s.log_var is None for _, s in shares):
         return ratio, None, None
