@@ -49,7 +49,8 @@ def _steps(*rates: float) -> list[tuple[float, float]]:
 
 def _record(run_dir: Path) -> Path:
     """A recorded run: a benchmark on two devices (one of them run twice), one with a crashed
-    run, one weighted and never run, one disabled, one of weight 0."""
+    run, one weighted and never run, one disabled, one of weight 0, and one weighted benchmark of
+    the suite not selected."""
     run_dir.mkdir()
     write_manifest(run_dir, {
         "resnet": {"weight": 2.0},
@@ -67,6 +68,12 @@ def _record(run_dir: Path) -> Path:
     write_run(run_dir, "bert", (), device=2, weight=1.0, status="crash", reason="segfault")
     write_run(run_dir, "off", _steps(1000, 1000, 1000, 1000, 1000), weight=5.0, enabled=False)
     write_run(run_dir, "free", _steps(7, 7, 7, 7, 7), weight=0.0)
+    # The suite's weighted benchmarks, selected or not (plugin/controller.py writes them): this
+    # run is a subset that left "unselected" out.
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["suite_weighted"] = ["resnet", "bert", "absent", "unselected"]
+    manifest["suite_weights"] = {"resnet": 2.0, "bert": 1.0, "absent": 3.0, "unselected": 4.0}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
     return run_dir
 
 
@@ -142,8 +149,10 @@ def _seed_score(run_dir: Path, weights: dict[str, tuple[float, bool]]) -> float:
     return math.exp(sum(w * math.log(x) for x, w in pairs) / sum(w for _, w in pairs))
 
 
+# The whole suite's configuration, as milabench reads its weights (milabench/config/__init__.py
+# lines 22-23 and 199-200: the configuration before --select; cli/run.py line 136).
 WEIGHTS = {"resnet": (2.0, True), "bert": (1.0, True), "absent": (3.0, True),
-           "off": (5.0, False), "free": (0.0, True)}
+           "off": (5.0, False), "free": (0.0, True), "unselected": (4.0, True)}
 
 
 def test_both_scores_match_implementations_written_from_their_definitions(tmp_path: Path
@@ -154,7 +163,10 @@ def test_both_scores_match_implementations_written_from_their_definitions(tmp_pa
     rows, expected = _milabench_scores(run, WEIGHTS)
     assert summary.milabench is not None
     assert summary.milabench.score == pytest.approx(expected, rel=1e-12)
+    assert summary.milabench.left_out == {"unselected": 4.0}
     for name, row in rows.items():
+        if name == "unselected":
+            continue
         figure = summary.milabench.benchmarks.get(name)
         if math.isnan(row):
             assert figure is None, name
@@ -178,8 +190,9 @@ def test_the_figures_by_hand(tmp_path: Path) -> None:
     # bert: D0 drops 1 and 40, D1 drops 9 and 14; 1 of its 3 runs failed.
     bert = (12.5 + 11.5) * (1 - 1 / 3)
     assert bench_figure(_bench(summary, "bert")) == pytest.approx(bert)
-    # absent never ran (0, weight 3); off is disabled; free weighs 0.
-    expected = math.exp((2 * math.log(resnet + 1) + math.log(bert + 1) + 3 * math.log(1)) / 6)
+    # absent never ran (0, weight 3), unselected was not selected (0, weight 4); off is
+    # disabled; free weighs 0.
+    expected = math.exp((2 * math.log(resnet + 1) + math.log(bert + 1) + 7 * math.log(1)) / 10)
     assert summary.milabench is not None
     assert summary.milabench.score == pytest.approx(expected)
 
@@ -221,7 +234,7 @@ def test_terminal_json_html_and_cli_name_milabench_score(tmp_path: Path,
     assert summary.milabench is not None
     text = render_summary(summary)
     line = next(x for x in text.splitlines() if x.startswith("milabench score: "))
-    assert "counted as 0: absent" in line
+    assert "counted as 0: absent; 1 weighted benchmark of the suite not selected" in line
     assert render_summary(summary, verbosity=-1).splitlines()[1].startswith("milabench score: ")
     saved = summary.to_dict()
     assert saved["milabench_score"]["score"] == summary.milabench.score

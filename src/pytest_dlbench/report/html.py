@@ -175,6 +175,7 @@ class View:
     #: milabench's score (``--bench-score=milabench``), and its benchmarks counted as 0.
     milabench_score: str | None = None
     milabench_zero: list[str] = dataclasses.field(default_factory=list)
+    milabench_left_out: int = 0
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -338,6 +339,7 @@ def _view(
         subset=_subset_note(summary),
         milabench_score=(significant(summary.milabench.score) if summary.milabench else None),
         milabench_zero=counted_as_zero(summary),
+        milabench_left_out=len(summary.milabench.left_out) if summary.milabench else 0,
     )
 
 

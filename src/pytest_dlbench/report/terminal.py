@@ -247,6 +247,10 @@ def milabench_score_line(summary: SuiteSummary) -> str | None:
             "mean step rates × (1 − fail/n))")
     if unscored:
         line += f"; counted as 0: {', '.join(unscored)}"
+    left_out = len(summary.milabench.left_out)
+    if left_out:
+        line += (f"; {left_out} weighted benchmark{'s' if left_out != 1 else ''} of the suite "
+                 "not selected, counted as 0 as milabench counts them")
     return line
 
 

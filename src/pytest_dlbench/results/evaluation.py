@@ -15,6 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.layout import SUITE_WEIGHTS, read_manifest
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import summary_dict
 from pytest_dlbench.results.compare import compare_summaries
@@ -144,7 +145,8 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
             comparison, baseline_path=options.baseline_path,
             warnings=(*comparison.warnings, *history.warnings))
     if options.score == MILABENCH:  # beside the seed's score, never instead of it
-        summary = with_milabench_score(summary)
+        manifest = read_manifest(run_dir) or {}
+        summary = with_milabench_score(summary, manifest.get(SUITE_WEIGHTS))
     return judged(run_dir, summary, options, comparison, base, confirmation)
 
 

@@ -11,7 +11,9 @@ quantity, computed here as milabench's source computes it (read at commit
   and the highest dropped from 5 values on, averaged;
 - the suite's (``make_report``'s ``_score``): ``exp(Σ w·log(figure + 1) / Σ w)``, ``w`` the
   weight of an enabled benchmark, a benchmark with no figure (it did not run, or failed every
-  run) counted as 0.
+  run) counted as 0; the weights are the whole suite's (``milabench/config/__init__.py``: the
+  configuration before ``--select``), so a weighted benchmark a subset left out counts as 0 too
+  (the manifest's ``suite_weights``).
 
 What the project's run data changes: a device's rates are the per-step rates of the steady
 windows of its successful runs (milabench pools every rate voir reported, of failed runs too);
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from pytest_dlbench.results.summary import BenchSummary, MilabenchScore, SuiteSummary
@@ -93,22 +95,30 @@ def suite_score(figures: Sequence[tuple[float | None, float, bool]]) -> float | 
     return math.exp(logs / total)
 
 
-def milabench_score(summary: SuiteSummary) -> MilabenchScore:
-    """milabench's figure of each benchmark of ``summary`` and the suite's score."""
+def milabench_score(summary: SuiteSummary,
+                    suite_weights: Mapping[str, float] | None = None) -> MilabenchScore:
+    """milabench's figure of each benchmark of ``summary`` and the suite's score;
+    ``suite_weights``: the weight of every weighted benchmark of the suite (the manifest's),
+    those this run did not select counted as 0."""
     figures = {b.name: bench_figure(b) for b in summary.benchmarks}
-    score = suite_score([(figures[b.name], b.weight, b.enabled) for b in summary.benchmarks])
-    return MilabenchScore(score, figures)
+    left_out = {name: float(w) for name, w in (suite_weights or {}).items()
+                if name not in figures and w > 0}
+    score = suite_score([*((figures[b.name], b.weight, b.enabled) for b in summary.benchmarks),
+                         *((None, w, True) for w in left_out.values())])
+    return MilabenchScore(score, figures, left_out)
 
 
 def counted_as_zero(summary: SuiteSummary) -> list[str]:
-    """The weighted, enabled benchmarks whose milabench figure is missing (no run, or every run
-    failed): milabench's score counts each as 0."""
+    """The weighted, enabled benchmarks this run selected whose milabench figure is missing (no
+    run, or every run failed): milabench's score counts each as 0 (and those not selected:
+    ``summary.milabench.left_out``)."""
     if summary.milabench is None:
         return []
     return [b.name for b in summary.benchmarks if b.enabled and b.weight > 0
             and summary.milabench.benchmarks.get(b.name) is None]
 
 
-def with_milabench_score(summary: SuiteSummary) -> SuiteSummary:
+def with_milabench_score(summary: SuiteSummary,
+                         suite_weights: Mapping[str, float] | None = None) -> SuiteSummary:
     """``summary`` with its milabench score (the seed's ``score`` unchanged)."""
-    return replace(summary, milabench=milabench_score(summary))
+    return replace(summary, milabench=milabench_score(summary, suite_weights))

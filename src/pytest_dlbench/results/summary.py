@@ -9,6 +9,7 @@ owns its JSON: ``to_dict`` writes the current version, ``from_dict`` reads any v
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -309,18 +310,23 @@ class BenchSummary:
 @dataclass(frozen=True)
 class MilabenchScore:
     """milabench's score of a run (results/milabench_score.py, ``--bench-score=milabench``):
-    each benchmark's figure (None: it has no successful run, counted as 0) and the suite's."""
+    each benchmark's figure (None: it has no successful run, counted as 0), the suite's, and the
+    weighted benchmarks of the suite this run did not select (counted as 0, as milabench counts
+    them) with their weights."""
 
     score: float | None
     benchmarks: Mapping[str, float | None]
+    left_out: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"score": self.score, "benchmarks": dict(self.benchmarks)}
+        return {"score": self.score, "benchmarks": dict(self.benchmarks),
+                "left_out": dict(self.left_out)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MilabenchScore:
         return cls(optional_float(data.get("score")),
-                   {str(k): optional_float(v) for k, v in (data.get("benchmarks") or {}).items()})
+                   {str(k): optional_float(v) for k, v in (data.get("benchmarks") or {}).items()},
+                   {str(k): float(v) for k, v in (data.get("left_out") or {}).items()})
 
 
 @dataclass(frozen=True)

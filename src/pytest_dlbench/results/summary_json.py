@@ -142,6 +142,7 @@ def _schema() -> Any:
     class Milabench(Loose):  # --bench-score=milabench (results/milabench_score.py)
         score: Num | None = None
         benchmarks: dict[str, Num | None] | None = None
+        left_out: dict[str, Num] | None = None
 
     class Summary(Loose):
         version: Int
