@@ -71,8 +71,9 @@ def _device_rates(bench: BenchSummary) -> dict[int, list[float]]:
 
 
 def bench_figure(bench: BenchSummary) -> float | None:
-    """milabench's figure of one benchmark: Σ over devices of their trimmed mean rates, times
-    ``1 − fail / max(n, 1)``; None without a successful run's rate (the suite counts it as 0)."""
+    """milabench's score of one benchmark (its report's ``score`` column): Σ over devices of
+    their trimmed mean rates, times ``1 − fail / max(n, 1)``; None without a successful run's
+    rate (the suite counts it as 0)."""
     rates = _device_rates(bench)
     means = [m for m in map(trimmed_mean, rates.values()) if m is not None]
     if not means:
@@ -97,7 +98,7 @@ def suite_score(figures: Sequence[tuple[float | None, float, bool]]) -> float | 
 
 def milabench_score(summary: SuiteSummary,
                     suite_weights: Mapping[str, float] | None = None) -> MilabenchScore:
-    """milabench's figure of each benchmark of ``summary`` and the suite's score;
+    """milabench's score of each benchmark of ``summary`` and the suite's score;
     ``suite_weights``: the weight of every weighted benchmark of the suite (the manifest's),
     those this run did not select counted as 0."""
     figures = {b.name: bench_figure(b) for b in summary.benchmarks}

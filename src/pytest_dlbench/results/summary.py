@@ -89,7 +89,7 @@ class BenchSummary:
     #: what ``std`` was computed from (:func:`noise_samples`): saved, and what the comparison's
     #: test reads of each side
     noise_samples: tuple[float, ...] = ()
-    #: milabench's figure for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
+    #: milabench's perf for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
     milabench_perf: float | None = None
     #: a baseline merged from several sessions (``dlbench baseline``): each session's run
     #: rates, from which the noise model estimates the drift between sessions; () for one
