@@ -458,13 +458,13 @@ def render_summary(
     and the device matrix. ``columns``/``sort``: ``--bench-columns``/``--bench-sort``.
     """
     line = score_line(summary, comparison, price)
-    milabench = milabench_score_line(summary)
-    if milabench:
-        line += "\n" + milabench
+    milabench = milabench_score_line(summary)  # milabench's score, under the seed's
     if verbosity < 0:
         if summary.incomplete:
             line += f"; incomplete: {', '.join(summary.incomplete)}"
-        return printable_lines(line)
+        return printable_lines(line + (f"\n{milabench}" if milabench else ""))
+    if milabench:
+        line += "\n" + milabench
     if not summary.benchmarks:
         return printable_lines("no benchmark results\n" + line)
     out = bench_tables(summary, comparison, verbosity=verbosity, width=width, columns=columns,
