@@ -87,10 +87,13 @@ REFERENCE_TOLERANCE = 0.05
 # milabench's published per-GPU figures (config/scaling/H100.yaml and H200.yaml): its
 # resnet50-noio (config/training.yaml: one fixed synthetic batch, `--loader synthetic_fixed`,
 # tf32-fp16, `--optim channel_last`), in img/s at the batch it names; the SXM parts only.
+# Shown beside ours, never divided by it: its synthetic images are 244 x 244
+# (benchmate/benchmate/dataloader.py, `synthetic`), the project's 224 x 224, so an image is
+# not the same step.
 MILABENCH_RESNET50: dict[str, tuple[int, float]] = {"H100": (128, 3378.0),
                                                     "H200": (256, 4868.0)}
-# milabench's measured matmul bf16 8192^3 on an H100/H200 SXM (TFLOP/s), beside the datasheet's.
-MILABENCH_MATMUL_BF16 = 783.0
+#: The image side milabench's figure was measured at, and the project's.
+MILABENCH_IMAGE_SIZE, PROJECT_IMAGE_SIZE = 244, 224
 MATMUL_SIZE = 8192
 # What --copy-to receives, at most 8 files: the table, the workers' log, each run's log and
 # summary (a run directory has many files: it stays in OUT_DIR).
@@ -582,8 +585,7 @@ class Reference:
     gpu: str
     batch: int
     milabench_part: str | None  # "H100" or "H200" (the SXM parts milabench published)
-    milabench_rate: float | None  # img/s per GPU at ``batch``
-    milabench_matmul: float | None  # TFLOP/s
+    milabench_rate: float | None  # img/s per GPU at ``batch``, 244 px images
     peak: float | None  # TFLOP/s
 
 
@@ -593,8 +595,7 @@ def reference_for(gpu: str) -> Reference:
     sxm = not any(word in gpu for word in ("PCIe", "NVL"))
     part = next((p for p in MILABENCH_RESNET50 if p in gpu and sxm), None)
     batch, rate = MILABENCH_RESNET50[part] if part else (128, None)
-    return Reference(gpu, batch, part, rate, MILABENCH_MATMUL_BF16 if part else None,
-                     table_peak(gpu, "bf16"))
+    return Reference(gpu, batch, part, rate, table_peak(gpu, "bf16"))
 
 
 def reference_suite(batch: int, *, quick: bool) -> str:
@@ -650,13 +651,15 @@ def _figure(x: float | None, units: str) -> str:
 def resnet_reference_row(project: float | None, bare: float | None, ref: Reference, *,
                          dry_run: bool, bare_loss: float | None = None
                          ) -> tuple[str, bool | str | None]:
-    """The project's resnet50 img/s beside the bare loop's and milabench's, with the ratios;
+    """The project's resnet50 img/s beside the bare loop's, with their ratio, and milabench's
+    published figure shown with no ratio (its images are 244 px, ours 224: not the same step);
     ok when the project is within REFERENCE_TOLERANCE of the bare loop (same GPU, same step).
     A bare loop whose last loss is not finite diverged: its rate is no reference (FAIL)."""
     figure = (f"project {_figure(project, 'img/s')}; bare loop {_figure(bare, 'img/s')} "
               f"(project/bare {_ratio(project, bare)}); ")
     figure += (f"milabench {ref.milabench_part} {ref.milabench_rate:,.0f} img/s at bs"
-               f"{ref.batch} (project/milabench {_ratio(project, ref.milabench_rate)})"
+               f"{ref.batch} ({MILABENCH_IMAGE_SIZE} px images, ours {PROJECT_IMAGE_SIZE}: not "
+               "the same step, no ratio)"
                if ref.milabench_rate else f"milabench: no published figure for {ref.gpu}")
     if bare_loss is not None and not math.isfinite(bare_loss):
         return f"{figure}; the bare loop's loss is {bare_loss}: it diverged, no reference", False
@@ -665,15 +668,12 @@ def resnet_reference_row(project: float | None, bare: float | None, ref: Referen
 
 def matmul_reference_row(project: float | None, bare: float | None, ref: Reference, *,
                          dry_run: bool) -> tuple[str, bool | str | None]:
-    """The project's matmul TFLOP/s beside the bare loop's, the datasheet's dense peak and
-    milabench's measured figure; a figure above the peak is an error of measurement (FAIL)."""
+    """The project's matmul TFLOP/s beside the bare loop's and the datasheet's dense peak; a
+    figure above the peak is an error of measurement (FAIL)."""
     figure = (f"project {_figure(project, 'TFLOP/s')}; bare loop {_figure(bare, 'TFLOP/s')} "
               f"(project/bare {_ratio(project, bare)}); ")
     figure += (f"datasheet dense peak {ref.peak:,.1f} (project/peak {_ratio(project, ref.peak)})"
                if ref.peak else f"no datasheet peak for {ref.gpu}")
-    if ref.milabench_matmul:
-        figure += (f"; milabench ~{ref.milabench_matmul:,.0f} "
-                   f"(project/milabench {_ratio(project, ref.milabench_matmul)})")
     over = [name for name, x in (("project", project), ("bare loop", bare))
             if x is not None and ref.peak and x > ref.peak and not dry_run]
     if over:

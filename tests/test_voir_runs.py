@@ -39,6 +39,8 @@ def records(values: list[float], *, skip: int = 2, voir: bool = True,
 def test_milabench_figure_drops_min_and_max() -> None:
     assert milabench_figure([1.0, 100.0, 10.0, 12.0, 14.0]) == 12.0
     assert milabench_figure([5.0, 7.0]) == 6.0  # too few to drop anything
+    # milabench/summary.py `_metrics` (milabench faf3923, lines 216-217): from 5 values on.
+    assert milabench_figure([1.0, 10.0, 12.0, 101.0]) == 31.0
     assert milabench_figure([]) is None
     assert milabench_figure([float("nan"), 3.0]) == 3.0
 
@@ -68,7 +70,7 @@ def test_too_few_observations_are_in_the_table_and_the_saved_summary() -> None:
     assert summary.benchmarks[0].warnings == (message,)
     lines = observation_lines(summary)
     assert lines[0] == f"warning: tv: {message}"
-    assert lines[1].startswith("milabench: tv 10.0 items/s (milabench's figure: every rate")
+    assert lines[1].startswith("milabench: tv 10.0 items/s (milabench's perf: every rate")
     text = render_summary(summary)
     assert f"warning: tv: {message}" in text and "milabench: tv 10.0 items/s" in text
     data = json.loads(json.dumps({**summary.to_dict(), "schema": "pytest-dlbench/summary"}))
@@ -97,7 +99,7 @@ def test_milabenchs_standard_yaml_runs_its_torchvision_folder_unchanged(
     result = pytester.runpytest("--bench-suite=config/standard.yaml", "--bench-select=resnet50",
                                 "--bench-base=out", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["milabench: resnet50 * items/s (milabench's figure: *"])
+    result.stdout.fnmatch_lines(["milabench: resnet50 * items/s (milabench's perf: *"])
     (run_dir,) = (pytester.path / "out" / "runs").iterdir()
     stream = read(run_dir / "resnet50.D0.data")
     rates = [r for r in stream if r["event"] == "rate"]

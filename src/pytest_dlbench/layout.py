@@ -59,6 +59,7 @@ __all__ = [
     "RUNS",
     "MANIFEST",
     "SUITE_WEIGHTED",
+    "SUITE_WEIGHTS",
     "SIDES",
     "StreamName",
     "base_dir",
@@ -102,6 +103,8 @@ __all__ = [
 MANIFEST = "manifest.json"
 #: The manifest's list of the weighted, enabled benchmarks of the run's suites, selected or not.
 SUITE_WEIGHTED = "suite_weighted"
+#: The manifest's weight of each of those: milabench's score counts one not selected as 0.
+SUITE_WEIGHTS = "suite_weights"
 
 
 def json_safe(value: Any) -> Any:
@@ -436,16 +439,19 @@ def parse_item_id(nodeid: str) -> StreamName | None:
 
 def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec],
                    facts: dict[str, Any] | None = None, *, nodes: int = 1,
-                   suite_weighted: Iterable[str] | None = None) -> Path:
+                   suite_weighted: Iterable[str] | None = None,
+                   suite_weights: Mapping[str, float] | None = None) -> Path:
     """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
     and ``facts`` about the run (commit, machine, versions) at its top level. ``nodes``: the
     machines an njobs job spans (the system file's nodes), said on each such benchmark.
     ``suite_weighted``: the weighted, enabled benchmarks the suites hold, selected or not (a
-    ``-k``, ``-m`` or ``--bench-select`` subset leaves some out: its score is a subset's)."""
+    ``-k``, ``-m`` or ``--bench-select`` subset leaves some out: its score is a subset's);
+    ``suite_weights``: their weights (milabench's score counts one not selected as 0)."""
     benchmarks = {spec.name: _manifest_entry(spec, nodes) for spec in specs}
     path = Path(run_dir) / MANIFEST
     manifest = {"version": 1, "suite": suite, **(facts or {}),
                 **({SUITE_WEIGHTED: list(suite_weighted)} if suite_weighted is not None else {}),
+                **({SUITE_WEIGHTS: dict(suite_weights)} if suite_weights is not None else {}),
                 "benchmarks": benchmarks}
     _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
     return path
@@ -508,6 +514,7 @@ def _manifest_problem(data: Any) -> str | None:
         suite: Str | None = None
         benchmarks: dict[str, Entry] | None = None
         suite_weighted: list[Str] | None = None
+        suite_weights: dict[str, Num] | None = None
 
     return problem(Manifest, data)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.milabench_score import MILARUN, SCORES
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.evaluation import EvaluateOptions
@@ -269,6 +270,11 @@ REPORT_OPTIONS: list[ReportOption] = [
     ReportOption("price", dict(
         type=gate.parse_price, default=None, metavar="DOLLARS",
         help="price of the machine: adds price/score to the report")),
+    ReportOption("score", dict(
+        choices=SCORES, default=MILARUN,
+        help="the scores reported: milarun (default: the seed's, the weighted geometric mean "
+        "of milarun's perf_adj) or milabench (milabench's score too, as its report computes "
+        "it: docs/figures.md, milabench's score)")),
     ReportOption("columns", dict(
         metavar="LIST", type=_columns, default=None,
         help="the table's columns, comma-separated (pytest-benchmark's --benchmark-columns): "
@@ -303,7 +309,7 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
       "--bench-paired-rate")),
     ("outputs", "dlbench: the table and the files written",
      ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
-      "--bench-export", "--bench-price")),
+      "--bench-export", "--bench-price", "--bench-score")),
     ("profile", "dlbench: profiling", ("--bench-profile",)),
     # Every logger's options, from its registry entry (loggers/registry.py): none named here.
     ("logging", "dlbench: logging", ()),
@@ -375,6 +381,7 @@ def evaluate_options(
         require_baseline=require_baseline,
         paired=paired,
         price=value("price"),
+        score=value("score"),
         suite=suite,
         outputs=Outputs(save=value("save"), html=value("html"), export=value("export"),
                         autosave=value("autosave")),

@@ -231,7 +231,8 @@ class ControllerSession(BenchSession):
         # The commit, machine and versions too: `dlbench log` of this run later tags it as
         # logging during the run does.
         layout.write_manifest(self.run_dir(), self.run_name, specs, facts=facts,
-                              nodes=job_nodes(self.system), suite_weighted=self._weighted())
+                              nodes=job_nodes(self.system), suite_weighted=self._weighted(),
+                              suite_weights=self._weights())
         if self.against is not None:
             self._write_base_manifest(specs, facts)
         self._manifest_written = True
@@ -242,6 +243,11 @@ class ControllerSession(BenchSession):
         them, the manifest's benchmarks are the whole suite's score or a subset's."""
         return [spec.name for suite in self.suites for spec in suite.specs
                 if spec.enabled and spec.definition is not None and spec.weight > 0]
+
+    def _weights(self) -> dict[str, float]:
+        """The weight of each benchmark :meth:`_weighted` names."""
+        return {spec.name: spec.weight for suite in self.suites for spec in suite.specs
+                if spec.enabled and spec.definition is not None and spec.weight > 0}
 
     def _write_base_manifest(self, specs: list[BenchSpec], facts: dict[str, Any]) -> None:
         """``base/manifest.json`` (the base revision's specs of the selected benchmarks) and

@@ -36,6 +36,7 @@ from pytest_dlbench.report.plots import draw_plots
 from pytest_dlbench.report.terminal import busy_note, mfu_reason, score_label
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.history import report_series
+from pytest_dlbench.results.milabench_score import counted_as_zero
 from pytest_dlbench.results.scoring import MAX_STD_PENALTY
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
@@ -171,6 +172,10 @@ class View:
     score_label: str = "Score"
     #: A subset's score (-k, -m, --bench-select): which weighted benchmarks it leaves out.
     subset: str | None = None
+    #: milabench's score (``--bench-score=milabench``), and its benchmarks counted as 0.
+    milabench_score: str | None = None
+    milabench_zero: list[str] = dataclasses.field(default_factory=list)
+    milabench_left_out: int = 0
 
 
 def _std_source(bench: BenchSummary) -> str:
@@ -332,7 +337,11 @@ def _view(
         perf_adj_rule=perf_adj_rule(),
         score_label=_capitalised(score_label(summary)),
         subset=_subset_note(summary),
+        milabench_score=(significant(summary.milabench.score) if summary.milabench else None),
+        milabench_zero=counted_as_zero(summary),
+        milabench_left_out=len(summary.milabench.left_out) if summary.milabench else 0,
     )
+
 
 
 def _capitalised(text: str) -> str:

@@ -41,6 +41,7 @@ from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.compare import Comparison
 from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.evaluation import no_score_reason
+from pytest_dlbench.results.milabench_score import counted_as_zero
 from pytest_dlbench.results.summary import SuiteSummary
 from pytest_dlbench.results.verdict import INCONCLUSIVE
 
@@ -51,6 +52,7 @@ __all__ = [
     "render_paired",
     "bench_tables",
     "render_summary",
+    "milabench_score_line",
     "score_label",
     "score_line",
     "score_text",
@@ -231,6 +233,24 @@ def score_line(
         line += f" ({_score_comparison(comparison)})"
     if price is not None and summary.score:
         line += f"  price/score: {score_text(price / summary.score)}"
+    return line
+
+
+def milabench_score_line(summary: SuiteSummary) -> str | None:
+    """``milabench score: 1,234 (...)``, milabench's score beside the seed's when
+    ``--bench-score=milabench`` asked for it (results/milabench_score.py); None otherwise."""
+    if summary.milabench is None:
+        return None
+    unscored = counted_as_zero(summary)
+    line = (f"milabench score: {score_text(summary.milabench.score)} (milabench's report: "
+            "exp(Σ w·log(score + 1) / Σ w), each benchmark's score the sum of its devices' "
+            "mean step rates × (1 − fail/n))")
+    if unscored:
+        line += f"; counted as 0: {', '.join(unscored)}"
+    left_out = len(summary.milabench.left_out)
+    if left_out:
+        line += (f"; {left_out} weighted benchmark{'s' if left_out != 1 else ''} of the suite "
+                 "not selected, counted as 0 as milabench counts them")
     return line
 
 
@@ -438,10 +458,13 @@ def render_summary(
     and the device matrix. ``columns``/``sort``: ``--bench-columns``/``--bench-sort``.
     """
     line = score_line(summary, comparison, price)
+    milabench = milabench_score_line(summary)  # milabench's score, under the seed's
     if verbosity < 0:
         if summary.incomplete:
             line += f"; incomplete: {', '.join(summary.incomplete)}"
-        return printable_lines(line)
+        return printable_lines(line + (f"\n{milabench}" if milabench else ""))
+    if milabench:
+        line += "\n" + milabench
     if not summary.benchmarks:
         return printable_lines("no benchmark results\n" + line)
     out = bench_tables(summary, comparison, verbosity=verbosity, width=width, columns=columns,

@@ -17,9 +17,9 @@ def observation_lines(summary: SuiteSummary) -> list[str]:
     ``nodes: <bench> spanned N nodes (world size W)`` for each multi-node one."""
     lines = [f"warning: {b.name}: {w}" for b in summary.benchmarks for w in b.warnings]
     lines += [
-        f"milabench: {b.name} {number(b.milabench_perf)} {b.units} (milabench's figure: every "
-        f"rate, warm-up included, min and max dropped; perf {number(b.perf)} is the steady "
-        "window)"
+        f"milabench: {b.name} {number(b.milabench_perf)} {b.units} (milabench's perf: every "
+        f"rate, warm-up included, min and max dropped from 5 rates on; perf {number(b.perf)} is "
+        "the steady window)"
         for b in summary.benchmarks if b.milabench_perf is not None
     ]
     lines += [f"nodes: {b.name} spanned {b.nnodes} nodes (world size {b.world_size})"

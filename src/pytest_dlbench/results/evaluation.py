@@ -15,11 +15,13 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.layout import SUITE_WEIGHTS, read_manifest
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.baseline import summary_dict
 from pytest_dlbench.results.compare import compare_summaries
 from pytest_dlbench.results.confirm import read_confirmation
 from pytest_dlbench.results.history import drifts_from_history, history_folder
+from pytest_dlbench.results.milabench_score import MILABENCH, MILARUN, with_milabench_score
 from pytest_dlbench.results.paired import summarize_paired_dir
 from pytest_dlbench.results.scoring import summarize_dir
 
@@ -67,6 +69,8 @@ class EvaluateOptions:
     #: Look for a --bench-against run's base side when there is no baseline file.
     paired: bool = True
     price: float | None = None
+    #: ``--bench-score``: milarun (the seed's score alone) or milabench (milabench's beside it).
+    score: str = MILARUN
     #: The suite named in the saved summary (pytest: the run's name).
     suite: str | None = None
     outputs: Outputs = field(default_factory=Outputs)
@@ -140,6 +144,9 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
         comparison = dataclasses.replace(
             comparison, baseline_path=options.baseline_path,
             warnings=(*comparison.warnings, *history.warnings))
+    if options.score == MILABENCH:  # beside the seed's score, never instead of it
+        manifest = read_manifest(run_dir) or {}
+        summary = with_milabench_score(summary, manifest.get(SUITE_WEIGHTS))
     return judged(run_dir, summary, options, comparison, base, confirmation)
 
 

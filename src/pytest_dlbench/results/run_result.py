@@ -202,7 +202,7 @@ class RunResult:
     #: ended before its ``skip + stop`` observations (``warning`` records of source
     #: ``observations``, run/external.py)
     warnings: tuple[str, ...] = ()
-    #: A voir benchmark (its ``command`` record's parser): its summary has milabench's figure
+    #: A voir benchmark (its ``command`` record's parser): its summary has milabench's perf
     voir: bool = False
 
     @property

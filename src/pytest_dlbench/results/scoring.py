@@ -308,11 +308,13 @@ def load_run(path: str | PathLike[str]) -> RunResult:
 
 # -- one benchmark ----------------------------------------------------------------------------
 def milabench_figure(rates: Iterable[float]) -> float | None:
-    """milabench's figure of a benchmark (its summary's ``train_rate`` mean): every rate of its
-    runs, warm-up included, pooled, the lowest and the highest dropped (with three or more),
-    averaged. None without a rate. Ours is the steady window's items over seconds."""
+    """milabench's perf of a benchmark (its summary's ``train_rate`` mean, the ``perf`` of its
+    report; not its score: results/milabench_score.py): every rate of its runs, warm-up
+    included, pooled, the lowest and the highest dropped from 5 values on (milabench/summary.py,
+    ``_metrics``), averaged. None without a rate. Ours is the steady window's items over
+    seconds."""
     values = sorted(float(v) for v in rates if math.isfinite(v))
-    if len(values) >= 3:
+    if len(values) >= 5:
         values = values[1:-1]
     return statistics.fmean(values) if values else None
 

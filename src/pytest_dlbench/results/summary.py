@@ -9,6 +9,7 @@ owns its JSON: ``to_dict`` writes the current version, ``from_dict`` reads any v
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +28,7 @@ from pytest_dlbench.results.telemetry import combine_stats
 
 __all__ = [
     "BenchSummary",
+    "MilabenchScore",
     "SuiteSummary",
     "noise_samples",
     "relative_spread",
@@ -87,7 +89,7 @@ class BenchSummary:
     #: what ``std`` was computed from (:func:`noise_samples`): saved, and what the comparison's
     #: test reads of each side
     noise_samples: tuple[float, ...] = ()
-    #: milabench's figure for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
+    #: milabench's perf for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
     milabench_perf: float | None = None
     #: a baseline merged from several sessions (``dlbench baseline``): each session's run
     #: rates, from which the noise model estimates the drift between sessions; () for one
@@ -306,6 +308,28 @@ class BenchSummary:
 
 
 @dataclass(frozen=True)
+class MilabenchScore:
+    """milabench's score of a run (results/milabench_score.py, ``--bench-score=milabench``):
+    each benchmark's figure (None: it has no successful run, counted as 0), the suite's, and the
+    weighted benchmarks of the suite this run did not select (counted as 0, as milabench counts
+    them) with their weights."""
+
+    score: float | None
+    benchmarks: Mapping[str, float | None]
+    left_out: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, "benchmarks": dict(self.benchmarks),
+                "left_out": dict(self.left_out)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MilabenchScore:
+        return cls(optional_float(data.get("score")),
+                   {str(k): optional_float(v) for k, v in (data.get("benchmarks") or {}).items()},
+                   {str(k): float(v) for k, v in (data.get("left_out") or {}).items()})
+
+
+@dataclass(frozen=True)
 class SuiteSummary:
     """A whole run directory: every benchmark, the score and what kept it from being complete."""
 
@@ -322,6 +346,9 @@ class SuiteSummary:
     #: ``--bench-select`` subset: the manifest's ``suite_weighted``); () for the whole suite,
     #: or when the manifest does not say.
     left_out: tuple[str, ...] = ()
+    #: milabench's score beside the seed's (milarun's perf_adj), when ``--bench-score=milabench``
+    #: asked for it; None otherwise.
+    milabench: MilabenchScore | None = None
 
     @property
     def subset(self) -> bool:
@@ -375,6 +402,8 @@ class SuiteSummary:
             # A subset's score says so (``score`` stays: older readers, saved baselines).
             **({"subset": {"weighted": len(self.weighted), "of": self.suite_weighted_count,
                            "left_out": list(self.left_out)}} if self.subset else {}),
+            # milabench's score, its own key: never the seed's ``score``.
+            **({"milabench_score": self.milabench.to_dict()} if self.milabench else {}),
             "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
         }
 
@@ -399,5 +428,7 @@ class SuiteSummary:
             suite=data.get("suite"),
             provenance={key: data[key] for key in PROVENANCE if key in data},
             left_out=tuple(subset.get("left_out") or ()),
+            milabench=(MilabenchScore.from_dict(data["milabench_score"])
+                       if isinstance(data.get("milabench_score"), Mapping) else None),
         )
 

@@ -139,12 +139,18 @@ def _schema() -> Any:
         of: Int | None = None
         left_out: list[Str] | None = None
 
+    class Milabench(Loose):  # --bench-score=milabench (results/milabench_score.py)
+        score: Num | None = None
+        benchmarks: dict[str, Num | None] | None = None
+        left_out: dict[str, Num] | None = None
+
     class Summary(Loose):
         version: Int
         suite: Str | None = None
         run_dir: Str | None = None
         score: Num | None = None
         subset: Subset | None = None
+        milabench_score: Milabench | None = None
         incomplete: list[Str] | None = None
         failure_rate: Num | None = None
         machine: Map | None = None
