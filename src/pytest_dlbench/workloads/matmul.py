@@ -5,6 +5,10 @@ Each step (one observation) runs `--number` matmuls of (m, k) @ (k, n). The step
 observation is TFLOP/s and the timing is the framework's own: CUDA events with one synchronisation
 per window of steps on a GPU (never one per matmul), host clock on a CPU. A window's rate is then
 Σ TFLOP / Σ seconds, like every other benchmark.
+
+With ``--identity-chain`` a step is milabench's instead: an (m, n) matrix multiplied by the
+(n, n) identity, ``--number`` times two products (x → y, then y → x, into the same two buffers),
+so the values never grow or vanish in any precision; its work is 2 · 2·m·n·n · number.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ def make_parser() -> argparse.ArgumentParser:
                         help="tf32: fp32 tensors with TF32 tensor cores allowed")
     parser.add_argument("--number", type=positive_int, default=30,
                         help="matmuls per observation (default 30)")
+    parser.add_argument("--identity-chain", action="store_true",
+                        help="milabench's step: (m, n) @ eye(n) into y, then y @ eye(n) back "
+                             "into x, --number times (two products each); --k does not apply")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -40,12 +47,17 @@ def main(bench: Any) -> None:
     import torch
 
     args = parse(make_parser(), bench)
+    if args.identity_chain and args.k is not None:
+        raise SystemExit("matmul: --k does not apply to --identity-chain (the identity is n x n)")
     device = device_of(bench)
     k = args.k if args.k is not None else args.m
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.dtype, torch.float32)
     torch.manual_seed(args.seed)
     bench.set_units("TFLOP/s")
 
+    if args.identity_chain:
+        _identity_chain(bench, args, device, dtype)
+        return
     a = torch.randn(args.m, k, device=device, dtype=dtype)
     b = torch.randn(k, args.n, device=device, dtype=dtype)
     out = torch.empty(args.m, args.n, device=device, dtype=dtype)  # reused: no allocation
@@ -55,3 +67,20 @@ def main(bench: Any) -> None:
             with bench.timer.region("matmul"):
                 for _ in range(args.number):
                     torch.matmul(a, b, out=out)
+
+
+def _identity_chain(bench: Any, args: argparse.Namespace, device: Any, dtype: Any) -> None:
+    """milabench's flops step: x @ I into y, y @ I into x, `--number` times, no allocation."""
+    import torch
+
+    # Made in fp32 and cast to the dtype, as milabench's flops/main.py does.
+    identity = torch.eye(args.n, dtype=torch.float32, device=device).to(dtype)
+    x = torch.randn(args.m, args.n, dtype=torch.float32, device=device).to(dtype)
+    y = torch.zeros_like(x)
+    tflop_per_step = 2 * (2.0 * args.m * args.n * args.n) * args.number / 1e12
+    with backend_flags(tf32=args.dtype == "tf32"):
+        for _ in bench.iterate(itertools.count(), batch_size=tflop_per_step):
+            with bench.timer.region("matmul"):
+                for _ in range(args.number):
+                    torch.mm(x, identity, out=y)
+                    torch.mm(y, identity, out=x)

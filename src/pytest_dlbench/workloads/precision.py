@@ -216,9 +216,13 @@ def backend_flags(*, tf32: bool, cudnn_benchmark: bool = False) -> Iterator[None
 
 
 def sgd(params: Any, *, lr: float, momentum: float, device: torch.device,
-        precision: Precision) -> torch.optim.SGD:
+        precision: Precision, fused: bool = True) -> torch.optim.SGD:
     """The workloads' SGD: fused where torch has the kernels (no host sync in a step, see
     :func:`optimizer_options`), its momentum buffers made before the first step.
+
+    ``fused=False`` gives torch's own default implementation (``torch.optim.SGD(params, lr,
+    momentum=...)`` with no implementation keyword), the optimizer milabench's torchvision
+    benchmark builds.
 
     Why made first: fused SGD's first step allocates the buffers with ``empty_like`` and, when
     the gradient scaler reports an overflow (the usual fp16 start: a scale of 65536), skips the
@@ -230,7 +234,7 @@ def sgd(params: Any, *, lr: float, momentum: float, device: torch.device,
     """
     import torch
 
-    options = optimizer_options(device)
+    options = optimizer_options(device) if fused else {}
     if options and precision.grad_scaler() is not None and momentum \
             and not fused_sgd_skips_cleanly(device):
         options = {}

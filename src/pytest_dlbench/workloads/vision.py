@@ -27,7 +27,7 @@ WARM_IMPORTS = ("torchvision",)
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["make_parser", "train", "train_classifier"]
+__all__ = ["check_arguments", "make_parser", "train", "train_classifier"]
 
 
 def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argparse.ArgumentParser:
@@ -44,10 +44,25 @@ def make_parser(prog: str = "vision", default_model: str = "resnet50") -> argpar
     parser.add_argument("--fixed-batch", action="store_true",
                         help="reuse one synthetic batch already on the device (pure compute)")
     parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--momentum", type=float, default=0.9,
+                        help="SGD momentum (default 0.9; 0: plain SGD)")
+    parser.add_argument("--no-fused", dest="fused", action="store_false",
+                        help="torch's default SGD implementation instead of the fused kernels "
+                             "(milabench's optimizer: torch.optim.SGD(params, lr))")
+    parser.add_argument("--soft-labels", action="store_true",
+                        help="with --fixed-batch: targets drawn uniformly in [0, 1) per class, "
+                             "a (batch, classes) float tensor for the cross-entropy, instead "
+                             "of class indices (milabench's synthetic loaders)")
     parser.add_argument("--num-classes", type=positive_int, default=1000)
     add_image_data_args(parser)
     return parser
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse the combinations the parser cannot: --soft-labels needs --fixed-batch."""
+    if args.soft_labels and not args.fixed_batch:
+        raise SystemExit("vision: --soft-labels needs --fixed-batch (the only synthetic batch "
+                         "with soft targets)")
 
 
 def train(bench: Any) -> None:
@@ -74,7 +89,7 @@ def train_classifier(
     """
     import torch
 
-
+    check_arguments(args)
     device = device_of(bench)
     precision = setup_precision(args, device)
     torch.manual_seed(args.seed)
@@ -86,13 +101,16 @@ def train_classifier(
     model = model.to(device, memory_format=memory_format)  # type: ignore[call-overload]
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
     optimizer = sgd(model.parameters(), lr=args.lr, momentum=args.momentum, device=device,
-                    precision=precision)
+                    precision=precision, fused=args.fused)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     if args.fixed_batch:
         # One batch, moved once: the loop measures the model alone.
         images, labels = synthetic_images(args.batch_size, args.image_size, args.num_classes,
                                           seed=args.seed).tensors
+        if args.soft_labels:
+            generator = torch.Generator().manual_seed(args.seed)
+            labels = torch.rand(args.batch_size, args.num_classes, generator=generator)
         batch = to_device((images, labels), device, channels_last=args.channels_last)
         batches: Any = itertools.repeat(batch)
     elif args.synthetic_data:
