@@ -13,10 +13,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_dlbench.workloads import vision  # noqa: E402
-from pytest_dlbench.workloads.precision import resolve_precision, sgd  # noqa: E402
 from pytest_dlbench.measure.bench import Bench  # noqa: E402
 from pytest_dlbench.measure.stream import NullStream  # noqa: E402
+from pytest_dlbench.workloads import vision  # noqa: E402
+from pytest_dlbench.workloads.precision import resolve_precision, sgd  # noqa: E402
 
 SKIP, STOP = 1, 3
 
