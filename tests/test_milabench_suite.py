@@ -16,6 +16,7 @@ import io
 import json
 from collections.abc import Iterator
 from contextlib import redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -298,16 +299,19 @@ def test_every_fact_names_its_source_line() -> None:
             assert path in known and lines, f"{bench}.{setting}: {source!r}"
 
 
-def test_dlbench_resolve_gives_milabenchs_sizes() -> None:
+def test_dlbench_resolve_gives_milabenchs_sizes(tmp_path: Path) -> None:
     """The command users run: resnet50-noio at 244 px and batch 256, resnet50 from the JPEG
-    folder with 8 workers and plain SGD, once milabench's auto(...) calls are filled."""
+    folder with 8 workers and plain SGD, in the arguments a launch gets (``--launch``:
+    milabench's auto(...) calls filled)."""
     out = io.StringIO()
     with redirect_stdout(out):
-        assert dlbench(["resolve", "milabench", "--json"]) == 0
+        assert dlbench(["resolve", "milabench", "--json", "--launch",
+                        "--bench-base", str(tmp_path)]) == 0
     resolved = json.loads(out.getvalue())
 
     def launched(name: str) -> list[str]:
-        return fill_all(resolved[name]["args"], {"n_worker": 3})
+        args: list[str] = resolved[name]["launch_args"]
+        return args
 
     noio = launched("resnet50-noio")
     assert _value(noio, "--image-size") == "244"
