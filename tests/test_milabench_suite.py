@@ -69,6 +69,9 @@ _TORCHVISION: dict[str, Fact] = {
     "image_size": (224, f"{_LOADER}:160"),  # RandomResizedCrop(224)
     "data": ("FakeImageNet", f"{_DATAGEN}:26"),
     "soft_labels": (False, f"{_LOADER}:170"),  # ImageFolder: class indices
+    # DataLoader(shuffle=True, pin_memory=True): every image once an epoch, the last batch
+    # short, the workers started again each epoch
+    "sampler": ("shuffle, partial last batch, workers per epoch", f"{_LOADER}:172,186-192"),
     "channels_last": (False, f"{_TV_MAIN}:57"),  # only with --optim channel_last
     "gpu_poll": (None, f"{_TV_VOIR}:26"),  # voirfile's default, 1 s: as the interval
 }
@@ -145,6 +148,7 @@ MILABENCH: dict[str, dict[str, Fact]] = {
         soft_labels=(True, f"{_LOADER}:40"),  # torch.rand_like(model(inp))
         num_workers=(None, f"{_LOADER}:252-253"),  # synthetic_fixed: no DataLoader
         data=(None, f"{_LOADER}:39"),  # one randn batch on the device
+        sampler=(None, f"{_LOADER}:252-253"),
         weight=(0.0, f"{_ALL}:25"),
     ),
     "convnext_large-fp32": _convnext("fp32", 189, 0.0, 29),
@@ -187,6 +191,11 @@ _INPUT_REASON = (
 KEPT: dict[tuple[str, str], str] = {
     **{(bench, "data"): _DATA_REASON for bench in _JPEG_BENCHES},
     **{(bench, "input_dtype"): _INPUT_REASON for bench in _FP16_INPUT},
+    **{(bench, "sampler"): (
+        "the project's generated folder is small (1,024 images), so a run crosses epochs: "
+        "its workers persist across them and every batch is full (workloads/images.py, "
+        "jpeg_loader); milabench's FakeImageNet epoch (30,720 images a GPU) outlasts a run"
+    ) for bench in _JPEG_BENCHES},
     ("resnet50", "gpu_poll"): (
         "voir's GPU polling period: the project's telemetry samples every "
         "voir.options.interval (1 s) and the suite would warn that gpu_poll has no effect"
@@ -201,6 +210,7 @@ KEPT: dict[tuple[str, str], str] = {
 #: What the project's workloads do whatever their arguments (code, not configuration).
 PROJECT_INPUT_DTYPE = "fp32"  # workloads/vision.py: fp32 images, autocast (workloads/train.py)
 PROJECT_CLOCK = "CUDA events, one sync per window"  # workloads/matmul.py: bench.iterate
+PROJECT_SAMPLER = "random, full batches, persistent workers"  # workloads/images.py: jpeg_loader
 
 
 def _value(args: list[str], flag: str) -> str | None:
@@ -237,6 +247,7 @@ def project_settings(spec: BenchSpec) -> dict[str, Any]:
             channels_last=ns.channels_last,
             num_workers=_value(raw, "--num-workers") if loader == "pytorch" else None,
             data=(ns.data or "generated JPEG folder") if loader == "pytorch" else None,
+            sampler=PROJECT_SAMPLER if loader == "pytorch" else None,
             gpu_poll=((spec.config.get("voir") or {}).get("options") or {}).get("gpu_poll"),
             input_dtype=PROJECT_INPUT_DTYPE,
         )
