@@ -4,6 +4,8 @@ a traceback, an INTERNALERROR or the rest of the session's reports."""
 
 from __future__ import annotations
 
+import json
+import math
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,99 @@ FIGURE_CASES: list[tuple[str, str, str]] = [
      f"step 2's rate 1e+308 items/s {TOO_LARGE}"),
     ("a step timed at 1e-306 s (its rate 6.4e307)", RUN_FAILS,
      f"step 2's rate 6.4e+307 items/s {TOO_LARGE}"),
+    ("a 401-digit integer for a perf in a `--bench-compare` baseline (as `1e999`)",
+     "the benchmark is not compared, with a warning",
+     "a: not compared: the baseline has a rate of inf, beyond what the statistics can take "
+     "(at most 1e+100 in magnitude)"),
+    ("a 401-digit integer for a perf in a history file (as `1e999`)",
+     "the figure is left out, with a warning",
+     "left out: FILE: b (perf inf, 1 run rate): not finite positive rates (the file's other "
+     "figures are read)"),
+    ("a 401-digit integer for a stream's `flops` count (as `1e999`)",
+     "the count is left out, with its reason",
+     "the flops record's count (inf flops over 4 items) is not a finite positive number up to "
+     "1e+100"),
 ]
+
+#: A JSON integer no float holds (float() raises OverflowError on it).
+HUGE = "9" * 401
+
+
+def test_an_integer_too_large_for_a_float_reads_as_infinity() -> None:
+    from pytest_dlbench.core import untrusted
+
+    assert untrusted.loads(f'{{"a": {HUGE}, "b": -{HUGE}, "c": 5}}') == {
+        "a": math.inf, "b": -math.inf, "c": 5}
+    fits = "9" + "1" * 307  # 308 digits: a float holds it, still the exact integer
+    assert untrusted.loads(f"[{fits}]".encode()) == [int(fits)]
+    assert untrusted.loads(f'["{HUGE}"]') == [HUGE]  # digits in a string are text
+
+
+def test_a_baseline_integer_too_large_for_a_float_is_not_compared(tmp_path: Path,
+                                                                     capsys: Any) -> None:
+    from test_hostile_input import BASELINE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_run(run, "a", [(10, 1.0)] * 10)
+    write_manifest(run, {"a": {}})
+    for field in ("perf", "perf_adj", "samples", "score"):
+        data = json.loads(json.dumps(BASELINE))
+        if field == "score":
+            data["score"] = "@@"
+        elif field == "samples":
+            data["benchmarks"]["a"][field] = ["@@", 10.0]
+        else:
+            data["benchmarks"]["a"][field] = "@@"
+        base = tmp_path / f"{field}.json"
+        base.write_text(json.dumps(data).replace('"@@"', HUGE))
+        status = dlbench(["report", str(run), "--compare", str(base)])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in out + err and status in (0, 9), (field, out + err)
+        if field != "score":
+            assert f"warning: {FIGURE_CASES[2][2]}" in out, (field, out)
+
+
+def test_a_history_integer_too_large_for_a_float_is_left_out(tmp_path: Path) -> None:
+    from test_history import history_of
+    from test_history_values import RATES, spoil
+
+    from pytest_dlbench.results.history import load_history
+
+    folder = history_of(tmp_path, [float(r) for r in RATES])
+    bad = spoil(folder, 2, HUGE, rate=HUGE)
+    entries, problems = load_history(folder)
+    assert len(entries) == len(RATES)
+    assert problems == [FIGURE_CASES[3][2].replace("FILE", str(bad))]
+
+
+def _stream_with(tmp: Path, record: str) -> Path:
+    run = tmp / "run"
+    run.mkdir(parents=True)
+    path = write_run(run, "a", [(10, 1.0)] * 10)
+    lines = path.read_text().splitlines()
+    lines.insert(3, record)
+    path.write_text("\n".join(lines) + "\n")
+    write_manifest(run, {"a": {}})
+    return run
+
+
+@pytest.mark.parametrize("text", [HUGE, "1e999"], ids=["401 digits", "1e999"])
+def test_a_stream_figure_too_large_for_a_float_is_left_out(tmp_path: Path, text: str,
+                                                           capsys: Any) -> None:
+    flops = _stream_with(tmp_path / "flops",
+                         f'{{"event": "flops", "flops": {text}, "items": 4}}')
+    (run,) = summarize_dir(flops).benchmarks[0].runs
+    assert run.ok and run.flops_per_item is None and run.flops_reason == FIGURE_CASES[4][2]
+    telemetry = _stream_with(tmp_path / "telemetry", (
+        '{"event": "telemetry", "time": 5.0, "elapsed": 1.0, "cpu_percent": 5, "rss_bytes": @@, '
+        '"gpus": [{"index": 0, "util": 50, "mem_used": @@, "mem_total": @@, "power_w": 1, '
+        '"energy_j": 1}]}').replace("@@", text))
+    for run_dir in (flops, telemetry):
+        assert dlbench(["report", str(run_dir), "--html", str(run_dir / "r.html")]) == 0
+        assert dlbench(["table", str(run_dir)]) == 0
+        out, err = capsys.readouterr()
+        assert "Traceback" not in out + err and (run_dir / "r.html").is_file()
 
 
 def _huge_run(tmp: Path, case: str) -> Path:

@@ -21,7 +21,6 @@ from pytest_dlbench.core.numbers import (
     in_range,
     is_finite,
     is_integer,
-    is_number,
 )
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.layout import SUITE_WEIGHTED, parse_stream_name, read_manifest, stream_paths
@@ -273,7 +272,7 @@ def run_from_records(
         enabled=bool(spec.get("enabled", True)),
         telemetry=telemetry_stats(run),
         flops_per_item=_per_item(flops),
-        flops_reason=str(flops.get("reason") or ""),
+        flops_reason=str(flops.get("reason") or "") or _flops_problem(flops),
         device_name=str(device_name) if device_name else None,
         # The config record's precision is what ran; the arguments only when it has none.
         dtype=dtype_of(spec, config.get("precision")),
@@ -312,9 +311,19 @@ def _points(records: Sequence[Mapping[str, Any]]) -> Points:
 
 def _per_item(flops: Mapping[str, Any]) -> float | None:
     total, items = flops.get("flops"), flops.get("items")
-    if is_number(total) and is_number(items) and items > 0:
+    if in_range(total) and total >= 0 and in_range(items) and items > 0:
         return float(total) / float(items)
     return None
+
+
+def _flops_problem(flops: Mapping[str, Any]) -> str:
+    """Why a ``flops`` record's count is left out (infinite, or beyond what the statistics
+    take: ``1e999``, a 401-digit integer), one phrase; "" when it is used or says nothing."""
+    total, items = flops.get("flops"), flops.get("items")
+    if total is None or _per_item(flops) is not None:
+        return ""
+    return (f"the flops record's count ({total!r} flops over {items!r} items) is not a finite "
+            f"positive number up to {MAX_FIGURE:.0e}")
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:
