@@ -38,6 +38,11 @@ FIGURE_CASES: list[tuple[str, str, str]] = [
      "the count is left out, with its reason",
      "the flops record's count (inf flops over 4 items) is not a finite positive number up to "
      "1e+100"),
+    ("`bench.watch(model, x, items_per_example=inf)` (or NaN, 0, 1e-300, 1e13, `True`, "
+     "`\"8\"`)",
+     "that benchmark fails with the line in its stream's `end` record; the suite goes on",
+     "ValueError: items_per_example must be a finite number from 1e-06 to 1e+12 (the rate "
+     "items one example holds), not inf"),
 ]
 
 #: A JSON integer no float holds (float() raises OverflowError on it).
@@ -172,15 +177,41 @@ def test_a_session_with_a_huge_rate_reports_everything_else(pytester: pytest.Pyt
         def good(bench):
             for _ in range(8):
                 bench.log_rate(10.0)
+
+        def watch_inf(bench):
+            bench.watch(None, None, items_per_example=float("inf"))
     """))
     pytester.makefile(".yaml", suite=textwrap.dedent("""
         _base: {voir: {options: {skip: 2, stop: 6}}, max_duration: 60}
         huge: {inherits: _base, definition: defs.py:huge}
         good: {inherits: _base, definition: defs.py:good}
+        watch_inf: {inherits: _base, definition: defs.py:watch_inf}
     """))
     result = pytester.runpytest("--bench-suite=suite.yaml", "--bench-base=out", "-rf")
     text = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in text and "Traceback" not in text
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
+    assert FIGURE_CASES[5][2] in text
     assert f"step 0's rate 1e+308 items/s {TOO_LARGE}" in text
     assert "score:" in text
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, 0, -1.0, 1e-300, 1e13, True, "8"])
+def test_watch_refuses_items_per_example_of_no_sane_size(value: object) -> None:
+    """inf reached the flops record as ``Infinity``, no JSON; 1e-300 a count per item beyond
+    any figure. Refused at the call, one line; a sane value is kept."""
+    from pytest_dlbench.core.errors import one_line
+    from pytest_dlbench.measure.bench import Bench
+    from pytest_dlbench.measure.stream import NullStream
+
+    bench = Bench(stream=NullStream())
+    with pytest.raises(ValueError) as info:
+        bench.watch(object(), None, items_per_example=value)  # type: ignore[arg-type]
+    assert one_line(info.value) == (
+        "ValueError: items_per_example must be a finite number from 1e-06 to 1e+12 (the rate "
+        f"items one example holds), not {value!r}")
+    assert bench.watched is None and bench.items_per_example == 1
+    if value == math.inf:
+        assert one_line(info.value) == FIGURE_CASES[5][2]
+    bench.watch(object(), None, items_per_example=512)
+    assert bench.items_per_example == 512

@@ -33,12 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.numbers import is_finite
 from pytest_dlbench.measure.batches import count_items
 
 __all__ = [
     "CHECKPOINT_FLAGS",
     "COUNTED_EXAMPLES",
+    "ITEMS_PER_EXAMPLE_RANGE",
     "FlopCount",
+    "checked_items_per_example",
     "count_step_flops",
     "cpu_attention_formulas",
     "first_examples",
@@ -46,6 +49,22 @@ __all__ = [
     "no_checkpointing",
     "to_device",
 ]
+
+#: The sizes ``items_per_example`` may take: rate items in one example (a language model's
+#: sequence length, in tokens); beyond them a typo, and the count's ``items`` would reach
+#: the stream as a figure no report can use (``Infinity`` is no JSON).
+ITEMS_PER_EXAMPLE_RANGE = (1e-6, 1e12)
+
+
+def checked_items_per_example(value: Any) -> float:
+    """``value`` when it is a finite number within :data:`ITEMS_PER_EXAMPLE_RANGE` (the
+    ``bench.watch`` argument), else ``ValueError`` with one line saying so."""
+    low, high = ITEMS_PER_EXAMPLE_RANGE
+    if not (is_finite(value) and low <= value <= high):
+        raise ValueError(f"items_per_example must be a finite number from {low:g} to {high:g} "
+                         f"(the rate items one example holds), not {value!r}")
+    return value
+
 
 #: Examples the count runs on (2, not 1: a BatchNorm in training mode needs two values a channel).
 COUNTED_EXAMPLES = 2
@@ -204,6 +223,7 @@ def count_step_flops(model: Any, example: Any, items_per_example: float = 1) -> 
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    items_per_example = checked_items_per_example(items_per_example)
 
     if callable(example) and not isinstance(example, torch.Tensor) and not isinstance(
         example, torch.nn.Module
