@@ -163,17 +163,26 @@ def no_checkpointing(model: Any) -> Iterator[int]:
     """Gradient checkpointing off in every module of ``model`` that has it on (one of
     :data:`CHECKPOINT_FLAGS` true), back on after; yields how many modules were switched."""
     switched: list[tuple[Any, str]] = []
-    modules = getattr(model, "modules", None)
-    for module in (modules() if callable(modules) else ()):
-        for flag in CHECKPOINT_FLAGS:
-            if getattr(module, flag, None) is True:
-                setattr(module, flag, False)
-                switched.append((module, flag))
+    # Switching is inside the try: a module whose flag cannot be read or set (a property that
+    # raises) must not leave the ones switched before it off for the rest of the run; and
+    # each is restored on its own, so one that cannot be set back keeps none of the others off.
     try:
+        modules = getattr(model, "modules", None)
+        for module in (modules() if callable(modules) else ()):
+            for flag in CHECKPOINT_FLAGS:
+                if getattr(module, flag, None) is True:
+                    switched.append((module, flag))
+                    setattr(module, flag, False)
         yield len(switched)
     finally:
+        failed: BaseException | None = None
         for module, flag in switched:
-            setattr(module, flag, True)
+            try:
+                setattr(module, flag, True)
+            except Exception as exc:  # noqa: BLE001 - the others are restored first
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def cpu_attention_formulas() -> dict[Any, Any]:
