@@ -445,3 +445,22 @@ def test_a_score_p_is_never_below_what_its_rounds_allow(tmp_path: Path) -> None:
     comparison = judge(run)[2]
     assert comparison.score_p_value is not None and comparison.score_p_value >= 0.125
     assert comparison.score_verdict != REGRESSED and not comparison.regressed
+
+
+def test_a_clean_regression_of_steps_alike_is_regressed(tmp_path: Path) -> None:
+    """A log at millisecond resolution: "time 0.013s" every step on one side, 0.016 s on the
+    other, in every one of 10 rounds. The quantile test's ties held p at 56/1024: inconclusive,
+    exit 9, whatever the change."""
+    run = tmp_path / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True)
+    for r in range(10):
+        write_run(base_dir, "x", [(1, 0.013)] * 20, repeat=r)
+        write_run(run, "x", [(1, 0.016)] * 20, repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": 10,
+                               "order": "ABBA", "test": "quantile", "warnings": []})
+    comparison = judge(run)[2]
+    x = comparison.get("x")
+    assert x is not None and x.verdict == REGRESSED
+    assert x.p_value == pytest.approx(1 / 1024)
+    assert comparison.regressed
