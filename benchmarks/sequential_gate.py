@@ -97,13 +97,20 @@ def quantile_twin(base: np.ndarray, cand: np.ndarray, *, alpha: float = gate.ALP
     swap = signs.astype(int)
     permuted = log_ratios(runs[rows, swap], runs[rows, 1 - swap])
     observed = float(permuted[0])
+    # A permutation that ties the observed ratio is ordered by the shift of the mean log rates.
+    logs = np.log(runs).mean(axis=2)  # (n, 2)
+    shift_of = logs[:, 1] - logs[:, 0]
+    shifts = np.where(signs, -shift_of, shift_of).sum(axis=1)
+    shift = float(shift_of.sum())
     tie = 1e-12
-    lower = float(np.mean(permuted <= observed + tie))
-    higher = float(np.mean(permuted >= observed - tie))
+    tied = np.abs(permuted - observed) <= tie
+    lower = float(np.mean((permuted < observed - tie) | (tied & (shifts <= shift + tie))))
+    higher = float(np.mean((permuted > observed + tie) | (tied & (shifts >= shift - tie))))
     picks = rng.integers(0, n, (BOOTSTRAPS, n))
     boot = log_ratios(runs[picks, 0], runs[picks, 1])
     ci = (math.exp(float(np.quantile(boot, alpha))), math.exp(float(np.quantile(boot, 1 - alpha))))
-    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)))
+    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)),
+                       p_floor=1.0 / len(signs))
 
 
 @dataclass

@@ -149,3 +149,58 @@ def test_a_measured_peak_that_the_model_outruns_gives_no_mfu(tmp_path: Path):
     lm = summarize_dir(tmp_path).get("lm")
     assert lm.tflops == pytest.approx(0.5) and lm.mfu is None and lm.mfu_error is None
     assert lm.peak_source == "matmul in this run is slower than this model: no MFU"
+
+
+class _Flagged:
+    """A module with gradient checkpointing on."""
+
+    def __init__(self) -> None:
+        self.grad_checkpointing = True
+
+
+class _Unreadable:
+    """A module whose checkpointing flag raises when it is read."""
+
+    @property
+    def gradient_checkpointing(self) -> bool:
+        raise RuntimeError("flag unreadable")
+
+
+class _Stuck(_Flagged):
+    """A module whose flag can be switched off but not back on."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value is True and name in self.__dict__:
+            raise RuntimeError("cannot switch back")
+        super().__setattr__(name, value)
+
+
+class _Model:
+    def __init__(self, *modules: object) -> None:
+        self._modules = modules
+
+    def modules(self) -> tuple[object, ...]:
+        return self._modules
+
+
+def test_no_checkpointing_restores_every_flag_whatever_fails() -> None:
+    """The flags were switched off before the try/finally: a module that failed partway left
+    the ones before it off for the rest of the run."""
+    from pytest_dlbench.measure.flops import no_checkpointing
+
+    a, b = _Flagged(), _Flagged()
+    with pytest.raises(RuntimeError, match="flag unreadable"), \
+            no_checkpointing(_Model(a, b, _Unreadable())):
+        pass  # pragma: no cover - never entered
+    assert a.grad_checkpointing is True and b.grad_checkpointing is True
+    a, b = _Flagged(), _Flagged()
+    with pytest.raises(ValueError, match="the count failed"), \
+            no_checkpointing(_Model(a, b)) as switched:
+        assert switched == 2 and a.grad_checkpointing is False
+        raise ValueError("the count failed")
+    assert a.grad_checkpointing is True and b.grad_checkpointing is True
+    a, stuck, b = _Flagged(), _Stuck(), _Flagged()
+    with pytest.raises(RuntimeError, match="cannot switch back"), \
+            no_checkpointing(_Model(a, stuck, b)):
+        pass
+    assert a.grad_checkpointing is True and b.grad_checkpointing is True

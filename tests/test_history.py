@@ -391,3 +391,48 @@ def test_names_from_the_files_are_shown_escaped(tmp_path: Path, capsys: Any) -> 
     assert main(["history", "--history", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "evil\\x1b[2J" in out
+
+
+def _repo_with_a_change(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "trunk")
+    (repo / "f").write_text("0")
+    git(repo, "add", "f")
+    git(repo, "commit", "-qm", "c0")
+    (repo / "f").write_text("changed")
+    return repo
+
+
+def test_a_status_git_could_not_give_is_not_clean(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """git status failed or ran past its timeout: the tree was read as clean, and a dirty
+    tree's figures were filed as the commit's."""
+    from pytest_dlbench.results import history
+
+    repo = _repo_with_a_change(tmp_path)
+    real = history._git
+
+    def no_status(cwd: Any, *args: str, **kw: Any) -> str | None:
+        return None if args[0] == "status" else real(cwd, *args, **kw)
+
+    monkeypatch.setattr(history, "_git", no_status)
+    info = git_info(repo)
+    assert info.commit is not None and info.dirty
+
+
+def test_the_repository_s_fsmonitor_is_not_run(tmp_path: Path) -> None:
+    """A repository's fsmonitor hook (a daemon, or one that hangs) ran under git status; one
+    that outlived the 10 s timeout held its pipes, and the status read nothing: clean."""
+    import time
+
+    repo = _repo_with_a_change(tmp_path)
+    marker = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "fsmonitor"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 20\n")
+    hook.chmod(0o755)
+    git(repo, "config", "core.fsmonitor", str(hook))
+    start = time.monotonic()
+    info = git_info(repo)
+    assert info.dirty and not marker.exists()
+    assert time.monotonic() - start < 8

@@ -22,7 +22,7 @@ from pytest_dlbench.results.history_drift import history_drifts
 
 RATES = [100, 101, 99, 100.5, 99.5, 85, 86, 84.5, 85.5, 85]
 #: What a hostile or broken file may hold instead of benchmark b's perf 99.0 (commit 2).
-BAD = ["1e999", "-1e999", "Infinity", "NaN", "0", "-5.0"]
+BAD = ["1e999", "-1e999", "Infinity", "NaN", "0", "-5.0", "9" * 401]
 
 
 def spoil(folder: Path, index: int, perf: str, rate: str | None = None) -> Path:

@@ -22,6 +22,7 @@ from test_bisect_progress import BISECT_CASES
 from test_escapes import TERMINAL_CASES
 from test_history import HISTORY_CASES
 from test_hostile_arguments import ARGUMENT_CASES
+from test_hostile_figures import FIGURE_CASES
 from test_readers import READER_CASES
 
 from pytest_dlbench import layout
@@ -558,6 +559,7 @@ TABLE = (
     + ARGUMENT_CASES  # tests/test_hostile_arguments.py: auto(), sizer, requires_capabilities
     + AGAINST_CASES  # tests/test_against_submodule.py: --bench-against into a submodule
     + BISECT_CASES  # tests/test_bisect_progress.py: dlbench bisect's arguments
+    + FIGURE_CASES  # tests/test_hostile_figures.py: figures too large for the statistics
 )
 
 

@@ -699,3 +699,13 @@ def test_the_sampler_threads_first_sample_reads_the_machines_cpu():
     by_thread = events(stream, "telemetry")[1:-1]
     assert by_thread, "no sample by the thread"
     assert isinstance(by_thread[0]["system_cpu_percent"], float)
+
+
+def test_the_monitor_s_times_are_on_the_timer_s_clock() -> None:
+    """Telemetry is lined up with the steps by their times (summary.timed_window): after a
+    clock step both must have moved alike, so the monitor's default clock is the timer's."""
+    from pytest_dlbench.measure.monitor.sampler import Monitor
+    from pytest_dlbench.measure.stream import NullStream
+    from pytest_dlbench.measure.timing import MonotonicWallClock
+
+    assert isinstance(Monitor(NullStream()).wall, MonotonicWallClock)

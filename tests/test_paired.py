@@ -398,3 +398,69 @@ def test_a_side_with_no_run_gets_the_same_word_paired_or_saved(
     from pytest_dlbench.results.compare import compare
 
     assert compare(cand, base).get("x").verdict == word  # type: ignore[union-attr]
+
+
+def _one_bench_quantile_run(tmp: Path, rates: list[tuple[float, float]]) -> Path:
+    """One benchmark ``x`` judged by the quantile test, round r's runs at ``rates[r]`` (base,
+    candidate) with a little noise of their own within each run."""
+    run = tmp / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    for r, (b, c) in enumerate(rates):
+        jitter = [0.01 * ((i * 7 + r) % 5 - 2) for i in range(20)]
+        write_run(base_dir, "x", steady_at(b, 20, jitter), repeat=r)
+        write_run(run, "x", steady_at(c, 20, jitter[::-1]), repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": len(rates),
+                               "order": "ABBA", "test": "quantile", "warnings": []})
+    return run
+
+
+def test_a_one_benchmark_score_says_what_its_benchmark_says(tmp_path: Path) -> None:
+    """Three rounds: the permutation test cannot go below 2**-3 = 0.125, and the benchmark is
+    inconclusive; the score's t-test on the bootstrap's variance read p 0.02, regressed (exit
+    6) where its only benchmark could not. A one-benchmark score is its benchmark's evidence."""
+    run = _one_bench_quantile_run(tmp_path, [(100.0, 95.0), (90.0, 85.0), (95.0, 90.5)])
+    comparison = judge(run)[2]
+    x = comparison.get("x")
+    assert x is not None and x.verdict == INCONCLUSIVE and x.p_value == pytest.approx(0.125)
+    assert comparison.score_p_value == pytest.approx(x.p_value)
+    assert comparison.score_rate_ratio == pytest.approx(x.ratio)
+    assert comparison.score_ci == x.ci
+    assert comparison.score_verdict == INCONCLUSIVE and not comparison.regressed
+
+
+def test_a_score_p_is_never_below_what_its_rounds_allow(tmp_path: Path) -> None:
+    """Two benchmarks of three rounds each, every round slower: the quantile test's smallest p
+    is 2**-3, and the score's combined p is held there, not below."""
+    run = tmp_path / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("x", "y"):
+        for r, load in enumerate((1.0, 0.9, 0.95)):
+            jitter = [0.01 * ((i * 3 + r) % 5 - 2) for i in range(20)]
+            write_run(base_dir, name, steady_at(100.0 * load, 20, jitter), repeat=r)
+            write_run(run, name, steady_at(94.0 * load, 20, jitter), repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": 3,
+                               "order": "ABBA", "test": "quantile", "warnings": []})
+    comparison = judge(run)[2]
+    assert comparison.score_p_value is not None and comparison.score_p_value >= 0.125
+    assert comparison.score_verdict != REGRESSED and not comparison.regressed
+
+
+def test_a_clean_regression_of_steps_alike_is_regressed(tmp_path: Path) -> None:
+    """A log at millisecond resolution: "time 0.013s" every step on one side, 0.016 s on the
+    other, in every one of 10 rounds. The quantile test's ties held p at 56/1024: inconclusive,
+    exit 9, whatever the change."""
+    run = tmp_path / "run"
+    base_dir = layout.base_dir(run)
+    base_dir.mkdir(parents=True)
+    for r in range(10):
+        write_run(base_dir, "x", [(1, 0.013)] * 20, repeat=r)
+        write_run(run, "x", [(1, 0.016)] * 20, repeat=r)
+    layout.write_against(run, {"rev": "main", "sha": "a" * 40, "rounds": 10,
+                               "order": "ABBA", "test": "quantile", "warnings": []})
+    comparison = judge(run)[2]
+    x = comparison.get("x")
+    assert x is not None and x.verdict == REGRESSED
+    assert x.p_value == pytest.approx(1 / 1024)
+    assert comparison.regressed

@@ -4,6 +4,7 @@ are never flagged."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import LOOP_START, NullStream
-from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, Timer
+from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, MonotonicWallClock, Timer
 from pytest_dlbench.results.plausibility import (
     FACTOR,
     WallClockCheck,
@@ -95,6 +96,49 @@ def test_a_healthy_timer_with_a_slow_read_between_windows_is_not_flagged():
     assert check is not None and not check.flagged
     assert 1.0 < check.factor < 1.01  # the reads: 0.5 ms per 500 ms window
     assert run_from_records(records).ok
+
+
+def stepped_run(wall_clock: Any, clock: FakeClock, jump: list[float]) -> list[dict[str, Any]]:
+    """A healthy run on a fake device whose host's ``time.time()`` (``clock`` plus ``jump``)
+    steps an hour forward in its 12th step: NTP, or a resume from a suspend."""
+    stream = NullStream()
+    bench = Bench(stream=stream, timer=Timer(SlowRead(clock), wall_clock=wall_clock), skip=5,
+                  stop=20, window=10)
+    steps = 0
+
+    def batches() -> Iterator[int]:
+        nonlocal steps
+        while True:
+            clock.advance(STEP)
+            steps += 1
+            if steps == 12:
+                jump[0] = 3600.0
+            yield 64
+
+    for _ in bench.iterate(batches(), batch_size=64):
+        pass
+    bench.close()
+    config = {"event": "config", "spec": {"name": "fake", "skip": 5, "stop": 20,
+                                           "definition": "tests.fake:main"}}
+    return [config, *stream.records, {"event": "end", "status": "ok"}]
+
+
+def test_a_wall_clock_step_is_no_gap_between_windows():
+    """Step times judged on time.time() put a clock step (NTP, a suspend and resume) in one gap
+    between windows and failed a correct run as an error of measurement. The Timer's default
+    wall clock reads time.time() once and carries it by the monotonic clock."""
+    clock, jump = FakeClock(1000.0), [0.0]
+    assert not run_from_records(stepped_run(lambda: clock() + jump[0], clock, jump)).ok
+    clock, jump = FakeClock(1000.0), [0.0]
+    wall = MonotonicWallClock(wall=lambda: clock() + jump[0], monotonic=clock)
+    records = stepped_run(wall, clock, jump)
+    check = wall_clock_check(steady(records))
+    assert check is not None and not check.flagged and check.factor < 1.01
+    assert run_from_records(records).ok
+    # What a Bench gets unless a test injects a clock; its times are still the calendar's.
+    timer = Timer()
+    assert isinstance(timer.wall_clock, MonotonicWallClock)
+    assert abs(timer.wall_clock() - time.time()) < 1.0
 
 
 def test_a_flagged_run_is_a_failure_of_its_benchmark_never_its_perf():

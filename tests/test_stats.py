@@ -372,3 +372,42 @@ def test_a_longer_time_to_train_regresses_in_both_comparisons(
         if expected != UNCHANGED:
             assert paired.p_value is not None and paired.p_value < ALPHA
             assert saved.p_value is not None and saved.p_value < ALPHA
+
+
+@pytest.mark.parametrize("rounds", [6, 10])
+def test_quantile_ties_of_alike_steps_do_not_count_against_a_clean_change(rounds: int) -> None:
+    """Steps logged to the millisecond ("time 0.013s" every step) leave both upper quartiles
+    where they were when fewer than a quarter of the rounds swap: those permutations tied the
+    observed ratio and a 23 % regression in every round read p = 56/1024 (7/64 at 6 rounds),
+    inconclusive. A tie is broken by the shift of the mean log rates: p is the exact minimum."""
+    base = [[1 / 0.013] * 20] * rounds
+    cand = [[1 / 0.016] * 20] * rounds
+    s = quantile_stats(base, cand)
+    assert s is not None and s.ratio == pytest.approx(0.013 / 0.016)
+    assert s.p_lower == pytest.approx(2.0**-rounds)
+    assert s.p_higher == pytest.approx(1.0)
+    # Identical sides still tie every way: no evidence either way.
+    same = quantile_stats(base, base)
+    assert same is not None and (same.p_lower, same.p_higher) == (1.0, 1.0)
+
+
+def test_quantile_untied_p_values_are_the_quartiles_alone() -> None:
+    """Where no permutation ties the observed ratio, breaking ties changes nothing: the
+    p-values are the share of the quartiles' ratios at or beyond the observed one."""
+    import numpy as np
+
+    rng = random.Random(7)
+    base = [[rng.uniform(90, 110) for _ in range(15)] for _ in range(7)]
+    cand = [[rng.uniform(85, 108) for _ in range(15)] for _ in range(7)]
+    s = quantile_stats(base, cand)
+    assert s is not None
+
+    def ratio(swap: int) -> float:
+        b = [x for i in range(7) for x in (cand[i] if swap >> i & 1 else base[i])]
+        c = [x for i in range(7) for x in (base[i] if swap >> i & 1 else cand[i])]
+        return float(np.log(np.percentile(c, 75) / np.percentile(b, 75)))
+
+    all_ratios = [ratio(k) for k in range(2**7)]
+    observed = all_ratios[0]
+    assert s.p_lower == pytest.approx(sum(r <= observed + 1e-12 for r in all_ratios) / 2**7)
+    assert s.p_higher == pytest.approx(sum(r >= observed - 1e-12 for r in all_ratios) / 2**7)

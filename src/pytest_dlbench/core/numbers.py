@@ -18,9 +18,11 @@ __all__ = [
     "DASH",
     "DEFAULT_UNITS",
     "FIGURE_UNITS",
+    "MAX_FIGURE",
     "MISSING",
     "STORED_UNITS",
     "as_number",
+    "in_range",
     "is_finite",
     "is_integer",
     "is_number",
@@ -99,6 +101,18 @@ def is_integer(value: Any) -> TypeGuard[int]:
 def is_finite(value: Any) -> TypeGuard[int | float]:
     """A finite int or float, never a bool (a figure a formula can take)."""
     return is_number(value) and math.isfinite(value)
+
+
+#: The largest magnitude of a figure the statistics take: they sum rates and square them (a
+#: variance), so a finite rate of 1e308 (``bench.log_rate(1e308)``, a step timed at 1e-306 s,
+#: a hand-made baseline) would overflow; no measurement comes near.
+MAX_FIGURE = 1e100
+
+
+def in_range(value: Any) -> TypeGuard[int | float]:
+    """A finite number no larger than :data:`MAX_FIGURE` in magnitude: a figure every formula
+    takes."""
+    return is_finite(value) and abs(value) <= MAX_FIGURE
 
 
 def as_number(value: Any) -> float | None:

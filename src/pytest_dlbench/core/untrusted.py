@@ -21,6 +21,7 @@ that does not exist is still ``FileNotFoundError``, and other failures to open s
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -155,13 +156,37 @@ def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+# A float holds any integer of at most this many digits (its largest is about 1.8e308).
+_FLOAT_DIGITS = 308
+_LONG_DIGITS = re.compile(f"[0-9]{{{_FLOAT_DIGITS + 1},}}")
+_LONG_DIGIT_BYTES = re.compile(_LONG_DIGITS.pattern.encode())
+
+
+def _int(text: str) -> int | float:
+    """A JSON integer, or the infinity of its sign where it is too large for a float: the
+    figures read are floats, and ``1e999`` already reads as infinity, which every reader
+    leaves out with its warning; a 401-digit integer would raise OverflowError in the
+    arithmetic instead."""
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+    return value
+
+
 def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads(data)``, refusing a text nested deeper than ``max_depth`` before parsing
     (:class:`FileRefused`). Invalid JSON and invalid UTF-8 raise ``ValueError`` as ``json``
+    does. An integer too large for a float reads as the infinity of its sign, as ``1e999``
     does."""
     if too_deep(data, max_depth):
         raise FileRefused(f"nested deeper than {max_depth} levels")
     try:
+        if len(data) > _FLOAT_DIGITS and (
+                _LONG_DIGITS.search(data) if isinstance(data, str)
+                else _LONG_DIGIT_BYTES.search(data)):
+            return json.loads(data, parse_int=_int)
         return json.loads(data)
     except RecursionError:  # pragma: no cover - the depth is bounded above
         raise FileRefused(f"nested deeper than {max_depth} levels") from None

@@ -37,6 +37,7 @@ from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.layout import DATA, DEFAULT_BASE
 from pytest_dlbench.measure.batches import count_items, losses_to_floats
+from pytest_dlbench.measure.flops import checked_items_per_example
 from pytest_dlbench.measure.stream import LOOP_START, ClosesOnExit, Event, NullStream, Stream
 from pytest_dlbench.measure.timing import Timer, backend_for
 
@@ -202,10 +203,8 @@ class Bench(ClosesOnExit):
         example holds, so that FLOPs per item are in the rate's unit (a language model whose
         rate is in tokens/s: its sequence length).
         """
-        if not items_per_example > 0:
-            raise ValueError(f"items_per_example must be positive, not {items_per_example!r}")
+        self.items_per_example = checked_items_per_example(items_per_example)
         self.watched = (model, example)
-        self.items_per_example = items_per_example
 
     def set_units(self, units: str) -> None:
         """Unit of the rate records written from now on (e.g. ``"TFLOP/s"``)."""

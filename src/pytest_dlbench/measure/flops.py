@@ -33,12 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.numbers import is_finite
 from pytest_dlbench.measure.batches import count_items
 
 __all__ = [
     "CHECKPOINT_FLAGS",
     "COUNTED_EXAMPLES",
+    "ITEMS_PER_EXAMPLE_RANGE",
     "FlopCount",
+    "checked_items_per_example",
     "count_step_flops",
     "cpu_attention_formulas",
     "first_examples",
@@ -46,6 +49,22 @@ __all__ = [
     "no_checkpointing",
     "to_device",
 ]
+
+#: The sizes ``items_per_example`` may take: rate items in one example (a language model's
+#: sequence length, in tokens); beyond them a typo, and the count's ``items`` would reach
+#: the stream as a figure no report can use (``Infinity`` is no JSON).
+ITEMS_PER_EXAMPLE_RANGE = (1e-6, 1e12)
+
+
+def checked_items_per_example(value: Any) -> float:
+    """``value`` when it is a finite number within :data:`ITEMS_PER_EXAMPLE_RANGE` (the
+    ``bench.watch`` argument), else ``ValueError`` with one line saying so."""
+    low, high = ITEMS_PER_EXAMPLE_RANGE
+    if not (is_finite(value) and low <= value <= high):
+        raise ValueError(f"items_per_example must be a finite number from {low:g} to {high:g} "
+                         f"(the rate items one example holds), not {value!r}")
+    return value
+
 
 #: Examples the count runs on (2, not 1: a BatchNorm in training mode needs two values a channel).
 COUNTED_EXAMPLES = 2
@@ -144,17 +163,26 @@ def no_checkpointing(model: Any) -> Iterator[int]:
     """Gradient checkpointing off in every module of ``model`` that has it on (one of
     :data:`CHECKPOINT_FLAGS` true), back on after; yields how many modules were switched."""
     switched: list[tuple[Any, str]] = []
-    modules = getattr(model, "modules", None)
-    for module in (modules() if callable(modules) else ()):
-        for flag in CHECKPOINT_FLAGS:
-            if getattr(module, flag, None) is True:
-                setattr(module, flag, False)
-                switched.append((module, flag))
+    # Switching is inside the try: a module whose flag cannot be read or set (a property that
+    # raises) must not leave the ones switched before it off for the rest of the run; and
+    # each is restored on its own, so one that cannot be set back keeps none of the others off.
     try:
+        modules = getattr(model, "modules", None)
+        for module in (modules() if callable(modules) else ()):
+            for flag in CHECKPOINT_FLAGS:
+                if getattr(module, flag, None) is True:
+                    switched.append((module, flag))
+                    setattr(module, flag, False)
         yield len(switched)
     finally:
+        failed: BaseException | None = None
         for module, flag in switched:
-            setattr(module, flag, True)
+            try:
+                setattr(module, flag, True)
+            except Exception as exc:  # noqa: BLE001 - the others are restored first
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def cpu_attention_formulas() -> dict[Any, Any]:
@@ -204,6 +232,7 @@ def count_step_flops(model: Any, example: Any, items_per_example: float = 1) -> 
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    items_per_example = checked_items_per_example(items_per_example)
 
     if callable(example) and not isinstance(example, torch.Tensor) and not isinstance(
         example, torch.nn.Module

@@ -25,6 +25,7 @@ __all__ = [
     "CudaEventBackend",
     "FakeClock",
     "FakeCudaBackend",
+    "MonotonicWallClock",
     "RegionInterval",
     "RegionTotal",
     "StepObservation",
@@ -194,6 +195,24 @@ class FakeCudaBackend:
         self._completed = self.records
 
 
+class MonotonicWallClock:
+    """The host's wall clock read once, then carried forward by a monotonic clock.
+
+    A step's ``time`` is judged against its timed seconds (results/plausibility.py), which come
+    from a monotonic clock or the device's: ``time.time()`` itself jumps when NTP steps the
+    clock or the host resumes from a suspend, and the whole jump would land in one gap between
+    windows, failing a correct run as an error of measurement. Offsetting the monotonic clock
+    by the wall clock once keeps the times on the calendar and their differences true."""
+
+    def __init__(self, wall: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.perf_counter) -> None:
+        self._monotonic = monotonic
+        self._offset = wall() - monotonic()
+
+    def __call__(self) -> float:
+        return self._offset + self._monotonic()
+
+
 class StepObservation(NamedTuple):
     """One step: its index since the Timer was made, item count, duration, wall time at its end."""
 
@@ -280,21 +299,23 @@ class Timer:
     mark and ``on_region(key, False)`` just after its end mark (the profiler names the region in
     its trace that way); None, the default, costs one attribute test per region.
 
-    Wall-clock times: each chain's first mark is paired with ``wall_clock()`` when it is taken;
-    a step's ``time`` is that plus the device seconds of the chain's steps up to its end. For the
-    CPU backend that is the perf_counter-to-time.time offset; for CUDA it is exact only when the
-    device queue is empty at :meth:`begin`, so that the begin event runs as soon as it is
-    recorded: after a window read, or after :meth:`synchronize`. With work still queued (model
-    setup, copies to the device, compilation) the begin event runs later than its wall time says,
-    every ``time`` of the chain is early by that backlog, and host work of the first step hides
-    behind it; call :meth:`synchronize` before such a :meth:`begin` (``Bench.iterate`` does).
+    Wall-clock times: each chain's first mark is paired with ``wall_clock()`` when it is taken
+    (by default a :class:`MonotonicWallClock`: ``time.time()`` once, then ``perf_counter``, so
+    a clock step between chains is no gap); a step's ``time`` is that plus the device seconds of
+    the chain's steps up to its end. For the CPU backend that is the perf_counter offset; for
+    CUDA it is exact only when the device queue is empty at :meth:`begin`, so that the begin
+    event runs as soon as it is recorded: after a window read, or after :meth:`synchronize`.
+    With work still queued (model setup, copies to the device, compilation) the begin event
+    runs later than its wall time says, every ``time`` of the chain is early by that backlog,
+    and host work of the first step hides behind it; call :meth:`synchronize` before such a
+    :meth:`begin` (``Bench.iterate`` does).
     """
 
     def __init__(
-        self, backend: Backend | None = None, *, wall_clock: Callable[[], float] = time.time
+        self, backend: Backend | None = None, *, wall_clock: Callable[[], float] | None = None
     ) -> None:
         self.backend: Backend = backend if backend is not None else CpuBackend()
-        self.wall_clock = wall_clock
+        self.wall_clock = wall_clock if wall_clock is not None else MonotonicWallClock()
         self.time_origin: float | None = None  # wall time of the first begin()
         self._record = self.backend.record
         self._last: Mark | None = None

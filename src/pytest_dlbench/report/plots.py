@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.core.numbers import in_range
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -104,8 +106,10 @@ def _new_figure(width: float, height: float) -> Figure:
 
 
 def _observations(run: RunResult) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    warm = [(float(t), float(r)) for t, r in run.warmup]
-    steady = [(float(t), float(r)) for t, r in run.steady]
+    """(time, rate) of a run's warm-up and steady steps, those no axis can hold (a failed run's
+    rate of 1e308) left out: its reason already says so."""
+    warm = [(float(t), float(r)) for t, r in run.warmup if in_range(r) and in_range(t)]
+    steady = [(float(t), float(r)) for t, r in run.steady if in_range(r) and in_range(t)]
     return warm, steady
 
 

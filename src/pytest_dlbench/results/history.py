@@ -27,6 +27,7 @@ import math
 import os
 import re
 import secrets
+import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -118,17 +119,40 @@ class GitInfo:
                 "dirty": self.dirty}
 
 
-def _git(cwd: str | PathLike[str] | None, *args: str) -> str | None:
+#: What the history's git commands run with, as run/against.py's: none of the repository's
+#: hooks, and no fsmonitor daemon (``git status`` would start one, or wait on a hung one past
+#: the timeout, and a status that times out says nothing about the tree).
+GIT_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+#: Seconds a git command of the history may take.
+GIT_TIMEOUT = 10.0
+
+
+def _git(cwd: str | PathLike[str] | None, *args: str,
+         timeout: float = GIT_TIMEOUT) -> str | None:
+    """``git ARGS``'s output in ``cwd``; None when it failed or ran past ``timeout`` (then its
+    process group is killed: whatever it started goes with it)."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=10, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+        proc = subprocess.Popen(["git", *GIT_CONFIG, *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+    except OSError:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return None
+        raise
+    return stdout.strip() if proc.returncode == 0 else None
 
 
 def git_info(cwd: str | PathLike[str] | None = None) -> GitInfo:
-    """The commit checked out in ``cwd`` (default: here); empty outside a repository."""
+    """The commit checked out in ``cwd`` (default: here); empty outside a repository. A tree
+    whose status could not be read (git failed, or ran past its timeout) is dirty: filed as
+    the commit's clean figures, changes nobody committed would be the commit's."""
     line = _git(cwd, "log", "-1", "--format=%H%x00%cI")
     if not line:
         return GitInfo()
@@ -136,7 +160,8 @@ def git_info(cwd: str | PathLike[str] | None = None) -> GitInfo:
     branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
     status = _git(cwd, "status", "--porcelain", "--untracked-files=no")
     return GitInfo(commit=commit, date=date or None,
-                   branch=None if branch in (None, "HEAD") else branch, dirty=bool(status))
+                   branch=None if branch in (None, "HEAD") else branch,
+                   dirty=status is None or bool(status))
 
 
 # -- writing --------------------------------------------------------------------------------

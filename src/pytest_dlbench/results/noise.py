@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_dlbench.core.numbers import MAX_FIGURE
 from pytest_dlbench.results import verdict
 from pytest_dlbench.results.busy import busy_share
 from pytest_dlbench.results.gate import BUSY_DOUBT
@@ -31,9 +32,6 @@ DEFAULT_SESSION_DRIFT_CV = 0.05
 MIN_SESSION_DRIFT_CV = 0.01
 
 
-#: The largest magnitude of a figure the tests take: they square rates (a variance), so a
-#: finite rate of 1e308 from a hand-made baseline would overflow; no measurement comes near.
-MAX_FIGURE = 1e100
 
 
 def out_of_range(value: float) -> bool:

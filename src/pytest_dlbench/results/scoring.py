@@ -15,7 +15,13 @@ from itertools import chain
 from os import PathLike
 from typing import Any
 
-from pytest_dlbench.core.numbers import DEFAULT_UNITS, is_finite, is_integer, is_number
+from pytest_dlbench.core.numbers import (
+    DEFAULT_UNITS,
+    MAX_FIGURE,
+    in_range,
+    is_finite,
+    is_integer,
+)
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.layout import SUITE_WEIGHTED, parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
@@ -97,6 +103,9 @@ def _all_timed(records: Sequence[Mapping[str, Any]]) -> bool:
             and all(map(is_finite, _field(records, "seconds"))))
 
 
+_SCALE = 2.0**-64
+
+
 def _mean(values: Iterable[float]) -> float | None:
     """The mean of ``values`` read once (no list of them: a run may have millions); None for
     none."""
@@ -108,8 +117,11 @@ def _mean(values: Iterable[float]) -> float | None:
             count += 1
             yield value
 
-    total = math.fsum(counted())
-    return total / count if count else None
+    # Summed at 2**-64 of their size: scaling by a power of two is exact, so the mean is the
+    # same number to the last bit, and finite values whose sum is not (rates near 1e308) do
+    # not overflow fsum.
+    total = math.fsum(v * _SCALE for v in counted())
+    return total / count / _SCALE if count else None
 
 
 def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> tuple[float, ...]:
@@ -229,6 +241,12 @@ def run_from_records(
             f"the run has {timing.steps}"
         )
     units = spec.get("units") or next((r.get("units") for r in chain(steady, warmup)), None)
+    if status is Status.OK:
+        huge = _beyond_range(rate, observations)
+        if huge is not None:  # its figures would overflow the statistics: a failed run
+            status, reason = Status.FAIL, (
+                f"{huge} {units or DEFAULT_UNITS} is beyond what the statistics take (at most "
+                f"{MAX_FIGURE:.0e} in magnitude)")
     if status is Status.OK and timed_by_bench(spec, run.kind(Event.COMMAND)):
         # A rate the wall clock cannot support is an error of measurement, never a figure:
         # the run fails, its stream and rate are kept, and the reason gives the figures.
@@ -254,7 +272,7 @@ def run_from_records(
         enabled=bool(spec.get("enabled", True)),
         telemetry=telemetry_stats(run),
         flops_per_item=_per_item(flops),
-        flops_reason=str(flops.get("reason") or ""),
+        flops_reason=str(flops.get("reason") or "") or _flops_problem(flops),
         device_name=str(device_name) if device_name else None,
         # The config record's precision is what ran; the arguments only when it has none.
         dtype=dtype_of(spec, config.get("precision")),
@@ -274,6 +292,17 @@ def run_from_records(
     )
 
 
+def _beyond_range(rate: float | None, observations: Sequence[Mapping[str, Any]]) -> str | None:
+    """What of a run's figures is finite but too large for the statistics (a rate of 1e308
+    from ``bench.log_rate``, a step timed at 1e-306 s), said in a phrase; None when nothing is."""
+    for i, value in enumerate(_field(observations, "value")):
+        if is_finite(value) and not in_range(value):
+            return f"step {i}'s rate {float(value):.3g}"
+    if rate is not None and math.isfinite(rate) and not in_range(rate):
+        return f"the rate {rate:.3g}"
+    return None
+
+
 def _points(records: Sequence[Mapping[str, Any]]) -> Points:
     """(time, value) of each observation (time 0 where a record has none)."""
     return Points.of_columns(map(float, _field(records, "time", 0.0)),
@@ -282,9 +311,19 @@ def _points(records: Sequence[Mapping[str, Any]]) -> Points:
 
 def _per_item(flops: Mapping[str, Any]) -> float | None:
     total, items = flops.get("flops"), flops.get("items")
-    if is_number(total) and is_number(items) and items > 0:
+    if in_range(total) and total >= 0 and in_range(items) and items > 0:
         return float(total) / float(items)
     return None
+
+
+def _flops_problem(flops: Mapping[str, Any]) -> str:
+    """Why a ``flops`` record's count is left out (infinite, or beyond what the statistics
+    take: ``1e999``, a 401-digit integer), one phrase; "" when it is used or says nothing."""
+    total, items = flops.get("flops"), flops.get("items")
+    if total is None or _per_item(flops) is not None:
+        return ""
+    return (f"the flops record's count ({total!r} flops over {items!r} items) is not a finite "
+            f"positive number up to {MAX_FIGURE:.0e}")
 
 
 def load_run(path: str | PathLike[str]) -> RunResult:

@@ -114,6 +114,9 @@ class PairedStats:
     p_higher: float | None  # that it is faster
     log_mean: float  # mean log ratio (the score combines these)
     log_var: float | None  # variance of that mean, None with one pair
+    #: The smallest p the test can give on these rounds (2**-n for a sign-flip or rank test
+    #: of n rounds; 0 for the t-test): evidence combined from these rounds claims no more.
+    p_floor: float = 0.0
 
     @property
     def p(self) -> float | None:
@@ -184,7 +187,7 @@ def _wilcoxon_stats(d: Sequence[float], alpha: float) -> PairedStats:
     return PairedStats(
         n, math.exp(estimate),
         (math.exp(ci[0]), math.exp(ci[1])) if ci is not None else None,
-        ps[0], ps[1], base.log_mean, base.log_var,
+        ps[0], ps[1], base.log_mean, base.log_var, p_floor=2.0**-n,
     )
 
 
@@ -219,8 +222,10 @@ def quantile_stats(
     The p-values come from a paired permutation test: under "no difference" the two runs of a
     round are exchangeable, so the ratio is recomputed with the sides swapped in every subset
     of the rounds (all 2**n up to 12 rounds, else PERMUTATIONS random ones); p is the share of
-    them at or beyond the observed ratio. The interval is the bootstrap's over the rounds
-    (percentiles ``alpha`` and ``1 - alpha``) and gives the variance the score combines."""
+    them at or beyond the observed ratio, one that ties it ordered by the difference of the
+    sides' mean log step rates (steps that repeat one value tie the quartiles). The interval
+    is the bootstrap's over the rounds (percentiles ``alpha`` and ``1 - alpha``) and gives the
+    variance the score combines."""
     import numpy as np
 
     rounds = [(np.asarray(b, float), np.asarray(c, float))
@@ -245,12 +250,24 @@ def quantile_stats(
     else:
         signs = np.vstack([none, rng.integers(0, 2, (PERMUTATIONS - 1, n)).astype(bool)])
     permuted = np.array([log_ratio(s) for s in signs])
+    # Steps that repeat one value (a log timed to the millisecond) leave both quartiles where
+    # they were when a few rounds swap: those permutations tie the observed ratio whatever the
+    # change, and p could not fall below their share (56/1024 at 10 rounds). A tie is broken by
+    # the difference of the sides' mean log step rates, which every swapped round moves: the
+    # test's statistic is the pair, ordered by the quartiles' ratio first, so where nothing
+    # ties the observed ratio the p-values are the quartiles' alone.
+    logs = [(np.log(b).mean(), np.log(c).mean()) for b, c in rounds]
+    shift_of = np.array([c - b for b, c in logs])
+    shifts = np.where(signs, -shift_of, shift_of).sum(axis=1)
+    shift = float(shift_of.sum())
     tie = 1e-12
-    lower = float(np.mean(permuted <= observed + tie))
-    higher = float(np.mean(permuted >= observed - tie))
+    tied = np.abs(permuted - observed) <= tie
+    lower = float(np.mean((permuted < observed - tie) | (tied & (shifts <= shift + tie))))
+    higher = float(np.mean((permuted > observed + tie) | (tied & (shifts >= shift - tie))))
     boot = np.array([log_ratio(none, rng.integers(0, n, n)) for _ in range(BOOTSTRAPS)])
     ci = (math.exp(float(np.quantile(boot, alpha))), math.exp(float(np.quantile(boot, 1 - alpha))))
-    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)))
+    return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)),
+                       p_floor=1.0 / len(signs))
 
 
 # -- the table of the tests -------------------------------------------------------------------
@@ -318,7 +335,9 @@ def combined_paired(
     pair has no variance: the ratio, but no interval and no p. One weighted benchmark: its own
     ratio, interval and p, so that the score never says more (or less) than its only benchmark's
     rounds (a t-test of a quantile test's rounds was narrower than their permutation p allows,
-    and wider than their interval)."""
+    and wider than their interval). Several: the p-values are never below the smallest p the
+    benchmarks' own tests allow on their rounds (``PairedStats.p_floor``: a t-test on a
+    bootstrap's variance would claim what a permutation test of the same rounds cannot)."""
     shares = _shares(terms)
     if not shares:
         return None, None, None
@@ -332,7 +351,8 @@ def combined_paired(
         return ratio, None, None
     ps, ci = combine_log_ratios(
         [(share, s.log_mean, ((s.log_var or 0.0, s.n - 1),)) for share, s in shares], alpha)
-    return ratio, ci, ps
+    floor = min(s.p_floor for _, s in shares)
+    return ratio, ci, (max(ps[0], floor), max(ps[1], floor))
 
 
 def combined_paired_var(terms: Sequence[tuple[float, PairedStats]]) -> float | None:

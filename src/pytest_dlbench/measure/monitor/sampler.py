@@ -44,6 +44,7 @@ from pytest_dlbench.measure.monitor.process import (
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, Summarizer
 from pytest_dlbench.measure.monitor.torch_memory import read_peaks, reset_peaks
 from pytest_dlbench.measure.stream import Event, Stream
+from pytest_dlbench.measure.timing import MonotonicWallClock
 from pytest_dlbench.suite.interval import (  # the suite's option
     DEFAULT_INTERVAL,
     IntervalError,
@@ -79,7 +80,7 @@ class Monitor:
         nvml: Any = None,
         clock: Callable[[], float] = time.monotonic,
         psutil: Any = None,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] | None = None,
         torch_cuda: Any = None,
         session: Session | None = None,
     ) -> None:
@@ -93,7 +94,9 @@ class Monitor:
         self.session = session
         self._session_open = False
         self.clock = clock
-        self.wall = wall
+        # The Bench's timer's clock (measure/timing.py): samples line up with the steps' times
+        # after a clock step (NTP, a resume) as before it.
+        self.wall = wall if wall is not None else MonotonicWallClock()
         self.summary: MonitorSummary | None = None
         self._nvml = GpuSampler(nvml, None if gpu_indices is None else list(gpu_indices))
         self._psutil = psutil

@@ -36,10 +36,11 @@ def as_float(value: Any) -> float | None:
 
 
 def as_int(value: Any) -> int | None:
-    """``value`` as an int; None when it is None or not a number."""
+    """``value`` as an int; None when it is None, not a number or not finite (``1e999`` in
+    a stream someone else wrote reads as infinity)."""
     try:
         return int(value) if value is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
