@@ -2,7 +2,7 @@
 
 ``resolve`` shows what a suite resolves to; ``report`` recomputes the table and score of a run
 directory from its streams (and compares, saves, writes HTML); ``compare`` sets two saved
-summaries side by side; ``table`` prints a run's sweep table (seed 004's result table);
+summaries side by side; ``table`` prints a run's sweep table (MMoCLIP's result table);
 ``machine`` prints the machine's state and whether it is ready to benchmark (docs/machine.md).
 ``report``/``compare`` exit with the statuses of :mod:`pytest_dlbench.results.gate`.
 """
@@ -301,7 +301,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
     run_dir = check_run_dir(args.run_dir)
     rows = sweep_rows(summarize_dir(run_dir), matrix_only=args.matrix)
-    if args.csv:  # the frame of pytest_dlbench.results.frame, as CSV (issue 27, item 5)
+    if args.csv:  # the frame of pytest_dlbench.results.frame, as CSV
         from pytest_dlbench.results.frames import frame_csv, sweep_frame
 
         sys.stdout.write(frame_csv(sweep_frame(rows)))
@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.set_defaults(handler=_cmd_resolve)
     _add_result_commands(commands)
     _add_machine_command(commands)
-    from pytest_dlbench.cli_history import add_history_commands  # history, bisect (issue 27)
+    from pytest_dlbench.cli_history import add_history_commands  # history, bisect
 
     add_history_commands(commands)
     return parser

@@ -10,7 +10,7 @@ from ``items``, else the ``samples`` difference, else ``rate x seconds``, else t
 ``items_per_step``; seconds from ``seconds``, else ``items / rate``.
 
 With OpenCLIP's ``--log-every-n-steps 1`` each of its lines is one step, and
-:func:`total_time_secs` of its ``Batch (t)`` values is what seed 004's
+:func:`total_time_secs` of its ``Batch (t)`` values is what MMoCLIP's
 ``grep | tail -n +2 | awk`` recipe prints.
 
 Pure Python, no torch: the runner (run/external.py) and the tests use it alike.

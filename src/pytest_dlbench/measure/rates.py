@@ -1,5 +1,5 @@
 """A run's ``rate`` records kept by column: a few tens of bytes per observation, not a dict's
-hundreds (issue 24: a million observations took 1.2 GB to summarise).
+hundreds (a million observations took 1.2 GB to summarise as dicts).
 
 :class:`Rates` is a sequence of mappings, so every reader of ``rate`` records reads it as it
 reads a tuple of dicts (``r.get("value")``, slices, iteration); each record is rebuilt as it is

@@ -2,7 +2,7 @@
 
 The loop only *records* marks (a ``perf_counter`` value or a CUDA event) and appends them to
 lists; nothing is converted to seconds, and nothing synchronises with the device, until
-:meth:`Timer.read` is called at the end of a window of steps (seed 000, "Methodology"; seed 002,
+:meth:`Timer.read` is called at the end of a window of steps (milabench, "Methodology"; Deep500,
 the region Timer). Reading synchronises once and turns every pending interval into seconds.
 
 Backends are tiny objects with three methods (:class:`Backend`), so a fake device clock
@@ -35,7 +35,7 @@ __all__ = [
     "backend_for",
 ]
 
-#: Region keys of seed 002; any other string is accepted as a user key.
+#: Region keys of Deep500; any other string is accepted as a user key.
 STANDARD_KEYS = ("epoch", "batch", "forward", "backward", "comm", "io", "other")
 
 Mark = Any  # whatever a backend's record() returns: a float, a CUDA event, a fake event
@@ -102,7 +102,7 @@ class CudaEventBackend:
         self.device = device
         # The stream every mark goes on, looked up at the first mark (not here: constructing
         # the backend must not initialise CUDA) and kept: a step records 9 marks, and a
-        # current_stream() call per mark is host time in the timed loop (issue 37, item 10).
+        # current_stream() call per mark is host time in the timed loop.
         self._stream: Any = None
 
     def record(self) -> Any:
@@ -289,7 +289,7 @@ class Timer:
 
     Steps form chains: :meth:`begin` takes the first mark, each :meth:`step` closes the interval
     from the previous mark, so consecutive steps cover everything in between (data loading
-    included), like seed 000's ``start = end``. Call :meth:`begin` again after anything that should
+    included), like milabench's ``start = end``. Call :meth:`begin` again after anything that should
     not count (creating a data iterator, reading a window).
 
     Regions (:meth:`start`/:meth:`end` or :meth:`region`) are independent of steps and of each

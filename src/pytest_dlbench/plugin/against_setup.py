@@ -174,7 +174,8 @@ def write_against(side: BaseSide, run_dir: Path, *, rounds: int, test: str, rate
         "first": [round_order(r)[0] for r in range(rounds)],
         "test": test,
         "rate": rate,
-        # Whether a benchmark's rounds stop once its verdict is clear (issue 26 item 4).
+        # Whether a benchmark's rounds stop once its verdict is clear (docs/reports.md,
+        # "Stopping early").
         "design": FIXED if fixed_rounds else SEQUENTIAL,
         "warnings": _warnings(side),
     })

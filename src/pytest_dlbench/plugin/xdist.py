@@ -3,7 +3,7 @@
 A *wave* is every item of one benchmark and repeat: the per_gpu replicas ``name[D0]`` …
 ``name[Dn-1]`` (item ``Dk`` always runs on worker ``gwk``, the one pinned to slot k), or the
 single item of an njobs benchmark. A wave starts only when the previous one has finished on every
-worker, so the replicas of a benchmark run at the same time (seed 001: N users at once) and an
+worker, so the replicas of a benchmark run at the same time (milarun: N users at once) and an
 njobs job never shares the machine with replicas of another benchmark.
 
 xdist workers run an item only once they hold the next one (or the order to shut down), because

@@ -389,7 +389,7 @@ def render_html(
     """The report of ``summary`` as one self-contained HTML document.
 
     ``comparison`` adds the baseline section (and the baseline's perf on the rate plots);
-    ``price`` adds the price/score line (seed 001); ``title`` replaces the default page title;
+    ``price`` adds the price/score line (milarun); ``title`` replaces the default page title;
     ``status`` is the run's exit status, which the banner at the top states (by default the
     gate's rule on ``summary`` and ``comparison``); ``link_base``: the folder the page will be
     in, which its links to profile files are relative to (else ``file:`` URIs); ``history``:
@@ -414,7 +414,7 @@ def render_html(
         v=view, version=__version__, history=_history_section(summary, history))
 
 
-# -- the results history (issue 27): computed by results/history.py, drawn by report/history.py
+# -- the results history (docs/history.md): results/history.py computes, report/history.py draws
 def _history_section(summary: SuiteSummary, folder: str | PathLike[str] | None) -> str | None:
     """Each benchmark's rate per commit with its steps, this run ringed; None: no history."""
     from markupsafe import Markup

@@ -224,7 +224,7 @@ def _device_plot(benchmarks: Sequence[BenchSummary], prefix: str) -> str | None:
     """Per-device perf of each benchmark, as % above or below the mean over its devices.
 
     Relative, so benchmarks with different units share one axis and a slow device stands out
-    as the bar that points left in every row (seed 001's "GPU comparisons"). ``None`` when no
+    as the bar that points left in every row (milarun's "GPU comparisons"). ``None`` when no
     benchmark ran on two devices or more.
     """
     rows = [b for b in benchmarks if len(b.per_device) >= 2]

@@ -280,7 +280,7 @@ def ci_text(ci: tuple[float, float] | None, digits: int = 3) -> str:
 def _score_comparison(comparison: Comparison) -> str:
     """``rate ratio 0.909 [0.874, 0.945], regressed; adj score ratio 1.346``: the rate ratio
     the verdict judged (with its interval), the verdict beside it, then the perf_adj score
-    ratio (seed 001), shown and not judged."""
+    ratio (milarun), shown and not judged."""
     adj = f"adj score ratio {fixed(comparison.score_ratio, 3)}"
     if comparison.score_rate_ratio is None:
         return f"{comparison.score_verdict}; {adj}"
@@ -485,7 +485,7 @@ def render_summary(
                           f"{b.name} ({b.mfu_error})")
                 for b in summary.benchmarks if b.mfu_error]
         out += _mfu_lines(summary)
-    out += observation_lines(summary)  # too few observations, milabench's figure (issue 23)
+    out += observation_lines(summary)  # too few observations, milabench's figure
     out += _failure_lines(summary)
     out += compile_lines(summary)
     if comparison is not None:

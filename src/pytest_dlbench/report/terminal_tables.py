@@ -1,5 +1,5 @@
 """The terminal report's tables beside the benchmark table: compiled benchmarks, scaling, the
-sweep (seed 004's result table), per device and the device matrix (seed 001's --compare-gpus),
+sweep (MMoCLIP's result table), per device and the device matrix (milarun's --compare-gpus),
 and the aligned text table they all use (report/terminal.py assembles them).
 
 Each one formats what results/ computed (results/compiled, scaling, sweep; a benchmark's
@@ -37,7 +37,7 @@ __all__ = [
     "table",
 ]
 
-#: A device this much slower than the median device is flagged (seed 001, --compare-gpus).
+#: A device this much slower than the median device is flagged (milarun, --compare-gpus).
 SLOW_DEVICE = 0.05
 
 
@@ -264,7 +264,7 @@ def gpu_matrix(summary: SuiteSummary, width: int) -> list[str]:
 
 # -- scaling and the sweep -----------------------------------------------------------------------
 def scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
-    """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (seed 001)."""
+    """``name.scaling.k`` benchmarks: speed-up and efficiency against one slot (milarun)."""
     rows = [
         {
             "scaling": r.base,
@@ -309,7 +309,7 @@ def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
 
 
 def sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
-    """The sweep table of the matrix benchmarks, when the run has some (seed 004)."""
+    """The sweep table of the matrix benchmarks, when the run has some (MMoCLIP)."""
     rows = sweep_rows(summary, matrix_only=True)
     if not rows:
         return []
@@ -317,5 +317,5 @@ def sweep_lines(summary: SuiteSummary, width: int) -> list[str]:
             SWEEP_NOTE]
 
 
-#: Below every sweep table (issue 25, item 5): its throughput is not the benchmark table's perf.
+#: Below every sweep table: its throughput is not the benchmark table's perf.
 SWEEP_NOTE = "throughput_avg: the mean of the steps' rates; not perf (items / window seconds)"

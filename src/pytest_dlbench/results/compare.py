@@ -2,7 +2,7 @@
 rates themselves, not ``perf_adj``, whose spread the test already sees) and its evidence
 (results/noise.py), the score's evidence combined over the benchmarks scored on both sides,
 and the rows every report shows (:class:`Comparison`, shared with results/paired.py). The
-verdicts are the core's (results/verdict.py). ``score_ratio`` stays seed 001's ratio of the
+verdicts are the core's (results/verdict.py). ``score_ratio`` stays milarun's ratio of the
 perf_adj scores, shown beside. docs/reports.md, "Baselines and the regression gate".
 """
 
@@ -51,7 +51,7 @@ class BenchComparison:
     verdict: str
     p_value: float | None  # one-sided, in the direction of the ratio; None when not testable
     samples: tuple[int, int]  # (current, baseline) sample sizes; paired: (pairs, pairs)
-    # perf_adj (seed 001: the rate less its spread and failures) and its ratio, shown beside.
+    # perf_adj (milarun: the rate less its spread and failures) and its ratio, shown beside.
     current_adj: float | None = None
     baseline_adj: float | None = None
     adj_ratio: float | None = None
@@ -108,7 +108,7 @@ class Comparison:
     # What makes the comparison less meaningful, one line each (the baseline's machine differs).
     warnings: tuple[str, ...] = ()
     # The weighted geometric mean of the benchmarks' rate ratios: what the score verdict judges
-    # (``score_ratio`` is the ratio of the perf_adj scores, seed 001's figure).
+    # (``score_ratio`` is the ratio of the perf_adj scores, milarun's figure).
     score_rate_ratio: float | None = None
     score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
     #: The test behind the verdicts: "between-runs" (a saved baseline, results/noise.py), "t",

@@ -101,7 +101,7 @@ def evidence_of(stats: PairedStats) -> Evidence:
 # -- the sequential design: stop a benchmark's rounds once its verdict is clear ----------------
 #: The designs of a paired run (``against.json``'s ``design``): ``sequential`` stops a
 #: benchmark early when its verdict is clear; ``fixed`` runs every round (``--bench-fixed-rounds``,
-#: and every run directory written before issue 26).
+#: and every run directory written before the sequential design existed).
 SEQUENTIAL = "sequential"
 FIXED = "fixed"
 DESIGNS = (SEQUENTIAL, FIXED)
@@ -174,7 +174,7 @@ def first_stop(
 
 # -- a whole run ------------------------------------------------------------------------------
 def _paired_adj(base: BenchSummary | None, cand: BenchSummary) -> tuple[float, float]:
-    """(candidate, base) perf_adj over the rounds both sides completed (issue 40 item 14): a
+    """(candidate, base) perf_adj over the rounds both sides completed: a
     round that failed, was cut short or never ran on one side is no round of the comparison,
     so its failure cannot move the adj ratio (a base round's crash read 1.333 where every pair
     was 1.000)."""

@@ -1,5 +1,5 @@
 """The rate's ceiling: a rate that implies more items than the wall clock allows is an error of
-measurement, never a figure (issue 37, "Ceilings").
+measurement, never a figure (docs/figures.md).
 
 Within one chain of the Bench's timer (measure/timing.py ``Timer``) a step's ``time`` is derived
 from its ``seconds``, so nothing can be checked there. Across chains the wall clock is

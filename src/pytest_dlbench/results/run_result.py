@@ -90,7 +90,7 @@ class Points(Sequence[Point]):
         return f"Points({len(self)} observations)"
 
 #: A benchmark's ``metric`` (docs/time-to-train.md): the steady-state throughput (the default),
-#: or the time-to-train of seed 004, ``total_time_secs`` (lower is better).
+#: or the time-to-train of MMoCLIP, ``total_time_secs`` (lower is better).
 THROUGHPUT = "throughput"
 TOTAL_TIME = "total_time_secs"
 METRICS = (THROUGHPUT, TOTAL_TIME)
@@ -108,13 +108,13 @@ def saved_numbers(values: Iterable[Any] | None) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class StepStats:
-    """What a run's steps add up to, seed 004's way: every observation with ``items`` and
+    """What a run's steps add up to, MMoCLIP's way: every observation with ``items`` and
     ``seconds`` in step order, the first one skipped (it includes the start-up).
 
     ``total_time_secs`` is the sum of those steps' seconds (a plain running sum, so it equals
-    seed 004's ``awk '{ sum += $1 }'`` to the last bit), ``items`` the sum of their items,
+    MMoCLIP's ``awk '{ sum += $1 }'`` to the last bit), ``items`` the sum of their items,
     ``throughput_avg`` the mean of their per-step rates and ``time_per_iteration`` their mean
-    duration (the columns of seed 004's result table). All None when the run has fewer than
+    duration (the columns of MMoCLIP's result table). All None when the run has fewer than
     two timed steps, or steps without ``seconds`` (``log_rate`` observations).
     """
 

@@ -1,4 +1,4 @@
-"""Scaling rows: ``name.scaling.k`` benchmarks and their efficiency (seed 001's scaling test).
+"""Scaling rows: ``name.scaling.k`` benchmarks and their efficiency (milarun's scaling test).
 
 Each step of a scaling suite is its own benchmark named ``<base>.scaling.<k>`` (k device slots);
 steps cannot be aggregated, so they stay separate rows, and the efficiency of step k is

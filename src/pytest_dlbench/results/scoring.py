@@ -1,6 +1,6 @@
 """Run streams to numbers: per run rate, per benchmark perf/std/perf_adj, the suite score.
 
-Every formula is the one of ``reference/scoring.md`` (seed 001's ``perf_adj`` and weighted
+Every formula is the one of ``reference/scoring.md`` (milarun's ``perf_adj`` and weighted
 geometric mean, made precise). Pure functions over stream records: no pytest, no torch. The
 types they fill are in results/run_result.py and results/summary.py.
 """
@@ -66,7 +66,7 @@ BLOCKS = 5
 #: A std% above this makes a benchmark's figure unreliable: flagged, with its likely cause.
 UNRELIABLE_STD = 0.25
 #: perf_adj never discounts more than this for variance: a run that passed never scores 0
-#: because of its noise alone (issue 15); the noise is flagged instead.
+#: because of its noise alone; the noise is flagged instead.
 MAX_STD_PENALTY = 0.5
 #: Fewer steady observations than this in a single run: blocks of fewer than 4 steps.
 MIN_STEADY = 4 * BLOCKS

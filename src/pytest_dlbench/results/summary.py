@@ -117,7 +117,7 @@ class BenchSummary:
 
     @property
     def total_time_secs(self) -> float | None:
-        """Mean ``total_time_secs`` of the successful runs (seed 004's metric)."""
+        """Mean ``total_time_secs`` of the successful runs (MMoCLIP's metric)."""
         return self._ok_mean(r.timing.total_time_secs for r in self.runs if r.ok)
 
     @property

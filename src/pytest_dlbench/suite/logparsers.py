@@ -17,7 +17,7 @@ job (``StepReader``); the declaration lives here, with the suite, so that a suit
 cannot be used fails when it is resolved, before anything runs.
 
 :data:`OPEN_CLIP` reads OpenCLIP's ``Train Epoch: ... Batch (t): X, Y/s, Z/s/gpu ...`` lines
-(seed 004).
+(MMoCLIP).
 
 Pure Python, no torch.
 """
@@ -95,7 +95,7 @@ class LogParser:
 #: OpenCLIP's training log line (open_clip_train/train.py), e.g.
 #: ``Train Epoch: 0 [ 32768/3200000 (1%)] Data (t): 0.029 Batch (t): 6.655, 2461.78/s,
 #: 76.9308/s/gpu LR: ... Loss: 9.7031 (9.7031)``. Everything but ``Batch (t): X`` is optional,
-#: so that every line seed 004's grep finds is a step here too.
+#: so that every line MMoCLIP's grep finds is a step here too.
 OPEN_CLIP = LogParser(
     "open_clip",
     r"(?:\[\s*(?P<samples>\d+)/\d+ \((?P<percent>\d+(?:\.\d+)?)%\)\].*?)?"

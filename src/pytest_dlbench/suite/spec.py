@@ -33,7 +33,7 @@ DEFAULT_SKIP = 5
 DEFAULT_MAX_DURATION = 600.0
 PLAN_METHODS = ("per_gpu", "njobs")
 #: What a benchmark reports (docs/time-to-train.md): the steady-state throughput (default), or
-#: seed 004's time-to-train, ``total_time_secs`` (lower is better).
+#: MMoCLIP's time-to-train, ``total_time_secs`` (lower is better).
 METRICS = ("throughput", "total_time_secs")
 
 # Keys whose misspelling earns a warning. Unknown keys that are not close to one are kept quietly.
@@ -95,7 +95,7 @@ class BenchSpec:
 
     @property
     def is_njobs(self) -> bool:
-        """One job over all device slots, launched with torchrun (seed 000, "Execution Plan")."""
+        """One job over all device slots, launched with torchrun (milabench, "Execution Plan")."""
         return self.plan.get("method") == "njobs"
 
     def to_json(self) -> dict[str, Any]:

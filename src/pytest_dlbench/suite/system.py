@@ -1,4 +1,4 @@
-"""The ``--bench-system`` file: the machines a suite runs on (seed 000, "System Configuration")."""
+"""The ``--bench-system`` file: the machines a suite runs on (milabench, "System Configuration")."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Any open_clip architecture name, built with random weights (`pretrained=None`), plus a tiny
 built-in config, `dlbench-tiny`, that trains in milliseconds on a CPU. Units: items/s
 (image-text pairs per second). The training step is OpenCLIP's own (open_clip_train's
-`train_one_epoch`, seed 004): AdamW with OpenCLIP's parameter groups and cosine schedule
+`train_one_epoch`, MMoCLIP): AdamW with OpenCLIP's parameter groups and cosine schedule
 (fused here: the fp16 scaler's inf check then never syncs the device),
 `ClipLoss` (`--local-loss`, `--gather-with-grad`), the logit scale clamped after each update,
 optional gradient checkpointing, DistributedDataParallel under torchrun (`plan: njobs`).

@@ -1,4 +1,4 @@
-"""A tiny MLP on random data: the sanity check that runs first (seed 001's "toy examples").
+"""A tiny MLP on random data: the sanity check that runs first (milarun's "toy examples").
 
 If this fails, the set-up is broken (device, timer, stream), not a model. Units: items/s.
 Takes the shared training arguments (``--precision``, ``--compile``): the smallest model to

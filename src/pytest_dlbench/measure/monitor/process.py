@@ -237,7 +237,7 @@ class ProcessTree:
             with contextlib.suppress(Exception):
                 system = float(self.psutil.cpu_percent(None))
             # psutil keeps cpu_percent(None)'s reference per thread: a thread's first call
-            # compares with nothing and says 0.0 (issue 15), so that one is not a reading.
+            # compares with nothing and says 0.0, so that one is not a reading.
             thread = threading.get_ident()
             if thread not in self._system_primed:
                 self._system_primed.add(thread)

@@ -1,4 +1,4 @@
-"""torch's own peak memory of a run, beside NVML's device-wide figure (issue 37, item 9).
+"""torch's own peak memory of a run, beside NVML's device-wide figure (docs/figures.md).
 
 NVML's used memory is the whole device's: other processes, the CUDA context, cuDNN's and
 cuBLAS's workspaces. torch's caching allocator knows what the run itself asked for

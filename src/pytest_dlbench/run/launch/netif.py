@@ -3,7 +3,7 @@
 gloo and NCCL pick the address they listen on from the hostname unless told an interface
 (``GLOO_SOCKET_IFNAME``, ``NCCL_SOCKET_IFNAME``). Where the hostname resolves to a loopback
 address (Debian's ``127.0.1.1 host`` line, many images' default), the other nodes are told to
-connect to ``127.0.1.1`` and the job fails in ``connectFullMesh`` (issue 28). A node of the
+connect to ``127.0.1.1`` and the job fails in ``connectFullMesh``. A node of the
 system file has an ``ip``: the interface holding it is the one to use.
 """
 
@@ -90,7 +90,7 @@ def slurm_local_addr(env: Mapping[str, str], listed: Mapping[str, str] | None = 
     the system file's ``ip`` for this node (``listed``: name -> ip, by ``SLURMD_NODENAME``),
     else the source address of the route to the node srun ran on
     (``SLURM_LAUNCH_NODE_IPADDR``), which every node of the step reaches. Not the hostname's:
-    on Debian it resolves to ``127.0.1.1`` (issue 39). None where neither is known."""
+    on Debian it resolves to ``127.0.1.1``. None where neither is known."""
     name = env.get("SLURMD_NODENAME", "")
     if listed and name in listed:
         return listed[name]

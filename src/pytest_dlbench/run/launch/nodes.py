@@ -315,7 +315,7 @@ def slurm_refusal(env: Mapping[str, str], *, hostname: str | None = None,
                   main_addr: str | None = None, scontrol: str | None = "scontrol") -> str | None:
     """Why the ``slurm`` launcher cannot run here (None: it can). Node 0 of the step, the
     allocation's first node, hosts the rendezvous: pytest elsewhere would wait out its
-    ``max_duration`` for ranks that cannot reach it (issue 39)."""
+    ``max_duration`` for ranks that cannot reach it."""
     nodes = allocation_nodes(env, scontrol)
     if not nodes:
         return ("launcher: slurm: no Slurm allocation here (SLURM_JOB_NODELIST is not set): run "

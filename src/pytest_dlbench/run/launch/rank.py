@@ -122,7 +122,7 @@ def open_rank_stream(path: str | Path, rank: RankInfo | None = None) -> Stream:
     """The run stream on the reporting rank; a :class:`NullStream` on every other rank.
 
     Other ranks write nothing: in DDP every step ends in an all-reduce, so all ranks' step times
-    agree and one rank's stream, scaled by the world size, is the job's throughput (seed 002,
+    agree and one rank's stream, scaled by the world size, is the job's throughput (Deep500,
     "Timing Distributed Training"). Per-rank files would be picked up as benchmarks of their
     own by ``*.data`` readers, and on other nodes they land on disks the parent never reads.
     """
