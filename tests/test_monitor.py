@@ -709,3 +709,23 @@ def test_the_monitor_s_times_are_on_the_timer_s_clock() -> None:
     from pytest_dlbench.measure.timing import MonotonicWallClock
 
     assert isinstance(Monitor(NullStream()).wall, MonotonicWallClock)
+
+
+def test_no_sample_in_the_scored_window_is_no_load_figure():
+    """A scored window between two NVML samples: the whole run's mean (4 % on an H200's
+    resnet50, its idle set-up) is not the load; the report says why there is none, and the
+    load check warns instead of failing."""
+    records = run_records([])
+    records[1:1] = [sample(990.0 + k, 4.0, 1 * GIB, k * 1.0) for k in range(5)]
+    records.append({"event": "rate", "value": 1.0, "time": 1500.2, "seconds": 0.1,
+                    "items": 10, "step": 0, "warmup": False})
+    stats = telemetry_stats(records)
+    assert stats["mean_gpu_util"] is None
+    assert stats["gpu_util_reason"] == "no sample in the scored window"
+    [issue] = check_usage(records, LOAD)
+    assert issue.level == "warn"
+    combined = combine_stats([stats, dict(stats)])
+    assert combined["mean_gpu_util"] is None
+    assert combined["gpu_util_reason"] == "no sample in the scored window"
+    # A run that has the figure wins over one that has only the reason.
+    assert "gpu_util_reason" not in combine_stats([stats, {"mean_gpu_util": 80.0}])

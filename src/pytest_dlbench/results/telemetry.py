@@ -17,9 +17,13 @@ from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.busy import busy_stats
 
 __all__ = [
+    "NO_WINDOW_SAMPLE",
     "combine_stats",
     "telemetry_stats",
 ]
+
+# Why a run has no mean GPU load: its scored window fell between two NVML samples.
+NO_WINDOW_SAMPLE = "no sample in the scored window"
 
 
 def telemetry_stats(
@@ -34,7 +38,9 @@ def telemetry_stats(
       run's device (tensors; the allocator's cache), as the monitor read them (absent: a CPU
       run, or a run from before they were recorded);
     - ``energy_j``: joules of all sampled GPUs, from the monitor's start to its stop;
-    - ``mean_gpu_util``: percent, over the timed window (all samples without one);
+    - ``mean_gpu_util``: percent, over the timed window (all samples without one); None, with
+      ``gpu_util_reason`` saying so, when the timed window holds no GPU sample: the whole run's
+      mean would count the idle set-up the window is there to leave out;
     - ``busy`` (and ``busy_share``, ``outside_cpu_cores``, ``busy_reason``): whether something
       outside the run used the CPU during its timed window (results/busy.py; absent: unknown).
     """
@@ -43,12 +49,16 @@ def telemetry_stats(
     window = timed_window(records)
     timed = summarize_telemetry(records, start=window[0], end=window[1]) if window else whole
     util = timed.mean_gpu_util if timed.gpus else whole.mean_gpu_util
+    # No sample in the scored window: no figure. The whole run's mean is mostly set-up (4 % on
+    # an H200's resnet50 whose scored steps kept it busy).
+    no_sample = window is not None and not timed.gpus and bool(whole.gpus)
     return {
         "peak_gpu_mem_bytes": _device_peak(whole.peak_gpu_mem_bytes,
                                            whole.torch_max_reserved_bytes),
         "peak_rss_bytes": whole.peak_rss_bytes,
         "energy_j": whole.energy_j,
-        "mean_gpu_util": util,
+        "mean_gpu_util": None if no_sample else util,
+        **({"gpu_util_reason": NO_WINDOW_SAMPLE} if no_sample else {}),
         **_torch_peaks(whole.torch_max_allocated_bytes, whole.torch_max_reserved_bytes),
         **busy_stats(records),
     }
@@ -76,7 +86,8 @@ def combine_stats(
 ) -> dict[str, Any]:
     """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks (torch's too)
     are the largest run's, the energy is the sum (every replica and repeat drew it), the
-    utilisation the mean of the runs that have one, ``busy`` whether any run was taken on a busy
+    utilisation the mean of the runs that have one (none: the runs' reason, when one gave it),
+    ``busy`` whether any run was taken on a busy
     machine. None where no run knows (torch's peaks: absent)."""
     stats = list(stats)
 
@@ -85,6 +96,7 @@ def combine_stats(
 
     gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
     energy, util = known("energy_j"), known("mean_gpu_util")
+    reasons = [str(r) for s in stats if (r := s.get("gpu_util_reason"))]
     busy = [bool(s["busy"]) for s in stats if s.get("busy") is not None]
     allocated, reserved = known("torch_max_allocated_bytes"), known("torch_max_reserved_bytes")
     return {
@@ -92,6 +104,7 @@ def combine_stats(
         "peak_rss_bytes": int(max(rss)) if rss else None,
         "energy_j": sum(energy) if energy else None,
         "mean_gpu_util": sum(util) / len(util) if util else None,
+        **({"gpu_util_reason": reasons[0]} if reasons and not util else {}),
         # The largest run's, as the device peak (what must fit on one device).
         **_torch_peaks(max(allocated) if allocated else None,
                        max(reserved) if reserved else None),
