@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,7 +21,12 @@ from pytest_dlbench.measure.stream import NullStream  # noqa: E402
 from pytest_dlbench.workloads import WORKLOADS  # noqa: E402
 from pytest_dlbench.workloads.batches import tensor_batches  # noqa: E402
 from pytest_dlbench.workloads.models import build_sized, logits_of  # noqa: E402
-from pytest_dlbench.workloads.precision import Precision, backend_flags, resolve_precision  # noqa: E402
+from pytest_dlbench.workloads.precision import (  # noqa: E402
+    Precision,
+    backend_flags,
+    resolve_precision,
+    tf32_switches,
+)
 from pytest_dlbench.workloads.train import train_steps  # noqa: E402
 
 SKIP, STOP = 2, 6
@@ -276,13 +282,67 @@ def test_unknown_precision() -> None:
 
 
 def test_backend_flags_are_restored() -> None:
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    before = (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
-    with backend_flags(tf32=not before[0], cudnn_benchmark=not before[2]):
-        assert matmul.allow_tf32 is (not before[0])
-        assert cudnn.allow_tf32 is (not before[0])
-        assert cudnn.benchmark is (not before[2])
-    assert (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark) == before
+    backends = torch.backends
+    switches = tf32_switches(backends, True)
+    before = [getattr(target, name) for target, name, _ in switches]
+    bench = backends.cudnn.benchmark
+    with backend_flags(tf32=True, cudnn_benchmark=not bench):
+        assert [getattr(t, n) for t, n, _ in switches] == [v for _, _, v in switches]
+        assert backends.cudnn.benchmark is (not bench)
+    assert [getattr(target, name) for target, name, _ in switches] == before
+    assert backends.cudnn.benchmark is bench
+
+
+class _LegacyTf32Read(Exception):
+    pass
+
+
+class _Node(SimpleNamespace):
+    """A torch.backends namespace of torch >= 2.9: reading ``allow_tf32`` raises once
+    ``fp32_precision`` was set (torch's "mix of the legacy and new APIs")."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "allow_tf32" and object.__getattribute__(self, "__dict__").get("new_set"):
+            raise _LegacyTf32Read(name)
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "fp32_precision":
+            object.__setattr__(self, "new_set", True)
+        object.__setattr__(self, name, value)
+
+
+def _new_backends() -> SimpleNamespace:
+    return SimpleNamespace(
+        cuda=SimpleNamespace(matmul=_Node(allow_tf32=False, fp32_precision="none")),
+        cudnn=SimpleNamespace(benchmark=False, allow_tf32=True,
+                              conv=_Node(allow_tf32=True, fp32_precision="tf32"),
+                              rnn=_Node(allow_tf32=True, fp32_precision="tf32")))
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_backend_flags_use_the_new_tf32_api_where_it_exists(tf32: bool) -> None:
+    backends = _new_backends()
+    backends.cuda.matmul.fp32_precision = "none"  # something set the new API already
+    want = "tf32" if tf32 else "ieee"
+    with backend_flags(tf32=tf32, cudnn_benchmark=True, backends=backends):
+        assert backends.cuda.matmul.fp32_precision == want
+        assert backends.cudnn.conv.fp32_precision == want
+        assert backends.cudnn.rnn.fp32_precision == want
+        assert backends.cudnn.benchmark is True
+    assert backends.cuda.matmul.fp32_precision == "none"
+    assert backends.cudnn.conv.fp32_precision == "tf32"
+    assert backends.cudnn.benchmark is False
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_backend_flags_use_the_legacy_flags_on_an_older_torch(tf32: bool) -> None:
+    backends = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)),
+                               cudnn=SimpleNamespace(benchmark=False, allow_tf32=True))
+    with backend_flags(tf32=tf32, backends=backends):
+        assert backends.cuda.matmul.allow_tf32 is tf32
+        assert backends.cudnn.allow_tf32 is tf32
+    assert backends.cuda.matmul.allow_tf32 is False and backends.cudnn.allow_tf32 is True
 
 
 def test_tensor_batches_move_the_data_to_the_device_once_before_any_batch() -> None:

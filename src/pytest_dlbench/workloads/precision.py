@@ -30,6 +30,7 @@ __all__ = [
     "resolve_precision",
     "setup_precision",
     "sgd",
+    "tf32_switches",
 ]
 
 
@@ -195,24 +196,49 @@ def optimizer_options(device: torch.device) -> dict[str, Any]:
     return {"fused": True} if device.type in supported else {}
 
 
+def tf32_switches(backends: Any, tf32: bool) -> list[tuple[Any, str, object]]:
+    """The (object, attribute, value) settings that turn TF32 on or off for matmuls and cuDNN
+    through ``backends`` (``torch.backends``).
+
+    torch >= 2.9 has ``fp32_precision`` ("tf32" or "ieee") on ``cuda.matmul`` and
+    ``cudnn.conv`` (and ``cudnn.rnn``), and reading the legacy ``allow_tf32`` raises once
+    anything set the new one: the new API where it exists, the legacy flags elsewhere.
+    """
+    matmul, cudnn = backends.cuda.matmul, backends.cudnn
+    conv = getattr(cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        value = "tf32" if tf32 else "ieee"
+        rnn = getattr(cudnn, "rnn", None)
+        targets = [matmul, conv, *([rnn] if hasattr(rnn, "fp32_precision") else [])]
+        return [(target, "fp32_precision", value) for target in targets]
+    return [(matmul, "allow_tf32", tf32), (cudnn, "allow_tf32", tf32)]
+
+
 @contextlib.contextmanager
-def backend_flags(*, tf32: bool, cudnn_benchmark: bool = False) -> Iterator[None]:
+def backend_flags(*, tf32: bool, cudnn_benchmark: bool = False,
+                  backends: Any = None) -> Iterator[None]:
     """Set TF32 and cuDNN autotuning for the duration of one benchmark, then restore them.
 
     These are process-wide switches: restoring them keeps in-process runs independent of order.
     "fp32" turns TF32 off explicitly (cuDNN allows it by default) so fp32 means fp32.
+    ``backends`` is ``torch.backends`` unless given (the tests' fakes).
     """
-    import torch
+    if backends is None:
+        import torch
 
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    saved = (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
-    matmul.allow_tf32 = tf32
-    cudnn.allow_tf32 = tf32
+        backends = torch.backends
+    switches = tf32_switches(backends, tf32)
+    cudnn = backends.cudnn
+    saved = [(target, name, getattr(target, name)) for target, name, _ in switches]
+    saved.append((cudnn, "benchmark", cudnn.benchmark))
+    for target, name, value in switches:
+        setattr(target, name, value)
     cudnn.benchmark = cudnn_benchmark
     try:
         yield
     finally:
-        matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark = saved
+        for target, name, value in saved:
+            setattr(target, name, value)
 
 
 def sgd(params: Any, *, lr: float, momentum: float, device: torch.device,
