@@ -43,6 +43,11 @@ class FakeTorchCuda:
         self.peak_allocated = max(self.peak_allocated, allocated)
         self.peak_reserved = max(self.peak_reserved, reserved)
 
+    def empty_cache(self) -> None:
+        """Cached blocks go back to the driver: what stays reserved is what is allocated."""
+        self.log.append("empty_cache")
+        self.reserved = self.allocated
+
     def reset_peak_memory_stats(self) -> None:
         self.log.append("reset")
         self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
@@ -78,12 +83,26 @@ def test_the_peaks_are_reset_before_the_first_step_and_read_after_the_last() -> 
     log: list[str] = []
     cuda = FakeTorchCuda(log)
     stream = _run(cuda, log)
-    assert log == ["reset", "step", "step", "step", "step", "read"]
+    assert log == ["empty_cache", "reset", "step", "step", "step", "step", "read"]
     summary = [r for r in stream.records if r["event"] == Event.MONITOR_SUMMARY.value]
     assert len(summary) == 1
     # The run's peaks (the last step's 5 and 6 GiB), not the earlier run's 9 and 10 GiB.
     assert summary[0]["torch_max_allocated_bytes"] == 5 * GIB
     assert summary[0]["torch_max_reserved_bytes"] == 6 * GIB
+
+
+def test_the_previous_benchmarks_cache_is_released_before_the_reset() -> None:
+    """In one process the last benchmark's cache (2 GiB reserved, 1 GiB held) would be this
+    run's reserved peak if the reset came before ``empty_cache``."""
+    log: list[str] = []
+    cuda = FakeTorchCuda(log)
+    cuda.allocate(1 * GIB, 8 * GIB)  # a cache the last benchmark left
+    stream = NullStream()
+    with Monitor(stream, interval=3600.0, nvml=no_nvml(), torch_cuda=cuda):
+        cuda.allocate(1 * GIB, 1 * GIB)  # this run reserves nothing more
+    assert log[:2] == ["empty_cache", "reset"]
+    summary = next(r for r in stream.records if r["event"] == Event.MONITOR_SUMMARY.value)
+    assert summary["torch_max_reserved_bytes"] == 1 * GIB
 
 
 def test_cuda_never_used_records_nothing_and_touches_nothing() -> None:

@@ -3,7 +3,8 @@
 NVML's used memory is the whole device's: other processes, the CUDA context, cuDNN's and
 cuBLAS's workspaces. torch's caching allocator knows what the run itself asked for
 (``max_memory_allocated``: the tensors) and held (``max_memory_reserved``: the cache). The
-:class:`~pytest_dlbench.measure.monitor.sampler.Monitor` resets those peaks when it starts (before
+:class:`~pytest_dlbench.measure.monitor.sampler.Monitor` empties torch's cache and resets those
+peaks when it starts (before
 the benchmark's first step) and reads them when it stops (after its last), into the
 ``monitor_summary`` record.
 
@@ -14,6 +15,7 @@ no figure, not a zero). ``cuda`` stands in for ``torch.cuda`` in tests.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -35,11 +37,20 @@ def _in_use(cuda: Any) -> bool:
 
 
 def reset_peaks(cuda: Any = None) -> bool:
-    """Reset the current device's peak statistics; False when CUDA is not in use yet (a fresh
-    CUDA context starts with zero peaks, so there is nothing to reset)."""
+    """Release torch's cached blocks, then reset the current device's peak statistics; False
+    when CUDA is not in use yet (a fresh CUDA context starts with zero peaks and an empty
+    cache, so there is nothing to reset).
+
+    The cache first: a reset sets the reserved peak to what is reserved now, and in one process
+    (inline runs, the bench fixture) that is the previous benchmark's cache; its blocks would
+    count as this run's reservation, and this run would reuse them instead of showing its own.
+    """
     cuda = cuda if cuda is not None else torch_cuda()
     if not _in_use(cuda):
         return False
+    # Telemetry never raises into the benchmark: a failed release still resets.
+    with contextlib.suppress(Exception):
+        cuda.empty_cache()
     try:
         cuda.reset_peak_memory_stats()
     except Exception:  # noqa: BLE001 - telemetry never raises into the benchmark
