@@ -539,3 +539,42 @@ def test_an_njobs_job_sees_and_samples_only_its_gpus(tmp_path: Path,
     assert [info["index"] for info in sampler.info] == sampled
     # The job's cores are its slots' (a 1-rank step keeps to GPU 0's share).
     assert {c for s in launcher.job_slots(spec) for c in s.cpus} == set(range(2 * (slots or 8)))
+
+
+def _gpu_rank_device(monkeypatch: pytest.MonkeyPatch, gpus: int,
+                     env: dict[str, str] | None = None) -> tuple[Any, list[int]]:
+    """``rank_device`` of local rank 1 of 2 (TORCHRUN_ENV) with ``gpus`` fake GPUs visible:
+    its device, or the exception it raised, and the devices it made current."""
+    import torch
+
+    from pytest_dlbench.run.launch import rank as distributed
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cores: None)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.delenv("DLBENCH_STREAM", raising=False)
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    distributed._rank_device.cache_clear()
+    try:
+        return distributed.rank_device(RankInfo.from_env(TORCHRUN_ENV)), chosen
+    except Exception as exc:  # noqa: BLE001 - the test reads it
+        return exc, chosen
+    finally:
+        distributed._rank_device.cache_clear()
+
+
+def test_a_rank_beyond_the_nodes_gpus_fails_instead_of_sharing_one(
+        monkeypatch: pytest.MonkeyPatch):
+    """Local rank 1 with one GPU visible used to take GPU 1 % 1 = 0, rank 0's: NCCL then
+    failed with "Duplicate GPU detected"."""
+    from pytest_dlbench.core.errors import DeviceError
+
+    error, chosen = _gpu_rank_device(monkeypatch, gpus=1)
+    assert isinstance(error, DeviceError)
+    assert str(error) == "local rank 1 has no GPU of its own: 1 GPU visible to 2 ranks on this node"
+    assert chosen == []
+

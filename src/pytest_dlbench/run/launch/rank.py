@@ -213,8 +213,12 @@ def _rank_device(rank: RankInfo) -> torch.device:
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         if not rank.launched:
             return torch.device("cuda", torch.cuda.current_device())
-        # torchrun leaves every GPU visible to every rank: the local rank picks one.
-        index = rank.local_rank % torch.cuda.device_count()
+        # torchrun leaves every GPU visible to every rank: the local rank picks one, its own.
+        index, count = rank.local_rank, torch.cuda.device_count()
+        if index >= count:  # sharing one, NCCL would fail later with "Duplicate GPU"
+            raise DeviceError(f"local rank {index} has no GPU of its own: {count} GPU"
+                              f"{'' if count == 1 else 's'} visible to "
+                              f"{rank.local_world_size} ranks on this node")
         torch.cuda.set_device(index)
         pin_gpu_rank(rank)
         return torch.device("cuda", index)
@@ -230,7 +234,10 @@ def _rank_device(rank: RankInfo) -> torch.device:
 def rank_device(rank: RankInfo | None = None) -> torch.device:
     """This process's device: ``cuda:LOCAL_RANK`` under torchrun with GPUs, the current GPU
     outside torchrun, else the CPU. Under torchrun the rank is pinned: a GPU rank to its slot's
-    cores near its GPU (:func:`pin_gpu_rank`), a CPU rank to its share of the cores.
+    cores near its GPU (:func:`pin_gpu_rank`), a CPU rank to its share of the cores; a local
+    rank beyond the node's visible GPUs is a
+    :class:`~pytest_dlbench.core.errors.DeviceError` (two ranks on one GPU: NCCL's "Duplicate
+    GPU").
     Computed once per process. Raises :class:`~pytest_dlbench.core.errors.DeviceError` when a GPU
     is expected (:func:`~pytest_dlbench.run.devices.gpu_required`) and torch cannot use CUDA."""
     return _rank_device(RankInfo.from_env() if rank is None else rank)
