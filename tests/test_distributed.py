@@ -578,3 +578,24 @@ def test_a_rank_beyond_the_nodes_gpus_fails_instead_of_sharing_one(
     assert str(error) == "local rank 1 has no GPU of its own: 1 GPU visible to 2 ranks on this node"
     assert chosen == []
 
+
+def test_an_external_commands_rank_makes_no_cuda_context(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path):
+    """The command makes its own context on the rank's GPU; set_device in the rank would add a
+    second one (per rank)."""
+    import torch
+
+    (tmp_path / "s.yaml").write_text(
+        "ext: {definition: {command: [python, train.py], parser: open_clip},"
+        " plan: {method: njobs, n: 2}}\n"
+        "py: {definition: 'pytest_dlbench.workloads.ddp:main', plan: {method: njobs, n: 2}}\n")
+    specs = {s.name: s for s in resolve_suite(tmp_path / "s.yaml").specs}
+    run_dir = tmp_path / "run"
+    for spec in specs.values():
+        write_spec(run_dir, spec)
+    device, chosen = _gpu_rank_device(
+        monkeypatch, gpus=2, env={"DLBENCH_STREAM": str(run_dir / "ext.D0.data")})
+    assert device == torch.device("cuda", 1) and chosen == []
+    device, chosen = _gpu_rank_device(
+        monkeypatch, gpus=2, env={"DLBENCH_STREAM": str(run_dir / "py.D0.data")})
+    assert device == torch.device("cuda", 1) and chosen == [1]

@@ -38,6 +38,7 @@ __all__ = [
     "pin_cpu_share",
     "pin_gpu_rank",
     "rank_device",
+    "runs_a_command",
     "slot_cores",
 ]
 
@@ -206,6 +207,27 @@ def cuda_unavailable_reason() -> str:
     return "torch.cuda.is_available() is False"
 
 
+def runs_a_command(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process runs an external command's benchmark (``definition: {command:
+    ...}``, :data:`~pytest_dlbench.suite.definitions.EXTERNAL_RUNNER`), read from the spec
+    beside its stream (``DLBENCH_STREAM``, which the child's ranks inherit). Such a rank only
+    starts the command, which makes its own CUDA context: setting the device here would add a
+    second one on the same GPU. False when the spec cannot be read (another node's disk)."""
+    from pytest_dlbench.core.errors import DlbenchError
+    from pytest_dlbench.layout import parse_stream_name, read_spec, spec_path
+    from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER
+
+    env = os.environ if env is None else env
+    stream = env.get(Env.STREAM)
+    if not stream:
+        return False
+    try:
+        path = spec_path(Path(stream).parent, parse_stream_name(stream).bench)
+        return path.is_file() and read_spec(path).definition == EXTERNAL_RUNNER
+    except (DlbenchError, OSError, ValueError):
+        return False
+
+
 @functools.lru_cache(maxsize=1)
 def _rank_device(rank: RankInfo) -> torch.device:
     import torch
@@ -219,7 +241,9 @@ def _rank_device(rank: RankInfo) -> torch.device:
             raise DeviceError(f"local rank {index} has no GPU of its own: {count} GPU"
                               f"{'' if count == 1 else 's'} visible to "
                               f"{rank.local_world_size} ranks on this node")
-        torch.cuda.set_device(index)
+        if not runs_a_command():
+            # An external command makes its own context on the GPU: none here besides it.
+            torch.cuda.set_device(index)
         pin_gpu_rank(rank)
         return torch.device("cuda", index)
     required = gpu_required()
@@ -237,7 +261,8 @@ def rank_device(rank: RankInfo | None = None) -> torch.device:
     cores near its GPU (:func:`pin_gpu_rank`), a CPU rank to its share of the cores; a local
     rank beyond the node's visible GPUs is a
     :class:`~pytest_dlbench.core.errors.DeviceError` (two ranks on one GPU: NCCL's "Duplicate
-    GPU").
+    GPU"); an external command's rank (:func:`runs_a_command`) names its GPU without making it
+    current (no CUDA context beside the command's).
     Computed once per process. Raises :class:`~pytest_dlbench.core.errors.DeviceError` when a GPU
     is expected (:func:`~pytest_dlbench.run.devices.gpu_required`) and torch cannot use CUDA."""
     return _rank_device(RankInfo.from_env() if rank is None else rank)
