@@ -108,3 +108,35 @@ def test_the_warm_up_runs_its_steps_then_drops_their_intervals_and_waits() -> No
     assert timer.calls == ["read", "sync"]
     with pytest.raises(ValueError, match="ran out during the DDP warm-up"):
         warm_up_reducer(SimpleNamespace(timer=timer), iter(range(3)), ran.append)
+
+
+@pytest.mark.slow  # imports open_clip
+def test_clips_reducer_is_warmed_up_before_the_first_window(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+) -> None:
+    """The CLIP workload under DDP: the same untimed warm-up as workloads/ddp.py."""
+    pytest.importorskip("open_clip")
+    import torch
+    import torch.distributed as dist
+
+    from pytest_dlbench.run.launch.rank import destroy_process_group
+    from pytest_dlbench.workloads import clip
+
+    if dist.is_initialized():
+        pytest.skip("a process group already exists in this process")
+    spy = ForwardSpy(monkeypatch)
+    monkeypatch.setattr(clip, "_process_group", lambda device: (dist.group.WORLD, 0, 1))
+    stream = NullStream()
+    bench = Bench(args=["--model", "dlbench-tiny", "--batch-size", "4", "--num-samples", "8"],
+                  device="cpu", stream=stream, skip=1, stop=2, window=1, data_dir=tmp_path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        clip.train(bench)
+    finally:
+        destroy_process_group()
+        torch.set_num_threads(threads)
+    bench.close()
+    assert spy.at_begin is not None and spy.at_begin >= SAMPLED_FORWARDS
+    assert spy.forwards == spy.at_begin + 3

@@ -311,6 +311,8 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
     step = 0
     net.train()
     with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
+        if group is not None:  # DDP: its reducer's sampled iterations before the first window
+            _warm_up_ddp(bench, loader, net, loss_fn, optimizer, precision, scaler, device)
         for epoch in range(epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
@@ -345,6 +347,34 @@ def _train(bench: Any, open_clip: Any, args: argparse.Namespace, config: dict[st
                 break
     if args.train_num_samples is not None:
         bench.log_progress(100.0 * step / total)
+
+
+def _warm_up_ddp(bench: Any, loader: Any, net: torch.nn.Module, loss_fn: Any,
+                 optimizer: torch.optim.Optimizer, precision: Precision, scaler: Any,
+                 device: torch.device) -> None:
+    """The untimed DDP warm-up of workloads/ddp.py (:func:`warm_up_reducer`): forward and
+    backward with the reducer's all-reduce, no update, for the iterations in which the reducer
+    samples its runtime stats (a host sync at the next forward, on a GPU), so that no scored
+    step holds one. Its batches come from a pass of their own over ``loader`` (again and again
+    when an epoch is shorter than the warm-up)."""
+    import itertools
+
+    from pytest_dlbench.workloads.ddp import warm_up_reducer
+
+    def step(batch: Any) -> Any:
+        images, texts = batch
+        images = images.to(device, non_blocking=True)
+        texts = texts.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        with precision.autocast():
+            out = net(images, texts)
+            loss = loss_fn(out["image_features"], out["text_features"], out["logit_scale"])
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        return loss
+
+    batches = itertools.chain.from_iterable(itertools.repeat(loader))
+    warm_up_reducer(bench, batches, step)
+    optimizer.zero_grad(set_to_none=True)  # the weights and the optimizer as they were
 
 
 def _pipeline(open_clip: Any, args: argparse.Namespace, image_size: int, device: torch.device,
