@@ -111,3 +111,41 @@ def test_channels_last_puts_the_model_and_every_batch_in_nhwc(flag: bool, data: 
     assert len(spy.inputs) >= 3  # the 3 steps (and the FLOP count's forward, NCHW zeros)
     assert set(spy.inputs[-3:]) == {flag}
     assert set(spy.weights[-3:]) == {flag}
+
+
+SUITES = sorted((Path(__file__).resolve().parents[1] / "bench_suites").glob("*.yaml"))
+#: The workloads whose steps a DataLoader over a JPEG folder feeds unless told otherwise
+#: (workloads/images.py: ``--num-workers`` defaults to 2).
+JPEG_WORKLOADS = ("workloads.vision:", "workloads.timm_train:", "workloads.dataloader:")
+#: (suite file, entry) fed by the default 2 JPEG workers on purpose, and why. None yet.
+DEFAULT_LOADER_ON_PURPOSE: dict[tuple[str, str], str] = {}
+
+
+def _default_jpeg_loader(spec: BenchSpec) -> bool:
+    """The entry's steps are fed by the JPEG folder through the default 2 loader workers: no
+    ``--num-workers``, no ``--synthetic-data`` (images on the device), no ``--fixed-batch``
+    (one batch, made once)."""
+    if not (spec.definition or "").split("pytest_dlbench.")[-1].startswith(JPEG_WORKLOADS):
+        return False
+    args = list(spec.args)
+    return not {"--num-workers", "--synthetic-data", "--fixed-batch"} & set(args)
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda p: p.name)
+def test_no_shipped_entry_is_fed_by_the_default_two_jpeg_workers(suite: Path) -> None:
+    """Two workers decoding JPEGs feed a GPU a fraction of its rate (the standard suite's timm
+    ViT had them): an entry gets its suite's data source, or says here why not."""
+    specs = resolve_suite(suite).specs
+    fed = {s.name for s in specs if _default_jpeg_loader(s)}
+    allowed = {name for (file, name) in DEFAULT_LOADER_ON_PURPOSE if file == suite.name}
+    assert fed <= allowed, f"{suite.name}: {sorted(fed - allowed)} read the JPEG folder " \
+                           "with the default 2 loader workers"
+
+
+def test_the_standard_suites_timm_entries_read_what_its_torchvision_entries_read() -> None:
+    specs = {s.name: s for s in resolve_suite(STANDARD).specs}
+    for name in ("vit_b_16",):
+        args = list(specs[name].args)
+        assert "--synthetic-data" in args
+        assert args[args.index("--num-workers") + 1] == \
+            list(specs["resnet50"].args)[list(specs["resnet50"].args).index("--num-workers") + 1]
