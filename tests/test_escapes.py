@@ -88,7 +88,7 @@ def test_pytests_table_escapes_units_and_reasons(pytester: pytest.Pytester) -> N
 EXIT_4 = "refused, exit status 4"
 COLUMNS = ("perf, units, std%, perf_adj, weight, n, fail, total, ratio, verdict, adj ratio, p, "
            "TFLOP/s, MFU, precision, compile, graphs, breaks, speedup, total_time_secs, "
-           "peak gpu mem, peak rss, torch alloc, torch reserved, energy")
+           "nvml peak, peak rss, torch alloc, torch reserved, energy")
 TERMINAL_CASES: list[tuple[str, str, str]] = [
     ("`--bench-columns=perf,bogus`, a column the table does not have", EXIT_4,
      f"argument --bench-columns: unknown column 'bogus'; the columns: {COLUMNS}"),

@@ -64,12 +64,14 @@ __all__ = [
 # -- the parts --------------------------------------------------------------------------------
 def _telemetry_columns(b: Any, gpu: bool, energy: bool, torch_peaks: bool = False,
                        ) -> dict[str, str]:
-    """Peak memory (the GPU's on GPU runs, the process tree's RSS otherwise), torch's own peaks
-    beside the device's when some run recorded them, and energy."""
+    """Peak memory (NVML's device peak on GPU runs, the process tree's RSS otherwise), torch's
+    own peaks beside the device's when some run recorded them, and energy. Each figure under
+    its own name: NVML's sampled peak can be below torch's reserved peak (a short peak between
+    two samples), and neither stands in for the other."""
     t = b.telemetry
     # Named for what it is: on a CPU run the process tree's resident memory, torch included.
     columns = (
-        {"peak gpu mem": byte_size(t.get("peak_gpu_mem_bytes"))}
+        {"nvml peak": byte_size(t.get("peak_gpu_mem_bytes"))}
         if gpu
         else {"peak rss": byte_size(t.get("peak_rss_bytes"))}
     )

@@ -31,8 +31,11 @@ def telemetry_stats(
 ) -> dict[str, Any]:
     """The report's telemetry numbers of one run, from its stream records (None when unknown):
 
-    - ``peak_gpu_mem_bytes``: the largest per-GPU peak of memory used (whole run), at least
-      torch's peak reservation (NVML's samples can miss a short peak);
+    - ``peak_gpu_mem_bytes``: NVML's device peak, the largest per-GPU memory used of the
+      whole run's samples (the whole device's: other processes, the CUDA context, library
+      workspaces; a sample every interval can miss a short peak, which torch's reserved peak
+      below then shows: the two are reported side by side, each under its own name, never
+      one in place of the other);
     - ``peak_rss_bytes``: the peak RSS of the benchmark's process tree (whole run);
     - ``torch_max_allocated_bytes``, ``torch_max_reserved_bytes``: torch's own peaks on the
       run's device (tensors; the allocator's cache), as the monitor read them (absent: a CPU
@@ -53,8 +56,7 @@ def telemetry_stats(
     # an H200's resnet50 whose scored steps kept it busy).
     no_sample = window is not None and not timed.gpus and bool(whole.gpus)
     return {
-        "peak_gpu_mem_bytes": _device_peak(whole.peak_gpu_mem_bytes,
-                                           whole.torch_max_reserved_bytes),
+        "peak_gpu_mem_bytes": whole.peak_gpu_mem_bytes,
         "peak_rss_bytes": whole.peak_rss_bytes,
         "energy_j": whole.energy_j,
         "mean_gpu_util": None if no_sample else util,
@@ -62,17 +64,6 @@ def telemetry_stats(
         **_torch_peaks(whole.torch_max_allocated_bytes, whole.torch_max_reserved_bytes),
         **busy_stats(records),
     }
-
-
-def _device_peak(sampled: float | None, reserved: float | None) -> float | None:
-    """The device's peak memory: NVML's sampled peak, or torch's peak reservation when that is
-    higher. NVML is read once an interval and misses a peak between two reads (cuDNN's
-    autotuning workspaces: resnet18 bs4 on an H200 showed 1.6 GiB sampled beside 2.3 GiB
-    reserved, 2026-11-27); torch's counter sees every allocation, and the device held at least
-    what torch reserved on it."""
-    if sampled is None or reserved is None:
-        return sampled
-    return max(sampled, reserved)
 
 
 def _torch_peaks(allocated: float | None, reserved: float | None) -> dict[str, int]:
