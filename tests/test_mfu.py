@@ -233,3 +233,18 @@ def test_a_cpu_model_above_one_and_a_half_matmuls_is_an_error(tmp_path: Path):
     assert f"TFLOP/s and MFU not shown: lm-tiny ({CEILING_ERROR} (2.38 TFLOP/s" in text
     page = render_html(summary)
     assert 'title="TFLOP/s above 1.5 x this machine' in page and ">2.38<" not in page
+
+
+def test_a_mig_slice_has_no_mfu_against_the_whole_gpus_peak(tmp_path: Path):
+    """A MIG 1g slice has a seventh of an H100's SMs: the datasheet's peak is the whole GPU's,
+    so an MFU against it would be a seventh of the truth. No MFU, and why."""
+    from pytest_dlbench.results.peaks import MIG_REASON
+
+    mig = "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+    assert table_peak(mig, "bf16") is None and table_peak(H100, "bf16")
+    job_stream(tmp_path, "resnet", rate=100.0, flops_per_item=3e11, precision="bf16",
+               device_name=mig)
+    bench = summarize_dir(tmp_path).get("resnet")
+    assert bench.tflops == pytest.approx(30.0)  # the rate and its FLOPs stay
+    assert bench.mfu is None and bench.mfu_error is None
+    assert bench.peak_source == MIG_REASON == "MIG slice: no datasheet peak for a slice"

@@ -22,8 +22,8 @@ from typing import Any
 
 from pytest_dlbench.results.summary import BenchSummary
 
-__all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "PEAKS", "PEAK_AGREEMENT", "MeasuredPeak",
-           "dtype_of", "stable_peak", "table_peak", "with_mfu"]
+__all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "PEAKS", "PEAK_AGREEMENT",
+           "MeasuredPeak", "dtype_of", "is_mig_slice", "stable_peak", "table_peak", "with_mfu"]
 
 #: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
 #: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
@@ -93,9 +93,19 @@ def _argv_values(argv: Any) -> list[Any]:
     return [given.get(flag) for flag in _FLAGS]
 
 
+#: Why a benchmark on a MIG slice has no MFU: the datasheet's peak is the whole GPU's.
+MIG_REASON = "MIG slice: no datasheet peak for a slice"
+
+
+def is_mig_slice(device_name: str | None) -> bool:
+    """A MIG instance, as torch and NVML name one ("NVIDIA A100-SXM4-40GB MIG 1g.5gb")."""
+    return bool(device_name) and " MIG " in f" {device_name} "
+
+
 def table_peak(device_name: str | None, dtype: str) -> float | None:
-    """The datasheet peak of a known accelerator in TFLOP/s, else None."""
-    if not device_name:
+    """The datasheet peak of a known accelerator in TFLOP/s, else None (a MIG slice: None, the
+    datasheet's figure is the whole GPU's)."""
+    if not device_name or is_mig_slice(device_name):
         return None
     for fragment, peaks in PEAKS:
         if fragment.lower() in device_name.lower():
@@ -158,6 +168,9 @@ def with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
             out.append(b)
             continue
         run = ok[0]
+        if is_mig_slice(run.device_name) and run.dtype not in measured:
+            out.append(replace(b, mfu=None, peak_source=MIG_REASON))
+            continue
         peak = table_peak(run.device_name, run.dtype)
         if peak:
             source = f"{run.device_name} datasheet, {run.dtype}"
