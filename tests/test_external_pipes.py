@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 import textwrap
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream
 from pytest_dlbench.run.external import LINE_CAP, LineBuffer, run_command
@@ -183,3 +185,77 @@ def test_a_benchmark_whose_command_leaves_a_background_process_is_scored(
     assert len([r for r in records if r["event"] == "rate"]) == 6
     assert not alive(pid)
     result.stdout.fnmatch_lines(["*total_time_secs*"])
+
+
+# -- a process that is not the run's holding the output: named, never killed -------------------
+#: Started before the run, in a session of its own: it waits for the command's pid, opens its
+#: output through /proc to read it (read-write, as a reader of a FIFO does so that the open
+#: does not block: a writer too, the pipe gives no end-of-file), and holds it.
+NEIGHBOUR = textwrap.dedent(
+    """
+    import os, sys, time
+    pid_file, ready = sys.argv[1], sys.argv[2]
+    while not os.path.exists(pid_file):
+        time.sleep(0.01)
+    fd = os.open(f"/proc/{open(pid_file).read().strip()}/fd/1", os.O_RDWR | os.O_NONBLOCK)
+    open(ready + ".tmp", "w").close()
+    os.rename(ready + ".tmp", ready)
+    time.sleep(600)
+    """
+)
+WAIT_FOR_NEIGHBOUR = (
+    "echo $$ > ../cmd.tmp && mv ../cmd.tmp ../cmd.pid; "
+    "n=0; while [ ! -e ../ready ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; "
+    "for i in 0 1 2 3 4 5 6 7; do echo \"step $i took 0.125s for 16 items\"; done; exit 0"
+)
+
+
+def test_a_process_not_the_runs_holding_the_output_is_named_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "neighbour.py").write_text(NEIGHBOUR)
+    neighbour = subprocess.Popen(
+        [sys.executable, str(tmp_path / "neighbour.py"), str(tmp_path / "cmd.pid"),
+         str(tmp_path / "ready")], start_new_session=True)
+    bench, stream = new_bench()
+    out = io.StringIO()
+    try:
+        result = run_command(bench, ["sh", "-c", WAIT_FOR_NEIGHBOUR], parser={"regex": REGEX},
+                             workdir=tmp_path / "work", out=out)
+        assert (tmp_path / "ready").exists(), "the neighbour never opened the output"
+        assert result.returncode == 0 and result.steps == 8
+        assert len(kinds(stream, "rate")) == 8
+        notes = [line for line in out.getvalue().splitlines()
+                 if line.startswith("pytest-dlbench:")]
+        assert len(notes) == 1 and notes[0].startswith(
+            f"pytest-dlbench: process {neighbour.pid} (")
+        assert notes[0].endswith(
+            "), not the run's, holds the command's output open: stopped reading it 2 s after "
+            "the command exited, and left that process alone")
+        with pytest.raises(subprocess.TimeoutExpired):  # not killed: still running
+            neighbour.wait(timeout=1)
+    finally:
+        bench.close()
+        neighbour.kill()
+        neighbour.wait()
+
+
+def test_a_process_of_the_run_in_a_session_of_its_own_is_killed(tmp_path: Path) -> None:
+    """A daemon the command started (setsid: another process group) keeps the run's marker."""
+    bench, _ = new_bench()
+    out = io.StringIO()
+    work = tmp_path / "work"
+    command = ("setsid sleep 600 & echo $! > bg.pid; "
+               "for i in 0 1 2 3 4 5; do echo \"step $i took 0.125s for 16 items\"; done")
+    try:
+        result = run_command(bench, ["sh", "-c", command], parser={"regex": REGEX},
+                             workdir=work, out=out, env={Env.STREAM: str(tmp_path / "s.data")})
+    finally:
+        bench.close()
+    pid = int((work / "bg.pid").read_text())
+    try:
+        assert result.returncode == 0 and not alive(pid)
+        assert f"1 process it left running (pid {pid})" in out.getvalue()
+    finally:
+        if alive(pid):
+            psutil.Process(pid).kill()

@@ -24,6 +24,7 @@ from test_history import HISTORY_CASES
 from test_hostile_arguments import ARGUMENT_CASES
 from test_hostile_figures import FIGURE_CASES
 from test_readers import READER_CASES
+from test_slurm_launch import SLURM_CASES
 
 from pytest_dlbench import layout
 from pytest_dlbench.cli import main as dlbench
@@ -560,6 +561,7 @@ TABLE = (
     + AGAINST_CASES  # tests/test_against_submodule.py: --bench-against into a submodule
     + BISECT_CASES  # tests/test_bisect_progress.py: dlbench bisect's arguments
     + FIGURE_CASES  # tests/test_hostile_figures.py: figures too large for the statistics
+    + SLURM_CASES  # tests/test_slurm_launch.py: a Slurm host list the launcher cannot read
 )
 
 

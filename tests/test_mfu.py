@@ -170,16 +170,22 @@ def test_a_list_form_argv_job_is_compared_with_its_precisions_peak(tmp_path: Pat
 
 
 def steps_stream(run_dir: Path, name: str, steps: list[float], *, units: str = "items/s",
-                 flops_per_item: float | None = None) -> None:
-    """A CPU run whose steady steps have the rates ``steps`` (one second each)."""
+                 flops_per_item: float | None = None, busy: bool | None = None) -> None:
+    """A CPU run whose steady steps have the rates ``steps`` (one second each); ``busy``: the
+    monitor's samples of a 2-core machine, on which something else used a core all along
+    (True) or nothing did (False)."""
     path = run_dir / f"{name}.D0.data"
     spec = {"name": name, "weight": 1.0, "units": units, "skip": 0, "stop": len(steps)}
     with StreamWriter(path) as stream:
         stream.write("config", spec=spec, device=0, repeat=None)
-        stream.write("meta", host="test", torch="0", device_name="x86_64")
+        stream.write("meta", host="test", torch="0", device_name="x86_64",
+                     **({"state": {"cores": 2}} if busy is not None else {}))
         for step, rate in enumerate(steps):
             stream.write("rate", value=rate, units=units, step=step, warmup=False,
                          time=1000.0 + step, items=rate, seconds=1.0)
+            if busy is not None:
+                stream.write("telemetry", time=1000.0 + step, cpu_percent=100.0,
+                             system_cpu_percent=100.0 if busy else 50.0, gpus=[])
         if flops_per_item is not None:
             stream.write("flops", flops=flops_per_item * 2, items=2, reason="")
         stream.write("end", status="ok", reason="", time=1000.0 + len(steps))
@@ -248,3 +254,40 @@ def test_a_mig_slice_has_no_mfu_against_the_whole_gpus_peak(tmp_path: Path):
     assert bench.tflops == pytest.approx(30.0)  # the rate and its FLOPs stay
     assert bench.mfu is None and bench.mfu_error is None
     assert bench.peak_source == MIG_REASON == "MIG slice: no datasheet peak for a slice"
+
+
+def test_a_matmul_on_a_busy_machine_is_no_peak_and_no_model_an_error(tmp_path: Path):
+    # A neighbour loading the machine only while the matmul ran: its steps agree, 60 times
+    # below this machine's; lm-tiny's usual 2.4 GFLOP/s was "an error of measurement" against
+    # it. The monitor judged the matmul busy: no peak, no MFU, and lm-tiny's figure stands.
+    steps_stream(tmp_path, "matmul", [0.00025] * 12, units="TFLOP/s", busy=True)
+    steps_stream(tmp_path, "lm-tiny", [2.4] * 12, flops_per_item=1e9, busy=False)  # 0.0024
+    summary = summarize_dir(tmp_path)
+    assert summary.get("matmul").runs[0].telemetry.get("busy") is True
+    lm = summary.get("lm-tiny")
+    assert lm.mfu_error is None and lm.tflops == pytest.approx(0.0024) and lm.mfu is None
+    assert lm.peak_source is not None and lm.peak_source.startswith(
+        "matmul in this run was measured on a busy machine (other processes used")
+    assert lm.peak_source.endswith("): no peak, no MFU")
+    text = render_summary(summary, width=250)
+    assert "error" not in text.split("\n\n")[1]
+    # The same matmul on a quiet machine is the peak, and lm-tiny 10 x above it an error.
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    steps_stream(quiet, "matmul", [0.00025] * 12, units="TFLOP/s", busy=False)
+    steps_stream(quiet, "lm-tiny", [2.4] * 12, flops_per_item=1e9, busy=False)
+    assert (summarize_dir(quiet).get("lm-tiny").mfu_error or "").startswith(CEILING_ERROR)
+
+
+def test_a_matmul_far_below_the_other_benchmarks_is_no_peak(tmp_path: Path):
+    # No monitor reading: the matmul 60 x below the machine's, two models far above it. The
+    # matmul was slowed, not both models miscounted: no MFU, no error of theirs.
+    steps_stream(tmp_path, "matmul", [0.001] * 12, units="TFLOP/s")
+    steps_stream(tmp_path, "lm-tiny", [24.0] * 12, flops_per_item=1e9)  # 0.024
+    steps_stream(tmp_path, "resnet18", [150.0] * 12, flops_per_item=2e8)  # 0.03
+    summary = summarize_dir(tmp_path)
+    for name in ("lm-tiny", "resnet18"):
+        bench = summary.get(name)
+        assert bench.mfu_error is None and bench.tflops is not None and bench.mfu is None
+        assert bench.peak_source == ("matmul in this run (0.001 TFLOP/s) is far below the "
+                                     "other benchmarks (2 of 2 above 1.5 x it): no peak, no MFU")

@@ -29,8 +29,8 @@ from pytest_dlbench.profile.timereport import StepSample, build_time_report
 from pytest_dlbench.profile.writer import ProfileWriteError, load_meta, read_index
 from pytest_dlbench.results.baseline import BaselineError, load_summary
 from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.gate import EXIT_INCONCLUSIVE, USAGE_ERROR
 from pytest_dlbench.results.gate import EXIT_REGRESSED as REGRESSED
-from pytest_dlbench.results.gate import USAGE_ERROR
 from pytest_dlbench.results.scoring import load_run
 from pytest_dlbench.results.verdict import INCOMPARABLE
 
@@ -296,11 +296,12 @@ def test_a_baseline_of_huge_rates_is_incomparable(tmp_path: Path,
     # The same figures on this run's side, and the tests themselves, never overflow either.
     assert "this run has a rate of 1e+308" in compare(load_summary(huge),
                                                       load_summary(ok)).benchmarks[0].note
-    assert dlbench(["compare", str(huge), str(ok)]) == 0
+    # Its one benchmark not compared: the gate compared nothing, which is no pass (exit 9).
+    assert dlbench(["compare", str(huge), str(ok)]) == EXIT_INCONCLUSIVE
     out, err = capsys.readouterr()
     assert f"warning: {MESSAGES['a baseline with rates of `1e308`']}" in out, out + err
     run_dir = _run_dir(tmp_path)
-    assert dlbench(["report", str(run_dir), "--compare", str(huge)]) == 0
+    assert dlbench(["report", str(run_dir), "--compare", str(huge)]) == EXIT_INCONCLUSIVE
     out, err = capsys.readouterr()
     assert "incomparable" in out and "Traceback" not in out + err
 
@@ -316,7 +317,7 @@ def test_a_baseline_in_other_units_is_incomparable(tmp_path: Path,
     capsys.readouterr()
     flops = _baseline(tmp_path / "flops.json", units="TFLOP/s",
                       samples=[10.0, 10.1, 9.9, 10.0, 10.05])
-    assert dlbench(["report", str(run_dir), "--compare", str(flops)]) == 0
+    assert dlbench(["report", str(run_dir), "--compare", str(flops)]) == EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     message = MESSAGES["a baseline in TFLOP/s for a benchmark in items/s"]
     assert f"warning: {message}" in out
@@ -330,7 +331,7 @@ def test_pytest_bench_compare_with_huge_rates_keeps_table_and_html(
     huge = _baseline(pytester.path / "huge.json", **HUGE)
     result = pytester.runpytest("--bench-suite=s.yaml", "--bench-base=out",
                                 f"--bench-compare={huge}", "--bench-html=r.html")
-    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert result.ret == EXIT_INCONCLUSIVE, result.stdout.str()[-3000:]  # nothing compared
     message = MESSAGES["a baseline with rates of `1e308`"]
     result.stdout.fnmatch_lines(["*score:*", f"*warning: {message}*"])
     assert "OverflowError" not in result.stdout.str() + result.stderr.str()

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from pytest_dlbench.run.launch import nodes
 from pytest_dlbench.run.launch.netif import interface_of, route_source, slurm_local_addr
 from pytest_dlbench.run.launch.relay import LabelledOutput, exit_line, start_line
 from pytest_dlbench.run.launch.torchrun import (
+    MAX_HOSTS,
     allocation_nodes,
     expand_hostlist,
     free_port,
@@ -201,6 +203,64 @@ def test_slurm_host_lists_are_expanded_in_order(text: str, names: list[str]):
 def test_a_bad_host_list_is_refused(text: str):
     with pytest.raises(ValueError, match="host list"):
         expand_hostlist(text)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("node[1-100000000]", "names 100,000,000 hosts, more than 100,000"),
+    ("a[1-1000],b[1-1000]x[1-1000]", "names 1,001,000 hosts, more than 100,000"),
+    ("node[9-2]", "it ends before it starts"),
+    ("node[1-99999999999999999999999]", "bad Slurm host list range"),
+])
+def test_a_host_list_past_the_bound_is_refused_before_it_is_expanded(text: str, says: str):
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="host list") as caught:
+            expand_hostlist(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert peak < 1 << 20  # counted, never built
+    assert len(expand_hostlist(f"n[1-{MAX_HOSTS}]")) == MAX_HOSTS
+
+
+#: ``launcher: slurm`` with a host list it cannot read (no scontrol in a container): the
+#: input, what happens, the line (the rows of docs/running.md's "Bad input" table).
+SLURM_CASES: list[tuple[str, str, str]] = [
+    ("`launcher: slurm` with `SLURM_JOB_NODELIST=node[1-2` (no scontrol)",
+     "that benchmark fails at once with the line, its launcher exits 4",
+     "launcher: slurm: SLURM_JOB_NODELIST cannot be read: bad Slurm host list 'node[1-2': a '[' "
+     "is not closed"),
+    ("`launcher: slurm` with `SLURM_JOB_NODELIST=node[1-100000000]`",
+     "that benchmark fails at once with the line, its launcher exits 4",
+     "launcher: slurm: SLURM_JOB_NODELIST cannot be read: Slurm host list 'node[1-100000000]' "
+     "names 100,000,000 hosts, more than 100,000"),
+]
+
+
+@pytest.mark.parametrize(("nodelist", "message"), [
+    (case[0].split("=", 1)[1].split("`")[0], case[2]) for case in SLURM_CASES
+], ids=[case[0] for case in SLURM_CASES])
+def test_the_slurm_launcher_with_an_unreadable_nodelist_exits_4_with_one_line(
+    tmp_path: Path, nodelist: str, message: str
+):
+    assert nodes.slurm_refusal({"SLURM_JOB_NODELIST": nodelist}, hostname="node1",
+                               scontrol=None) == message
+    stream = tmp_path / "ddp.D0.data"
+    bin_dir = fake_srun(tmp_path, [], code=0)  # no scontrol on the PATH: a container
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env.update({"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", Env.STREAM: str(stream),
+                "SLURM_JOB_NODELIST": nodelist})
+    proc = subprocess.run(
+        [PY, "-m", "pytest_dlbench.run.launch", "slurm", "--nnodes=2", "--nproc=1",
+         "--endpoint=h:29500", "--run-id=j", "--", *CHILD],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == USAGE_ERROR, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines() == [f"dlbench: {message}"]
+    assert not (tmp_path / "srun.json").exists()  # no step started
+    end = json.loads(stream.read_text().splitlines()[-1])
+    assert end["event"] == "end" and end["status"] == "fail" and end["reason"] == message
 
 
 def test_pytest_off_the_allocations_first_node_is_refused():

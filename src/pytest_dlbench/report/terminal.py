@@ -381,6 +381,10 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
              if c.verdict == INCONCLUSIVE]
     if comparison.score_verdict == INCONCLUSIVE:
         lines.append(printable(f"inconclusive: the score: {comparison.score_reason}"))
+    if comparison.compared_nothing:
+        names = ", ".join(c.name for c in comparison.benchmarks if c.weight > 0) or ", ".join(
+            c.name for c in comparison.benchmarks)
+        lines.append(printable(f"inconclusive: the gate: none of {names} could be compared"))
     status = "" if comparison.regressed else f" (exit status {gate.EXIT_INCONCLUSIVE})"
     # The cause the verdicts gave (results/compare.Comparison.inconclusive_causes), and its
     # remedy: a busy machine is not "noise too large", nor is a run cut short.

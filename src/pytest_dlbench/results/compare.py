@@ -21,6 +21,8 @@ from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test, wei
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
+    FAILED,
+    INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     TOLERANCE,
@@ -137,9 +139,20 @@ class Comparison:
         return tuple(b.name for b in self.benchmarks if b.verdict == INCONCLUSIVE)
 
     @property
+    def compared_nothing(self) -> bool:
+        """No weighted benchmark (none weighted: no benchmark) was compared: each one's verdict
+        is incomparable or failed (no figure on a side). Such a gate cannot pass: every base
+        run that failed (a ``command:`` into a git submodule the worktree lacks) would else be
+        exit status 0 with nothing said."""
+        rows = [b for b in self.benchmarks if b.weight > 0] or list(self.benchmarks)
+        return bool(rows) and all(b.verdict in (INCOMPARABLE, FAILED) for b in rows)
+
+    @property
     def inconclusive(self) -> bool:
-        """A benchmark or the score is inconclusive (exit status 9 unless one regressed)."""
-        return bool(self.inconclusives) or self.score_verdict == INCONCLUSIVE
+        """A benchmark or the score is inconclusive, or the gate compared nothing (exit status
+        9 unless one regressed or a run failed)."""
+        return (bool(self.inconclusives) or self.score_verdict == INCONCLUSIVE
+                or self.compared_nothing)
 
     @property
     def rule(self) -> str:
@@ -166,7 +179,7 @@ class Comparison:
         """Why the inconclusive verdicts are (results/gate.py's causes, in its order): a side
         measured on a busy machine, noise too large for the tolerance, or a paired run that
         ended before its rounds; () when every verdict is conclusive."""
-        found: set[str] = set()
+        found: set[str] = {gate.NOTHING_COMPARED} if self.compared_nothing else set()
         for row in self.benchmarks:
             if row.verdict == INCONCLUSIVE:
                 found.update(self._row_causes(row))

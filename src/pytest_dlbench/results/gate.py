@@ -116,7 +116,10 @@ PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter 
 BUSY = "busy"
 NOISE = "noise"
 FEW_ROUNDS = "rounds"
-CAUSES = (BUSY, NOISE, FEW_ROUNDS)
+#: A gate that compared nothing: no weighted benchmark had a figure on both sides (every base
+#: run failed, or the baseline has none of them): it cannot pass.
+NOTHING_COMPARED = "nothing"
+CAUSES = (NOTHING_COMPARED, BUSY, NOISE, FEW_ROUNDS)
 #: How a doubt on a side's figure taken on a busy machine begins (results/noise.py,
 #: results/paired.py): the phrase the cause is told by.
 BUSY_DOUBT = "the machine was busy"
@@ -125,10 +128,15 @@ CAUSE_WORDS = {
     BUSY: "the machine was busy during the runs",
     NOISE: "the noise is too large for the tolerance",
     FEW_ROUNDS: "too few rounds ran to tell",
+    NOTHING_COMPARED: "the gate compared nothing: no weighted benchmark has a figure on both "
+                      "sides",
 }
 #: What to do about a busy machine, and about a paired run that ended too soon.
 BUSY_ADVICE = "rerun on a quieter runner, with nothing else loading it during the run"
 FEW_ROUNDS_ADVICE = "run more rounds (--bench-rounds), and let the run finish them"
+#: What to do about a gate that compared nothing.
+NOTHING_COMPARED_ADVICE = ("see the warnings above for why the reference side has no figure "
+                           "(a base run that failed, a benchmark the baseline lacks)")
 
 
 def doubt_cause(doubt: str) -> str:
@@ -152,7 +160,8 @@ def inconclusive_advice(paired: bool, causes: tuple[str, ...] = (NOISE,)) -> str
     noise = PAIRED_INCONCLUSIVE_ADVICE if paired else INCONCLUSIVE_ADVICE
     if BUSY in ordered and NOISE in ordered and paired:
         return noise  # more rounds or a quieter runner: both said once
-    advice = {BUSY: BUSY_ADVICE, NOISE: noise, FEW_ROUNDS: FEW_ROUNDS_ADVICE}
+    advice = {BUSY: BUSY_ADVICE, NOISE: noise, FEW_ROUNDS: FEW_ROUNDS_ADVICE,
+              NOTHING_COMPARED: NOTHING_COMPARED_ADVICE}
     return "; ".join(advice[c] for c in ordered)
 
 
@@ -362,6 +371,8 @@ def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
         return None
     word = gate_word(comparison)
     reasons = {c.name: c.reason for c in comparison.benchmarks if c.verdict == INCONCLUSIVE}
+    if getattr(comparison, "compared_nothing", False):
+        reasons["gate"] = CAUSE_WORDS[NOTHING_COMPARED]
     if comparison.score_verdict == INCONCLUSIVE:
         reasons["score"] = comparison.score_reason
     return {

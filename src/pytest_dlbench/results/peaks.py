@@ -11,6 +11,13 @@ A measured peak is taken from the matmul's fastest steps, not its mean (:func:`s
 shared CPU its steps alternated 59 and 4.3 GFLOP/s (std% 100 %), and a model's MFU over that mean
 read 73 %, 6 % and 39 % in three runs. What the machine can do is what its fastest steps did,
 when enough of them agree; when they do not, there is no MFU, and the report says why.
+
+A matmul slowed as a whole is no peak either, though its steps agree: one the monitor judged
+taken on a busy machine (the run's telemetry ``busy``, results/busy.py: a neighbour that loaded
+the machine only while the matmul ran made it 60 times slower, and lm-tiny's usual figure
+"an error of measurement"), or one far below the other benchmarks (most of two or more of them
+above :data:`CEILING` times it). Then there is no MFU, the report says why, and the others'
+figures stand: a slow reference never makes them errors.
 """
 
 from __future__ import annotations
@@ -140,18 +147,46 @@ def stable_peak(step_tflops: Sequence[float], name: str) -> MeasuredPeak:
 
 def _measured_peaks(benches: tuple[BenchSummary, ...]) -> dict[str, MeasuredPeak]:
     """Per compute type, the peak of this run's matmul benchmarks (units TFLOP/s): the best
-    stable one (:func:`stable_peak`), else an unstable one, for its reason."""
+    stable one (:func:`stable_peak`) of its runs on a quiet machine, else an unstable or busy
+    one, for its reason; none where the others' figures show it far too slow
+    (:func:`_far_below`)."""
     out: dict[str, MeasuredPeak] = {}
     for b in benches:
         ok = [r for r in b.runs if r.ok]
         if b.units != "TFLOP/s" or not b.tflops or not ok or not b.perf:
             continue
         per_gpu = b.tflops / b.perf  # an njobs matmul's steps are the job's: one GPU's share
-        peak = stable_peak([v * per_gpu for r in ok for _, v in r.steady], b.name)
+        quiet = [r for r in ok if not r.telemetry.get("busy")]
+        if quiet:
+            peak = stable_peak([v * per_gpu for r in quiet for _, v in r.steady], b.name)
+        else:
+            why = ok[0].telemetry.get("busy_reason") or "other processes used the CPU"
+            peak = MeasuredPeak(None, f"{b.name} in this run was measured on a busy machine "
+                                      f"({why}): no peak, no MFU")
         best = out.get(ok[0].dtype)
         if best is None or (peak.tflops or 0.0) > (best.tflops or 0.0):
             out[ok[0].dtype] = peak
+    for dtype, peak in out.items():
+        out[dtype] = _far_below(peak, dtype, benches)
     return out
+
+
+def _far_below(peak: MeasuredPeak, dtype: str, benches: tuple[BenchSummary, ...]) -> MeasuredPeak:
+    """``peak``, or none when most of the other benchmarks of its compute type (two or more)
+    run above :data:`CEILING` times it: then the matmul was slowed (a busy machine the monitor
+    missed), not every model miscounted; one model alone above it is that model's error."""
+    if peak.tflops is None:
+        return peak
+    others = [b.tflops for b in benches
+              if b.units != "TFLOP/s" and b.tflops and (ok := [r for r in b.runs if r.ok])
+              and ok[0].dtype == dtype and not table_peak(ok[0].device_name, dtype)]
+    above = [t for t in others if t > CEILING * peak.tflops]
+    if len(others) < 2 or 2 * len(above) <= len(others):
+        return peak
+    name = peak.source.split(" in this run")[0]
+    return MeasuredPeak(None, f"{name} in this run ({peak.tflops:.3g} TFLOP/s) is far below "
+                              f"the other benchmarks ({len(above)} of {len(others)} above "
+                              f"{CEILING:g} x it): no peak, no MFU")
 
 
 def with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:

@@ -33,7 +33,8 @@ Not covered: code that must be built (C/C++/CUDA extensions: the worktree is not
 package installed non-editable into site-packages under another directory name, and git
 submodules (not checked out in the worktree): a suite, a test path or the rootdir inside a
 submodule of REV is refused at set-up (:func:`submodule_of`), in one line naming it, where
-every base run would fail.
+every base run would fail; so is an external command whose path (its ``command`` words,
+``{suite_dir}`` filled, or its ``cwd``) is in one (:func:`check_commands`).
 
 **git without the repository's hooks.** Every git command here (:func:`_git`, which
 ``dlbench bisect`` uses too) runs with :data:`GIT_CONFIG`: the repository's hooks never run (a
@@ -66,6 +67,7 @@ __all__ = [
     "BaseSide",
     "LOCK_REASON",
     "WORKTREE_PREFIX",
+    "check_commands",
     "check_paths",
     "remove_stale_worktrees",
     "round_order",
@@ -191,6 +193,40 @@ def check_paths(repo: Path, rev: str, sha: str, paths: Iterable[Path]) -> None:
     )
 
 
+def _command_paths(spec: BenchSpec) -> list[Path]:
+    """The paths an external command names: its absolute words (``{suite_dir}`` filled, the
+    value of ``--opt=PATH``), its words relative to its ``cwd``, and that ``cwd``."""
+    command = spec.command or {}
+    words = command.get("command") or ()
+    cwd = command.get("cwd")
+    base = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else None
+    found = [base] if base is not None else []
+    for word in map(str, words):
+        for text in {word, word.partition("=")[2]} - {""}:
+            if os.path.isabs(text):
+                found.append(Path(text))
+            elif base is not None and not text.startswith("-") and "{" not in text:
+                found.append(base / text)
+    return found
+
+
+def check_commands(repo: Path, rev: str, sha: str, specs: Iterable[BenchSpec]) -> None:
+    """:class:`AgainstError`, one line naming the benchmark and the submodule, when an external
+    command's path is inside a git submodule at ``rev``: the worktree has no files there, every
+    base run would fail and the gate would compare nothing."""
+    for spec in specs:
+        found = submodule_of(repo, sha, _command_paths(spec))
+        if found is None:
+            continue
+        path, folder = found
+        raise AgainstError(
+            f"--bench-against={rev}: {spec.name}'s command names {_shown(path, repo)}, in the "
+            f"git submodule {folder}, which a worktree does not check out: every base run "
+            "would fail and the gate compare nothing; run pytest inside the submodule, against "
+            "a revision of its own history"
+        )
+
+
 def dirty_files(repo: Path) -> list[str]:
     """Tracked files with uncommitted changes (staged or not); untracked files do not count."""
     out = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", check=False,
@@ -302,6 +338,8 @@ class BaseSide:
         check_paths(self.repo, self.rev, self.sha,
                     [s.path for s in suites
                      if any(x.name in wanted and x.enabled for x in s.specs)])
+        check_commands(self.repo, self.rev, self.sha,
+                       [x for s in suites for x in s.specs if x.name in wanted and x.enabled])
         for suite in suites:
             names = [s.name for s in suite.specs if s.name in wanted and s.enabled]
             if not names:

@@ -39,7 +39,9 @@ observation (:meth:`Bench.log_step`: items and seconds, the loss, the progress).
   and the log says so (:class:`LineBuffer`). Once the command has exited its output is read for
   :data:`DRAIN_S` seconds more at most: a process it left in the background that keeps the
   output open (``sleep 60 &``) neither holds the run to ``max_duration`` nor outlives it (it is
-  killed: :func:`kill_pipe_holders`), and the steps logged are scored.
+  killed: :func:`kill_pipe_holders`), and the steps logged are scored. Only the run's own
+  processes are killed (:class:`CommandProcess`); another that holds the output (one started
+  before the run that opened it through /proc) is named in the log and left alone.
 
 Under torchrun every rank runs its own copy of the command, which reads torchrun's variables
 (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) as if torchrun had started it: the benchmark's
@@ -66,6 +68,8 @@ from typing import IO, Any
 
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.errors import DlbenchError, shorten
+from pytest_dlbench.core.numbers import printable
+from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.logparse import StepReader
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.run.voir_data import STOP, DataChannel
@@ -74,7 +78,8 @@ from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR, LogParser, make_
 __all__ = [
     "BENCHMATE_ENV", "DATA_LINE_CAP", "DRAIN_S", "LINE_CAP", "MIN_STEADY", "CommandResult",
     "ExternalCommandError", "LineBuffer", "check_observations", "command_argv",
-    "environment_voir", "kill_pipe_holders", "main", "read_lines", "reason_line", "run_command",
+    "CommandProcess", "PipeHolders", "command_process", "environment_voir", "holder_lines",
+    "kill_pipe_holders", "main", "read_lines", "reason_line", "run_command",
 ]
 
 #: Seconds a command gets to exit after SIGTERM before SIGKILL.
@@ -98,6 +103,8 @@ DATA_LINE_CAP = untrusted.MAX_LINE_BYTES
 #: writes left in the pipe, short beside a run, where a process it left in the background that
 #: keeps the pipe open (``sleep 60 &``, a logging daemon) would never give end-of-file.
 DRAIN_S = 2.0
+#: Seconds a process killed for holding the command's output is waited for, to be gone.
+KILL_WAIT_S = 2.0
 #: How often the reader looks whether the command has exited while its output is quiet.
 POLL_S = 0.2
 
@@ -279,21 +286,134 @@ def _pipe_inode(fd: int) -> int | None:
     return info.st_ino if stat.S_ISFIFO(info.st_mode) else None
 
 
-def kill_pipe_holders(fds: Sequence[int]) -> list[int]:
-    """SIGKILL every other process that holds one of the pipes ``fds`` (their other end): what
-    a command that exited left running with its output open. Their pids; Linux's ``/proc``
-    only (elsewhere none are found: the child's process group is still killed at its end)."""
+@dataclass(frozen=True)
+class CommandProcess:
+    """What marks a process as the command's own (:func:`command_process`): started no earlier
+    than the command, and in its process group or marked with the run's stream
+    (:data:`Env.STREAM`, which run/child.py sets and a daemon's fork keeps)."""
+
+    since: int | None  # the command's start, in clock ticks since boot (/proc/PID/stat)
+    group: int
+    marker: str | None
+
+
+@dataclass
+class PipeHolders:
+    """The processes found holding a command's pipes: its own, killed; any other, named."""
+
+    killed: list[int] = field(default_factory=list)
+    others: list[tuple[int, str]] = field(default_factory=list)  # (pid, name)
+
+
+def _stat(pid: int | str) -> tuple[str, int, int] | None:
+    """A process's name, process group and start (clock ticks since boot), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode("utf-8", "replace")
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        return name, int(fields[2]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _marker(pid: str) -> str | None:
+    prefix = f"{Env.STREAM}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            for item in file.read().split(b"\0"):
+                if item.startswith(prefix):
+                    return item[len(prefix):].decode("utf-8", "replace")
+    except OSError:
+        pass  # another user's: not ours
+    return None
+
+
+def command_process(pid: int, env: Mapping[str, str] | None = None) -> CommandProcess:
+    """The marks of the command ``pid`` just started (``env``: the environment it got)."""
+    stat_ = _stat(pid)
+    env = os.environ if env is None else env
+    return CommandProcess(since=stat_[2] if stat_ else None,
+                          group=stat_[1] if stat_ else os.getpgrp(),
+                          marker=env.get(Env.STREAM) or None)
+
+
+def _owned(pid: str, command: CommandProcess) -> tuple[bool, str]:
+    """Whether ``pid`` is one of the command's processes, and its name."""
+    stat_ = _stat(pid)
+    if stat_ is None:
+        return False, "?"
+    name, group, start = stat_
+    if command.since is not None and start < command.since:
+        return False, name  # older than the command: never one it started
+    mine = group == command.group or (command.marker is not None
+                                      and _marker(pid) == command.marker)
+    return mine, name
+
+
+def kill_pipe_holders(fds: Sequence[int], command: CommandProcess | None = None) -> PipeHolders:
+    """SIGKILL every process of the command (``command``; by default this process group and
+    the run's stream marker) that holds one of the pipes ``fds`` (their other end): what a
+    command that exited left running with its output open. Any other holder (a process that
+    opened the pipe through /proc, another user's) is named, never signalled. Linux's
+    ``/proc`` only (elsewhere none are found: the child's process group is still killed at
+    its end)."""
+    found = PipeHolders()
     inodes = {f"pipe:[{ino}]" for ino in map(_pipe_inode, fds) if ino is not None}
     if not inodes:
-        return []
-    me, killed = os.getpid(), []
+        return found
+    if command is None:
+        command = CommandProcess(None, os.getpgrp(), os.environ.get(Env.STREAM) or None)
+    me = os.getpid()
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and int(entry.name) != me and _holds(entry.name, inodes):
-                with contextlib.suppress(OSError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed.append(int(entry.name))
-    return killed
+            if not entry.name.isdigit() or int(entry.name) == me or not _holds(entry.name,
+                                                                               inodes):
+                continue
+            mine, name = _owned(entry.name, command)
+            if not mine:
+                found.others.append((int(entry.name), name))
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                found.killed.append(int(entry.name))
+    _wait_gone(found.killed)
+    return found
+
+
+def _wait_gone(pids: Sequence[int], timeout: float = KILL_WAIT_S) -> None:
+    """Wait until the killed ``pids`` have ended (gone, or a zombie nobody reaped yet): a
+    loaded machine takes a moment to end a killed process, and the log says it was killed."""
+    deadline = time.monotonic() + timeout
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if _state(pid) not in (None, "Z", "X")]
+        if left:
+            time.sleep(0.02)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode("utf-8", "replace")
+        return text[text.rindex(")") + 2:].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def holder_lines(found: PipeHolders) -> list[str]:
+    """What the log says of the processes that kept a command's output open."""
+    lines, left = [], found.killed
+    if left:  # the reader stopped DRAIN_S after the command exited: they kept it open
+        lines.append(f"pytest-dlbench: the command exited, and {len(left)} process"
+                     f"{'es' if len(left) > 1 else ''} it left running (pid "
+                     f"{', '.join(map(str, left))}) kept its output open: stopped reading "
+                     f"{DRAIN_S:g} s later and killed {'them' if len(left) > 1 else 'it'}")
+    for pid, name in found.others:
+        lines.append(f"pytest-dlbench: process {pid} ({printable(name)}), not the run's, holds "
+                     f"the command's output open: stopped reading it {DRAIN_S:g} s after the "
+                     "command exited, and left that process alone")
+    return lines
 
 
 def _holds(pid: str, inodes: set[str]) -> bool:
@@ -380,6 +500,7 @@ def run_command(
     finally:
         if channel is not None:
             os.close(data_write)  # the command's copy is the only writer: EOF when it ends
+    command = command_process(proc.pid, full_env)  # what marks its processes as the run's
     reader = StepReader(log_parser) if log_parser else None
     last_percent: float | None = None
     capped = False
@@ -439,19 +560,16 @@ def run_command(
                 bench.log_progress(step.percent)
             if bench.done and stop_when_done:
                 stop_now()
-        left = kill_pipe_holders(sorted(held_open)) if held_open else []
-        if left:  # the reader stopped DRAIN_S after the command exited: they kept it open
-            out.write(f"pytest-dlbench: the command exited, and {len(left)} process"
-                      f"{'es' if len(left) > 1 else ''} it left running (pid "
-                      f"{', '.join(map(str, left))}) kept its output open: stopped reading "
-                      f"{DRAIN_S:g} s later and killed {'them' if len(left) > 1 else 'it'}\n")
+        if held_open:
+            for note in holder_lines(kill_pipe_holders(sorted(held_open), command)):
+                out.write(note + "\n")
             out.flush()
         result.returncode = proc.wait()
     except BaseException:
         # Ctrl-C, a NaN loss, a broken stream: the command must not outlive the run.
         _stop(proc, grace=3.0)
         kill_pipe_holders([*([proc.stdout.fileno()] if proc.stdout else []),
-                           *([data_read] if channel is not None else [])])
+                           *([data_read] if channel is not None else [])], command)
         raise
     finally:
         if channel is not None:

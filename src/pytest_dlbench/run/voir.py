@@ -40,6 +40,8 @@ from pytest_dlbench.run.external import (
     LINE_CAP,
     ExternalCommandError,
     check_observations,
+    command_process,
+    holder_lines,
     kill_pipe_holders,
     read_lines,
     reason_line,
@@ -94,6 +96,7 @@ def _copy_output(proc: subprocess.Popen[bytes], out: IO[str]) -> list[str]:
     ``LINE_CAP`` bytes, the rest said and dropped; read until ``DRAIN_S`` after it exits."""
     tail: list[str] = []
     assert proc.stdout is not None
+    command = command_process(proc.pid)
     streams = {proc.stdout.fileno(): ("out", LINE_CAP)}
     held_open: set[int] = set()
     for _, raw, dropped in read_lines(streams, exited=lambda: proc.poll() is not None,
@@ -106,8 +109,10 @@ def _copy_output(proc: subprocess.Popen[bytes], out: IO[str]) -> list[str]:
                       f"its first {LINE_CAP} kept\n")
         out.flush()
         tail = [*tail[-29:], line.rstrip("\n")]
-    if held_open:
-        kill_pipe_holders(sorted(held_open))  # what it left running with its output open
+    if held_open:  # what it left running with its output open (killed), or another's (named)
+        for note in holder_lines(kill_pipe_holders(sorted(held_open), command)):
+            out.write(note + "\n")
+        out.flush()
     return tail
 
 

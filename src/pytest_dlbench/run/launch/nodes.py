@@ -316,7 +316,11 @@ def slurm_refusal(env: Mapping[str, str], *, hostname: str | None = None,
     """Why the ``slurm`` launcher cannot run here (None: it can). Node 0 of the step, the
     allocation's first node, hosts the rendezvous: pytest elsewhere would wait out its
     ``max_duration`` for ranks that cannot reach it."""
-    nodes = allocation_nodes(env, scontrol)
+    try:
+        nodes = allocation_nodes(env, scontrol)
+    except ValueError as exc:  # a list scontrol could not read either (or none is installed)
+        name = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+        return f"launcher: slurm: {name} cannot be read: {exc}"
     if not nodes:
         return ("launcher: slurm: no Slurm allocation here (SLURM_JOB_NODELIST is not set): run "
                 "pytest inside one (sbatch or salloc), on its first node")

@@ -33,6 +33,7 @@ from pytest_dlbench.suite.system import Node, SshOptions, SystemConfig
 
 __all__ = [
     "DEFAULT_RDZV_PORT",
+    "MAX_HOSTS",
     "ROLE_ENV",
     "Launch",
     "NodeLaunch",
@@ -304,11 +305,29 @@ def srun_command(node_argv: Sequence[str], *, nnodes: int, label: bool = False) 
     ]
 
 
+#: The most hosts a Slurm host list may name (the largest machines have tens of thousands): the
+#: list comes from an environment variable, and ``node[1-100000000]`` is not expanded.
+MAX_HOSTS = 100_000
+#: The most digits of a number in a host list's range.
+_MAX_DIGITS = 18
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
 def expand_hostlist(text: str) -> list[str]:
     """Slurm's compressed host list (``node[1-3,5],gpu[01-02]-ib``) as names, in order. The
-    same as ``scontrol show hostnames``, without needing it (see :func:`allocation_nodes`)."""
+    same as ``scontrol show hostnames``, without needing it (see :func:`allocation_nodes`).
+    Raises ValueError (one line) on a malformed list, or one of more than :data:`MAX_HOSTS`
+    hosts, counted before any is expanded."""
+    items = _split_top(text.strip())
+    total = sum(_count_one(item) for item in items)
+    if total > MAX_HOSTS:
+        raise ValueError(f"Slurm host list {_shown(text)} names {total:,} hosts, more than "
+                         f"{MAX_HOSTS:,}")
     names: list[str] = []
-    for item in _split_top(text.strip()):
+    for item in items:
         names += _expand_one(item)
     return names
 
@@ -319,32 +338,51 @@ def _split_top(text: str) -> list[str]:
     for index, char in enumerate(text):
         depth += {"[": 1, "]": -1}.get(char, 0)
         if depth < 0 or depth > 1:
-            raise ValueError(f"bad Slurm host list {text!r}")
+            raise ValueError(f"bad Slurm host list {_shown(text)}")
         if char == "," and depth == 0:
             items.append(text[start:index])
             start = index + 1
     if depth:
-        raise ValueError(f"bad Slurm host list {text!r}: a '[' is not closed")
+        raise ValueError(f"bad Slurm host list {_shown(text)}: a '[' is not closed")
     items.append(text[start:])
     return [item for item in items if item]
 
 
-def _expand_one(item: str) -> list[str]:
+def _ranges(item: str) -> tuple[str, list[tuple[int, int, int]], str]:
+    """``head[ranges]rest``: the head, each range as (first, last, width), the rest."""
     open_at = item.find("[")
-    if open_at < 0:
-        return [item]
-    close_at = item.index("]", open_at)
-    head, body, rest = item[:open_at], item[open_at + 1:close_at], item[close_at + 1:]
-    values: list[str] = []
-    for part in body.split(","):
+    close_at = item.find("]", open_at)
+    if close_at < 0:
+        raise ValueError(f"bad Slurm host list {_shown(item)}: a '[' is not closed")
+    ranges = []
+    for part in item[open_at + 1:close_at].split(","):
         low, sep, high = part.partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
-            raise ValueError(f"bad Slurm host list range {part!r} in {item!r}")
-        if not sep:
-            values.append(low)
-            continue
-        width = len(low)  # node[01-10]: the numbers keep the zeros of the first
-        values += [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+        if (not low.isdigit() or (sep and not high.isdigit())
+                or max(len(low), len(high)) > _MAX_DIGITS):
+            raise ValueError(f"bad Slurm host list range {_shown(part)} in {_shown(item)}")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first:
+            raise ValueError(f"bad Slurm host list range {_shown(part)} in {_shown(item)}: "
+                             "it ends before it starts")
+        ranges.append((first, last, len(low)))  # node[01-10]: the zeros of the first kept
+    return item[:open_at], ranges, item[close_at + 1:]
+
+
+def _count_one(item: str) -> int:
+    if "[" not in item:
+        if "]" in item:
+            raise ValueError(f"bad Slurm host list {_shown(item)}")
+        return 1
+    _, ranges, rest = _ranges(item)
+    return sum(last - first + 1 for first, last, _ in ranges) * _count_one(rest)
+
+
+def _expand_one(item: str) -> list[str]:
+    if "[" not in item:
+        return [item]
+    head, ranges, rest = _ranges(item)
+    values = [str(n).zfill(width) for first, last, width in ranges
+              for n in range(first, last + 1)]
     return [head + value + tail for value in values for tail in _expand_one(rest)]
 
 
