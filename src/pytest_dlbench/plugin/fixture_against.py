@@ -108,6 +108,11 @@ class FixtureAgainst:
         roots = {layout.CANDIDATE: (rootdir, source_paths(self.side.repo, rootdir)),
                  layout.BASE: (base_root, source_paths(self.side.path, base_root))}
         name = item.name.replace("/", "_")
+        # The candidate's marker (or the option) decides both sides' steps: a pair compares
+        # the same work, whatever the base revision's marker said.
+        from pytest_dlbench.plugin.fixture_steps import item_steps, steps_env
+
+        steps = steps_env(item_steps(item, self.config))
         failures = []
         for round_index in range(self.rounds):
             if self.stopped(run_dir, name, round_index):
@@ -117,7 +122,7 @@ class FixtureAgainst:
                 folder = layout.side_dir(run_dir, side_name)
                 stream = layout.stream_path(folder, name, 0, round_index)
                 outcome = run_test_child(item.nodeid, root=root, stream=stream,
-                                         env=with_python_path(dict(os.environ), paths))
+                                         env=with_python_path({**os.environ, **steps}, paths))
                 if outcome.status is not Status.OK:
                     failures.append(f"{side_name} side, round {round_index}: {outcome.status}: "
                                     f"{outcome.reason} (log: {layout.log_path(stream)})")

@@ -60,8 +60,9 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     """The run context of a benchmark: ``device``, ``args``, ``iterate``, ``log_loss``, ``timer``.
 
     In a suite item it is configured from the suite; in an ordinary test function it streams to
-    ``<base>/runs/tests.<time>/<test>.D0.data`` with default warm-up and window sizes, and the
-    run ends with the same table and score as a suite's (plugin/fixture_runs.py).
+    ``<base>/runs/tests.<time>/<test>.D0.data`` with the warm-up and steady steps of its
+    ``bench_steps`` marker or ``--bench-fixture-steps`` (plugin/fixture_steps.py), and the run
+    ends with the same table and score as a suite's (plugin/fixture_runs.py).
     """
     run = getattr(request.node, "run", None)
     if run is not None:
@@ -74,6 +75,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     from pytest_dlbench.measure.monitor import Monitor
     from pytest_dlbench.measure.stream import Event, StreamWriter
     from pytest_dlbench.plugin.fixture_against import child_stream
+    from pytest_dlbench.plugin.fixture_steps import item_steps
     from pytest_dlbench.run.harness import execute
 
     runs = request.config.pluginmanager.get_plugin("dlbench-fixture-runs")
@@ -91,12 +93,16 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
         path = stream_path(run_dir, name, 0)
     device = default_device()
+    warmup, steps = item_steps(request.node, request.config)  # plugin/fixture_steps.py
     with StreamWriter(path) as stream:
-        # Weight 1: each test's benchmark counts in the run's score, as a suite's would.
+        # Weight 1: each test's benchmark counts in the run's score, as a suite's would; skip
+        # and stop as a suite's spec has them (the progress line's count, a rerun's steps).
         stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid,
-                                         "weight": 1}, device=0, repeat=repeat)
+                                         "weight": 1, "skip": warmup, "stop": steps},
+                     device=0, repeat=repeat)
         stream.write(Event.META, **machine_meta(device))
-        instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
+        instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir,
+                         skip=warmup, stop=steps)
         # The suite child's telemetry, before the first timed step: results/busy.py judges
         # from its samples whether something else used the machine, as for a suite's run.
         monitor = Monitor(stream).start()
