@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,18 +117,46 @@ class FixtureAgainst:
         failures = []
         for round_index in range(self.rounds):
             if self.stopped(run_dir, name, round_index):
-                break  # its verdict is clear: dlbench report judges the same rounds
+                # Its verdict is clear: dlbench report judges the same rounds.
+                self._say(f"dlbench: {name}: the verdict is clear after {round_index} rounds, "
+                          f"the other {self.rounds - round_index} are not run")
+                break
+            started = time.monotonic()
+            sides = []
             for side_name in round_order(round_index):
                 root, paths = roots[side_name]
                 folder = layout.side_dir(run_dir, side_name)
                 stream = layout.stream_path(folder, name, 0, round_index)
                 outcome = run_test_child(item.nodeid, root=root, stream=stream,
                                          env=with_python_path({**os.environ, **steps}, paths))
+                sides.append((side_name, stream))
                 if outcome.status is not Status.OK:
                     failures.append(f"{side_name} side, round {round_index}: {outcome.status}: "
                                     f"{outcome.reason} (log: {layout.log_path(stream)})")
+            self._say_round(layout.item_name(name, 0, round_index), round_index, sides,
+                            time.monotonic() - started)
         if failures:
             pytest.fail("; ".join(failures), pytrace=False)
+
+    def _progress(self) -> Any:
+        from pytest_dlbench.plugin.progress import ProgressReporter
+
+        return self.config.pluginmanager.get_plugin(ProgressReporter.PLUGIN_NAME)
+
+    def _say(self, line: str) -> None:
+        progress = self._progress()
+        if progress is not None:  # none with -q
+            progress.say(line)
+
+    def _say_round(self, label: str, round_index: int, sides: list[tuple[str, Path]],
+                   seconds: float) -> None:
+        """The round's line, each side's rate (a stream that cannot be read: its one line)."""
+        progress = self._progress()
+        if progress is None:
+            return
+        from pytest_dlbench.plugin.progress import round_line
+
+        progress.say(round_line(label, round_index, self.rounds, sides, seconds))
 
     @staticmethod
     def uses_bench(item: Any) -> bool:

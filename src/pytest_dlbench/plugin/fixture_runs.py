@@ -164,6 +164,12 @@ class FixtureRuns:
         self.paired = FixtureAgainst.create(config, rev)  # plugin/against_setup.py
         if self.paired is not None:
             self.against = self.paired.side
+            # This process only waits for the rounds' children: it shows their progress, both
+            # sides', and a line for each round (plugin/progress.py).
+            from pytest_dlbench.plugin.progress import ProgressReporter
+
+            progress = ProgressReporter(self.existing_run_dir, with_base=True)
+            config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
 
     # -- the run directory (what BenchReporter reads) -------------------------------------------
 
