@@ -93,6 +93,7 @@ def test_the_live_line_follows_the_base_sides_children(tmp_path: Path,
 @pytest.mark.slow
 @pytest.mark.parametrize("quiet", [False, True])
 def test_every_round_has_its_line(pytester: pytest.Pytester, quiet: bool) -> None:
+    """The lines docs/writing-benchmarks.md shows, between pytest's."""
     _repo(pytester, candidate=TESTS.replace("0.002", "0.003"))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out",
                                            "--bench-against=main", "--bench-rounds=2",
