@@ -108,8 +108,8 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         monitor = Monitor(stream).start()
         yield instance
         failed = request.node.stash.get(CALL_FAILED, None)
-        outcome, exc = execute(lambda: _close_monitored(instance, monitor), stream,
-                               final=False)
+        outcome, exc = execute(lambda: _close_monitored(instance, monitor, flops=not failed),
+                               stream, final=False)
         if exc is not None:
             raise exc
         if failed:
@@ -118,13 +118,23 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
             stream.write(Event.END, status=Status.OK, reason="")
 
 
-def _close_monitored(bench: Any, monitor: Any) -> None:
+def _close_monitored(bench: Any, monitor: Any, *, flops: bool = True) -> None:
     """Read the last window, then stop the monitor: its last sample comes after the last timed
-    step, and its ``monitor_summary`` before ``end``, whatever reading the window raised."""
+    step, and its ``monitor_summary`` before ``end``, whatever reading the window raised. Then,
+    as a suite's child does (run/harness.py, ``finish_bench``), count the FLOPs of one step of
+    the model the test handed to ``bench.watch``: the table's TFLOP/s and MFU come from that
+    record, and it is counted outside every timed step (``flops``: not after a failed body)."""
     try:
         bench.close()
     finally:
         monitor.stop()
+    if flops and bench.watched is not None:
+        from pytest_dlbench.measure.flops import count_step_flops
+        from pytest_dlbench.measure.stream import Event
+
+        model, example = bench.watched
+        count = count_step_flops(model, example, items_per_example=bench.items_per_example)
+        bench.stream.write(Event.FLOPS, **count.record())
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:
