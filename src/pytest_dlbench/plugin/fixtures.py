@@ -84,11 +84,13 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         return
     plugin = request.config.pluginmanager.get_plugin("dlbench-session") or runs
     name = request.node.name.replace("/", "_")
-    path, repeat = child_stream(), None
+    path, repeat, launched = child_stream(), None, {}
     if path is not None:  # a round of a paired run: the parent named the stream
         from pytest_dlbench.layout import parse_stream_name
+        from pytest_dlbench.run.harness import launch_facts
 
         repeat = parse_stream_name(path).repeat
+        launched = launch_facts()  # forked from the round's warm server, or fresh
     else:
         run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
         path = stream_path(run_dir, name, 0)
@@ -99,7 +101,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         # and stop as a suite's spec has them (the progress line's count, a rerun's steps).
         stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid,
                                          "weight": 1, "skip": warmup, "stop": steps},
-                     device=0, repeat=repeat)
+                     device=0, repeat=repeat, **launched)
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir,
                          skip=warmup, stop=steps)
