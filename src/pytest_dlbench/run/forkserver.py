@@ -397,7 +397,9 @@ def _guarded_imports(roots: Sequence[str]) -> list[str]:
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if not file:
+        # Only a file's absolute path says where a module came from: torch's ``torch.ops`` and
+        # ``torch.classes`` are made in memory with a bare ``__file__`` ("_ops.py").
+        if not isinstance(file, str) or not os.path.isabs(file):
             continue
         path = os.path.realpath(file)
         if any(_under(path, root) for root in roots) and not any(_under(path, p) for p in own):
