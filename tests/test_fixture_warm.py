@@ -156,3 +156,11 @@ def test_each_side_runs_its_own_source_warm_or_fresh(pytester: pytest.Pytester,
     ratio = (sum(rates["candidate"]) / len(rates["candidate"])) / (
         sum(rates["base"]) / len(rates["base"]))
     assert 0.35 < ratio < 0.75, ratio
+
+
+def test_the_launcher_option_is_used_by_a_paired_fixture_run() -> None:
+    from pytest_dlbench.plugin.fixture_runs import unused_options_line
+
+    assert unused_options_line(["--bench-launcher"], benchmarks_ran=True, paired=True) is None
+    line = unused_options_line(["--bench-launcher"], benchmarks_ran=True)
+    assert line is not None and "--bench-launcher not used" in line

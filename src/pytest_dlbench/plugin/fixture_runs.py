@@ -77,8 +77,9 @@ def unused_options_line(given: list[str], *, benchmarks_ran: bool,
         return (f"dlbench: warning: {', '.join(given)} not used: no --bench-suite given and no "
                 "test used the bench fixture")
     used = {o.pytest_flag for o in REPORT_OPTIONS} - PAIRED_OPTIONS | FIXTURE_OPTIONS
-    if paired:
-        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds", "--bench-fixed-rounds"}
+    if paired:  # --bench-launcher: how the rounds' children start (plugin/fixture_against.py)
+        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds", "--bench-fixed-rounds",
+                                  "--bench-launcher"}
     unused = [flag for flag in given if flag not in used]
     if not unused:
         return None
