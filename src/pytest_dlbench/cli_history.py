@@ -121,11 +121,22 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
             say(f"  run: {printable(_shown(run_dir))}")
 
     suites = args.bench_suite or []
-    if len(suites) != 1:
-        print("dlbench: error: bisect needs one --bench-suite=SUITE", file=sys.stderr)
+    if args.test and args.test_option:
+        print("dlbench: error: bisect takes one test: TEST or --test, not both",
+              file=sys.stderr)
         return gate.USAGE_ERROR
+    test = args.test or args.test_option
+    if len(suites) > 1 or (not suites and test is None):
+        print("dlbench: error: bisect needs one --bench-suite=SUITE with -k BENCH, or a test "
+              "that uses the bench fixture (a node id such as tests/test_train.py::test_step, "
+              "or --test FILE -k EXPR)", file=sys.stderr)
+        return gate.USAGE_ERROR
+    # A test's steps: each step's pytest is given them (plugin/fixture_steps.py).
+    steps = args.bench_fixture_steps
+    pytest_args = [f"--bench-fixture-steps={steps[0]},{steps[1]}"] if steps else []
     try:
-        result = bisect(args.good, args.bad, suite=suites[0], bench=args.k, judge=judge,
+        result = bisect(args.good, args.bad, suite=suites[0] if suites else None, test=test,
+                        bench=args.k, judge=judge, pytest_args=pytest_args,
                         rounds=args.rounds, max_rounds=args.max_rounds, report=report,
                         keep=Path(args.bench_base) if args.bench_base else None,
                         started=started, progress=progress)
@@ -147,15 +158,16 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         return gate.OK
     found = next(p for p in result.probes if p.commit == result.first)
     v = found.verdict
+    what = args.k if suites else (result.bench or test)
     print(f"first changed commit: {found.commit} {printable(found.subject)}\n"
-          f"  {args.k}: {ratio(v.ratio, v.ci)} against {printable(args.good)} "
+          f"  {printable(str(what))}: {ratio(v.ratio, v.ci)} against {printable(args.good)} "
           f"({len(result.probes)} steps over {len(result.commits)} commits, {runs} rounds "
           "of paired runs)")
     return gate.OK
 
 
 def add_history_commands(commands: Any) -> None:
-    from pytest_dlbench.options import REPORT_OPTIONS
+    from pytest_dlbench.options import REPORT_OPTIONS, parse_fixture_steps
 
     def gate_options(parser: argparse.ArgumentParser) -> None:
         for option in REPORT_OPTIONS:
@@ -186,14 +198,28 @@ def add_history_commands(commands: Any) -> None:
     bisect = commands.add_parser(
         "bisect", help="the first commit between GOOD and BAD where a benchmark's rate "
                        "changed beyond the tolerance, each step a paired run against GOOD",
+        description="a suite's benchmark (--bench-suite=SUITE -k BENCH) or a test of your own "
+                    "that uses the bench fixture (TEST: a node id, tests/test_train.py::"
+                    "test_step; or --test FILE -k EXPR)",
         epilog="exit status: 0 ok (found, or BAD is not different), 2 interrupted, 4 bad "
                "input",
     )
     bisect.add_argument("good", metavar="GOOD", help="a revision with the old rate")
     bisect.add_argument("bad", metavar="BAD", help="a later revision with the new rate")
+    bisect.add_argument("test", metavar="TEST", nargs="?", default=None,
+                        help="a test that uses the bench fixture: a node id "
+                             "(tests/test_train.py::test_step), or a file with -k")
+    bisect.add_argument("--test", dest="test_option", metavar="FILE", default=None,
+                        help="a test file (or node id) whose one bench fixture test -k selects")
     bisect.add_argument("--bench-suite", "--suite", action="append", dest="bench_suite",
                         metavar="SUITE", help="the suite (a name or a YAML file)")
-    bisect.add_argument("-k", metavar="BENCH", required=True, help="the benchmark")
+    bisect.add_argument("-k", metavar="BENCH", default=None,
+                        help="the suite's benchmark; with a test file, pytest's -k expression "
+                             "that selects one test")
+    bisect.add_argument("--bench-fixture-steps", "--fixture-steps", dest="bench_fixture_steps",
+                        type=parse_fixture_steps, default=None, metavar="WARMUP,STEPS",
+                        help="a test's warm-up and steady steps where its bench_steps marker "
+                             "does not say (docs/writing-benchmarks.md)")
     bisect.add_argument("--rounds", "--bench-rounds", type=gate.parse_rounds,
                         default=ROUNDS, metavar="K",
                         help="rounds of a step's first paired run (default "

@@ -23,8 +23,43 @@ __all__ = [
     "ReportOption",
     "check_outputs",
     "evaluate_options",
+    "fixture_steps_problem",
+    "parse_fixture_steps",
     "results_base",
 ]
+
+#: A ``bench`` fixture test's warm-up and steady steps when neither its ``bench_steps`` marker
+#: nor ``--bench-fixture-steps`` says: a suite benchmark's defaults (suite/spec.py's skip and
+#: stop), not imported from there, since a plain test run loads no suite code.
+FIXTURE_STEPS = (5, 60)
+
+
+def fixture_steps_problem(warmup: object, steps: object) -> str | None:
+    """What is wrong with a ``bench`` fixture test's ``(warmup, steps)``, in a few words, or
+    None: both are whole numbers, the warm-up 0 or more, the steady steps 1 or more."""
+    for name, value, least in (("warmup", warmup, 0), ("steps", steps, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            return f"{name} must be a whole number, {least} or more, got {value!r}"
+    return None
+
+
+def parse_fixture_steps(text: str) -> tuple[int, int]:
+    """``--bench-fixture-steps=WARMUP,STEPS`` (``5,60``) -> ``(5, 60)``; argparse (and pytest)
+    print a bad value as a usage error naming the option, exit status 4."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if len(parts) != 2:
+        raise gate.OptionValueError(f"WARMUP,STEPS expected (e.g. {FIXTURE_STEPS[0]},"
+                                    f"{FIXTURE_STEPS[1]}), got {text!r}")
+    values: list[object] = []
+    for part in parts:
+        try:
+            values.append(int(part))
+        except ValueError:
+            values.append(part)
+    problem = fixture_steps_problem(*values)
+    if problem is not None:
+        raise gate.OptionValueError(problem)
+    return int(str(values[0])), int(str(values[1]))
 
 
 def results_base(config: Any) -> Path:
@@ -36,6 +71,7 @@ def results_base(config: Any) -> Path:
 
     base = layout.results_base(config.getoption("bench_base"))
     return base if base.is_absolute() else Path(config.invocation_params.dir) / base
+
 
 # (flag, argparse keyword arguments). pytest's parser.addoption takes the same keywords.
 SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
@@ -102,6 +138,17 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
         "--bench-run-name",
         dict(metavar="NAME", default=None, help="name of this run (default: the suite name)"),
+    ),
+    (
+        "--bench-fixture-steps",
+        dict(
+            type=parse_fixture_steps,
+            default=None,
+            metavar="WARMUP,STEPS",
+            help="the warm-up and steady steps of each test that uses the bench fixture "
+            f"(default {FIXTURE_STEPS[0]},{FIXTURE_STEPS[1]}); a test's "
+            "@pytest.mark.bench_steps(warmup=W, steps=S) wins (docs/writing-benchmarks.md)",
+        ),
     ),
     (
         "--bench-repeat",
@@ -299,7 +346,7 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
       "--bench-exclude")),
     ("run", "dlbench: how it runs",
      ("--bench-repeat", "--bench-isolation", "--bench-launcher", "--bench-require-ready",
-      "--bench-run-name", "--bench-base")),
+      "--bench-run-name", "--bench-base", "--bench-fixture-steps")),
     ("devices", "dlbench: devices", ("--bench-cpus-per-slot",)),
     ("gate", "dlbench: compare and gate",
      ("--bench-compare", "--bench-require-baseline", "--bench-confirm", "--bench-tolerance",

@@ -66,6 +66,10 @@ class Env:
     #: from the fork server) or ``fresh`` (a new interpreter). Recorded in the ``config`` record.
     LAUNCHED = "DLBENCH_LAUNCHED"
     LAUNCHER = "DLBENCH_LAUNCHER"
+    #: ``WARMUP,STEPS`` of a ``bench`` fixture test run in a child ``pytest NODEID`` (a round
+    #: of ``--bench-against``, a confirmation, a bisect step): the parent's choice, so that both
+    #: sides of a pair run the same steps whatever each tree's marker says.
+    FIXTURE_STEPS = "DLBENCH_FIXTURE_STEPS"
 
 
 class Status(str, enum.Enum):

@@ -92,6 +92,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_dlbench.report.console import tolerant_output
 
     tolerant_output()  # our lines on a terminal that cannot show a name: escaped, no traceback
+    from pytest_dlbench.plugin.fixture_steps import MARKER_HELP
+
+    config.addinivalue_line("markers", MARKER_HELP)  # known to --strict-markers, suite run or not
     if config.getoption("bench_child_stream"):
         _child_report(config)
     if not config.getoption("bench_suite"):

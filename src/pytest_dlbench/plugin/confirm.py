@@ -23,6 +23,7 @@ so that Ctrl-C during a confirmation leaves the first pass's verdicts, here and 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -148,17 +149,28 @@ def _fixture_rounds(config: pytest.Config, run_dir: Path, names: Sequence[str]
     for name in names:
         stream = layout.stream_path(run_dir, name, 0)
         record = RunRecords.of(read_stream(stream)).config if stream.is_file() else None
-        nodeid = ((record or {}).get("spec") or {}).get("nodeid")
+        spec = (record or {}).get("spec") or {}
+        nodeid = spec.get("nodeid")
         if isinstance(nodeid, str):
-            rounds[name] = _fixture_round(name, nodeid, Path(config.rootpath), run_dir, args)
+            # The steps the first run took (its marker or --bench-fixture-steps): the rerun
+            # measures the same work without being given the option again.
+            skip, stop = spec.get("skip"), spec.get("stop")
+            steps = (skip, stop) if isinstance(skip, int) and isinstance(stop, int) else None
+            rounds[name] = _fixture_round(name, nodeid, Path(config.rootpath), run_dir, args,
+                                          steps)
     return rounds
 
 
-def _fixture_round(name: str, nodeid: str, root: Path, run_dir: Path, args: Sequence[str]
-                   ) -> RunRound:
+def _fixture_round(name: str, nodeid: str, root: Path, run_dir: Path, args: Sequence[str],
+                   steps: tuple[int, int] | None = None) -> RunRound:
+    from pytest_dlbench.plugin.fixture_steps import steps_env
+
+    env = {**os.environ, **steps_env(steps)} if steps is not None else None
+
     def run_round(k: int) -> list[RunResult]:
         stream = layout.stream_path(layout.confirm_round_dir(run_dir, k), name, 0)
-        run_test_child(nodeid, root=root, stream=stream, args=args)  # its end is in the stream
+        # Its end is in the stream.
+        run_test_child(nodeid, root=root, stream=stream, args=args, env=env)
         return [load_run(stream)]
 
     return run_round

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ import pytest
 if TYPE_CHECKING:  # imported when a run is paired: an ordinary test run loads no suite code
     from pytest_dlbench.core.protocol import Outcome
     from pytest_dlbench.plugin.against_setup import AgainstSetup
+    from pytest_dlbench.run.forkserver import ForkServer
 
 __all__ = ["FixtureAgainst", "child_stream", "run_test_child"]
 
@@ -38,21 +40,28 @@ def child_stream() -> Path | None:
     return Path(path) if path and os.environ.get(CHILD_VARIABLE) else None
 
 
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child ``pytest NODEID`` (before its side's ``PYTHONPATH``)."""
+    env = {**(os.environ if env is None else env), CHILD_VARIABLE: "1"}
+    env.pop("PYTEST_ADDOPTS", None)  # this run's --bench-* options are the parent's
+    return env
+
+
 def run_test_child(nodeid: str, *, root: Path, stream: Path, args: Sequence[str] = (),
-                   env: dict[str, str] | None = None) -> Outcome:
+                   env: dict[str, str] | None = None, server: ForkServer | None = None,
+                   ) -> Outcome:
     """``pytest NODEID`` in a fresh interpreter whose ``bench`` fixture writes ``stream``: one
     side of a paired round, or a confirmation run (plugin/confirm.py). ``args``: more pytest
-    options; the child's log is beside its stream."""
+    options; the child's log is beside its stream. ``server``: forked from this round's warm
+    server instead (:meth:`FixtureAgainst.round_server`), when the environment allows."""
     from pytest_dlbench import layout
     from pytest_dlbench.run.child import run_child
 
-    env = {**(os.environ if env is None else env), CHILD_VARIABLE: "1"}
-    env.pop("PYTEST_ADDOPTS", None)  # this run's --bench-* options are the parent's
     return run_child(
         [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q",
          "-p", "no:xdist", "--rootdir", str(root), *args],
         stream=stream, log=layout.log_path(stream), timeout=MAX_SIDE_SECONDS, cwd=root,
-        env=env)
+        env=child_env(env), server=server)
 
 
 class FixtureAgainst:
@@ -63,6 +72,11 @@ class FixtureAgainst:
         self.setup = setup
         self.side = setup.side
         self.rounds = rounds
+        #: Why the rounds' children start fresh (--bench-launcher=fresh, or a round's warm
+        #: server refused to serve: no later round tries again); None: warm.
+        self.fresh_because: str | None = (
+            None if self.config.getoption("bench_launcher", "warm") == "warm"
+            else "--bench-launcher=fresh")
 
     @classmethod
     def create(cls, config: pytest.Config, rev: str) -> FixtureAgainst | None:
@@ -108,21 +122,89 @@ class FixtureAgainst:
         roots = {layout.CANDIDATE: (rootdir, source_paths(self.side.repo, rootdir)),
                  layout.BASE: (base_root, source_paths(self.side.path, base_root))}
         name = item.name.replace("/", "_")
+        # The candidate's marker (or the option) decides both sides' steps: a pair compares
+        # the same work, whatever the base revision's marker said.
+        from pytest_dlbench.plugin.fixture_steps import item_steps, steps_env
+
+        steps = steps_env(item_steps(item, self.config))
         failures = []
+        # Every child of a round forks from one server started for that round: the two sides of
+        # a pair share one interpreter state (str hash seed, memory layout), drawn again each
+        # round as fresh children would draw it. One server per side would give all of a side's
+        # runs one draw, a difference no round pairs away (benchmarks/README.md, gate_power).
+        base_env = child_env({**os.environ, **steps})
         for round_index in range(self.rounds):
             if self.stopped(run_dir, name, round_index):
-                break  # its verdict is clear: dlbench report judges the same rounds
-            for side_name in round_order(round_index):
-                root, paths = roots[side_name]
-                folder = layout.side_dir(run_dir, side_name)
-                stream = layout.stream_path(folder, name, 0, round_index)
-                outcome = run_test_child(item.nodeid, root=root, stream=stream,
-                                         env=with_python_path(dict(os.environ), paths))
-                if outcome.status is not Status.OK:
-                    failures.append(f"{side_name} side, round {round_index}: {outcome.status}: "
-                                    f"{outcome.reason} (log: {layout.log_path(stream)})")
+                # Its verdict is clear: dlbench report judges the same rounds.
+                self._say(f"dlbench: {name}: the verdict is clear after {round_index} rounds, "
+                          f"the other {self.rounds - round_index} are not run")
+                break
+            started = time.monotonic()
+            sides = []
+            server = self.round_server(item, rootdir, base_env)
+            try:
+                for side_name in round_order(round_index):
+                    root, paths = roots[side_name]
+                    folder = layout.side_dir(run_dir, side_name)
+                    stream = layout.stream_path(folder, name, 0, round_index)
+                    outcome = run_test_child(item.nodeid, root=root, stream=stream,
+                                             env=with_python_path(dict(base_env), paths),
+                                             server=server)
+                    sides.append((side_name, stream))
+                    if outcome.status is not Status.OK:
+                        failures.append(f"{side_name} side, round {round_index}: "
+                                        f"{outcome.status}: {outcome.reason} "
+                                        f"(log: {layout.log_path(stream)})")
+            finally:
+                if server is not None:
+                    if server.broken and self.fresh_because is None:
+                        self.fresh_because = server.broken
+                    server.close()
+            self._say_round(layout.item_name(name, 0, round_index), round_index, sides,
+                            time.monotonic() - started)
         if failures:
             pytest.fail("; ".join(failures), pytrace=False)
+
+    def round_server(self, item: pytest.Item, rootdir: Path, env: dict[str, str],
+                     ) -> ForkServer | None:
+        """A warm server for one round's two children (run/forkserver.py): it imports torch,
+        pytest and the plugins once, and the round's children fork from it; it must import
+        nothing from either side's tree (their ``src/`` go on each child's ``sys.path`` after
+        the fork). None to start them fresh."""
+        if self.fresh_because is not None:
+            return None
+        from pytest_dlbench.run.forkserver import ForkServer, ForkServerError
+        from pytest_dlbench.run.preloads import preload_for
+
+        server = ForkServer(cwd=rootdir, env=env, child_paths=True,
+                            guarded=[self.side.repo, self.side.path],
+                            preload=preload_for([str(item.path)], roots=[rootdir]))
+        try:
+            server.start()
+        except (OSError, ForkServerError) as exc:
+            self.fresh_because = f"the fork server did not start: {exc}"
+            return None
+        return server
+
+    def _progress(self) -> Any:
+        from pytest_dlbench.plugin.progress import ProgressReporter
+
+        return self.config.pluginmanager.get_plugin(ProgressReporter.PLUGIN_NAME)
+
+    def _say(self, line: str) -> None:
+        progress = self._progress()
+        if progress is not None:  # none with -q
+            progress.say(line)
+
+    def _say_round(self, label: str, round_index: int, sides: list[tuple[str, Path]],
+                   seconds: float) -> None:
+        """The round's line, each side's rate (a stream that cannot be read: its one line)."""
+        progress = self._progress()
+        if progress is None:
+            return
+        from pytest_dlbench.plugin.progress import round_line
+
+        progress.say(round_line(label, round_index, self.rounds, sides, seconds))
 
     @staticmethod
     def uses_bench(item: Any) -> bool:

@@ -41,8 +41,10 @@ __all__ = ["FixtureRuns", "given_options", "unused_options_line"]
 #: The run directory the controller made, for its xdist workers.
 WORKER_KEY = "dlbench_tests_run_dir"
 #: What a fixture benchmark's run uses besides the report options (``--bench-confirm``: a
-#: suspected verdict's test runs again, plugin/confirm.py).
-FIXTURE_OPTIONS = {"--bench-base", "--bench-run-name", "--bench-confirm"}
+#: suspected verdict's test runs again, plugin/confirm.py; ``--bench-fixture-steps``: its
+#: steps, plugin/fixture_steps.py).
+FIXTURE_OPTIONS = {"--bench-base", "--bench-run-name", "--bench-confirm",
+                   "--bench-fixture-steps"}
 #: Used by the data fixtures too (``bench_data_dir`` is ``<base>/data``): never "not used".
 DATA_OPTIONS = {"--bench-base"}
 #: Report options that belong to a --bench-against run (not made for fixture benchmarks).
@@ -75,8 +77,9 @@ def unused_options_line(given: list[str], *, benchmarks_ran: bool,
         return (f"dlbench: warning: {', '.join(given)} not used: no --bench-suite given and no "
                 "test used the bench fixture")
     used = {o.pytest_flag for o in REPORT_OPTIONS} - PAIRED_OPTIONS | FIXTURE_OPTIONS
-    if paired:
-        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds", "--bench-fixed-rounds"}
+    if paired:  # --bench-launcher: how the rounds' children start (plugin/fixture_against.py)
+        used |= PAIRED_OPTIONS | {"--bench-against", "--bench-rounds", "--bench-fixed-rounds",
+                                  "--bench-launcher"}
     unused = [flag for flag in given if flag not in used]
     if not unused:
         return None
@@ -162,6 +165,12 @@ class FixtureRuns:
         self.paired = FixtureAgainst.create(config, rev)  # plugin/against_setup.py
         if self.paired is not None:
             self.against = self.paired.side
+            # This process only waits for the rounds' children: it shows their progress, both
+            # sides', and a line for each round (plugin/progress.py).
+            from pytest_dlbench.plugin.progress import ProgressReporter
+
+            progress = ProgressReporter(self.existing_run_dir, with_base=True)
+            config.pluginmanager.register(progress, ProgressReporter.PLUGIN_NAME)
 
     # -- the run directory (what BenchReporter reads) -------------------------------------------
 
@@ -205,6 +214,13 @@ class FixtureRuns:
         if self._run_dir is None:
             self._run_dir = _free_run_dir(results_base(self.config), self.run_name)
         node.workerinput[WORKER_KEY] = str(self._run_dir)
+
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """A ``bench_steps`` marker that cannot be used stops the run before any test runs."""
+        from pytest_dlbench.plugin.fixture_steps import check_markers
+
+        check_markers(items, config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:

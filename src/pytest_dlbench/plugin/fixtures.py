@@ -60,8 +60,9 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     """The run context of a benchmark: ``device``, ``args``, ``iterate``, ``log_loss``, ``timer``.
 
     In a suite item it is configured from the suite; in an ordinary test function it streams to
-    ``<base>/runs/tests.<time>/<test>.D0.data`` with default warm-up and window sizes, and the
-    run ends with the same table and score as a suite's (plugin/fixture_runs.py).
+    ``<base>/runs/tests.<time>/<test>.D0.data`` with the warm-up and steady steps of its
+    ``bench_steps`` marker or ``--bench-fixture-steps`` (plugin/fixture_steps.py), and the run
+    ends with the same table and score as a suite's (plugin/fixture_runs.py).
     """
     run = getattr(request.node, "run", None)
     if run is not None:
@@ -74,6 +75,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     from pytest_dlbench.measure.monitor import Monitor
     from pytest_dlbench.measure.stream import Event, StreamWriter
     from pytest_dlbench.plugin.fixture_against import child_stream
+    from pytest_dlbench.plugin.fixture_steps import item_steps
     from pytest_dlbench.run.harness import execute
 
     runs = request.config.pluginmanager.get_plugin("dlbench-fixture-runs")
@@ -82,28 +84,34 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         return
     plugin = request.config.pluginmanager.get_plugin("dlbench-session") or runs
     name = request.node.name.replace("/", "_")
-    path, repeat = child_stream(), None
+    path, repeat, launched = child_stream(), None, {}
     if path is not None:  # a round of a paired run: the parent named the stream
         from pytest_dlbench.layout import parse_stream_name
+        from pytest_dlbench.run.harness import launch_facts
 
         repeat = parse_stream_name(path).repeat
+        launched = launch_facts()  # forked from the round's warm server, or fresh
     else:
         run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
         path = stream_path(run_dir, name, 0)
     device = default_device()
+    warmup, steps = item_steps(request.node, request.config)  # plugin/fixture_steps.py
     with StreamWriter(path) as stream:
-        # Weight 1: each test's benchmark counts in the run's score, as a suite's would.
+        # Weight 1: each test's benchmark counts in the run's score, as a suite's would; skip
+        # and stop as a suite's spec has them (the progress line's count, a rerun's steps).
         stream.write(Event.CONFIG, spec={"name": name, "nodeid": request.node.nodeid,
-                                         "weight": 1}, device=0, repeat=repeat)
+                                         "weight": 1, "skip": warmup, "stop": steps},
+                     device=0, repeat=repeat, **launched)
         stream.write(Event.META, **machine_meta(device))
-        instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir)
+        instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir,
+                         skip=warmup, stop=steps)
         # The suite child's telemetry, before the first timed step: results/busy.py judges
         # from its samples whether something else used the machine, as for a suite's run.
         monitor = Monitor(stream).start()
         yield instance
         failed = request.node.stash.get(CALL_FAILED, None)
-        outcome, exc = execute(lambda: _close_monitored(instance, monitor), stream,
-                               final=False)
+        outcome, exc = execute(lambda: _close_monitored(instance, monitor, flops=not failed),
+                               stream, final=False)
         if exc is not None:
             raise exc
         if failed:
@@ -112,13 +120,23 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
             stream.write(Event.END, status=Status.OK, reason="")
 
 
-def _close_monitored(bench: Any, monitor: Any) -> None:
+def _close_monitored(bench: Any, monitor: Any, *, flops: bool = True) -> None:
     """Read the last window, then stop the monitor: its last sample comes after the last timed
-    step, and its ``monitor_summary`` before ``end``, whatever reading the window raised."""
+    step, and its ``monitor_summary`` before ``end``, whatever reading the window raised. Then,
+    as a suite's child does (run/harness.py, ``finish_bench``), count the FLOPs of one step of
+    the model the test handed to ``bench.watch``: the table's TFLOP/s and MFU come from that
+    record, and it is counted outside every timed step (``flops``: not after a failed body)."""
     try:
         bench.close()
     finally:
         monitor.stop()
+    if flops and bench.watched is not None:
+        from pytest_dlbench.measure.flops import count_step_flops
+        from pytest_dlbench.measure.stream import Event
+
+        model, example = bench.watched
+        count = count_step_flops(model, example, items_per_example=bench.items_per_example)
+        bench.stream.write(Event.FLOPS, **count.record())
 
 
 def _tests_run_dir(config: pytest.Config) -> Path:

@@ -10,6 +10,12 @@ counts down with the clock. In a CI log (not a terminal, or ``$CI`` set) it is o
 benchmark when it ends (name, status, its rate as the table scores it) and one every
 ``CI_PERIOD_S`` seconds for a long one, each on a line of its own: pytest's dot line is ended
 first and starts again below (``s.yaml ..`` then ``s.yaml .``), never cut. ``-q`` shows nothing.
+
+A test that uses the ``bench`` fixture under ``--bench-against`` is one pytest item for all its
+rounds (plugin/fixture_against.py): the live line follows both sides' children (``with_base``:
+the base side's streams, under ``base/``, are labelled ``... base``), and every round ends with
+a line of its own (:func:`round_line`), on a terminal too, since pytest's result comes only
+after the last round.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import DEFAULT_UNITS, number, printable
 from pytest_dlbench.measure.stream import Event
 
-__all__ = ["LiveRun", "ProgressReporter", "progress_line"]
+__all__ = ["LiveRun", "ProgressReporter", "progress_line", "round_line"]
 
 #: Seconds between updates on a terminal, and between lines in a CI log.
 TTY_PERIOD_S = 1.0
@@ -180,6 +186,26 @@ def end_line(label: str, outcome: str, stream: Path | None, seconds: float | Non
     return text
 
 
+def round_line(label: str, round_index: int, rounds: int, sides: list[tuple[str, Path]],
+               seconds: float) -> str:
+    """``dlbench: test_step[D0-R2] round 3 of 10: base 2,345 items/s, candidate 2,301 items/s
+    in 14s``: one round of a paired fixture test, each side's rate as the table scores it
+    (results/scoring.load_run of its stream), or why it has none (``candidate failed: ...``)."""
+    from pytest_dlbench.results.scoring import load_run
+
+    parts = []
+    for side, stream in sides:
+        run = load_run(stream)
+        if run.ok and run.rate is not None:
+            parts.append(f"{side} {number(run.rate)} {printable(run.units)}")
+        else:
+            reason = run.reason or str(run.status)
+            why = reason if reason.startswith(str(run.status)) else f"{run.status}: {reason}"
+            parts.append(f"{side} failed: {printable(why)}")
+    return (f"dlbench: {printable(label)} round {round_index + 1} of {rounds}: "
+            f"{', '.join(parts)} in {_duration(seconds)}")
+
+
 #: What pytest's terminal reporter is told its current file is after a line of ours: not a
 #: test file, so that it starts its next result on a new line with the file's name.
 _OUR_LINE = Path("<dlbench progress>")
@@ -191,8 +217,10 @@ class ProgressReporter:
     PLUGIN_NAME = "dlbench-progress"
 
     def __init__(self, run_dir: Callable[[], Path | None], terminal: Any = None, *,
-                 in_place: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+                 in_place: bool = False, clock: Callable[[], float] = time.monotonic,
+                 with_base: bool = False) -> None:
         self._run_dir = run_dir  # a callable: the directory exists once something runs
+        self.with_base = with_base  # the base side's streams too (a paired fixture run)
         self.terminal = terminal
         self._capture: Any = None  # pytest's capture manager, from the session's start
         self.in_place = in_place
@@ -258,10 +286,14 @@ class ProgressReporter:
         if run_dir is None:
             return []
         now = self.clock()
-        for path in layout.stream_paths(run_dir):
+        paths = [(path, "") for path in layout.stream_paths(run_dir)]
+        if self.with_base:
+            paths += [(path, f" {layout.BASE}")
+                      for path in layout.stream_paths(layout.base_dir(run_dir))]
+        for path, side in paths:
             if path not in self.runs:
                 name = layout.parse_stream_name(path)
-                label = layout.item_name(name.bench, name.device, name.repeat)
+                label = layout.item_name(name.bench, name.device, name.repeat) + side
                 self.runs[path] = LiveRun(path, label, seen_at=now)
         live = []
         for run in self.runs.values():
@@ -298,6 +330,20 @@ class ProgressReporter:
                     if now - (run.logged_at or run.seen_at) >= CI_PERIOD_S:
                         run.logged_at = now
                         self._emit(f"dlbench: {run_text(run, now)}")
+
+    def say(self, line: str) -> None:
+        """A line of its own while an item runs (a paired fixture test's round), on a terminal
+        as in a CI log: the live line is taken away first and drawn again below it."""
+        if self.terminal is None or not self._started:
+            return
+        capture = self._capture
+        uncaptured = (capture.global_and_fixture_disabled() if capture is not None
+                      else contextlib.nullcontext())
+        with self._lock, uncaptured:
+            self._erase_locked()
+            # Within the item, as a periodic line: the file's name again below it, where
+            # pytest's result goes (pytest writes the name only when an item starts).
+            self._emit(line)
 
     def _emit(self, line: str, *, between: bool = False) -> None:
         """A line of a CI log between pytest's: pytest's line in progress (its dots) is ended

@@ -4,8 +4,10 @@ changed beyond the tolerance (docs/history.md).
 The commits are GOOD's first-parent descendants up to BAD (``git rev-list --first-parent
 GOOD..BAD``). Each step checks one commit out in a temporary worktree (run/against.py's
 :class:`~pytest_dlbench.run.against.BaseSide`, the worktree ``--bench-against`` uses) and runs
-there ``pytest --bench-suite=SUITE -k BENCH --bench-against=GOOD``: a paired run of that commit
-against GOOD, ABBA rounds on one machine, judged by the paired test. The judge is given
+there ``pytest --bench-suite=SUITE -k BENCH --bench-against=GOOD``, or for a test of your own
+that uses the ``bench`` fixture ``pytest TEST [-k EXPR] --bench-against=GOOD`` (the fixture's
+paired rounds, plugin/fixture_against.py; the test as it is at that commit): a paired run of
+that commit against GOOD, ABBA rounds on one machine, judged by the paired test. The judge is given
 (results/paired.judge_paired_run: this layer does not read results); a step it cannot decide
 is run again with twice the rounds, up to ``max_rounds``, then decided by whether its ratio is
 nearer BAD's or 1. BAD is measured first: without a change there, there is nothing to find.
@@ -54,7 +56,7 @@ from pytest_dlbench.layout import (
 from pytest_dlbench.run.against import AgainstError, BaseSide, _git, find_repo, resolve_rev
 from pytest_dlbench.run.process import pdeathsig_setter
 
-__all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "bisect",
+__all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Target", "bisect",
            "commits_between"]
 
 #: The rounds of a step's first paired run, and the most one may take. The paired test's
@@ -139,6 +141,77 @@ class BisectResult:
     probes: list[Probe]
     commits: list[str]
     folder: Path | None = None  # where the runs are kept
+    bench: str | None = None  # the benchmark followed (a test file's -k: the one it selected)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What each step runs: a suite's benchmark (``suite`` and ``keyword``, its name), or a test
+    that uses the ``bench`` fixture (``test``: a file or folder of the repository, ``node``: the
+    rest of a node id, ``::test_step``; ``keyword``: pytest's ``-k``, if any)."""
+
+    suite: Path | None = None
+    test: Path | None = None
+    node: str = ""
+    keyword: str | None = None
+
+    @classmethod
+    def of(cls, *, suite: str | None, test: str | None, keyword: str | None, where: Path,
+           repo: Path) -> Target:
+        """The target of ``dlbench bisect``'s arguments; one line when they name none, or two."""
+        if suite is not None and test is not None:
+            raise BisectError("bisect takes a suite's benchmark (--bench-suite=SUITE -k BENCH) "
+                              "or a test that uses the bench fixture, not both")
+        if suite is None and test is None:
+            raise BisectError("bisect needs one --bench-suite=SUITE with -k BENCH, or a test "
+                              "that uses the bench fixture (a node id such as "
+                              "tests/test_train.py::test_step, or --test FILE -k EXPR)")
+        if suite is not None:
+            if not keyword:
+                raise BisectError("bisect --bench-suite needs -k BENCH: the benchmark")
+            path = Path(suite)
+            if path.suffix in (".yaml", ".yml") or path.exists():
+                path = path.resolve()  # mapped into each worktree
+            return cls(suite=path, keyword=keyword)
+        assert test is not None
+        file, sep, node = test.partition("::")
+        path = Path(file)
+        path = (path if path.is_absolute() else where / path).resolve()
+        try:
+            path.relative_to(repo)
+        except ValueError:
+            raise BisectError(f"{test}: not in the repository {repo} (each step runs the test "
+                              "as it is at its commit)") from None
+        return cls(test=path, node=sep + node, keyword=keyword or None)
+
+    @property
+    def bench(self) -> str | None:
+        """The name the judge reads: a suite's benchmark, a node id's test (its stream's name,
+        as the fixture writes it); None for a test file with ``-k``, known after a step."""
+        if self.suite is not None:
+            return self.keyword
+        if self.node:
+            return self.node.rpartition("::")[2].replace("/", "_")
+        return None
+
+    @property
+    def label(self) -> str:
+        return self.bench or (self.test.stem if self.test is not None else "bench")
+
+    def argv(self, side: BaseSide) -> list[str]:
+        """What selects it in the step's pytest, its paths in the step's worktree."""
+        keyword = ["-k", self.keyword] if self.keyword else []
+        if self.suite is not None:
+            where = side.map_path(self.suite) if self.suite.is_absolute() else self.suite
+            return [f"--bench-suite={where}", *keyword]
+        assert self.test is not None
+        return [f"{side.map_path(self.test)}{self.node}", *keyword]
+
+
+def benches_run(run_dir: Path) -> list[str]:
+    """The benchmarks whose streams a paired run wrote (either side)."""
+    paths = [*stream_paths(run_dir), *stream_paths(base_dir(run_dir))]
+    return sorted({parse_stream_name(p).bench for p in paths})
 
 
 def commits_between(repo: Path, good: str, bad: str) -> list[str]:
@@ -267,20 +340,32 @@ def _newest_run(base: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def _round_under_way(run_dir: Path, bench: str) -> int:
+def _round_under_way(run_dir: Path, bench: str | None) -> int:
     """The round whose streams are being written (from 1), 0 before the first: the highest
-    round of either side's stream files."""
+    round of either side's stream files (of any benchmark when ``bench`` is not known yet)."""
     paths = [*stream_paths(run_dir), *stream_paths(base_dir(run_dir))]
     found = [parse_stream_name(p) for p in paths]
-    rounds = [n.repeat for n in found if n.bench == bench and n.repeat is not None]
+    rounds = [n.repeat for n in found
+              if (bench is None or n.bench == bench) and n.repeat is not None]
     return max(rounds) + 1 if rounds else 0
+
+
+def _the_one_bench(run_dir: Path, target: Target) -> str | None:
+    """The benchmark a test file's ``-k`` selected: the one its paired run wrote streams of;
+    None when it wrote none (pytest's own line says why); one line when it wrote several."""
+    names = benches_run(run_dir)
+    if len(names) > 1:
+        raise BisectError(f"{target.test}" + (f" -k {target.keyword}" if target.keyword else "")
+                          + f": {len(names)} tests use the bench fixture ({', '.join(names)}); "
+                          "bisect follows one: give its node id, or a -k that selects it alone")
+    return names[0] if names else None
 
 
 class _Watch:
     """What a step's progress report reads from its run directory while the paired run goes
     on; the judge only runs again when a round has ended (it reads every stream)."""
 
-    def __init__(self, judge: Judge, bench: str, base: Path, template: Progress) -> None:
+    def __init__(self, judge: Judge, bench: str | None, base: Path, template: Progress) -> None:
         self.judge, self.bench, self.base, self.template = judge, bench, base, template
         self.started = time.monotonic()
         self.judged: tuple[Path, int] | None = None
@@ -292,10 +377,14 @@ class _Watch:
         if run_dir is None:
             return replace(self.template, elapsed=elapsed)
         under_way = _round_under_way(run_dir, self.bench)
-        if (run_dir, under_way) != self.judged and under_way > 1:
+        bench = self.bench
+        if bench is None:  # a test file's -k: the one benchmark its run writes, once there
+            names = benches_run(run_dir)
+            bench = names[0] if len(names) == 1 else None
+        if (run_dir, under_way) != self.judged and under_way > 1 and bench is not None:
             self.judged = (run_dir, under_way)
             try:
-                self.last = self.judge(run_dir, self.bench)
+                self.last = self.judge(run_dir, bench)
             except Exception:  # a run read while it is written: no ratio in this report
                 self.last = None
         verdict = self.last
@@ -312,9 +401,10 @@ def bisect(
     good: str,
     bad: str,
     *,
-    suite: str,
-    bench: str,
+    suite: str | None = None,
+    bench: str | None = None,
     judge: Judge,
+    test: str | None = None,
     start: Path | None = None,
     pytest_args: Sequence[str] = (),
     rounds: int = ROUNDS,
@@ -325,22 +415,23 @@ def bisect(
     progress: Callable[[Progress], None] = lambda now: None,
     every: float | None = None,
 ) -> BisectResult:
-    """Find the first commit after ``good`` up to ``bad`` where ``bench`` changed. ``keep`` is
-    the results base that keeps each step's run (default: ``$DLBENCH_BASE``, else ``.dlbench``,
-    in ``start``); ``started`` is called once the commits are known, ``progress`` every
-    ``every`` seconds (:data:`PROGRESS_S`) while a step runs, ``report`` after each step."""
+    """Find the first commit after ``good`` up to ``bad`` where ``bench`` of ``suite`` changed,
+    or the test ``test`` (a node id, or a file with ``bench``: pytest's ``-k``) that uses the
+    ``bench`` fixture. ``keep`` is the results base that keeps each step's run (default:
+    ``$DLBENCH_BASE``, else ``.dlbench``, in ``start``); ``started`` is called once the commits
+    are known, ``progress`` every ``every`` seconds (:data:`PROGRESS_S`) while a step runs,
+    ``report`` after each step."""
     check_options(good, bad, rounds, max_rounds)
     where = Path(start or os.getcwd())
     repo = find_repo(where)
+    here = where if where.is_dir() else where.parent
+    target = Target.of(suite=suite, test=test, keyword=bench, where=here, repo=repo)
     good_sha, bad_sha = _resolve(repo, "GOOD", good), _resolve(repo, "BAD", bad)
     commits = commits_between(repo, good_sha, bad_sha)
-    suite_path = Path(suite)
-    if suite_path.suffix in (".yaml", ".yml") or suite_path.exists():
-        suite_path = suite_path.resolve()  # mapped into each worktree
     base = keep if keep is not None else results_base()
-    base = Path(base) if Path(base).is_absolute() else (where if where.is_dir() else
-                                                         where.parent) / base
-    folder = _session_folder(base.resolve(), bench)
+    base = Path(base) if Path(base).is_absolute() else here / base
+    folder = _session_folder(base.resolve(), target.label)
+    judged = [target.bench]  # a test file's -k: its benchmark, once the first step ran it
     steps = max_steps(len(commits))
     started(BisectPlan(commits=len(commits), max_steps=steps, folder=folder))
     probes: list[Probe] = []
@@ -365,6 +456,7 @@ def bisect(
                 break
             k *= 2
         probes.append(step)
+        result.bench = judged[0]
         report(step)
         return step
 
@@ -374,13 +466,12 @@ def bisect(
         step_base = folder / f"{number}-{step.commit[:10]}-{k}r"
         step_base.mkdir()
         log = step_base / BISECT_STEP_LOG
-        watch = _Watch(judge, bench, step_base, Progress(
+        watch = _Watch(judge, judged[0], step_base, Progress(
             step=number, max_steps=steps, commit=step.commit, bad=step.commit == bad_sha,
             round=0, rounds=k, elapsed=0.0))
         side = BaseSide.create(step.commit, repo)
         try:
-            where = side.map_path(suite_path) if suite_path.is_absolute() else suite_path
-            argv = [f"--bench-suite={where}", "-k", bench, f"--bench-against={good_sha}",
+            argv = [*target.argv(side), f"--bench-against={good_sha}",
                     f"--bench-rounds={k}", f"--bench-base={step_base}", "-p", "no:cacheprovider",
                     "-q", *pytest_args]
             with _every(every or PROGRESS_S, lambda: progress(watch.now())):
@@ -390,10 +481,13 @@ def bisect(
         run_dir = _newest_run(step_base)
         if run_dir is not None:
             step.run_dirs.append(run_dir)
-        verdict = judge(run_dir, bench) if run_dir is not None else None
+            if judged[0] is None:
+                judged[0] = _the_one_bench(run_dir, target)
+        bench_name = judged[0] or target.label
+        verdict = judge(run_dir, bench_name) if run_dir is not None else None
         if verdict is None:
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
-            raise BisectError(f"{step.commit[:10]}: no paired verdict for {bench} "
+            raise BisectError(f"{step.commit[:10]}: no paired verdict for {bench_name} "
                               f"(pytest said: {tail[0]}; its output: {log})")
         return verdict
 

@@ -202,7 +202,8 @@ def _start(cmd: Sequence[str], *, env: dict[str, str], cwd: Path | None, log: Pa
            cpus: Sequence[int] | None, server: ForkServer | None,
            stack: contextlib.ExitStack) -> subprocess.Popen | ForkedProcess:
     """The benchmark's process: forked from the warm server when it can, else fresh."""
-    if server is not None and _forkable(cmd) and not fork_blockers(server.env, env):
+    if server is not None and _forkable(cmd) and not fork_blockers(
+            server.env, env, child_paths=server.child_paths):
         try:
             return server.spawn(cmd[3:], env={**env, Env.LAUNCHER: "warm"}, cwd=cwd, log=log,
                                 cpus=cpus)

@@ -14,9 +14,16 @@ may have run, which ``torch.cuda.is_initialized()`` does not tell) or initialise
 instead of calling ``cuInit``.
 
 Protocol, JSON lines over the server's stdin and stdout: the server says ``{"ready": ...}`` once
-its imports are done; a request ``{"argv", "env", "cwd", "log", "cpus"}`` gets ``{"pid": N}``
-when forked, then ``{"exit": N, "returncode": R}`` when that child ended (R as
+its imports are done; a request ``{"argv", "env", "cwd", "log", "cpus", "paths"}`` gets
+``{"pid": N}`` when forked, then ``{"exit": N, "returncode": R}`` when that child ended (R as
 :attr:`subprocess.Popen.returncode`: negative for a signal). One child at a time.
+
+**Trees of their own** (``ForkServer(child_paths=True, guarded=ROOTS)``: the two sides of a
+``bench`` fixture test's paired round, plugin/fixture_against.py). A child's ``PYTHONPATH`` may
+then add entries of its own (a side's ``src/``), put on its ``sys.path`` as a fresh interpreter
+would put them; the server says which of its imports came from under ``ROOTS`` (the sides'
+trees, outside this interpreter's prefix), and refuses to serve when one did: that module would
+be one side's in the other side's child.
 
 No pytest here (the forked child imports and runs it); the plugin decides when to use it.
 """
@@ -120,14 +127,18 @@ def _maps_library(line: str) -> str:
     return os.path.basename(fields[5].strip()) if len(fields) == 6 else ""
 
 
-def fork_blockers(server_env: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
+def fork_blockers(server_env: Mapping[str, str], env: Mapping[str, str], *,
+                  child_paths: bool = False) -> list[str]:
     """The variables whose values differ between the server's environment and a child's, and
-    that may have been read at import time (so a forked child would not see them)."""
+    that may have been read at import time (so a forked child would not see them).
+    ``child_paths``: ``PYTHONPATH`` too is the child's own (put on its ``sys.path`` after the
+    fork, a server with :attr:`ForkServer.child_paths`)."""
     keys = set(server_env) | set(env)
     return sorted(
         k for k in keys
         if server_env.get(k) != env.get(k)
         and k not in _RUNTIME_ENV and not k.startswith(_RUNTIME_PREFIXES)
+        and not (child_paths and k == "PYTHONPATH")
     )
 
 
@@ -196,10 +207,15 @@ class ForkServer:
     """The launcher's handle on its server process: started once, serves one child at a time."""
 
     def __init__(self, *, cwd: Path, env: Mapping[str, str] | None = None,
-                 preload: Sequence[str] = BASE_PRELOAD) -> None:
+                 preload: Sequence[str] = BASE_PRELOAD, child_paths: bool = False,
+                 guarded: Sequence[Path] = ()) -> None:
         self.cwd = Path(cwd)
         self.env = dict(os.environ if env is None else env)
         self.preload = list(dict.fromkeys(preload))
+        #: A child's own PYTHONPATH entries go on its sys.path (the module docstring).
+        self.child_paths = child_paths
+        #: Trees the server must import nothing from (the sides' of a paired round).
+        self.guarded = [str(Path(p).resolve()) for p in guarded]
         self.proc: subprocess.Popen | None = None
         self.lines: _Lines
         self.ready: dict[str, Any] | None = None
@@ -209,7 +225,8 @@ class ForkServer:
         """Start the server; its imports go on in the background (see :meth:`wait_ready`)."""
         env = {**self.env, "PYTHONPATH": package_path(self.env), **SERVER_ENV}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_dlbench.run.forkserver", json.dumps(self.preload)],
+            [sys.executable, "-m", "pytest_dlbench.run.forkserver", json.dumps(self.preload),
+             json.dumps(self.guarded)],
             cwd=self.cwd, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C on the terminal is the launcher's to handle
@@ -251,7 +268,8 @@ class ForkServer:
             raise ForkServerError(self.broken or "the fork server is not ready")
         assert self.proc is not None and self.proc.stdin is not None
         request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd or self.cwd),
-                   "log": str(log), "cpus": list(cpus) if cpus else None}
+                   "log": str(log), "cpus": list(cpus) if cpus else None,
+                   "paths": self._own_paths(env)}
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
@@ -263,6 +281,14 @@ class ForkServer:
             self.broken = f"the fork server could not fork: {reply and reply.get('error')}"
             raise ForkServerError(self.broken)
         return ForkedProcess(self, int(reply["pid"]))
+
+    def _own_paths(self, env: Mapping[str, str]) -> list[str]:
+        """The child's ``PYTHONPATH`` entries the server's has not (with :attr:`child_paths`)."""
+        if not self.child_paths:
+            return []
+        server = package_path(self.env).split(os.pathsep)
+        return [p for p in (env.get("PYTHONPATH") or "").split(os.pathsep)
+                if p and p not in server]
 
     def ended(self) -> str:
         """How the server process ended, in words (``was killed by SIGKILL``), once it has."""
@@ -312,6 +338,11 @@ def _refusal(ready: Mapping[str, Any]) -> str:
                 f"driver does not say it is uninitialised")
     if ready.get("cuda_initialized"):
         return "an import initialised CUDA in the fork server"
+    shadowed = ready.get("guarded_imports")
+    if shadowed:
+        names = ", ".join(str(n) for n in shadowed[:3]) + (", ..." if len(shadowed) > 3 else "")
+        return (f"the fork server imported {names} from a tree a side runs: each side's child "
+                "must import its own")
     return ""
 
 
@@ -353,6 +384,33 @@ def _preload(names: Sequence[str]) -> tuple[list[str], str | None]:
     return failed, driver_by
 
 
+def _guarded_imports(roots: Sequence[str]) -> list[str]:
+    """The modules imported here whose file lies under one of ``roots`` and outside this
+    interpreter's own folders (a virtual environment inside the repository is the same for
+    every side; a package installed in development mode from the repository is not)."""
+    if not roots:
+        return []
+    import sysconfig
+
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                           *sysconfig.get_paths().values()) if p}
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        # Only a file's absolute path says where a module came from: torch's ``torch.ops`` and
+        # ``torch.classes`` are made in memory with a bare ``__file__`` ("_ops.py").
+        if not isinstance(file, str) or not os.path.isabs(file):
+            continue
+        path = os.path.realpath(file)
+        if any(_under(path, root) for root in roots) and not any(_under(path, p) for p in own):
+            found.append(name)
+    return sorted(found)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _cuda_initialized() -> bool:
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_initialized())
@@ -386,6 +444,13 @@ def _become_child(request: dict[str, Any], setup: Callable[[], None] | None,
     )
     os.chdir(request["cwd"])
     sys.path[0] = os.getcwd()  # as ``python -m`` puts it
+    # Its own PYTHONPATH entries (a side's src/), where a fresh interpreter puts them.
+    own = [p for p in request.get("paths") or () if p not in sys.path]
+    if own:
+        sys.path[1:1] = own
+        import importlib
+
+        importlib.invalidate_caches()
     os.environ.clear()
     os.environ.update(request["env"])
     for name in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
@@ -423,7 +488,7 @@ def _send(out: int, message: dict[str, Any]) -> None:
         data = data[os.write(out, data):]
 
 
-def serve(preload: Sequence[str]) -> int:
+def serve(preload: Sequence[str], guarded: Sequence[str] = ()) -> int:
     """The server's loop. Returns 0 in the server at end of file on stdin; in a forked child it
     returns that child's pytest exit status (so the interpreter ends as a fresh one would)."""
     # Requests come on fd 0 and replies go on a private copy of fd 1: what an import prints
@@ -438,7 +503,8 @@ def serve(preload: Sequence[str]) -> int:
     gc.freeze()  # the imported objects stay shared with the children (copy-on-write)
     ready = {"ready": True, "failed": failed, "cuda_initialized": _cuda_initialized(),
              "cuda_driver": cuda_driver_loaded(), "cuda_driver_by": driver_by,
-             "cuda_driver_initialized": cuda_driver_initialized(), "pid": os.getpid()}
+             "cuda_driver_initialized": cuda_driver_initialized(), "pid": os.getpid(),
+             "guarded_imports": _guarded_imports(guarded)}
     _send(out, ready)
     refused = _refusal(ready)  # the client does not ask then; if it does, no fork
     requests = os.fdopen(0, "rb", buffering=0)
@@ -484,5 +550,6 @@ def _run_pytest(args: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else 1
 
 
-if __name__ == "__main__":  # python -m pytest_dlbench.run.forkserver '["torch", ...]'
-    sys.exit(serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else BASE_PRELOAD))
+if __name__ == "__main__":  # python -m pytest_dlbench.run.forkserver '["torch", ...]' '[ROOT]'
+    sys.exit(serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else BASE_PRELOAD,
+                   json.loads(sys.argv[2]) if len(sys.argv) > 2 else ()))

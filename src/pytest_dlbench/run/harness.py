@@ -35,7 +35,7 @@ from pytest_dlbench.run.launch.rank import RankInfo, open_rank_stream
 from pytest_dlbench.suite import BenchSpec, fill_all
 from pytest_dlbench.suite.presets import run_dimensions
 
-__all__ = ["RunContext", "classify_exception", "execute", "start_run"]
+__all__ = ["RunContext", "classify_exception", "execute", "launch_facts", "start_run"]
 
 
 @dataclass
@@ -226,7 +226,7 @@ def execute(
     return Outcome(Status.OK), None
 
 
-def _launch_facts() -> dict[str, Any]:
+def launch_facts() -> dict[str, Any]:
     """When and how the parent launched this child, and when its harness started: the launch
     overhead is ``meta.time - launched`` (benchmarks/startup.py)."""
     launched = os.environ.get(Env.LAUNCHED)
@@ -262,7 +262,7 @@ def start_run(
     stream = open_rank_stream(path, rank)
     stream.write(Event.CONFIG, spec=spec.to_dict(), device=device, repeat=repeat,
                  **run_dimensions(spec.definition, spec.args), **rank.describe(),
-                 **_launch_facts())
+                 **launch_facts())
     try:
         args = fill_all(spec.args, context)
     except DlbenchError as exc:  # an argument the suite wrote cannot be filled: its one line
