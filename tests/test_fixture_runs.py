@@ -192,7 +192,9 @@ def test_against_a_revision_pairs_the_rounds(pytester: pytest.Pytester) -> None:
     (pytester.path / "test_dl.py").write_text(TESTS.replace("0.002", "0.004"))  # slower
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out")
     output = result.stdout.str()
-    assert result.ret in (0, 6), output  # 2 rounds: the verdict may not be significant
+    # 2 rounds: the permutation test's smallest p is 1/4, so the slowdown cannot be proven
+    # (inconclusive, 9); a regression excluded (0) or claimed (6) only on other evidence.
+    assert result.ret in (0, 6, 9), output
     result.stdout.fnmatch_lines(["*against main*2 rounds*", "*test_fast*"])
     assert "not used" not in output
     (run_dir,) = (pytester.path / "out" / "runs").iterdir()

@@ -26,8 +26,10 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from pytest_dlbench.results.summary import BenchSummary, MilabenchScore, SuiteSummary
+if TYPE_CHECKING:  # options.py reads the score names at start-up: no summary imported then
+    from pytest_dlbench.results.summary import BenchSummary, MilabenchScore, SuiteSummary
 
 __all__ = [
     "MILABENCH",
@@ -106,6 +108,8 @@ def milabench_score(summary: SuiteSummary,
                 if name not in figures and w > 0}
     score = suite_score([*((figures[b.name], b.weight, b.enabled) for b in summary.benchmarks),
                          *((None, w, True) for w in left_out.values())])
+    from pytest_dlbench.results.summary import MilabenchScore
+
     return MilabenchScore(score, figures, left_out)
 
 
