@@ -221,7 +221,8 @@ def test_smoke_compile_runs_eager_and_compiled_siblings(pytester: pytest.Pyteste
     for column in ("precision", "compile", "graphs", "breaks", "speedup"):
         assert column in header.split()
     compiled_row = [line for line in out.splitlines() if line.startswith("mlp-compiled ")][1]
-    assert re.search(r" \d+\.\d\dx( |$)", compiled_row), compiled_row  # the speed-up over eager
+    # The speed-up over eager; "?" marks it in doubt on a loaded machine (the product's rule).
+    assert re.search(r" \d+\.\d\dx\??( |$)", compiled_row), compiled_row
     eager_row = [line for line in out.splitlines() if line.startswith("mlp-eager ")][1]
     start = header.split().index("precision")  # columns by name: others may come before
     assert eager_row.split()[start:start + 5] == ["fp32", "-", "-", "-", "-"]  # no compile

@@ -86,4 +86,6 @@ def test_the_example_suite_runs(pytester: pytest.Pytester) -> None:
                   if line.startswith("bench ") and "precision" in line)
     assert {"precision", "compile", "graphs", "breaks", "speedup"} <= set(header.split())
     row = [line for line in result.stdout.lines if line.startswith("mlp-default ")][1]
-    assert re.search(r" \d+\.\d\dx( |$)", row), row  # the speed-up over mlp-none
+    # The speed-up over mlp-none; "?" marks it in doubt when either side was unreliable
+    # (a loaded machine), which is the product's rule, not a failure of the example.
+    assert re.search(r" \d+\.\d\dx\??( |$)", row), row
