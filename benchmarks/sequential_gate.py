@@ -34,7 +34,7 @@ import numpy as np
 
 from pytest_dlbench.results import gate, paired
 from pytest_dlbench.results.paired import evidence_of
-from pytest_dlbench.results.stats import BOOTSTRAPS, PERMUTATIONS, PairedStats
+from pytest_dlbench.results.stats import BOOTSTRAPS, PERMUTATIONS, PairedStats, expanded_level
 from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED, Rule, judge
 
 #: The noise kinds of the cells: (name, run-to-run spread, spells on). "7 % in spells" is a
@@ -108,7 +108,8 @@ def quantile_twin(base: np.ndarray, cand: np.ndarray, *, alpha: float = gate.ALP
     higher = float(np.mean((permuted > observed + tie) | (tied & (shifts >= shift - tie))))
     picks = rng.integers(0, n, (BOOTSTRAPS, n))
     boot = log_ratios(runs[picks, 0], runs[picks, 1])
-    ci = (math.exp(float(np.quantile(boot, alpha))), math.exp(float(np.quantile(boot, 1 - alpha))))
+    level = expanded_level(alpha, n)
+    ci = (math.exp(float(np.quantile(boot, level))), math.exp(float(np.quantile(boot, 1 - level))))
     return PairedStats(n, math.exp(observed), ci, lower, higher, observed, float(np.var(boot)),
                        p_floor=1.0 / len(signs))
 

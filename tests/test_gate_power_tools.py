@@ -383,7 +383,7 @@ def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None
               OfflineTrial("paired", 0, 0, evaluate(doubt).status, str(doubt)),
               OfflineTrial("saved", 0, 10, gate.EXIT_INCONCLUSIVE, str(dropped), str(base1)),
               OfflineTrial("saved", 0, 0, gate.EXIT_INCONCLUSIVE, str(unsure), str(base2))]
-    text = gate_offline.offline_report(trials, report_args(), {})
+    text = gate_offline.offline_report(trials, report_args(rounds=10), {})  # as they ran
     assert "warning" not in text, text  # the offline judgement reproduces every exit status
     header = cells_of(text, "mode")
     assert header[3:5] == ["0 % (false alarms)", "10 %"]
@@ -403,7 +403,7 @@ def test_the_offline_report_counts_as_the_product_judged(tmp_path: Path) -> None
     assert "2 of 2 paired trials stopped before round 10" in text
     # An exit status the product's own judgement does not give is flagged.
     trials[0].status = gate.OK
-    text = gate_offline.offline_report(trials, report_args(), {})
+    text = gate_offline.offline_report(trials, report_args(rounds=10), {})  # as they ran
     assert "warning: 1 trials whose exit status and the offline judgement" in text
     assert "paired rep 0 10 % exit 0 vs 6" in text
 
@@ -430,7 +430,7 @@ def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path
                      rounds=rounds)
     text = gate_offline.offline_report(
         [OfflineTrial("paired", 0, 10, gate.EXIT_REGRESSED, str(run))],
-        report_args(slowdowns=[10]), {})
+        report_args(slowdowns=[10], rounds=rounds), {})
     assert "warning" not in text, text
     own = cells_of(text, "paired as the product judged")
     assert own[0].endswith("fixed rule, quantile (steps pooled), first 10 rounds, tolerance 3%")

@@ -28,6 +28,7 @@ from pytest_dlbench.results.stats import (
     _hodges_lehmann,
     _signed_rank_counts,
     combined_paired,
+    expanded_level,
     p_in_direction,
     paired_stats,
     quantile_stats,
@@ -203,6 +204,40 @@ def test_quantile_stats_exact_and_sampled_permutations() -> None:
     assert quantile_stats([], []) is None
     with pytest.raises(ValueError, match="steps of each round"):
         paired_stats([0.1], test="quantile")
+
+
+def test_the_expanded_level_is_student_s_width_for_few_rounds() -> None:
+    # Phi(sqrt(n/(n-1)) * t(alpha, n-1)): 0.33 % over 4 rounds, back towards alpha with more.
+    assert expanded_level(0.05, 4) == pytest.approx(0.0033, abs=2e-4)
+    levels = [expanded_level(0.05, n) for n in (2, 3, 4, 6, 10, 20, 100, 10_000)]
+    assert levels == sorted(levels) and levels[-1] == pytest.approx(0.05, abs=1e-3)
+    assert expanded_level(0.05, 1) == 0.05  # one round has no interval anyway
+
+
+def test_the_quantile_interval_is_read_at_the_expanded_level() -> None:
+    """The bootstrap is the same; its bounds are read at the expanded level, so over few rounds
+    the interval is wider than the plain percentile one (which read a real 5 % slowdown as
+    "unchanged" at the sequential design's early looks)."""
+    import numpy as np
+
+    rng = random.Random(3)
+    base = [[100 * (1 + rng.gauss(0, 0.03)) for _ in range(30)] for _ in range(4)]
+    cand = [[0.95 * 100 * (1 + rng.gauss(0, 0.03)) for _ in range(30)] for _ in range(4)]
+    s = quantile_stats(base, cand)
+    assert s is not None and s.ci is not None
+    # The same seeded bootstrap as stats.quantile_stats (4 rounds: no sampled permutations).
+    draw = np.random.default_rng(0)
+    boot = []
+    for _ in range(2000):
+        picks = draw.integers(0, 4, 4)
+        b = np.concatenate([base[i] for i in picks])
+        c = np.concatenate([cand[i] for i in picks])
+        boot.append(float(np.log(np.percentile(c, 75) / np.percentile(b, 75))))
+    level = expanded_level(ALPHA, 4)
+    assert s.ci[0] == pytest.approx(math.exp(float(np.quantile(boot, level))))
+    assert s.ci[1] == pytest.approx(math.exp(float(np.quantile(boot, 1 - level))))
+    plain = math.exp(float(np.quantile(boot, ALPHA)))
+    assert s.ci[0] < plain
 
 
 def test_combined_paired_of_one_benchmark_is_its_own_t_test() -> None:

@@ -165,12 +165,15 @@ def inconclusive_advice(paired: bool, causes: tuple[str, ...] = (NOISE,)) -> str
     return "; ".join(advice[c] for c in ordered)
 
 
-#: ``--bench-against``: rounds of (base, candidate) pairs per benchmark, and the paired test
-#: (results/paired.py). Even, so that ABBA order puts each side first equally often. Chosen
-#: with ``benchmarks/gate_power.py`` (docs/reports.md): on a shared machine whose load slows
-#: whole runs in spells, the quantile test over 10 rounds is the one that caught 5 % slowdowns;
-#: the per-run tests (t, wilcoxon) lost them to the spells.
-ROUNDS = 10
+#: ``--bench-against``: the most rounds of (base, candidate) pairs per benchmark, and the
+#: paired test (results/paired.py). Even, so that ABBA order puts each side first equally
+#: often. The sequential design stops a benchmark once its verdict is clear, so the most rounds
+#: is what an undecided pair costs: at 10, a quarter of identical pairs on a noisy 2-core
+#: machine could not exclude a 3 % regression and ended inconclusive; at 20 a few in a hundred,
+#: for about two rounds more on average (docs/reports.md, "Stopping early").
+#: On a shared machine whose load slows whole runs in spells, the quantile test is the one that
+#: caught 5 % slowdowns; the per-run tests (t, wilcoxon) lost them to the spells.
+ROUNDS = 20
 PAIRED_TEST = "quantile"
 #: What each run of a pair contributes (results/paired.py): ``window``, its rate over the
 #: steady window (Σitems/Σseconds, the scored figure), or ``median``, the median of its steady
