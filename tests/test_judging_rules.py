@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dlbench.results import busy, noise, paired
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
+from pytest_dlbench.results.figures import busy
+from pytest_dlbench.results.judge import noise, paired
+from pytest_dlbench.results.model import SCHEMA, SuiteSummary
 
 
 def _bench(runs: list[tuple[str, bool | None]]) -> Any:
@@ -37,9 +37,9 @@ def test_the_busy_share_is_counted_once_for_both_modes() -> None:
 
 
 def test_the_confirmation_folders_are_named_by_layout_alone() -> None:
-    """results/confirm.py decides; the confirmation's folder, round folders and done file are
+    """results/judge/confirm.py decides; the confirmation's folder, round folders and done file are
     layout.py's names, imported from there (plugin/confirm.py too), never re-exported."""
-    from pytest_dlbench.results import confirm
+    from pytest_dlbench.results.judge import confirm
 
     for name in ("round_dir", "DONE_FILE", "confirm_dir", "CONFIRM", "parse_confirm"):
         assert name not in confirm.__all__
@@ -78,7 +78,7 @@ def test_a_flops_record_of_bools_is_no_figure(tmp_path: Any) -> None:
     from _runs import write_run
 
     from pytest_dlbench.measure.stream import Event
-    from pytest_dlbench.results.scoring import load_run
+    from pytest_dlbench.results.figures import load_run
 
     path = write_run(tmp_path, "x", [(100.0, 1.0)] * 10)
     *records, end = path.read_text().splitlines(keepends=True)
@@ -134,7 +134,7 @@ def test_gate_offline_takes_exit_statuses_from_the_evaluation() -> None:
 
 def test_a_verdict_word_is_decided_only_by_the_core() -> None:
     """Issue 38: regressed, improved, unchanged, inconclusive, failed and incomparable are set
-    in results/verdict.py alone (the gate's one word of a run, in results/gate.gate_record):
+    in results/judge/verdict.py alone (the gate's one word of a run, in results/gate.gate_record):
     no other module makes a ``Verdict`` or sets a row's word to one of them itself."""
     import re
     from pathlib import Path

@@ -150,13 +150,13 @@ from pytest_dlbench.measure import stream
 from . import timing
 from .. import layout
 if TYPE_CHECKING:
-    from pytest_dlbench.results.scoring import RunResult
+    from pytest_dlbench.results.figures.scoring import RunResult
 def later():
     from pytest_dlbench.results import telemetry
     from ..profile import capture
 """
     assert wrong_imports("pytest_dlbench.measure.bench", source) == [
-        "pytest_dlbench.results.telemetry", "pytest_dlbench.profile.capture"]
+        "pytest_dlbench.results.figures.telemetry", "pytest_dlbench.profile.capture"]
     assert layer("pytest_dlbench.core.errors") == "core"
     assert layer("pytest_dlbench.layout") == "layout"
     assert layer("pytest_dlbench.run.harness") == "run"

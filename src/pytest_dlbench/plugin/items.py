@@ -16,8 +16,7 @@ from pytest_dlbench.core.protocol import Outcome, Status
 from pytest_dlbench.layout import item_name
 from pytest_dlbench.measure.monitor import Monitor, parse_interval
 from pytest_dlbench.measure.stream import Event, NullStream
-from pytest_dlbench.results.scoring import load_run, run_from_records
-from pytest_dlbench.results.validation import validate_usage
+from pytest_dlbench.results.figures import load_run, run_from_records, validate_usage
 from pytest_dlbench.run.definition import load_definition
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
@@ -191,7 +190,7 @@ class BenchItem(_BenchNode, pytest.Item):
 
 def _scored(stream: Path) -> Outcome | None:
     """The report's verdict on a run whose child ended ok, when it is another one: the stream
-    as the table scores it (results/scoring.load_run). A stream its own benchmark corrupted
+    as the table scores it (results/figures/scoring.load_run). A stream its own benchmark corrupted
     fails in the table, so its item fails too, with the same reason: one verdict."""
     run = load_run(stream)
     if run.ok or run.status is Status.SKIPPED:

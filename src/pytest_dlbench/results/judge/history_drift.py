@@ -1,5 +1,5 @@
 """The drift between sessions read from a machine's ``--bench-autosave`` history, for a saved
-baseline of one session (results/noise.py): autosaved sessions of a known commit with a clean
+baseline of one session (results/judge/noise.py): autosaved sessions of a known commit with a clean
 tree, of this machine, grouped by commit (a change of code is never drift), the run judged left
 out, a session known by what it measured (:func:`session_key`: one file copied under two names
 counts once). A file that cannot be read is left out and named in the warnings.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.results.noise import Drift, estimate_drift
+from pytest_dlbench.results.judge.noise import Drift, estimate_drift
 
 __all__ = ["HistoryDrifts", "history_drifts", "session_key"]
 

@@ -55,7 +55,7 @@ class Busy:
     reason: str  # one phrase when busy ("" when not)
 
     def to_dict(self) -> dict[str, Any]:
-        """The run's telemetry keys (results/telemetry.py): saved with the summary."""
+        """The run's telemetry keys (results/figures/telemetry.py): saved with the summary."""
         return {"busy": self.busy, "busy_share": round(self.busy_share, 3),
                 "outside_cpu_cores": round(self.mean_outside, 3),
                 "busy_reason": self.reason or None}
