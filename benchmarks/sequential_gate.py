@@ -154,8 +154,7 @@ def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = TOLERA
         assert s is not None
         return judge(evidence_of(s), Rule(tolerance, alpha)).word
 
-    found = first_stop(look_at, rounds, final=final, tolerance=tolerance,
-                                  alpha=alpha)
+    found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha)
     assert found is not None  # every round is there
     return final(look_at(rounds)), found[0]
 

@@ -156,7 +156,7 @@ def parse_fixture_steps(text: str) -> tuple[int, int]:
     parts = [part.strip() for part in str(text).split(",")]
     if len(parts) != 2:
         raise OptionValueError(f"WARMUP,STEPS expected (e.g. {FIXTURE_STEPS[0]},"
-                                    f"{FIXTURE_STEPS[1]}), got {text!r}")
+                               f"{FIXTURE_STEPS[1]}), got {text!r}")
     values: list[object] = []
     for part in parts:
         try:

@@ -242,7 +242,7 @@ class Comparison:
         """What to do about the inconclusive verdicts, for their causes: a paired run's rounds
         or a saved baseline's comparison (results/causes.py)."""
         return causes.inconclusive_advice(paired=self.against is not None,
-                                        causes=self.inconclusive_causes)
+                                          causes=self.inconclusive_causes)
 
     def get(self, name: str) -> BenchComparison | None:
         return next((b for b in self.benchmarks if b.name == name), None)

@@ -471,7 +471,7 @@ def combine_stats(
         **({"gpu_util_reason": reasons[0]} if reasons and not util else {}),
         # The largest run's, as the device peak (what must fit on one device).
         **torch_peaks(max(allocated) if allocated else None,
-                       max(reserved) if reserved else None),
+                      max(reserved) if reserved else None),
         # Only when a run knows (results/figures/busy.py): older runs' telemetry stays as it was.
         **({"busy": any(busy)} if busy else {}),
     }
