@@ -23,11 +23,11 @@ from pytest_dlbench.results.judge import (
     NOT_HELD,
     Rule,
     compare,
-    confirm,
     read_confirmation,
     repeats,
 )
 from pytest_dlbench.results.judge import REGRESSED as REGRESSED_WORD
+from pytest_dlbench.results.judge.confirm import confirm
 from pytest_dlbench.results.model import BaselineLoad, SuiteSummary
 
 TOL, ALPHA = 0.03, 0.05

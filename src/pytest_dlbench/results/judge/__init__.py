@@ -29,7 +29,6 @@ if TYPE_CHECKING:
         NOT_HELD,
         BenchConfirmation,
         Confirmation,
-        confirm,
         read_confirmation,
         suspects,
     )
@@ -108,7 +107,7 @@ _HOMES = {
     ),
     "comparison": ("BenchComparison", "Comparison"),
     "confirm": (
-        "BenchConfirmation", "Confirmation", "NOT_HELD", "confirm", "read_confirmation",
+        "BenchConfirmation", "Confirmation", "NOT_HELD", "read_confirmation",
         "suspects",
     ),
     "defaults": ("CONFIRM", "PAIRED_RATE", "PAIRED_RATES", "PAIRED_TEST", "ROUNDS"),
@@ -135,7 +134,7 @@ _HOMES = {
 __all__ = [
     "ALL_ROUNDS", "ALPHA", "BenchComparison", "BenchConfirmation", "BOOTSTRAPS", "BUSY",
     "BUSY_ADVICE", "BUSY_DOUBT", "CHANGED", "CLEAR", "combined_paired", "compare",
-    "compare_paired", "compare_summaries", "Comparison", "confirm", "CONFIRM", "Confirmation",
+    "compare_paired", "compare_summaries", "Comparison", "CONFIRM", "Confirmation",
     "DEFAULT_BETWEEN_RUN_CV", "design_of", "Evidence", "evidence_of", "FAILED", "FEW_ROUNDS",
     "FEW_ROUNDS_ADVICE", "first_stop", "FIXED", "history_drifts", "HistoryDrifts", "IMPROVED",
     "INCOMPARABLE", "INCONCLUSIVE", "INCONCLUSIVE_ADVICE", "judge", "judge_confirmation",
