@@ -26,7 +26,7 @@ from pytest_dlbench.results.model import save_summary, summary_dict
 
 def entry(rates: list[float], commit: str | None, *, dirty: bool = False,
           autosaved: bool = True, run_dir: str | None = None) -> Any:
-    """A history entry (results/history.Entry's fields that are read) of one session."""
+    """A history entry (results/history/records.Entry's fields that are read) of one session."""
     summary = session(rates)
     if run_dir is not None:
         summary = SimpleNamespace(benchmarks=summary.benchmarks, run_dir=run_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -315,3 +316,12 @@ def test_the_option_table_loads_no_scoring_nor_statistics() -> None:
     assert loaded_after("import pytest_dlbench.options") == sorted([
         RESULTS, f"{RESULTS}.figures", f"{RESULTS}.figures.milabench_score", f"{RESULTS}.gate",
         f"{RESULTS}.judge", f"{RESULTS}.judge.defaults", f"{RESULTS}.judge.verdict"])
+
+
+def test_the_examples_of_the_architecture_page_run() -> None:
+    """docs/architecture.md's Python blocks (the faces' imports) run as written."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/architecture.md", "exec"), {})

@@ -136,7 +136,7 @@ def verdict_line(comparison: Any, status: int) -> str:
 
 
 def gate_record(comparison: Any, status: int | None) -> dict[str, Any] | None:
-    """The ``gate`` entry (results/summary_json.GATE) of a run compared with a baseline (None
+    """The ``gate`` entry (results/model/summary_json.GATE) of a run compared with a baseline (None
     without a comparison): the exit status, the verdict in one word, each inconclusive
     verdict's reason and what to do (the terminal and the HTML banner say the same), and the
     whole comparison."""

@@ -45,7 +45,7 @@ class HistoryDrifts:
 
 
 def session_key(summary: Any) -> str:
-    """What identifies a session (a saved summary, results/summary.SuiteSummary): its run
+    """What identifies a session (a saved summary, results/model/summary.SuiteSummary): its run
     directory (the run's name and time, when it has one) and a hash of its figures (each
     benchmark's perf and run rates). Two files of one session have both the same; two
     sessions, never both."""
@@ -57,7 +57,7 @@ def session_key(summary: Any) -> str:
 
 def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
                    ) -> dict[str, Drift]:
-    """Each benchmark's drift between sessions from history entries (results/history.Entry)
+    """Each benchmark's drift between sessions from history entries (results/history/records.Entry)
     of one machine (the module's rules); the entry of the run directory ``leave_out`` is not
     used."""
     groups: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))

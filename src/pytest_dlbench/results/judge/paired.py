@@ -1,7 +1,7 @@
 """A ``--bench-against`` run's paired comparison: the base side (``base/``) and the candidate ran
 each benchmark in ABBA rounds on the same slot; round ``r`` on device ``k`` is one pair, and its
 log ratio cancels the load both runs shared. Per benchmark the pairs go to a test of
-results/stats.TESTS, at the last round (the fixed design) or at the first interim look where
+results/judge/stats.TESTS, at the last round (the fixed design) or at the first interim look where
 the core's ``judge_look`` fires (the sequential design: repeated confidence intervals); a
 change whose busy runs are all on one side is in doubt. The score combines the benchmarks'
 mean log ratios. docs/reports.md, "Against a git revision" and "Stopping early". Pure
