@@ -7,8 +7,7 @@ gate worked against, and the paired targets.
   run directory, as pytest and ``dlbench report`` do: the run's own design, round bound, test and
   rate from its ``against.json`` (sequential: the first clear look is the verdict; fixed: every
   round), the busy-side doubt (results/judge/paired.py ``paired_with_doubts``: inconclusive), and
-  the
-  exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
+  the exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
   where a trial's exit status and this judgement disagree, the report warns.
 - **Paired, other rules**: ``compare_paired`` with the design named in the row: the fixed rule
   on the first k rounds, other tests, rates and tolerances ("fixed rule": a trial that the
@@ -16,8 +15,7 @@ gate worked against, and the paired targets.
   and the sequential rule at the product's defaults where the runs' own rule is not that one.
 - **Saved, as the product judged**: ``evaluate`` with the baseline file: the first pass and its
   ``--bench-confirm`` confirmation runs (``confirm/<k>/``, results/judge/confirm.py's rule); then
-  the
-  first pass alone, and other tolerances with the confirmation runs the trial made (at the
+  the first pass alone, and other tolerances with the confirmation runs the trial made (at the
   product's tolerance: a benchmark suspected only at another tolerance has none).
 
 Every row counts the outcome its exit status would be (``evaluation.judged``: the benchmark's

@@ -1,7 +1,6 @@
 """The ``bench`` fixture's saved-baseline gate has the suite path's protections (issue 38): the
 monitor's records in its stream, so that results/figures/busy.py judges it and a busy run is in
-doubt
-as a suite's is, and ``--bench-confirm``'s reruns of a suspected test in fresh processes."""
+doubt as a suite's is, and ``--bench-confirm``'s reruns of a suspected test in fresh processes."""
 
 from __future__ import annotations
 

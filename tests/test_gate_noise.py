@@ -1,7 +1,6 @@
 """results/judge/noise.py and results/figures/busy.py (issue 26): a saved-baseline verdict judged
-with the
-noise between runs, and a run on a busy machine, on synthetic summaries and samples with known
-answers."""
+with the noise between runs, and a run on a busy machine, on synthetic summaries and samples with
+known answers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The results history (results/history/records.py): --bench-autosave's files, reading them back,
-the
-series and steps per benchmark, -k and --since, and `dlbench history`."""
+the series and steps per benchmark, -k and --since, and `dlbench history`."""
 
 from __future__ import annotations
 

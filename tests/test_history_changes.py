@@ -1,6 +1,5 @@
 """Change detection over a benchmark's history (results/history/changes.py): PELT under the L1 cost
-is
-the exact optimum, noise alone makes (almost) no step on A/A series, a 15 % step is found at
+is the exact optimum, noise alone makes (almost) no step on A/A series, a 15 % step is found at
 its commit, a single outlier is not a step, and the work grows near-linearly with the
 series (issue 40)."""
 

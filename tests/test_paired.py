@@ -388,8 +388,8 @@ def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
 def test_a_side_with_no_run_gets_the_same_word_paired_or_saved(
         tmp_path: Path, cand_ok: bool, base_ok: bool, word: str) -> None:
     # One rule (results/judge/verdict.judge_unmatched): both sides failed is "incomparable" in
-    # either
-    # mode (the paired gate said "failed" before); the candidate's failure fails the run anyway.
+    # either mode (the paired gate said "failed" before); the candidate's failure fails the run
+    # anyway.
     run = paired_run(tmp_path, {"x": (100.0, 100.0)}, rounds=4)
     for r in range(4):
         if not cand_ok:

@@ -1,7 +1,6 @@
 """The rate's ceiling (results/figures/plausibility.py): a rate the wall clock cannot support is an
-error
-of measurement that fails the run, never a figure; healthy runs, external commands and voir runs
-are never flagged."""
+error of measurement that fails the run, never a figure; healthy runs, external commands and voir
+runs are never flagged."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Summaries are built the way the plugin builds them: streams written with ``StreamWriter``, read
 back and scored by ``pytest_dlbench.results.figures.scoring``; comparisons by ``results.compare``
-against
-a baseline summary dict (as ``load_summary`` returns it).
+against a baseline summary dict (as ``load_summary`` returns it).
 """
 
 from __future__ import annotations

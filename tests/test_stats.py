@@ -1,7 +1,6 @@
 """results/judge/stats.py: the tests of a comparison, and results/judge/verdict.py's rule called
-directly
-(size and significance), and the property that the two kinds of comparison (a saved baseline, a
-paired run) judge alike."""
+directly (size and significance), and the property that the two kinds of comparison (a saved
+baseline, a paired run) judge alike."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ whose ``config`` has the same definition, the same command line without ``--comp
 called, a matrix over ``--compile`` or two hand-written entries pair the same way. Its speed-up
 is ``perf(compiled) / perf(eager)``, when both have a perf; a side whose figure is in doubt
 (results/figures/doubt.py: its std% flagged unreliable, or runs on a busy machine) puts the speed-up
-in
-doubt, said on its row. Pure functions: no torch.
+in doubt, said on its row. Pure functions: no torch.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Whether a benchmark's figure can be taken at its word: a std% flagged unreliable
 (results/figures/scoring.py) or runs taken on a busy machine (results/figures/busy.py) put it in
-doubt. The
-one rule the HTML banner (a run that "ran, figures in doubt") and the compiled speed-ups
+doubt. The one rule the HTML banner (a run that "ran, figures in doubt") and the compiled speed-ups
 (results/figures/compiled.py) read; the gate's own doubts are results/judge/noise.py's and
-results/judge/paired.py's.
-Pure functions over summaries.
+results/judge/paired.py's. Pure functions over summaries.
 """
 
 from __future__ import annotations

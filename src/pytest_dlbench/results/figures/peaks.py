@@ -14,8 +14,7 @@ when enough of them agree; when they do not, there is no MFU, and the report say
 
 A matmul slowed as a whole is no peak either, though its steps agree: one the monitor judged
 taken on a busy machine (the run's telemetry ``busy``, results/figures/busy.py: a neighbour that
-loaded
-the machine only while the matmul ran made it 60 times slower, and lm-tiny's usual figure
+loaded the machine only while the matmul ran made it 60 times slower, and lm-tiny's usual figure
 "an error of measurement"), or one far below the other benchmarks (most of two or more of them
 above :data:`CEILING` times it). Then there is no MFU, the report says why, and the others'
 figures stand: a slow reference never makes them errors.

@@ -162,8 +162,7 @@ def sweep_header(rows: Sequence[SweepRow]) -> list[str]:
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """The one CSV writer of the tables (``dlbench table --csv``, results/history/frames.py): the
-    header,
-    then each row, None as an empty cell."""
+    header, then each row, None as an empty cell."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([_inert(name) for name in header])

@@ -34,10 +34,9 @@ PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter 
                               "nothing else loading it during the run")
 
 #: Why verdicts are inconclusive, as the closing line names it (results/judge/saved.py,
-#: ``Comparison.inconclusive_causes``):
-#: a side measured on a busy machine, noise too large for the tolerance (between runs, within
-#: a side's runs, or between a paired run's rounds), or a paired run that ended before the
-#: rounds it needed.
+#: ``Comparison.inconclusive_causes``): a side measured on a busy machine, noise too large for the
+#: tolerance (between runs, within a side's runs, or between a paired run's rounds), or a paired run
+#: that ended before the rounds it needed.
 BUSY = "busy"
 NOISE = "noise"
 FEW_ROUNDS = "rounds"

@@ -5,8 +5,7 @@ The format itself is the type's (``SuiteSummary.to_dict``/``from_dict``, results
 versioned (``"schema": "pytest-dlbench/summary"``, ``"version"``) and migrated on load, so a
 baseline saved by an older pytest-dlbench stays usable. Saving stamps it with what it was
 measured on (machine, package versions, git commit: results/figures/machine.py), because a baseline
-is
-only as meaningful as the hardware and software it came from.
+is only as meaningful as the hardware and software it came from.
 """
 
 from __future__ import annotations

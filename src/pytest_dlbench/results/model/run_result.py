@@ -255,8 +255,7 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], shared: Mapping[str, Any]) -> RunResult:
         """A saved run (checked: results/model/summary_json.py). ``shared``: what a run does not
-        save
-        but its benchmark does (name, units, weight, plan, metric, job size, precision). Its
+        save but its benchmark does (name, units, weight, plan, metric, job size, precision). Its
         observations are not saved, only its rate and block rates."""
         repeat = data.get("repeat")
         return cls(

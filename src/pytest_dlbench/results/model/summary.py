@@ -414,8 +414,7 @@ class SuiteSummary:
         """A saved summary of any version read back: migrated, its types checked.
 
         Raises :class:`~pytest_dlbench.results.model.summary_json.SummaryFormatError` (a
-        ValueError),
-        one line naming the key.
+        ValueError), one line naming the key.
         """
         data = checked(data)
         failure_rate = data.get("failure_rate")
