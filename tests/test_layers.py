@@ -310,6 +310,16 @@ def test_the_faces_are_lazy() -> None:
     assert f"{RESULTS}.judge.paired" not in loaded and f"{RESULTS}.judge.stats" not in loaded
 
 
+def test_a_benchmarks_child_loads_no_scoring() -> None:
+    """A benchmark's child (``python -m pytest`` with the plugin, plugin/child.py) imports the
+    faces it needs and the option table's few modules, not the scoring nor the judging: those
+    run in the parent."""
+    loaded = loaded_after("import pytest_dlbench.plugin.child")
+    assert f"{RESULTS}.figures.scoring" not in loaded
+    assert not [m for m in loaded if m.startswith((f"{RESULTS}.model.", f"{RESULTS}.history."))]
+    assert f"{RESULTS}.judge.stats" not in loaded and f"{RESULTS}.evaluation" not in loaded
+
+
 def test_the_option_table_loads_no_scoring_nor_statistics() -> None:
     """pytest imports the option table at start-up (options.py): the gate's statuses, the
     defaults, the verdict's words and the score names, nothing that scores or tests."""
