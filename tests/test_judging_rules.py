@@ -44,7 +44,7 @@ def test_the_confirmation_folders_are_named_by_layout_alone() -> None:
     for name in ("round_dir", "DONE_FILE", "confirm_dir", "CONFIRM", "parse_confirm"):
         assert name not in confirm.__all__
     assert not hasattr(confirm, "round_dir") and not hasattr(confirm, "DONE_FILE")
-    assert not hasattr(confirm, "parse_confirm")  # the option's parsing is results/gate.py's
+    assert not hasattr(confirm, "parse_confirm")  # the option's parsing is options.py's
 
 
 _NAMES_ONE_HOME = ("src/pytest_dlbench/results/scoring.py",

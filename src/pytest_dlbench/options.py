@@ -1,4 +1,5 @@
-"""Option definitions shared by the pytest plugin and the ``dlbench`` command."""
+"""Option definitions shared by the pytest plugin and the ``dlbench`` command, and the
+parsers of their values."""
 
 from __future__ import annotations
 

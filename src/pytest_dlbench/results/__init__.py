@@ -1,6 +1,6 @@
-"""What a run means (docs/architecture.md, "results/ by job"): four rooms by job, each
-standing on the ones below it (model < figures < judge < history), the gate's exit statuses
-(gate) and the end of a run (evaluation) above them.
+"""What a run means (docs/architecture.md, "results/ by job"): four rooms by job with the
+gate's exit statuses and the end of a run, each standing on the ones below it: model <
+figures < judge < gate < history < evaluation.
 
 The front door: ``evaluate(run_dir, EvaluateOptions(...))`` gives the run's ``Evaluation``
 (its summary, comparison, verdict and exit status); ``frame(path)`` its results as pandas

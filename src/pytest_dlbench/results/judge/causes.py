@@ -33,10 +33,11 @@ INCONCLUSIVE_ADVICE = ("compare both sides interleaved with --bench-against, kee
 PAIRED_INCONCLUSIVE_ADVICE = ("run more rounds (--bench-rounds) or on a quieter runner, with "
                               "nothing else loading it during the run")
 
-#: Why verdicts are inconclusive, as the closing line names it (results/judge/saved.py,
-#: ``Comparison.inconclusive_causes``): a side measured on a busy machine, noise too large for the
-#: tolerance (between runs, within a side's runs, or between a paired run's rounds), or a paired run
-#: that ended before the rounds it needed.
+#: Why verdicts are inconclusive, as the closing line names it (results/judge/comparison.py,
+#: ``Comparison.inconclusive_causes``):
+#: a side measured on a busy machine, noise too large for the tolerance (between runs, within
+#: a side's runs, or between a paired run's rounds), or a paired run that ended before the
+#: rounds it needed.
 BUSY = "busy"
 NOISE = "noise"
 FEW_ROUNDS = "rounds"
