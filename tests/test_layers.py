@@ -288,6 +288,26 @@ def test_a_face_says_each_name_once_where_it_lives(package: str) -> None:
         face.nothing_here  # noqa: B018
 
 
+def test_a_face_reads_its_name_where_it_is_defined_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that patches the defining module is seen through the face, and its undoing too:
+    the face keeps nothing (code that imports a name at its call reads the patched one)."""
+    from pytest_dlbench.results import figures
+    from pytest_dlbench.results.figures import machine
+
+    real = machine.readiness_problems
+
+    def patched(state: object) -> list[str]:
+        return ["patched"]
+
+    monkeypatch.setattr(machine, "readiness_problems", patched)
+    from pytest_dlbench.results.figures import readiness_problems
+
+    assert readiness_problems is patched and figures.readiness_problems is patched
+    monkeypatch.undo()
+    assert figures.readiness_problems is real
+
+
 def loaded_after(code: str) -> list[str]:
     """The modules of results/ a fresh interpreter has loaded after ``code``."""
     probe = (f"import sys\n{code}\nprint('\\n'.join(sorted(m for m in sys.modules "

@@ -8,7 +8,6 @@ the real types; tests/test_layers.py checks that the three agree.
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,16 +15,16 @@ __all__ = ["face_getattr"]
 
 
 def face_getattr(package: str, homes: Mapping[str, Sequence[str]]) -> Callable[[str], Any]:
-    """The ``__getattr__`` of ``package``'s face: a name of ``homes`` is imported from its
-    module (``package.<module>``) the first time it is asked for, then kept on the package."""
+    """The ``__getattr__`` of ``package``'s face: a name of ``homes`` is read from its module
+    (``package.<module>``, imported the first time). Read each time, never kept on the face: a
+    test that patches the defining module (``monkeypatch.setattr``) is seen by every later
+    ``from <face> import name``, and its undoing too."""
     home_of = {name: module for module, names in homes.items() for name in names}
 
     def __getattr__(name: str) -> Any:
         module = home_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
-        setattr(sys.modules[package], name, value)  # the next use is a plain attribute
-        return value
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     return __getattr__

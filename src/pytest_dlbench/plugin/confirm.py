@@ -37,9 +37,10 @@ from pytest_dlbench.options import results_base
 from pytest_dlbench.plugin.fixture_against import run_test_child
 from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
+from pytest_dlbench.results import judge
 from pytest_dlbench.results.evaluation import evaluate
 from pytest_dlbench.results.figures import load_run
-from pytest_dlbench.results.judge import Rule, repeats, suspects
+from pytest_dlbench.results.judge import Rule, repeats
 
 if TYPE_CHECKING:
     import pytest
@@ -63,7 +64,7 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
     if (limit <= 0 or comparison is None or evaluation.paired
             or evaluation.confirmation is not None):
         return None
-    names = suspects(comparison)
+    names = judge.suspects(comparison)
     if not names:
         return None
     # A suite run's session, else the bench fixture's runs (plugin/fixture_runs.py, which
