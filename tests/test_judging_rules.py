@@ -101,8 +101,9 @@ def test_docstrings_name_what_exists() -> None:
 
     root = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
     owned = [root / "results" / f"{m}.py" for m in (
-        "stats", "noise", "busy", "confirm", "compare", "paired",
-        "verdict", "evaluation", "gate", "scoring", "plausibility")]
+        "judge/stats", "judge/noise", "figures/busy", "judge/confirm", "judge/saved",
+        "judge/comparison", "judge/causes", "judge/paired", "judge/verdict", "evaluation", "gate",
+        "figures/scoring", "figures/plausibility")]
     owned += [root / "measure" / "rates.py", root / "plugin" / "confirm.py"]
     layers = "core|measure|results|report|run|suite|plugin|profile|loggers|workloads"
     missing = []
