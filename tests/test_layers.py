@@ -198,10 +198,12 @@ def floor_problems(module: str, targets: list[tuple[str, int]]) -> list[str]:
     here = room(module)
     if here is None:
         return []
+    if here not in FLOORS:
+        return [f"{module}: a module of results/ outside its rooms (put it in one)"]
     wrong = []
     for target, line in targets:
         there = room(target)
-        if there is not None and FLOORS.index(there) > FLOORS.index(here):
+        if there in FLOORS and FLOORS.index(there) > FLOORS.index(here):
             wrong.append(f"{module}:{line} ({here}) imports {target} ({there})")
     return wrong
 
@@ -228,6 +230,8 @@ def later():
         "pytest_dlbench.results.judge.noise:8 (judge) imports pytest_dlbench.results.gate (gate)"]
     assert room("pytest_dlbench.results.history.records") == "history"
     assert room("pytest_dlbench.results") is None
+    assert floor_problems("pytest_dlbench.results.extra", []) == [
+        "pytest_dlbench.results.extra: a module of results/ outside its rooms (put it in one)"]
 
 
 def outside_imports() -> Iterator[tuple[str, str, int]]:
