@@ -47,8 +47,8 @@ def test_the_confirmation_folders_are_named_by_layout_alone() -> None:
     assert not hasattr(confirm, "parse_confirm")  # the option's parsing is options.py's
 
 
-_NAMES_ONE_HOME = ("src/pytest_dlbench/results/scoring.py",
-                   "src/pytest_dlbench/results/plausibility.py",
+_NAMES_ONE_HOME = ("src/pytest_dlbench/results/figures/scoring.py",
+                   "src/pytest_dlbench/results/figures/plausibility.py",
                    "src/pytest_dlbench/measure/rates.py")
 
 

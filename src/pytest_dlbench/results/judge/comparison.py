@@ -171,8 +171,8 @@ class Comparison:
 
     @property
     def inconclusive_causes(self) -> tuple[str, ...]:
-        """Why the inconclusive verdicts are (results/causes.py's causes, in its order): a side
-        measured on a busy machine, noise too large for the tolerance, or a paired run that
+        """Why the inconclusive verdicts are (results/judge/causes.py's causes, in its order): a
+        side measured on a busy machine, noise too large for the tolerance, or a paired run that
         ended before its rounds; () when every verdict is conclusive."""
         found: set[str] = {causes.NOTHING_COMPARED} if self.compared_nothing else set()
         for row in self.benchmarks:
@@ -233,14 +233,14 @@ class Comparison:
 
     @property
     def inconclusive_why(self) -> str:
-        """What made the verdicts inconclusive, in words (results/causes.py): the head of the
+        """What made the verdicts inconclusive, in words (results/judge/causes.py): the head of the
         closing line, the HTML banner's and its advice's."""
         return causes.inconclusive_why(self.inconclusive_causes)
 
     @property
     def inconclusive_advice(self) -> str:
         """What to do about the inconclusive verdicts, for their causes: a paired run's rounds
-        or a saved baseline's comparison (results/causes.py)."""
+        or a saved baseline's comparison (results/judge/causes.py)."""
         return causes.inconclusive_advice(paired=self.against is not None,
                                           causes=self.inconclusive_causes)
 
