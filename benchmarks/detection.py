@@ -34,11 +34,9 @@ from dataclasses import dataclass, field
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream
 from pytest_dlbench.measure.timing import CpuBackend, Timer
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.verdict import REGRESSED
+from pytest_dlbench.results.figures import run_from_records, summarize_runs
+from pytest_dlbench.results.judge import ALPHA, REGRESSED, TOLERANCE, compare
+from pytest_dlbench.results.model import RunResult
 
 TARGETS = {10: 0.95, 5: 0.80}  # slowdown % -> minimum detection rate
 FALSE_ALARMS = 0.05  # maximum rate of "regressed" at 0 %

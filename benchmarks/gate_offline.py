@@ -6,16 +6,16 @@ gate worked against, and the paired targets.
 - **Paired, as the product judged**: :func:`pytest_dlbench.results.evaluation.evaluate` on the
   run directory, as pytest and ``dlbench report`` do: the run's own design, round bound, test and
   rate from its ``against.json`` (sequential: the first clear look is the verdict; fixed: every
-  round), the busy-side doubt (results/paired.py ``paired_with_doubts``: inconclusive), and the
-  exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
+  round), the busy-side doubt (results/judge/paired.py ``paired_with_doubts``: inconclusive), and
+  the exit status it decides (``results.evaluation.judged``). Its counts are the exit-status row's;
   where a trial's exit status and this judgement disagree, the report warns.
 - **Paired, other rules**: ``compare_paired`` with the design named in the row: the fixed rule
   on the first k rounds, other tests, rates and tolerances ("fixed rule": a trial that the
   sequential gate stopped before round k has fewer rounds to judge, counted beneath the table),
   and the sequential rule at the product's defaults where the runs' own rule is not that one.
 - **Saved, as the product judged**: ``evaluate`` with the baseline file: the first pass and its
-  ``--bench-confirm`` confirmation runs (``confirm/<k>/``, results/confirm.py's rule); then the
-  first pass alone, and other tolerances with the confirmation runs the trial made (at the
+  ``--bench-confirm`` confirmation runs (``confirm/<k>/``, results/judge/confirm.py's rule); then
+  the first pass alone, and other tolerances with the confirmation runs the trial made (at the
   product's tolerance: a benchmark suspected only at another tolerance has none).
 
 Every row counts the outcome its exit status would be (``evaluation.judged``: the benchmark's
@@ -35,16 +35,29 @@ from typing import Any
 
 from pytest_dlbench import layout
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import Comparison, compare
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate, judged
+from pytest_dlbench.results.figures import summarize_dir, summarize_runs
 
 # What no public function gives: evaluate() judges a paired run by its own design and every
 # round, so the other rules (the first k rounds, another design) re-run compare_paired (with
 # its busy-side doubt) on the rounds kept; the pairs themselves (pairs_of) and against.json's
 # design (design_of) are read as it reads them.
-from pytest_dlbench.results.paired import FIXED, SEQUENTIAL, compare_paired, design_of, pairs_of
-from pytest_dlbench.results.scoring import summarize_dir, summarize_runs
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+from pytest_dlbench.results.judge import (
+    FIXED,
+    PAIRED_RATE,
+    PAIRED_RATES,
+    PAIRED_TEST,
+    PAIRED_TESTS,
+    ROUNDS,
+    SEQUENTIAL,
+    TOLERANCE,
+    Comparison,
+    compare,
+    compare_paired,
+    design_of,
+    pairs_of,
+)
+from pytest_dlbench.results.model import BenchSummary, SuiteSummary, load_baseline
 
 TARGETS = {0: ("<=", 0.05), 5: (">=", 0.80), 10: (">=", 0.95)}  # paired mode
 BENCH = "gp"  # gate_power's one benchmark
@@ -72,7 +85,7 @@ class Judged:
     pairs: list[tuple[float, float]] = field(default_factory=list)
     rounds: int | None = None
     ran: int | None = None
-    #: Saved: the confirmation of the benchmark (results/confirm.py: held, not held, not
+    #: Saved: the confirmation of the benchmark (results/judge/confirm.py: held, not held, not
     #: confirmed), "" when none was read.
     confirmation: str = ""
 
@@ -97,8 +110,8 @@ def run_rule(run: Path | str) -> tuple[str, int | None, str, str] | None:
     if against is None:
         return None
     design, rounds = design_of(against)
-    return (design, rounds, str(against.get("test") or gate.PAIRED_TEST),
-            str(against.get("rate") or gate.PAIRED_RATE))
+    return (design, rounds, str(against.get("test") or PAIRED_TEST),
+            str(against.get("rate") or PAIRED_RATE))
 
 
 def _ran(*benches: BenchSummary | None) -> int | None:
@@ -109,7 +122,7 @@ def _ran(*benches: BenchSummary | None) -> int | None:
 
 def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | None = None,
                  test: str | None = None, rate: str | None = None,
-                 tolerance: float = gate.TOLERANCE, bench: str = BENCH) -> Judged:
+                 tolerance: float = TOLERANCE, bench: str = BENCH) -> Judged:
     """A ``--bench-against`` run directory judged again. With nothing asked (the defaults): as
     the product judged it (``evaluate``: its own design, bound, test and rate). Else by the rule
     asked, the rest the run's own: ``design`` FIXED judges every one of the first ``rounds``
@@ -154,16 +167,16 @@ def sequential_on_same_rounds(run: Path | str) -> Judged | None:
     rule = run_rule(run)
     if rule is None or rule[0] != FIXED:
         return None
-    return judge_paired(run, design=SEQUENTIAL, rounds=rule[1], test=gate.PAIRED_TEST,
-                        rate=gate.PAIRED_RATE)
+    return judge_paired(run, design=SEQUENTIAL, rounds=rule[1], test=PAIRED_TEST,
+                        rate=PAIRED_RATE)
 
 
-def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float = gate.TOLERANCE,
+def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float = TOLERANCE,
                 confirm: bool = True, bench: str = BENCH) -> Judged:
     """A saved-baseline trial judged again: ``confirm``, as the product judged it (``evaluate``
     with the baseline file: the first pass, then the confirmation runs the run directory keeps
-    under confirm/<k>/, by results/confirm.py's rule); else the first pass alone."""
-    loaded = gate.load_baseline(str(baseline))
+    under confirm/<k>/, by results/judge/confirm.py's rule); else the first pass alone."""
+    loaded = load_baseline(str(baseline))
     if loaded.summary is None:  # gone or unreadable: no verdict
         return Judged(loaded.status)
     record = None
@@ -232,8 +245,8 @@ def offline_report(trials: Sequence[Any], args: argparse.Namespace, facts: dict[
     (as the product judged them, then by other rules), the noise seen, the paired targets: the
     report of one neighbour level's trials."""
     slowdowns = args.slowdowns
-    rounds = getattr(args, "rounds", None) or gate.ROUNDS  # None: the product's default
-    tol = gate.TOLERANCE
+    rounds = getattr(args, "rounds", None) or ROUNDS  # None: the product's default
+    tol = TOLERANCE
     head = ["mode", "runs/side", "trials", *[f"{s:g} %" if s else "0 % (false alarms)"
                                              for s in slowdowns], "min/trial"]
     rows = [head]
@@ -261,7 +274,7 @@ def offline_report(trials: Sequence[Any], args: argparse.Namespace, facts: dict[
         own = rule_label(design, test, rate, bound, tol)
     else:
         own = "each run's own rule (against.json)"
-    defaults = (SEQUENTIAL, rounds, gate.PAIRED_TEST, gate.PAIRED_RATE)
+    defaults = (SEQUENTIAL, rounds, PAIRED_TEST, PAIRED_RATE)
     at_defaults = " (the product's defaults)"
     if paired:
         row("paired --bench-against (exit status)", rounds, by_status(paired),
@@ -280,13 +293,13 @@ def offline_report(trials: Sequence[Any], args: argparse.Namespace, facts: dict[
                         [_as(t, judge_paired(t.run_dir, **how)) for t in paired]))
 
     if paired and rules != {defaults}:
-        rejudge(rule_label(SEQUENTIAL, gate.PAIRED_TEST, gate.PAIRED_RATE, rounds, tol)
+        rejudge(rule_label(SEQUENTIAL, PAIRED_TEST, PAIRED_RATE, rounds, tol)
                 + at_defaults, rounds, design=SEQUENTIAL, rounds=rounds,
-                test=gate.PAIRED_TEST, rate=gate.PAIRED_RATE)
+                test=PAIRED_TEST, rate=PAIRED_RATE)
     if paired:
-        for test in gate.PAIRED_TESTS:
+        for test in PAIRED_TESTS:
             # The quantile test pools the steps: what a run contributes does not apply.
-            for rate in gate.PAIRED_RATES if test != "quantile" else gate.PAIRED_RATES[:1]:
+            for rate in PAIRED_RATES if test != "quantile" else PAIRED_RATES[:1]:
                 for k in sorted({4, rounds, *args.also_rounds}):
                     if k <= rounds:
                         rejudge(rule_label(FIXED, test, rate, k, tol), k, design=FIXED,
@@ -379,7 +392,7 @@ def noise_lines(paired: Sequence[Any], saved: Sequence[Any]) -> list[str]:
     import statistics
 
     lines = []
-    for rate in gate.PAIRED_RATES:
+    for rate in PAIRED_RATES:
         spreads = []
         for t in paired:
             d = [math.log(c / b) for b, c in all_pairs(t.run_dir, rate) if b > 0 and c > 0]

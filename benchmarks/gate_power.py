@@ -74,6 +74,7 @@ from neighbour import (
 )
 
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.judge import ALPHA, PAIRED_RATE, PAIRED_TEST, ROUNDS, TOLERANCE
 
 #: The exit statuses that are verdicts: passed, regressed, inconclusive. (gate.INCONCLUSIVE is
 #: the verdict word, not its status: taking it here counted every exit 9 as "other".)
@@ -259,8 +260,8 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
         f"gate_power {facts['date']}: load {facts['load_before']} -> {facts['load_after']}, "
         f"{facts['cpus']} cores, python {facts['python']}",
         f"benchmark: {workload}, {WORK_ARG.get(workload, 'work')}={work} (~{args.step_ms:g} ms "
-        f"a step), skip {args.skip} / stop {args.stop}; tolerance {gate.TOLERANCE:.0%}, "
-        f"alpha {gate.ALPHA:g}",
+        f"a step), skip {args.skip} / stop {args.stop}; tolerance {TOLERANCE:.0%}, "
+        f"alpha {ALPHA:g}",
     ]
     if injected:
         lines.append(f"injected slowdowns measured in-process (CPU time, median of "
@@ -357,7 +358,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each trial")
     parser.add_argument("--rounds", type=int, default=None,
                         help="paired: --bench-rounds to pass (default: none, the product's "
-                        f"default: at most {gate.ROUNDS} rounds, its sequential gate stopping "
+                        f"default: at most {ROUNDS} rounds, its sequential gate stopping "
                         "earlier)")
     parser.add_argument("--repeats", type=int, default=SAVED_REPEATS,
                         help=f"saved mode: runs per side (default {SAVED_REPEATS})")
@@ -420,8 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "injected": check_injected(args, work),
         "neighbour_procs": args.neighbour_procs if any(args.neighbour) else 0,
         "neighbour_mib": 2 * last_level_cache_bytes() >> 20,
-        "gate": {"test": gate.PAIRED_TEST, "rate": gate.PAIRED_RATE,
-                 "tolerance": gate.TOLERANCE},
+        "gate": {"test": PAIRED_TEST, "rate": PAIRED_RATE,
+                 "tolerance": TOLERANCE},
     }
     if args.check_slowdown:
         for pct, (measured, spread) in facts["injected"].items():

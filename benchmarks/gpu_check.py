@@ -402,7 +402,7 @@ def streamed_benchmarks(run_dir: Path | None) -> dict[str, Any]:
     project's own reader: a stream cut mid-run is a failed run with its reason), in the saved
     summary's form."""
     from pytest_dlbench.layout import json_safe
-    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.results.figures import summarize_dir
 
     if run_dir is None or not run_dir.is_dir():
         return {}
@@ -580,7 +580,7 @@ def bare_figures(batch: int, *, dry_run: bool, quick: bool) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Reference:
     """What the reference rows compare with on one GPU: milabench's part and figures, the
-    datasheet's dense bf16 peak (results/peaks.py)."""
+    datasheet's dense bf16 peak (results/figures/peaks.py)."""
 
     gpu: str
     batch: int
@@ -590,7 +590,7 @@ class Reference:
 
 
 def reference_for(gpu: str) -> Reference:
-    from pytest_dlbench.results.peaks import table_peak
+    from pytest_dlbench.results.figures import table_peak
 
     sxm = not any(word in gpu for word in ("PCIe", "NVL"))
     part = next((p for p in MILABENCH_RESNET50 if p in gpu and sxm), None)
@@ -1052,8 +1052,8 @@ FAKE_SUITES: dict[str, list[tuple[str, str, float, str]]] = {
 def fake_pytest(argv: Sequence[str]) -> int:
     """Stands for ``python -m pytest`` in a dry run: the streams a run on FAKE_GPU_COUNT GPUs
     writes (the project's StreamWriter) and the summary that --bench-save writes from them."""
-    from pytest_dlbench.results.baseline import save_summary
-    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.results.figures import summarize_dir
+    from pytest_dlbench.results.model import save_summary
 
     parser = argparse.ArgumentParser(prog="fake-pytest")
     parser.add_argument("--bench-base", type=Path, required=True)

@@ -1,4 +1,4 @@
-"""Calibrating the sequential paired gate (results/paired.py) against the fixed design.
+"""Calibrating the sequential paired gate (results/judge/paired.py) against the fixed design.
 
 Synthetic pair streams with known answers: each round is two runs (base, candidate) of
 ``--steps`` steady steps. Both runs of a round share the round's load (it drops out of the
@@ -9,12 +9,12 @@ the shared 2-core VM: with probability ``SPELL_P`` a run has a spell at half spe
 The candidate's steps are ``1 - change`` of the base's.
 
 Each trial is judged twice on the same rounds: the fixed design (every round, the quantile
-test's verdict at the last, by the product's rule: results/verdict.judge) and
-the sequential one (results/paired.first_stop, a look after every round from 4, the same
+test's verdict at the last, by the product's rule: results/judge/verdict.judge) and
+the sequential one (results/judge/paired.first_stop, a look after every round from 4, the same
 rule at its last look). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %:
 detection), "inconclusive" ones (rounds too noisy for the tolerance) and the mean rounds of
 the sequential design. The quantile test here is
-a vectorised twin of results/stats.quantile_stats, equal to it (tests/test_sequential.py
+a vectorised twin of results/judge/stats.quantile_stats, equal to it (tests/test_sequential.py
 checks), ~20 times faster.
 
     python benchmarks/sequential_gate.py [--trials 200] [--rounds 10] [--steps 50] [--seed 0]
@@ -32,10 +32,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_dlbench.results import gate, paired
-from pytest_dlbench.results.paired import evidence_of
-from pytest_dlbench.results.stats import BOOTSTRAPS, PERMUTATIONS, PairedStats, expanded_level
-from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED, Rule, judge
+from pytest_dlbench.results.judge import (
+    ALPHA,
+    BOOTSTRAPS,
+    INCONCLUSIVE,
+    PAIRED_QUANTILE,
+    PERMUTATIONS,
+    REGRESSED,
+    ROUNDS,
+    TOLERANCE,
+    PairedStats,
+    Rule,
+    Stop,
+    evidence_of,
+    expanded_level,
+    first_stop,
+    judge,
+)
 
 #: The noise kinds of the cells: (name, run-to-run spread, spells on). "7 % in spells" is a
 #: 3 % spread plus the half-speed spells: ~7 % within a round by gate_power's figure (of the
@@ -76,8 +89,8 @@ def pair_stream(rng: np.random.Generator, *, rounds: int, steps: int, change: fl
     return rates[:, 0], rates[:, 1]
 
 
-def quantile_twin(base: np.ndarray, cand: np.ndarray, *, alpha: float = gate.ALPHA,
-                  q: float = gate.PAIRED_QUANTILE) -> PairedStats:
+def quantile_twin(base: np.ndarray, cand: np.ndarray, *, alpha: float = ALPHA,
+                  q: float = PAIRED_QUANTILE) -> PairedStats:
     """stats.quantile_stats for runs of equal length, vectorised: the same permutations, the
     same seeded bootstrap, the same figures."""
     n = len(base)
@@ -128,8 +141,8 @@ class Cell:
         return sum(w == word for w in words) / max(len(words), 1)
 
 
-def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.TOLERANCE,
-                alpha: float = gate.ALPHA) -> tuple[str, paired.Stop]:
+def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = TOLERANCE,
+                alpha: float = ALPHA) -> tuple[str, Stop]:
     """(the fixed design's verdict, the sequential design's Stop) of one trial's rounds."""
     rounds = len(base)
     cache: dict[int, PairedStats] = {}
@@ -143,13 +156,12 @@ def judge_trial(base: np.ndarray, cand: np.ndarray, *, tolerance: float = gate.T
         assert s is not None
         return judge(evidence_of(s), Rule(tolerance, alpha)).word
 
-    found = paired.first_stop(look_at, rounds, final=final, tolerance=tolerance,
-                                  alpha=alpha)
+    found = first_stop(look_at, rounds, final=final, tolerance=tolerance, alpha=alpha)
     assert found is not None  # every round is there
     return final(look_at(rounds)), found[0]
 
 
-def simulate(*, trials: int, rounds: int = gate.ROUNDS, steps: int = 50, seed: int = 0,
+def simulate(*, trials: int, rounds: int = ROUNDS, steps: int = 50, seed: int = 0,
              noises: Sequence[tuple[str, float, bool]] = NOISES,
              changes: Sequence[float] = CHANGES) -> list[Cell]:
     rng = np.random.default_rng(seed)
@@ -204,7 +216,7 @@ def table(cells: Sequence[Cell], rounds: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=gate.ROUNDS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--changes", default=None,
@@ -224,8 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells = simulate(trials=args.trials, rounds=args.rounds, steps=args.steps, seed=args.seed,
                      noises=noises, changes=changes)
     print(table(cells, args.rounds))
-    print(f"{args.trials} trials a cell, tolerance {100 * gate.TOLERANCE:g} %, alpha "
-          f"{gate.ALPHA:g}, {args.steps} steps a run; {time.perf_counter() - start:.0f} s")
+    print(f"{args.trials} trials a cell, tolerance {100 * TOLERANCE:g} %, alpha "
+          f"{ALPHA:g}, {args.steps} steps a run; {time.perf_counter() - start:.0f} s")
     return 0
 
 

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.results.verdict import Evidence, Rule, judge
+from pytest_dlbench.results.judge import Evidence, Rule, judge
 
 
 def rejudge(trial: dict[str, Any], rule: Rule) -> str | None:

@@ -91,6 +91,6 @@ def quiet_sessions(summary: Any, sessions: int = 5) -> Any:
     """A baseline saved in ``sessions`` sessions that agreed exactly (``dlbench baseline``):
     the noise model's drift between sessions at its floor (results/noise.py), as on a quiet,
     dedicated machine, instead of the default a single session is judged with."""
-    from pytest_dlbench.results.sessions import merge_sessions
+    from pytest_dlbench.results.history import merge_sessions
 
     return merge_sessions([summary] * sessions)

@@ -154,7 +154,7 @@ def test_a_gate_that_compared_no_weighted_benchmark_is_not_a_pass(tmp_path: Path
     from pytest_dlbench import layout
     from pytest_dlbench.cli import main as dlbench
     from pytest_dlbench.results.gate import EXIT_INCONCLUSIVE, final_status, gate_record
-    from pytest_dlbench.results.verdict import INCOMPARABLE
+    from pytest_dlbench.results.judge import INCOMPARABLE
 
     run = paired_run(tmp_path, {"x": (100.0, 100.0), "y": (50.0, 50.0)}, rounds=4)
     for name in ("x", "y"):

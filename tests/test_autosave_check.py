@@ -23,7 +23,7 @@ def _refused(result: pytest.RunResult, path: Path) -> str:
 
 def test_a_machine_folder_that_is_a_file_is_named(pytester: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DLBENCH_MACHINE", "box")  # this machine's id (results/history.py)
+    monkeypatch.setenv("DLBENCH_MACHINE", "box")  # this machine's id (results/history/records.py)
     pytester.makefile(".yaml", s=SUITE)
     history = pytester.path / "h"
     history.mkdir()

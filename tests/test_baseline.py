@@ -1,5 +1,6 @@
 """The saved JSON summary: contents, provenance, errors, and migration of older versions. The
-format is the type's (SuiteSummary.to_dict/from_dict); results/baseline.py reads and writes files.
+format is the type's (SuiteSummary.to_dict/from_dict); results/model/baseline.py reads and writes
+files.
 
 How the provenance is gathered (machine, versions, commit) is tested in test_machine.py."""
 
@@ -12,16 +13,19 @@ import pytest
 from _runs import steady_at, write_run
 
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.results import summary_json
-from pytest_dlbench.results.baseline import (
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.model import (
+    SCHEMA,
+    VERSION,
     BaselineError,
     BaselineMissing,
+    SuiteSummary,
+    SummaryFormatError,
     load_summary,
+    migrate,
     save_summary,
+    summary_json,
 )
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA, VERSION, SummaryFormatError, migrate
 
 
 @pytest.fixture

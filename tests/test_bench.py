@@ -64,7 +64,7 @@ def test_rate_records_carry_rate_warmup_step_and_wall_time():
     assert [r["value"] for r in rates] == [4 / d for d in durations]
     assert [r["units"] for r in rates] == ["items/s"] * 5
     assert [r["time"] for r in rates] == [101.0, 101.5, 101.75, 103.75, 107.75]
-    # The first observation of the iterate call says so (results/plausibility.py).
+    # The first observation of the iterate call says so (results/figures/plausibility.py).
     assert [set(r) for r in rates] == [
         {"event", "value", "units", "step", "warmup", "time", "items", "seconds",
          *(["loop_start"] if r["step"] == 0 else [])} for r in rates]

@@ -1,4 +1,4 @@
-"""`dlbench bisect` (run/bisect.py, results/paired.judge_paired_run) and a real history across
+"""`dlbench bisect` (run/bisect.py, results/judge/paired.judge_paired_run) and a real history across
 commits.
 
 The fast tests replace the pytest of each step by a fake that reads which commit its worktree
@@ -80,7 +80,7 @@ class FakeVerdict:
     pairs: int = 4
 
     def closer_to(self, changed_ratio: float) -> bool:
-        from pytest_dlbench.results.paired import Judgement
+        from pytest_dlbench.results.judge import Judgement
 
         return Judgement(self.word, self.ratio, None, None, 0, "").closer_to(changed_ratio)
 

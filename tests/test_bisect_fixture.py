@@ -152,7 +152,7 @@ def test_dlbench_bisect_passes_the_steps_on(tmp_path: Path, monkeypatch: pytest.
     run = bisect_module._run_pytest
     monkeypatch.setattr(bisect_module, "_run_pytest",
                         lambda argv, cwd, log: argvs.append(argv) or run(argv, cwd, log))
-    monkeypatch.setattr("pytest_dlbench.results.paired.judge_paired_run",
+    monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
                         lambda run_dir, bench, **kw: judge(run_dir, bench))
     assert main(["bisect", shas[0], shas[-1], "--test", "tests/test_train.py::test_step",
                  "--bench-fixture-steps=2,9"]) == 0

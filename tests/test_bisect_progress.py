@@ -175,7 +175,7 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
         return Verdict(word, 0.85 if word == "changed" else 1.0, (0.83, 0.87), pairs=4)
 
     monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
-    monkeypatch.setattr("pytest_dlbench.results.paired.judge_paired_run",
+    monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
                         lambda run_dir, bench, **_: judge(Path(run_dir), bench))
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy",
                  "--bench-base", "kept"]) == 0
@@ -312,7 +312,7 @@ def test_a_sigkilled_bisect_leaves_nothing_in_the_temporary_directory(
 
     monkeypatch.chdir(repo)
     fake_steps(monkeypatch, {}, slow=1)
-    monkeypatch.setattr("pytest_dlbench.results.paired.judge_paired_run",
+    monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
                         lambda run_dir, bench, **_: Verdict("changed", 0.85, (0.8, 0.9), 4))
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     assert len(worktrees(repo)) == 1
@@ -363,7 +363,7 @@ def test_on_a_terminal_the_progress_line_is_rewritten_in_place(
         return 0
 
     monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
-    monkeypatch.setattr("pytest_dlbench.results.paired.judge_paired_run",
+    monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
                         lambda run_dir, bench, **_: Verdict("changed", 0.85, (0.8, 0.9), 6)
                         if (Path(run_dir) / "verdict").exists() else None)
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0

@@ -1,5 +1,5 @@
 """A plain run says when its figures measure the machine's load (issue 41 item 7): a benchmark
-whose runs the monitor found busy (results/busy.py, the check the gate's doubts read) gets a
+whose runs the monitor found busy (results/figures/busy.py, the check the gate's doubts read) gets a
 line under the table and a badge in the HTML report; docs/running.md shows the line."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from typing import Any
 
 from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import busy_lines, render_summary
-from pytest_dlbench.results.busy import machine_busy
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
+from pytest_dlbench.results.figures import machine_busy
+from pytest_dlbench.results.model import SCHEMA, SuiteSummary
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "running.md"
 

@@ -21,7 +21,7 @@ import pytest
 
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.monitor.process import ProcessTree
-from pytest_dlbench.results.busy import BUSY_CORES, machine_busy, outside_cores
+from pytest_dlbench.results.figures import BUSY_CORES, machine_busy, outside_cores
 
 CORES = 2
 STREAM = "/runs/r1/ddp.scaling.2.D0.data"
@@ -179,7 +179,7 @@ SUITE = Path(__file__).resolve().parents[1] / "bench_suites" / "scaling.yaml"
 def test_ddp_scaling_2_on_two_cpu_slots_counts_both_ranks_as_its_own(tmp_path: Path) -> None:
     from pytest_dlbench.measure.records import RunRecords
     from pytest_dlbench.measure.stream import read_stream
-    from pytest_dlbench.results.busy import busy_stats
+    from pytest_dlbench.results.figures import busy_stats
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two CPU slots need two cores")

@@ -32,7 +32,7 @@ from pytest_dlbench.measure.monitor.process import (
     session_from_env,
 )
 from pytest_dlbench.measure.stream import NullStream
-from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy
+from pytest_dlbench.results.figures import BUSY_CORES, busy_stats, machine_busy
 
 # -- the rule, on synthetic streams ---------------------------------------------------------------
 
@@ -316,7 +316,7 @@ SUITE = "spin: {definition: defs.py:spin, voir: {options: {skip: 2, stop: 42, in
 def test_pytest_n_2_beside_a_spinning_neighbour_flags_both_runs_busy(tmp_path: Path) -> None:
     from pytest_dlbench.measure.records import RunRecords
     from pytest_dlbench.measure.stream import read_stream
-    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.results.figures import summarize_dir
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two CPU slots need two cores")

@@ -134,7 +134,7 @@ def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
     against = json.loads((run / "against.json").read_text())
     assert against["rev"] == "origin/main" and against["sha"] == git(project, "rev-parse", "main")
     # Both sides kept, round for round; a clear 10 % stops before the 6 rounds (the sequential
-    # design looks at 4, 6, ...: results/paired.py).
+    # design looks at 4, 6, ...: results/judge/paired.py).
     base_runs = len(list((run / "base").glob("sleepy.D0.R*.data")))
     assert base_runs == len(list(run.glob("sleepy.D0.R*.data"))) and 4 <= base_runs <= 6
     # Every run of both sides is a fresh interpreter (no side shares one state: running.md).

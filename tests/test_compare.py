@@ -8,19 +8,20 @@ from pathlib import Path
 import pytest
 from _runs import quiet_sessions, steady_at, write_run
 
-from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE, parse_tolerance
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.options import parse_tolerance
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.judge import (
+    ALPHA,
     FAILED,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
+    TOLERANCE,
     UNCHANGED,
+    compare,
 )
+from pytest_dlbench.results.model import SuiteSummary, load_summary, save_summary
 
 NOISY = (-0.20, 0.20, -0.15, 0.15, 0.0)  # ±20 % between runs
 QUIET = (-0.001, 0.001, -0.0005, 0.0005, 0.0)  # ±0.1 %

@@ -13,19 +13,22 @@ import pytest
 from _runs import steady_at, write_run
 
 from pytest_dlbench.layout import CONFIRM_DONE, confirm_round_dir
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.confirm import (
-    NOT_HELD,
-    confirm,
-    read_confirmation,
-)
+from pytest_dlbench.options import OptionValueError, parse_confirm
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
+from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.results.gate import EXIT_REGRESSED as REGRESSED
-from pytest_dlbench.results.gate import BaselineLoad, OptionValueError, parse_confirm
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.verdict import IMPROVED, INCONCLUSIVE, Rule, repeats
-from pytest_dlbench.results.verdict import REGRESSED as REGRESSED_WORD
+from pytest_dlbench.results.judge import (
+    IMPROVED,
+    INCONCLUSIVE,
+    NOT_HELD,
+    Rule,
+    compare,
+    read_confirmation,
+    repeats,
+)
+from pytest_dlbench.results.judge import REGRESSED as REGRESSED_WORD
+from pytest_dlbench.results.judge.confirm import confirm
+from pytest_dlbench.results.model import BaselineLoad, SuiteSummary
 
 TOL, ALPHA = 0.03, 0.05
 BETWEEN = (-0.004, 0.004, 0.0)  # a quiet machine: ±0.4 % between runs
@@ -124,8 +127,8 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
     """The comparison's verdicts are its owner's (issue 26 item 3 adds "inconclusive")."""
     import dataclasses
 
-    from pytest_dlbench.results import compare as comparing
-    from pytest_dlbench.results import confirm as confirming
+    from pytest_dlbench.results.judge import confirm as confirming
+    from pytest_dlbench.results.judge import saved as comparing
 
     real = comparing.compare_summaries
 
@@ -145,7 +148,8 @@ def test_a_verdict_word_it_does_not_know_is_kept(tmp_path: Path, baseline: Suite
 
 def test_repeats_is_beyond_the_tolerance_in_the_first_direction() -> None:
     """A confirmation run's ratio (its rate / the baseline's perf) repeats the first pass's
-    verdict on its own (results/verdict.repeats, which plugin/confirm.py asks after each run)."""
+    verdict on its own (results/judge/verdict.repeats, which plugin/confirm.py asks after each
+    run)."""
     rule = Rule(0.03)
     assert repeats(REGRESSED_WORD, 0.96, rule)
     assert not repeats(REGRESSED_WORD, 0.975, rule)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlbench.measure.machine import machine_state
-from pytest_dlbench.results.machine import readiness_error, readiness_warning, render_state
+from pytest_dlbench.results.figures import readiness_error, readiness_warning, render_state
 from pytest_dlbench.suite import resolve_suite
 from pytest_dlbench.suite.presets import COMPILE_MODES, PRECISIONS, eager_key, run_dimensions
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _doc_outputs import PAGES, ROOT, Block, matches, normalize, output_blocks, run_command
 
-from pytest_dlbench.results.gate import ROUNDS
+from pytest_dlbench.results.judge import ROUNDS
 
 BLOCKS = output_blocks()
 RUN = [b for b in BLOCKS if b.marker and b.marker[0] == "output"]

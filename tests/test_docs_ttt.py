@@ -12,7 +12,7 @@ import pytest
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.measure.logparse import StepReader, total_time_secs
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.suite import find_suite, resolve_suite
 from pytest_dlbench.suite.logparsers import make_parser
 

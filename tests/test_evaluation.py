@@ -13,6 +13,7 @@ from _logger_runs import write_stream
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
+from pytest_dlbench.results.model import load_baseline
 
 TF32 = "precision tf32: TF32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer)"
 
@@ -114,12 +115,12 @@ def test_what_the_loggers_record_is_gate_run_failed(
 
 # -- evaluate ----------------------------------------------------------------------------------
 def test_a_baseline_is_compared_and_named(tmp_path: Path) -> None:
-    from pytest_dlbench.results.baseline import save_summary
     from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
+    from pytest_dlbench.results.model import save_summary
 
     run_dir = clean_run(tmp_path)
     saved = save_summary(evaluate(run_dir).summary, tmp_path / "baseline.json")
-    options = EvaluateOptions(baseline=gate.load_baseline(str(saved)), baseline_path=str(saved))
+    options = EvaluateOptions(baseline=load_baseline(str(saved)), baseline_path=str(saved))
     evaluation = evaluate(run_dir, options)
     assert evaluation.comparison is not None and not evaluation.paired
     assert evaluation.comparison.baseline_path == str(saved)
@@ -138,7 +139,7 @@ def test_a_missing_baseline_is_7_only_when_required(
     from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
 
     missing = str(tmp_path / "nope.json")
-    options = EvaluateOptions(baseline=gate.load_baseline(missing), baseline_path=missing,
+    options = EvaluateOptions(baseline=load_baseline(missing), baseline_path=missing,
                               require_baseline=required)
     evaluation = evaluate(clean_run(tmp_path), options)
     assert evaluation.comparison is None and evaluation.status == status
@@ -149,9 +150,9 @@ def test_a_corrupt_baseline_is_bad_input_and_a_failure_still_wins_over_7(tmp_pat
 
     corrupt = tmp_path / "corrupt.json"
     corrupt.write_text("{not json")
-    options = EvaluateOptions(baseline=gate.load_baseline(str(corrupt)))
+    options = EvaluateOptions(baseline=load_baseline(str(corrupt)))
     assert evaluate(skipped_weighted_run(tmp_path), options).status == gate.USAGE_ERROR
-    missing = EvaluateOptions(baseline=gate.load_baseline(str(tmp_path / "nope.json")))
+    missing = EvaluateOptions(baseline=load_baseline(str(tmp_path / "nope.json")))
     assert evaluate(skipped_weighted_run(tmp_path), missing).status == gate.BENCH_FAILED
 
 

@@ -9,7 +9,7 @@ import pytest
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench.report.export import benchmark_action_entries, export_benchmark_action
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures import summarize_dir
 
 
 def test_entries(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.measure.bench import Bench, NonFiniteLoss
 from pytest_dlbench.measure.stream import NullStream
-from pytest_dlbench.results.scoring import run_from_records
+from pytest_dlbench.results.figures import run_from_records
 from pytest_dlbench.run.external import ExternalCommandError, command_argv, run_command
 from pytest_dlbench.run.harness import classify_exception
 from pytest_dlbench.suite import resolve_suite

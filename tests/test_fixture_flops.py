@@ -33,7 +33,7 @@ WATCHED = textwrap.dedent(
             optimizer.zero_grad(set_to_none=True)
     """
 )
-# The device's name in the meta record, as an H100's: a datasheet peak (results/peaks.py).
+# The device's name in the meta record, as an H100's: a datasheet peak (results/figures/peaks.py).
 H100 = textwrap.dedent(
     """
     import pytest

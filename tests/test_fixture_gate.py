@@ -1,6 +1,6 @@
 """The ``bench`` fixture's saved-baseline gate has the suite path's protections (issue 38): the
-monitor's records in its stream, so that results/busy.py judges it and a busy run is in doubt
-as a suite's is, and ``--bench-confirm``'s reruns of a suspected test in fresh processes."""
+monitor's records in its stream, so that results/figures/busy.py judges it and a busy run is in
+doubt as a suite's is, and ``--bench-confirm``'s reruns of a suspected test in fresh processes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.busy import busy_stats
+from pytest_dlbench.results.figures import busy_stats
 
 # Each test runs the bench fixture through pytest (in a subprocess or pytester), the confirmation
 # reruns in fresh pytest processes: slow, as the project marks every test that starts processes.

@@ -12,8 +12,7 @@ import pytest
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import read_stream
-from pytest_dlbench.options import FIXTURE_STEPS, parse_fixture_steps
-from pytest_dlbench.results.gate import OptionValueError
+from pytest_dlbench.options import FIXTURE_STEPS, OptionValueError, parse_fixture_steps
 
 TESTS = textwrap.dedent(
     """

@@ -10,8 +10,7 @@ from _runs import write_run
 from pytest_dlbench.measure.flops import count_step_flops, model_device, to_device
 from pytest_dlbench.measure.stream import Event
 from pytest_dlbench.report.terminal import render_summary
-from pytest_dlbench.results.peaks import dtype_of, table_peak
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures import dtype_of, summarize_dir, table_peak
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""pytest_dlbench.results.frame (results/frames.py): tidy DataFrames from a run directory, a
+"""pytest_dlbench.results.frame (results/history/frames.py): tidy DataFrames from a run directory, a
 saved summary and a history; docs/history.md's session run as written; dlbench table --csv
 from the same frames, cell for cell the sweep table's CSV."""
 
@@ -18,11 +18,9 @@ from pytest_dlbench.cli import main
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results import frame
-from pytest_dlbench.results.baseline import save_summary, summary_dict
-from pytest_dlbench.results.frames import frame_csv, sweep_frame
-from pytest_dlbench.results.history import GitInfo, autosave
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.sweep import sweep_csv, sweep_rows
+from pytest_dlbench.results.figures import summarize_dir, sweep_csv, sweep_rows
+from pytest_dlbench.results.history import GitInfo, autosave, frame_csv, sweep_frame
+from pytest_dlbench.results.model import save_summary, summary_dict
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "history.md"
 
@@ -107,7 +105,7 @@ def test_a_history_folder_and_file(tmp_path: Path) -> None:
 def test_matrix_columns_and_mixed_kinds_keep_their_values(tmp_path: Path) -> None:
     rows = [{"bench": "a", "matrix.batch": 1024, "x": 0.5}, {"bench": "b", "matrix.batch": 0.5,
                                                               "x": None}]
-    from pytest_dlbench.results.frames import _typed
+    from pytest_dlbench.results.history.frames import _typed
 
     df = _typed(rows)
     assert df["matrix.batch"].tolist() == [1024, 0.5] and isinstance(df["matrix.batch"][0], int)

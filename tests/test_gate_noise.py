@@ -1,6 +1,6 @@
-"""results/noise.py and results/busy.py (issue 26): a saved-baseline verdict judged with the
-noise between runs, and a run on a busy machine, on synthetic summaries and samples with known
-answers."""
+"""results/judge/noise.py and results/figures/busy.py (issue 26): a saved-baseline verdict judged
+with the noise between runs, and a run on a busy machine, on synthetic summaries and samples with
+known answers."""
 
 from __future__ import annotations
 
@@ -12,24 +12,25 @@ from typing import Any
 import pytest
 from _runs import quiet_sessions
 
-from pytest_dlbench.results import gate, noise
-from pytest_dlbench.results.busy import BUSY_CORES, busy_stats, machine_busy, outside_cores
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.noise import DEFAULT_BETWEEN_RUN_CV
-from pytest_dlbench.results.paired import paired_doubt
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results import gate
+from pytest_dlbench.results.figures import BUSY_CORES, busy_stats, machine_busy, outside_cores
+from pytest_dlbench.results.judge import (
+    ALPHA,
+    DEFAULT_BETWEEN_RUN_CV,
     IMPROVED,
     INCONCLUSIVE,
     REGRESSED,
+    TOLERANCE,
     UNCHANGED,
     Evidence,
     Rule,
+    compare,
     judge,
     judge_score,
+    noise,
+    paired_doubt,
 )
+from pytest_dlbench.results.model import SCHEMA, SuiteSummary
 
 
 def run_entry(rate: float, blocks: Sequence[float] = (), *, repeat: int = 0,
@@ -255,7 +256,7 @@ def test_a_paired_verdict_is_in_doubt_only_when_the_load_hit_one_side() -> None:
 def test_a_doubted_paired_benchmark_makes_its_score_inconclusive_too() -> None:
     """A one-benchmark suite whose base side ran on a busy machine: the benchmark and the score
     regressed by the pairs, both inconclusive after the doubt (exit 9, not 6 from the score)."""
-    from pytest_dlbench.results.paired import compare_paired
+    from pytest_dlbench.results.judge import compare_paired
 
     def side(rate: float, busy: bool) -> SuiteSummary:
         return summary({"x": [run_entry(rate * (1 + 0.001 * (i % 2)), repeat=i, busy=busy)

@@ -62,7 +62,7 @@ def test_designs_judges_fixed_trials_by_the_sequential_rule_on_their_rounds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from test_gate_power_tools import paired_run
 
-    from pytest_dlbench.results.paired import FIXED
+    from pytest_dlbench.results.judge import FIXED
 
     slower = paired_run(tmp_path / "slower", [100.0, 101.0] * 5, [80.8, 80.0] * 5, design=FIXED)
     same = paired_run(tmp_path / "same", [100.0, 101.0] * 5, [100.5, 100.5] * 5, design=FIXED)

@@ -23,11 +23,17 @@ from pytest_dlbench import layout
 from pytest_dlbench.layout import CONFIRM_DONE, confirm_round_dir
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.baseline import save_summary
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
-from pytest_dlbench.results.paired import FIXED, SEQUENTIAL, compare_paired
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.judge import (
+    FIXED,
+    INCONCLUSIVE,
+    REGRESSED,
+    SEQUENTIAL,
+    TOLERANCE,
+    compare_paired,
+)
+from pytest_dlbench.results.model import load_baseline, save_summary
 
 neighbour = load_script("neighbour")
 gate_cells = load_script("gate_cells")
@@ -238,7 +244,7 @@ JITTER = (0.01, -0.01, 0.005, -0.005, 0.0, 0.008, -0.008, 0.003, -0.003, 0.0)  #
 
 def busy_stream(folder: Path, bench: str, rate: float, *, repeat: int | None) -> None:
     """A run at ``rate`` whose monitor saw another process use a core all along (4 cores, the
-    run's affinity all of them): results/busy.py judges it busy."""
+    run's affinity all of them): results/figures/busy.py judges it busy."""
     name = f"{bench}.D0" + (f".R{repeat}" if repeat is not None else "") + ".data"
     spec = {"name": bench, "weight": 1.0, "enabled": True, "plan": {"method": "per_gpu"},
             "tags": [], "skip": 2, "stop": 10}
@@ -292,7 +298,7 @@ def test_a_sequential_run_stopped_at_6_rounds_is_judged_regressed_as_the_product
     fixed = gate_offline.judge_paired(run, design=FIXED, rounds=4)
     assert fixed.verdict == INCONCLUSIVE and fixed.p_value == pytest.approx(1 / 16)
     every = compare_paired(summarize_dir(run), summarize_dir(layout.base_dir(run)),
-                           tolerance=gate.TOLERANCE, test="quantile", rate="window")
+                           tolerance=TOLERANCE, test="quantile", rate="window")
     assert every.get("gp").verdict == REGRESSED  # type: ignore[union-attr]
     # The sequential rule asked by name, at the run's own bound: the product's verdict.
     again = gate_offline.judge_paired(run, design=SEQUENTIAL, rounds=10, test="quantile")
@@ -302,7 +308,7 @@ def test_a_sequential_run_stopped_at_6_rounds_is_judged_regressed_as_the_product
 def test_a_regression_with_the_busy_runs_on_one_side_is_inconclusive(tmp_path: Path) -> None:
     run = paired_run(tmp_path, BASE6, SLOWER6, busy_base=True)
     judged = gate_offline.judge_paired(run)
-    assert judged.verdict == INCONCLUSIVE  # results/noise.py's paired doubt
+    assert judged.verdict == INCONCLUSIVE  # results/judge/noise.py's paired doubt
     # The exit status is the product's (the score's verdict is not put in doubt: 6 today).
     assert judged.status == evaluate(run).status
     assert judged.outcome == gate_offline.outcome_of(judged.status)
@@ -339,7 +345,7 @@ def test_saved_trials_apply_the_products_confirmation(tmp_path: Path) -> None:
     assert (first.verdict, first.status) == (REGRESSED, gate.EXIT_REGRESSED)
     judged = gate_offline.judge_saved(run, baseline)  # the confirmations did not repeat it
     assert judged.status != gate.EXIT_REGRESSED and judged.confirmation == "not held"
-    product = evaluate(run, EvaluateOptions(baseline=gate.load_baseline(str(baseline))))
+    product = evaluate(run, EvaluateOptions(baseline=load_baseline(str(baseline))))
     assert judged.status == product.status and judged.verdict == product.comparison.get(
         "gp").verdict  # type: ignore[union-attr]
 

@@ -1,5 +1,5 @@
-"""The results history (results/history.py): --bench-autosave's files, reading them back, the
-series and steps per benchmark, -k and --since, and `dlbench history`."""
+"""The results history (results/history/records.py): --bench-autosave's files, reading them back,
+the series and steps per benchmark, -k and --since, and `dlbench history`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from _runs import steady_at, write_run
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results.baseline import summary_dict
+from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.results.history import (
     GitInfo,
     HistoryError,
@@ -29,7 +29,7 @@ from pytest_dlbench.results.history import (
     report_series,
     since,
 )
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.model import summary_dict
 
 MACHINE = {"hostname": "box", "cpu": "Xeon", "cores": 8,
            "gpus": [{"index": 0, "name": "H100", "memory": 80}]}
@@ -408,7 +408,7 @@ def test_a_status_git_could_not_give_is_not_clean(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """git status failed or ran past its timeout: the tree was read as clean, and a dirty
     tree's figures were filed as the commit's."""
-    from pytest_dlbench.results import history
+    from pytest_dlbench.results.history import records as history
 
     repo = _repo_with_a_change(tmp_path)
     real = history._git

@@ -1,5 +1,5 @@
-"""Change detection over a benchmark's history (results/changes.py): PELT under the L1 cost is
-the exact optimum, noise alone makes (almost) no step on A/A series, a 15 % step is found at
+"""Change detection over a benchmark's history (results/history/changes.py): PELT under the L1 cost
+is the exact optimum, noise alone makes (almost) no step on A/A series, a 15 % step is found at
 its commit, a single outlier is not a step, and the work grows near-linearly with the
 series (issue 40)."""
 
@@ -11,17 +11,17 @@ import math
 import numpy as np
 import pytest
 
-from pytest_dlbench.results.changes import (
+from pytest_dlbench.results.history import (
     MIN_SEGMENT,
     NOISE_FLOOR,
     PENALTY,
     WINDOW,
     Work,
-    _l1_cost,
     detect_steps,
     noise_scale,
     segments,
 )
+from pytest_dlbench.results.history.changes import _l1_cost
 
 
 def brute_force(values: list[float], penalty: float, scale: float) -> list[int]:

@@ -1,4 +1,4 @@
-"""The drift between sessions read from the machine's history (results/history_drift.py),
+"""The drift between sessions read from the machine's history (results/judge/history_drift.py),
 with known answers: synthetic sessions grouped by commit, and a saved-baseline comparison
 whose verdict the history decides."""
 
@@ -17,18 +17,16 @@ from _runs import steady_at, write_run
 from test_sessions import drifting, session
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results import gate, noise
-from pytest_dlbench.results.baseline import save_summary, summary_dict
-from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results import gate
+from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.results.history import GitInfo, autosave, drifts_from_history
-from pytest_dlbench.results.history_drift import history_drifts
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.verdict import INCONCLUSIVE, REGRESSED
+from pytest_dlbench.results.judge import INCONCLUSIVE, REGRESSED, compare, history_drifts, noise
+from pytest_dlbench.results.model import save_summary, summary_dict
 
 
 def entry(rates: list[float], commit: str | None, *, dirty: bool = False,
           autosaved: bool = True, run_dir: str | None = None) -> Any:
-    """A history entry (results/history.Entry's fields that are read) of one session."""
+    """A history entry (results/history/records.Entry's fields that are read) of one session."""
     summary = session(rates)
     if run_dir is not None:
         summary = SimpleNamespace(benchmarks=summary.benchmarks, run_dir=run_dir)

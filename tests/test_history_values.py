@@ -18,7 +18,7 @@ from test_history import history_of
 
 from pytest_dlbench.report.history import history_section
 from pytest_dlbench.results.history import bench_series, load_history, report_series
-from pytest_dlbench.results.history_drift import history_drifts
+from pytest_dlbench.results.judge import history_drifts
 
 RATES = [100, 101, 99, 100.5, 99.5, 85, 86, 84.5, 85.5, 85]
 #: What a hostile or broken file may hold instead of benchmark b's perf 99.0 (commit 2).

@@ -15,7 +15,7 @@ from _runs import write_manifest, write_run
 
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.core.protocol import Status
-from pytest_dlbench.results.scoring import load_run, summarize_dir
+from pytest_dlbench.results.figures import load_run, summarize_dir
 
 RUN_FAILS = "the run fails, the rest is reported"
 TOO_LARGE = "is beyond what the statistics take (at most 1e+100 in magnitude)"

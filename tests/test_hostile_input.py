@@ -29,9 +29,9 @@ from test_slurm_launch import SLURM_CASES
 from pytest_dlbench import layout
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.results.baseline import BaselineError, load_summary
+from pytest_dlbench.results.figures import load_run
 from pytest_dlbench.results.gate import USAGE_ERROR
-from pytest_dlbench.results.scoring import load_run
+from pytest_dlbench.results.model import BaselineError, load_summary
 from pytest_dlbench.suite import SuiteError, resolve_suite
 
 TOY = "pytest_dlbench.workloads.toy:main"

@@ -17,9 +17,9 @@ import pytest
 from test_report_html import CHROMIUM, chromium, write_stream
 
 from pytest_dlbench.report.html import write_html
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.scoring import load_run, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import load_run, summarize_runs
+from pytest_dlbench.results.judge import compare
+from pytest_dlbench.results.model import SuiteSummary
 
 pytestmark = [
     pytest.mark.slow,

@@ -15,9 +15,9 @@ from test_report_html import comparison, make_suite, write_stream
 
 from pytest_dlbench.report.html import render_html, write_html
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.scoring import MAX_STD_PENALTY, load_run, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import MAX_STD_PENALTY, load_run, summarize_runs
+from pytest_dlbench.results.judge import compare
+from pytest_dlbench.results.model import SuiteSummary, load_baseline
 
 
 def quiet_suite(tmp_path: Path, *, names: tuple[str, ...] = ("alpha", "beta")) -> SuiteSummary:
@@ -88,8 +88,8 @@ def test_the_banner_states_each_exit_status(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_write_evaluation_passes_the_runs_exit_status_to_the_page(tmp_path: Path) -> None:
     from pytest_dlbench.report.evaluation import write_evaluation
-    from pytest_dlbench.results.baseline import save_summary
     from pytest_dlbench.results.evaluation import EvaluateOptions, Outputs, evaluate
+    from pytest_dlbench.results.model import save_summary
 
     quiet = quiet_suite(tmp_path)
     base = tmp_path / "base.json"
@@ -100,7 +100,7 @@ def test_write_evaluation_passes_the_runs_exit_status_to_the_page(tmp_path: Path
         bench["samples"] = [x * 1.5 for x in bench.get("samples") or []]
     base.write_text(json.dumps(data))
     html = tmp_path / "r.html"
-    options = EvaluateOptions(baseline=gate.load_baseline(str(base)), baseline_path=str(base),
+    options = EvaluateOptions(baseline=load_baseline(str(base)), baseline_path=str(base),
                               tolerance=0.05, outputs=Outputs(html=str(html)))
     evaluation = write_evaluation(evaluate(quiet.run_dir or "", options))
     assert evaluation.status == gate.EXIT_REGRESSED

@@ -14,10 +14,9 @@ from pytest_dlbench.cli import main
 from pytest_dlbench.report.html_compare import comparison_view, gate_banner
 from pytest_dlbench.report.terminal import inconclusive_lines, render_comparison
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.results.gate import gate_record
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.verdict import INCONCLUSIVE
+from pytest_dlbench.results.judge import INCONCLUSIVE, INCONCLUSIVE_ADVICE, compare
 
 
 @dataclass(frozen=True)
@@ -78,13 +77,13 @@ def test_terminal_html_and_json_say_the_same(tmp_path: Path,
     assert lines[0] == f"inconclusive: x: {reason}"
     assert lines[-1].startswith("the noise is too large for the tolerance (exit status 9)")
     assert all(line in out for line in lines)
-    assert gate.INCONCLUSIVE_ADVICE in out and "--bench-against" in gate.INCONCLUSIVE_ADVICE
+    assert INCONCLUSIVE_ADVICE in out and "--bench-against" in INCONCLUSIVE_ADVICE
 
     # The JSON: the status, the verdict and the same reason and advice.
     record = json.loads(saved.read_text())["gate"]
     assert record["status"] == gate.EXIT_INCONCLUSIVE and record["verdict"] == INCONCLUSIVE
     assert record["inconclusive"]["x"] == reason
-    assert record["advice"] == gate.INCONCLUSIVE_ADVICE
+    assert record["advice"] == INCONCLUSIVE_ADVICE
     assert record["comparison"]["benchmarks"]["x"]["verdict"] == INCONCLUSIVE
     assert record == gate_record(comparison, gate.EXIT_INCONCLUSIVE) | {
         "comparison": record["comparison"]}  # the baseline's path is the file's, not None
@@ -93,7 +92,7 @@ def test_terminal_html_and_json_say_the_same(tmp_path: Path,
     banner = gate_banner(summarize_dir(slow), comparison)
     assert banner.status == gate.EXIT_INCONCLUSIVE and banner.css == "warn"
     assert banner.headline.startswith("Gate inconclusive")
-    assert gate.INCONCLUSIVE_ADVICE in banner.detail and "x could not be told" in banner.detail
+    assert INCONCLUSIVE_ADVICE in banner.detail and "x could not be told" in banner.detail
     score = f"the score: {comparison.score_reason}"
     assert comparison.score_verdict == INCONCLUSIVE and f"inconclusive: {score}" in lines
     assert comparison_view(comparison).inconclusive == (f"x: {reason}", score)

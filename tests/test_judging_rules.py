@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dlbench.results import busy, noise, paired
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
+from pytest_dlbench.results.figures import busy
+from pytest_dlbench.results.judge import noise, paired
+from pytest_dlbench.results.model import SCHEMA, SuiteSummary
 
 
 def _bench(runs: list[tuple[str, bool | None]]) -> Any:
@@ -37,18 +37,18 @@ def test_the_busy_share_is_counted_once_for_both_modes() -> None:
 
 
 def test_the_confirmation_folders_are_named_by_layout_alone() -> None:
-    """results/confirm.py decides; the confirmation's folder, round folders and done file are
+    """results/judge/confirm.py decides; the confirmation's folder, round folders and done file are
     layout.py's names, imported from there (plugin/confirm.py too), never re-exported."""
-    from pytest_dlbench.results import confirm
+    from pytest_dlbench.results.judge import confirm
 
     for name in ("round_dir", "DONE_FILE", "confirm_dir", "CONFIRM", "parse_confirm"):
         assert name not in confirm.__all__
     assert not hasattr(confirm, "round_dir") and not hasattr(confirm, "DONE_FILE")
-    assert not hasattr(confirm, "parse_confirm")  # the option's parsing is results/gate.py's
+    assert not hasattr(confirm, "parse_confirm")  # the option's parsing is options.py's
 
 
-_NAMES_ONE_HOME = ("src/pytest_dlbench/results/scoring.py",
-                   "src/pytest_dlbench/results/plausibility.py",
+_NAMES_ONE_HOME = ("src/pytest_dlbench/results/figures/scoring.py",
+                   "src/pytest_dlbench/results/figures/plausibility.py",
                    "src/pytest_dlbench/measure/rates.py")
 
 
@@ -78,7 +78,7 @@ def test_a_flops_record_of_bools_is_no_figure(tmp_path: Any) -> None:
     from _runs import write_run
 
     from pytest_dlbench.measure.stream import Event
-    from pytest_dlbench.results.scoring import load_run
+    from pytest_dlbench.results.figures import load_run
 
     path = write_run(tmp_path, "x", [(100.0, 1.0)] * 10)
     *records, end = path.read_text().splitlines(keepends=True)
@@ -101,8 +101,9 @@ def test_docstrings_name_what_exists() -> None:
 
     root = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
     owned = [root / "results" / f"{m}.py" for m in (
-        "stats", "noise", "busy", "confirm", "compare", "paired",
-        "verdict", "evaluation", "gate", "scoring", "plausibility")]
+        "judge/stats", "judge/noise", "figures/busy", "judge/confirm", "judge/saved",
+        "judge/comparison", "judge/causes", "judge/paired", "judge/verdict", "evaluation", "gate",
+        "figures/scoring", "figures/plausibility")]
     owned += [root / "measure" / "rates.py", root / "plugin" / "confirm.py"]
     layers = "core|measure|results|report|run|suite|plugin|profile|loggers|workloads"
     missing = []
@@ -134,7 +135,7 @@ def test_gate_offline_takes_exit_statuses_from_the_evaluation() -> None:
 
 def test_a_verdict_word_is_decided_only_by_the_core() -> None:
     """Issue 38: regressed, improved, unchanged, inconclusive, failed and incomparable are set
-    in results/verdict.py alone (the gate's one word of a run, in results/gate.gate_record):
+    in results/judge/verdict.py alone (the gate's one word of a run, in results/gate.gate_record):
     no other module makes a ``Verdict`` or sets a row's word to one of them itself."""
     import re
     from pathlib import Path

@@ -13,8 +13,8 @@ import pytest
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.logparse import StepReader, recipe_format, total_time_secs
 from pytest_dlbench.measure.stream import NullStream
-from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import run_from_records
+from pytest_dlbench.results.figures import run_from_records
+from pytest_dlbench.results.model import TOTAL_TIME
 from pytest_dlbench.suite.logparsers import OPEN_CLIP, LogParseError, make_parser
 
 #: Seed 004's three sample lines, verbatim.

@@ -19,7 +19,7 @@ from pytest_dlbench.measure.machine import (
     machine_info,
     machine_meta,
 )
-from pytest_dlbench.results.machine import machine_differences
+from pytest_dlbench.results.figures import machine_differences
 
 
 def test_git_commit_inside_and_outside_a_repository(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pytest_dlbench.cli import main
 from pytest_dlbench.measure import machine as probe  # the facts, read from /sys, /proc, NVML
 from pytest_dlbench.measure.machine import machine_info, machine_meta, machine_state
 from pytest_dlbench.measure.monitor.nvml import gpu_state
-from pytest_dlbench.results import machine
-from pytest_dlbench.results.machine import (
+from pytest_dlbench.results.figures import (
+    machine,
     machine_differences,
     readiness_problems,
     render_state,
@@ -248,8 +248,8 @@ def test_compare_warns_when_the_states_differ() -> None:
 
     assert machine_differences(side("powersave"), side("performance")) == [
         "CPU governor powersave vs performance"]
-    from pytest_dlbench.results.machine import baseline_warnings
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.figures import baseline_warnings
+    from pytest_dlbench.results.model import SuiteSummary
 
     def saved(governor: str) -> SuiteSummary:  # a summary read back: what its file says
         return SuiteSummary((), None, (), 0.0, provenance=side(governor))

@@ -13,8 +13,13 @@ import pytest
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import render_summary
-from pytest_dlbench.results.peaks import CEILING_ERROR, MFU_ERROR, dtype_of, table_peak
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures import (
+    CEILING_ERROR,
+    MFU_ERROR,
+    dtype_of,
+    summarize_dir,
+    table_peak,
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_BF16 = 989.4e12  # dense bf16 FLOP/s of one H100 SXM (its datasheet)
@@ -244,7 +249,7 @@ def test_a_cpu_model_above_one_and_a_half_matmuls_is_an_error(tmp_path: Path):
 def test_a_mig_slice_has_no_mfu_against_the_whole_gpus_peak(tmp_path: Path):
     """A MIG 1g slice has a seventh of an H100's SMs: the datasheet's peak is the whole GPU's,
     so an MFU against it would be a seventh of the truth. No MFU, and why."""
-    from pytest_dlbench.results.peaks import MIG_REASON
+    from pytest_dlbench.results.figures import MIG_REASON
 
     mig = "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
     assert table_peak(mig, "bf16") is None and table_peak(H100, "bf16")

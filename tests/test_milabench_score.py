@@ -32,14 +32,14 @@ import pytest
 from _runs import write_manifest, write_run
 
 from pytest_dlbench.results.evaluation import EvaluateOptions, evaluate
-from pytest_dlbench.results.milabench_score import (
+from pytest_dlbench.results.figures import (
     MILABENCH,
     bench_figure,
     suite_score,
+    summarize_dir,
     trimmed_mean,
 )
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.model import SuiteSummary
 
 
 def _steps(*rates: float) -> list[tuple[float, float]]:

@@ -25,8 +25,8 @@ from pytest_dlbench.measure.monitor import (
 from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
 from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
-from pytest_dlbench.results.telemetry import combine_stats, telemetry_stats
-from pytest_dlbench.results.validation import check_usage, validate_usage
+from pytest_dlbench.results.figures import check_usage, telemetry_stats, validate_usage
+from pytest_dlbench.results.model import combine_stats
 from pytest_dlbench.run.harness import execute
 
 GIB = 1024**3
@@ -687,7 +687,7 @@ def test_a_threads_first_system_cpu_reading_is_dropped():
 def test_the_sampler_threads_first_sample_reads_the_machines_cpu():
     """A gate_power run's timed window is about a second: with a 1 s interval, one or two of the
     thread's samples. Its first one must carry the machine's CPU, or a neighbour that ran then
-    goes unseen by the busy check (results/busy.py); before, the thread's first call set
+    goes unseen by the busy check (results/figures/busy.py); before, the thread's first call set
     psutil's reference and gave no reading (195 kept runs: 105 of them judged "unknown")."""
     import psutil
 

@@ -281,8 +281,8 @@ def test_a_job_over_two_nodes_is_said_under_the_table_and_in_the_manifest(tmp_pa
     from pytest_dlbench.layout import write_manifest
     from pytest_dlbench.measure.stream import StreamWriter
     from pytest_dlbench.report.voir_lines import observation_lines
-    from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.figures import summarize_dir
+    from pytest_dlbench.results.model import SuiteSummary
     from pytest_dlbench.suite.spec import BenchSpec
 
     for name, distributed in (("ddp", {"world_size": 4, "nnodes": 2, "nproc_per_node": 2}),
@@ -316,7 +316,7 @@ def test_a_job_over_two_nodes_is_said_under_the_table_and_in_the_manifest(tmp_pa
 
 def test_a_hand_edited_job_size_never_stops_the_report(tmp_path: Path):
     from pytest_dlbench.measure.stream import StreamWriter
-    from pytest_dlbench.results.scoring import summarize_dir
+    from pytest_dlbench.results.figures import summarize_dir
 
     with StreamWriter(tmp_path / "ddp.D0.data") as stream:
         stream.write("config", spec={"name": "ddp", "weight": 1.0, "plan": {"method": "njobs"},

@@ -17,8 +17,8 @@ from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.core import output_files
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.baseline import save_summary
 from pytest_dlbench.results.evaluation import evaluate
+from pytest_dlbench.results.model import save_summary
 
 SUITE = ("a: {definition: 'pytest_dlbench.workloads.toy:main', weight: 1,"
          " voir: {options: {stop: 10}}}")

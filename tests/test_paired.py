@@ -1,4 +1,4 @@
-"""Paired verdicts of a --bench-against run (results/paired.py), from written streams."""
+"""Paired verdicts of a --bench-against run (results/judge/paired.py), from written streams."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ from pytest_dlbench import layout
 from pytest_dlbench.cli import main
 from pytest_dlbench.report.terminal import render_paired
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.compare import Comparison
-from pytest_dlbench.results.paired import pairs_of, summarize_paired_dir
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.judge import (
+    ALPHA,
     FAILED,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
+    Comparison,
+    pairs_of,
+    summarize_paired_dir,
 )
 from pytest_dlbench.run.against import round_order
 
@@ -76,7 +78,7 @@ def test_pairs_cancel_the_load_that_welch_sees(tmp_path: Path) -> None:
     assert x.samples == (6, 6)
     assert comparison.regressed and comparison.score_verdict == REGRESSED
     assert comparison.test == "t" and comparison.against["rev"] == "main"  # type: ignore[index]
-    from pytest_dlbench.results.compare import compare
+    from pytest_dlbench.results.judge import compare
 
     # Against a saved baseline the same runs are 5 % below, but within the noise between runs:
     # inconclusive (issue 26), never regressed.
@@ -98,7 +100,7 @@ def test_within_tolerance_is_unchanged(tmp_path: Path) -> None:
     run = paired_run(tmp_path, {"x": (100.0, 98.5)})
     _, _, comparison = judge(run)
     x = comparison.get("x")
-    assert x is not None and x.p_value is not None and x.p_value < gate.ALPHA
+    assert x is not None and x.p_value is not None and x.p_value < ALPHA
     assert x.verdict == UNCHANGED  # significant, but 1.5 % is inside the 3 % tolerance
     _, _, strict = judge(run, tolerance=0.01)
     assert strict.get("x").verdict == REGRESSED  # type: ignore[union-attr]
@@ -288,7 +290,7 @@ def test_score_combines_the_benchmarks(tmp_path: Path) -> None:
     assert [b.verdict for b in comparison.benchmarks] == [INCONCLUSIVE] * 4
     assert comparison.score_rate_ratio == pytest.approx(0.96, abs=0.01)
     assert comparison.score_ci is not None and comparison.score_ci[1] < 1
-    assert comparison.score_p_value is not None and comparison.score_p_value < gate.ALPHA / 2
+    assert comparison.score_p_value is not None and comparison.score_p_value < ALPHA / 2
     assert comparison.score_verdict == REGRESSED and comparison.regressed
 
 
@@ -297,7 +299,7 @@ def test_score_of_noisy_rounds_needs_half_alpha(tmp_path: Path) -> None:
     # would land beyond the tolerance 1 time in 9 at this noise: inconclusive (paired_noise).
     comparison = _four_slower(tmp_path, (0.10, -0.08, 0.06, -0.10, 0.08, -0.06))
     assert comparison.score_p_value is not None
-    assert gate.ALPHA / 2 < comparison.score_p_value < gate.ALPHA
+    assert ALPHA / 2 < comparison.score_p_value < ALPHA
     assert comparison.score_verdict == INCONCLUSIVE and not comparison.regressed
     assert "rounds are noisy" in comparison.score_reason
     assert "needs p <= 0.025" in comparison.score_reason
@@ -385,8 +387,9 @@ def test_html_report_shows_the_pairs(tmp_path: Path) -> None:
     (False, True, FAILED), (True, False, INCOMPARABLE), (False, False, INCOMPARABLE)])
 def test_a_side_with_no_run_gets_the_same_word_paired_or_saved(
         tmp_path: Path, cand_ok: bool, base_ok: bool, word: str) -> None:
-    # One rule (results/verdict.judge_unmatched): both sides failed is "incomparable" in either
-    # mode (the paired gate said "failed" before); the candidate's failure fails the run anyway.
+    # One rule (results/judge/verdict.judge_unmatched): both sides failed is "incomparable" in
+    # either mode (the paired gate said "failed" before); the candidate's failure fails the run
+    # anyway.
     run = paired_run(tmp_path, {"x": (100.0, 100.0)}, rounds=4)
     for r in range(4):
         if not cand_ok:
@@ -395,7 +398,7 @@ def test_a_side_with_no_run_gets_the_same_word_paired_or_saved(
             write_run(layout.base_dir(run), "x", repeat=r, status="crash", reason="crash: boom")
     cand, base, comparison = judge(run)
     assert comparison.get("x").verdict == word  # type: ignore[union-attr]
-    from pytest_dlbench.results.compare import compare
+    from pytest_dlbench.results.judge import compare
 
     assert compare(cand, base).get("x").verdict == word  # type: ignore[union-attr]
 

@@ -1,5 +1,5 @@
 """The paired verdict when the rounds' noise is too large for the tolerance (the verdict core,
-results/verdict.py, on paired evidence): synthetic streams with known answers."""
+results/judge/verdict.py, on paired evidence): synthetic streams with known answers."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from _runs import steady_at, write_run
 from pytest_dlbench import layout
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.paired import summarize_paired_dir
-from pytest_dlbench.results.stats import paired_stats
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.judge import (
     IMPROVED,
     INCONCLUSIVE,
+    INCONCLUSIVE_ADVICE,
+    PAIRED_INCONCLUSIVE_ADVICE,
     REGRESSED,
     UNCHANGED,
     Evidence,
@@ -27,7 +27,9 @@ from pytest_dlbench.results.verdict import (
     Verdict,
     judge,
     judge_score,
+    paired_stats,
     reach,
+    summarize_paired_dir,
 )
 
 
@@ -210,11 +212,11 @@ def test_a_noisy_paired_run_is_inconclusive_with_its_own_advice(
     out = capsys.readouterr().out
     assert "inconclusive: mlp: ratio" in out and "rounds are noisy" in out
     assert "alpha 0.05, 0.025 where the rounds are too noisy for the tolerance)" in out
-    assert gate.PAIRED_INCONCLUSIVE_ADVICE in out
-    assert gate.INCONCLUSIVE_ADVICE not in out  # the saved baseline's advice is not for this
+    assert PAIRED_INCONCLUSIVE_ADVICE in out
+    assert INCONCLUSIVE_ADVICE not in out  # the saved baseline's advice is not for this
     record = json.loads(out_json.read_text())["gate"]
     assert record["verdict"] == INCONCLUSIVE and record["status"] == gate.EXIT_INCONCLUSIVE
-    assert record["advice"] == gate.PAIRED_INCONCLUSIVE_ADVICE
+    assert record["advice"] == PAIRED_INCONCLUSIVE_ADVICE
     assert "rounds are noisy" in record["inconclusive"]["mlp"]
     page = html.read_text()
-    assert "Gate inconclusive" in page and gate.PAIRED_INCONCLUSIVE_ADVICE in page
+    assert "Gate inconclusive" in page and PAIRED_INCONCLUSIVE_ADVICE in page

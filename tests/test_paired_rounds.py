@@ -11,7 +11,7 @@ from _runs import steady_at, write_run
 
 from pytest_dlbench import layout
 from pytest_dlbench.report.terminal import render_paired
-from pytest_dlbench.results.paired import summarize_paired_dir
+from pytest_dlbench.results.judge import summarize_paired_dir
 
 LOAD = (1.0, 0.8, 1.1, 0.9)  # each round's load, shared by its two runs
 

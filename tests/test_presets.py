@@ -13,11 +13,14 @@ import pytest
 
 from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import render_summary
-from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compiled import compile_rows, compile_summary
+from pytest_dlbench.results.figures import (
+    compile_rows,
+    compile_summary,
+    run_from_records,
+    summarize_runs,
+)
 from pytest_dlbench.results.gate import run_failed
-from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.model import SuiteSummary, load_summary, save_summary
 from pytest_dlbench.suite.presets import (
     TRAINING_DEFINITIONS,
     add_arguments,

@@ -17,7 +17,7 @@ from pytest_dlbench.measure.timing import FakeCudaBackend, Timer
 from pytest_dlbench.profile import ProfileConfig, finish_profile, load_reports
 from pytest_dlbench.profile.capture import Capture
 from pytest_dlbench.profile.window import ProfiledWindow
-from pytest_dlbench.results.scoring import run_from_records
+from pytest_dlbench.results.figures import run_from_records
 
 
 class Batch:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlbench.cli import main as dlbench
-from pytest_dlbench.results.scoring import run_from_records
+from pytest_dlbench.results.figures import run_from_records
 
 DEFS = textwrap.dedent(
     """

@@ -23,7 +23,7 @@ from pytest_dlbench.profile import (
     load_reports,
     render_reports,
 )
-from pytest_dlbench.results.scoring import run_from_records
+from pytest_dlbench.results.figures import run_from_records
 from pytest_dlbench.workloads import vision
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
-"""The rate's ceiling (results/plausibility.py): a rate the wall clock cannot support is an error
-of measurement that fails the run, never a figure; healthy runs, external commands and voir runs
-are never flagged."""
+"""The rate's ceiling (results/figures/plausibility.py): a rate the wall clock cannot support is an
+error of measurement that fails the run, never a figure; healthy runs, external commands and voir
+runs are never flagged."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import LOOP_START, NullStream
 from pytest_dlbench.measure.timing import FakeClock, FakeCudaBackend, MonotonicWallClock, Timer
-from pytest_dlbench.results.plausibility import (
+from pytest_dlbench.results.figures import (
     FACTOR,
     WallClockCheck,
+    run_from_records,
+    summarize_bench,
     timed_by_bench,
     wall_clock_check,
 )
-from pytest_dlbench.results.scoring import run_from_records, summarize_bench
 from pytest_dlbench.suite.definitions import EXTERNAL_RUNNER, VOIR_RUNNER
 
 STEP = 0.050  # seconds of device time per step
@@ -315,7 +316,7 @@ def test_the_reason_names_the_figures():
 
 def test_the_check_reads_a_stream_file_by_its_columns(tmp_path: Path):
     from pytest_dlbench.measure.stream import StreamWriter
-    from pytest_dlbench.results.scoring import load_run
+    from pytest_dlbench.results.figures import load_run
 
     path = tmp_path / "x.D0.data"
     with StreamWriter(path) as writer:

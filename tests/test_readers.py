@@ -27,12 +27,11 @@ from pytest_dlbench.measure.stream import RecordScan, StreamError, read_last, re
 from pytest_dlbench.profile import NoteReport, load_reports, profile_sections, write_reports
 from pytest_dlbench.profile.timereport import StepSample, build_time_report
 from pytest_dlbench.profile.writer import ProfileWriteError, load_meta, read_index
-from pytest_dlbench.results.baseline import BaselineError, load_summary
-from pytest_dlbench.results.compare import compare
+from pytest_dlbench.results.figures import load_run
 from pytest_dlbench.results.gate import EXIT_INCONCLUSIVE, USAGE_ERROR
 from pytest_dlbench.results.gate import EXIT_REGRESSED as REGRESSED
-from pytest_dlbench.results.scoring import load_run
-from pytest_dlbench.results.verdict import INCOMPARABLE
+from pytest_dlbench.results.judge import INCOMPARABLE, compare
+from pytest_dlbench.results.model import BaselineError, load_summary
 
 TOY = "pytest_dlbench.workloads.toy:main"
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -309,7 +308,7 @@ def test_a_baseline_of_huge_rates_is_incomparable(tmp_path: Path,
 def test_a_baseline_in_other_units_is_incomparable(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # 30 % slower in items/s: compared in the same units, it regresses (one run a side: beyond
-    # what the default noise between runs explains, results/noise.py).
+    # what the default noise between runs explains, results/judge/noise.py).
     slower = [(7.0 + 0.01 * (i % 3), 1.0) for i in range(10)]
     run_dir = _run_dir(tmp_path, steady=slower)
     same = _baseline(tmp_path / "same.json", samples=[10.0, 10.1, 9.9, 10.0, 10.05])
@@ -616,7 +615,7 @@ def test_read_last_finds_the_last_valid_record(tmp_path: Path) -> None:
 
 def test_rates_read_back_what_was_written() -> None:
     from pytest_dlbench.measure.rates import Rates
-    from pytest_dlbench.results.run_result import Points
+    from pytest_dlbench.results.model import Points
 
     records: list[dict[str, Any]] = [
         {"event": "rate", "value": 2.0, "units": "u", "step": 0, "warmup": True, "time": 1.0,

@@ -1,8 +1,8 @@
 """The self-contained HTML report (report/html.py), down to how it looks in a real browser.
 
 Summaries are built the way the plugin builds them: streams written with ``StreamWriter``, read
-back and scored by ``pytest_dlbench.results.scoring``; comparisons by ``results.compare`` against
-a baseline summary dict (as ``load_summary`` returns it).
+back and scored by ``pytest_dlbench.results.figures.scoring``; comparisons by ``results.compare``
+against a baseline summary dict (as ``load_summary`` returns it).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pytest
 
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.report.html import render_html, write_html
-from pytest_dlbench.results.compare import Comparison, compare
-from pytest_dlbench.results.scoring import load_run, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import load_run, summarize_runs
+from pytest_dlbench.results.judge import Comparison, compare
+from pytest_dlbench.results.model import SuiteSummary
 
 EVIL = "<script>alert('x')</script>"
 
@@ -119,7 +119,7 @@ def comparison(suite: SuiteSummary) -> Comparison:
                   samples=[x / slower for x in bert.noise_samples],
                   # saved in 4 sessions of one run each (dlbench baseline): the noise between
                   # runs and the drift between sessions it carries (2 %) make one run's 10 %
-                  # drop a regression, not "inconclusive" (results/noise.py)
+                  # drop a regression, not "inconclusive" (results/judge/noise.py)
                   runs=[{**before["runs"][0], "repeat": r, "rate": bert.perf / slower * f}
                         for r, f in enumerate(SESSIONS)],
                   sessions=[[bert.perf / slower * f] for f in SESSIONS])

@@ -15,9 +15,9 @@ from _runs import quiet_sessions
 
 from pytest_dlbench.core.numbers import number, significant
 from pytest_dlbench.report.terminal import render_comparison, render_summary
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import run_from_records, summarize_runs
+from pytest_dlbench.results.judge import compare
+from pytest_dlbench.results.model import SuiteSummary
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100

@@ -19,15 +19,30 @@ from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.html_compare import gate_banner, rounds_text, section_title
 from pytest_dlbench.report.terminal import inconclusive_lines, render_summary, score_line
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.busy import machine_busy
-from pytest_dlbench.results.compare import BenchComparison, Comparison, compare
-from pytest_dlbench.results.compiled import compile_rows
-from pytest_dlbench.results.doubt import figure_doubt, figures_in_doubt
-from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
-from pytest_dlbench.results.verdict import INCONCLUSIVE
+from pytest_dlbench.results.figures import (
+    compile_rows,
+    figure_doubt,
+    figures_in_doubt,
+    machine_busy,
+    run_from_records,
+    summarize_runs,
+)
+from pytest_dlbench.results.judge import (
+    BUSY as gate_BUSY,
+)
+from pytest_dlbench.results.judge import (
+    BUSY_ADVICE,
+    BUSY_DOUBT,
+    FEW_ROUNDS,
+    FEW_ROUNDS_ADVICE,
+    INCONCLUSIVE,
+    NOISE,
+    PAIRED_INCONCLUSIVE_ADVICE,
+    BenchComparison,
+    Comparison,
+    compare,
+)
+from pytest_dlbench.results.model import SCHEMA, RunResult, SuiteSummary
 
 BUSY = machine_busy([1.5, 1.6, 1.7, 1.6], whole_machine=True)
 assert BUSY is not None and BUSY.busy
@@ -171,13 +186,13 @@ def test_a_busy_machine_is_said_as_such_with_its_remedy() -> None:
     now = saved({"x": {"rate": 80.0, "busy": True}})
     comparison = compare(now, saved({"x": {"rate": 100.0}}))
     assert comparison.get("x").verdict == INCONCLUSIVE  # type: ignore[union-attr]
-    assert comparison.inconclusive_causes == (gate.BUSY,)
+    assert comparison.inconclusive_causes == (gate_BUSY,)
     last = inconclusive_lines(comparison)[-1]
-    assert last == (f"the machine was busy during the runs (exit status 9): {gate.BUSY_ADVICE}")
+    assert last == (f"the machine was busy during the runs (exit status 9): {BUSY_ADVICE}")
     assert "noise is too large" not in last
     record = gate.gate_record(comparison, gate.EXIT_INCONCLUSIVE)
-    assert record is not None and record["causes"] == [gate.BUSY]
-    assert record["advice"] == gate.BUSY_ADVICE
+    assert record is not None and record["causes"] == [gate_BUSY]
+    assert record["advice"] == BUSY_ADVICE
     banner = gate_banner(now, comparison, gate.EXIT_INCONCLUSIVE)
     assert banner.headline == "Gate inconclusive: the machine was busy during the runs"
     assert "The machine was busy during the runs: rerun on a quieter runner" in render_html(
@@ -186,23 +201,23 @@ def test_a_busy_machine_is_said_as_such_with_its_remedy() -> None:
 
 def test_paired_noise_and_too_few_rounds_get_their_own_advice() -> None:
     full = _paired({"a": {"rounds_used": 10, "rounds": 10, "stopped": "all rounds"}}, pairs=10)
-    assert full.inconclusive_causes == (gate.NOISE,)
+    assert full.inconclusive_causes == (NOISE,)
     assert inconclusive_lines(full)[-1] == (
         f"the noise is too large for the tolerance (exit status 9): "
-        f"{gate.PAIRED_INCONCLUSIVE_ADVICE}")
+        f"{PAIRED_INCONCLUSIVE_ADVICE}")
     cut = _paired({"a": {"rounds_used": 6, "rounds": 10, "stopped": "all rounds"}})
-    assert cut.inconclusive_causes == (gate.FEW_ROUNDS,)
+    assert cut.inconclusive_causes == (FEW_ROUNDS,)
     assert inconclusive_lines(cut)[-1] == (
-        f"too few rounds ran to tell (exit status 9): {gate.FEW_ROUNDS_ADVICE}")
+        f"too few rounds ran to tell (exit status 9): {FEW_ROUNDS_ADVICE}")
     interrupted = _paired({})  # cut short before its rule decided: no stop recorded
-    assert interrupted.inconclusive_causes == (gate.FEW_ROUNDS,)
+    assert interrupted.inconclusive_causes == (FEW_ROUNDS,)
     one_pair = _paired({"a": {"rounds_used": 10, "rounds": 10, "stopped": "all rounds"}},
                        pairs=10, p=None)
-    assert one_pair.inconclusive_causes == (gate.FEW_ROUNDS,)
+    assert one_pair.inconclusive_causes == (FEW_ROUNDS,)
     busy = _paired({"a": {"rounds_used": 10, "rounds": 10, "stopped": "all rounds"}},
-                   pairs=10, doubts=(f"{gate.BUSY_DOUBT} during 3 of the base side's 10 runs "
+                   pairs=10, doubts=(f"{BUSY_DOUBT} during 3 of the base side's 10 runs "
                                      "and none of the other side's",))
-    assert busy.inconclusive_causes == (gate.BUSY,)
+    assert busy.inconclusive_causes == (gate_BUSY,)
     assert inconclusive_lines(busy)[-1].startswith("the machine was busy during the runs")
 
 

@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dlbench.results.scaling import scaling_rows
+from pytest_dlbench.results.figures import scaling_rows
 
 
 def bench(name, perf):

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from _runs import steady_at, write_manifest, write_run
 
-from pytest_dlbench.results.gate import run_failed
-from pytest_dlbench.results.scoring import (
+from pytest_dlbench.results.figures import (
     MAX_STD_PENALTY,
     UNRELIABLE_STD,
     block_rates,
@@ -21,6 +20,7 @@ from pytest_dlbench.results.scoring import (
     summarize_dir,
     summarize_runs,
 )
+from pytest_dlbench.results.gate import run_failed
 
 
 # -- the whole pipeline against hand arithmetic -----------------------------------------------

@@ -1,6 +1,6 @@
-"""The sequential paired gate (results/paired.py, issue 26 item 4): a benchmark's
+"""The sequential paired gate (results/judge/paired.py, issue 26 item 4): a benchmark's
 --bench-against rounds stop once its verdict is clear, judged the same way during the run
-(results/paired.stop_before) and from the run directory (dlbench report)."""
+(results/judge/paired.stop_before) and from the run directory (dlbench report)."""
 
 from __future__ import annotations
 
@@ -20,20 +20,24 @@ from _runs import write_run
 
 from pytest_dlbench import layout
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.paired import (
+from pytest_dlbench.results.judge import (
     ALL_ROUNDS,
     CLEAR,
     FIXED,
+    IMPROVED,
+    REGRESSED,
     SEQUENTIAL,
+    UNCHANGED,
+    PairedStats,
+    Rule,
     Stop,
     evidence_of,
     looks,
+    quantile_stats,
     stop_before,
     summarize_paired_dir,
 )
-from pytest_dlbench.results.stats import PairedStats, quantile_stats
-from pytest_dlbench.results.verdict import IMPROVED, REGRESSED, UNCHANGED, Rule
-from pytest_dlbench.results.verdict import judge_look as core_look
+from pytest_dlbench.results.judge import judge_look as core_look
 
 
 def judge_look(stats: PairedStats | None, *, tolerance: float, alpha: float) -> str | None:

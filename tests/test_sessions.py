@@ -1,6 +1,7 @@
 """The drift between sessions (issue 26): a baseline merged from several sessions
-(results/sessions.py, ``dlbench baseline``) carries it, the noise model estimates it
-(results/noise.session_drift) and adds it to each side; synthetic sessions with known drift."""
+(results/history/sessions.py, ``dlbench baseline``) carries it, the noise model estimates it
+(results/judge/noise.session_drift) and adds it to each side; synthetic sessions with known
+drift."""
 
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results import gate, noise
-from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.sessions import SessionsError, merge_sessions, session_count
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import SCHEMA
-from pytest_dlbench.results.verdict import REGRESSED
+from pytest_dlbench.results import gate
+from pytest_dlbench.results.history import SessionsError, merge_sessions, session_count
+from pytest_dlbench.results.judge import ALPHA, REGRESSED, compare, noise
+from pytest_dlbench.results.model import SCHEMA, SuiteSummary, load_summary, save_summary
 
 
 def session(rates: list[float], *, machine: dict[str, Any] | None = None,
@@ -88,8 +86,8 @@ def test_a_machine_whose_sessions_drift_gives_no_false_alarms() -> None:
     """Sessions drifting by 4 % with 1 % between runs: the runs' spread alone would call a
     third of A/A comparisons regressed beyond ±3 %; with the drift (default, or measured by a
     merged baseline of 6 sessions) the false alarms stay at the test's alpha or below."""
-    assert _regressed_share(merged_sessions=1, drift=0.04) <= gate.ALPHA
-    assert _regressed_share(merged_sessions=6, drift=0.04) <= gate.ALPHA + 0.02
+    assert _regressed_share(merged_sessions=1, drift=0.04) <= ALPHA
+    assert _regressed_share(merged_sessions=6, drift=0.04) <= ALPHA + 0.02
 
 
 def test_the_runs_spread_alone_would_cry_wolf(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,6 @@
-"""results/stats.py: the tests of a comparison, and results/verdict.py's rule called directly
-(size and significance), and the property that the two kinds of comparison (a saved baseline, a
-paired run) judge alike."""
+"""results/judge/stats.py: the tests of a comparison, and results/judge/verdict.py's rule called
+directly (size and significance), and the property that the two kinds of comparison (a saved
+baseline, a paired run) judge alike."""
 
 from __future__ import annotations
 
@@ -15,38 +15,35 @@ from _runs import quiet_sessions, steady_at, write_run
 from pytest_dlbench import layout
 from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import StreamWriter
-from pytest_dlbench.results import compare as compare_mod
-from pytest_dlbench.results import noise as noise_mod
-from pytest_dlbench.results import paired as paired_mod
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.paired import compare_paired
-from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.stats import (
-    PairedStats,
-    _hodges_lehmann,
-    _signed_rank_counts,
-    combined_paired,
-    expanded_level,
-    p_in_direction,
-    paired_stats,
-    quantile_stats,
-)
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.judge import (
+    ALPHA,
     FAILED,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
+    TOLERANCE,
     UNCHANGED,
     Evidence,
+    PairedStats,
     Rule,
     Verdict,
+    combined_paired,
+    compare,
+    compare_paired,
+    expanded_level,
     judge,
     judge_score,
+    p_in_direction,
+    paired_stats,
+    quantile_stats,
 )
+from pytest_dlbench.results.judge import noise as noise_mod
+from pytest_dlbench.results.judge import paired as paired_mod
+from pytest_dlbench.results.judge import saved as compare_mod
+from pytest_dlbench.results.judge.stats import _hodges_lehmann, _signed_rank_counts
+from pytest_dlbench.results.model import TOTAL_TIME, SuiteSummary
 
 
 def verdict(ratio: float, p: float | None, *, tolerance: float = TOLERANCE,
@@ -307,7 +304,7 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     """Each module computes its own evidence; given the same ratio and p-values, the verdicts
     (benchmark and score) and the p reported must be the same: one rule, not two copies. The
     one difference is the saved baseline's: a ratio beyond the tolerance that the evidence
-    does not carry is "inconclusive" there (results/noise.py), "unchanged" in a paired run."""
+    does not carry is "inconclusive" there (results/judge/noise.py), "unchanged" in a paired run."""
     candidate, base = sides[target]
     # No test (None) is the weakest evidence: a p of 1 both ways for the saved baseline.
     p_lower, p_higher = ps or (1.0, 1.0)
@@ -357,7 +354,7 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
 
 
 def test_no_mode_keeps_its_own_copy_of_the_rule() -> None:
-    """Only results/verdict.py compares a ratio with the tolerance or a p with alpha."""
+    """Only results/judge/verdict.py compares a ratio with the tolerance or a p with alpha."""
     for module in (compare_mod, paired_mod, noise_mod):
         source = Path(module.__file__ or "").read_text()
         for copy in ("1 - tolerance", "1 + tolerance", "1 - score_p", "< alpha", "<= level"):

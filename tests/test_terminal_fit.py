@@ -20,9 +20,9 @@ from pytest_dlbench.core.numbers import printable, printable_lines
 from pytest_dlbench.report.columns import parse_columns, parse_sort, sort_items
 from pytest_dlbench.report.terminal import render_comparison, render_summary, score_line
 from pytest_dlbench.report.terminal_tables import display_width, shorten, table
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.scoring import run_from_records, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import run_from_records, summarize_runs
+from pytest_dlbench.results.judge import compare
+from pytest_dlbench.results.model import SuiteSummary
 from pytest_dlbench.suite.presets import run_dimensions
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -209,7 +209,7 @@ def test_pytest_refuses_an_unknown_column_or_sort_before_the_run(pytester: pytes
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_sweep_table_fits_in_blocks(width: int) -> None:
     from pytest_dlbench.report.terminal_tables import render_sweep
-    from pytest_dlbench.results.sweep import SweepRow
+    from pytest_dlbench.results.figures import SweepRow
 
     rows = [SweepRow(f"mmoclip-n{n}-ViT-L-14-bs512", {"nodes": n, "model": "ViT-L-14",
                                                       "batch_size": 512},

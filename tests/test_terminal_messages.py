@@ -10,8 +10,8 @@ from _runs import steady_at, write_run
 
 from pytest_dlbench.core.numbers import column, time_figure
 from pytest_dlbench.report.terminal import render_summary, seconds
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.model import SuiteSummary
 
 
 def test_a_time_keeps_its_significant_digits() -> None:

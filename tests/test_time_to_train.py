@@ -20,12 +20,9 @@ from pytest_dlbench.measure.bench import Bench
 from pytest_dlbench.measure.stream import NullStream, StreamWriter
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.baseline import load_summary, save_summary
-from pytest_dlbench.results.compare import compare
-from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import run_from_records, step_stats, summarize_dir
-from pytest_dlbench.results.sweep import sweep_rows
-from pytest_dlbench.results.verdict import REGRESSED, UNCHANGED
+from pytest_dlbench.results.figures import run_from_records, step_stats, summarize_dir, sweep_rows
+from pytest_dlbench.results.judge import REGRESSED, UNCHANGED, compare
+from pytest_dlbench.results.model import TOTAL_TIME, load_summary, save_summary
 
 
 def jittered(base: float, n: int, seed: int, spread: float = 0.01) -> list[float]:
@@ -145,7 +142,7 @@ def base_and_slower(tmp_path: Path) -> tuple[Path, Path]:
 def repeated_base_and_slower(tmp_path: Path) -> tuple[Path, Path]:
     """:func:`base_and_slower` with three repeats a side (``--bench-repeat=3``): a 10 % change
     is judged with the noise between runs they show, not the default model's (one run a side
-    is "inconclusive" at 10 %: results/noise.py)."""
+    is "inconclusive" at 10 %: results/judge/noise.py)."""
     a, b = tmp_path / "a", tmp_path / "b"
     for repeat in range(3):
         base = jittered(2.0, 41, seed=1 + 10 * repeat)

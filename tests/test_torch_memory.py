@@ -19,8 +19,8 @@ from pytest_dlbench.measure.monitor import Monitor
 from pytest_dlbench.measure.monitor.torch_memory import read_peaks, reset_peaks
 from pytest_dlbench.measure.stream import Event, NullStream
 from pytest_dlbench.report.terminal import render_summary
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.telemetry import combine_stats, telemetry_stats
+from pytest_dlbench.results.figures import summarize_dir, telemetry_stats
+from pytest_dlbench.results.model import combine_stats
 
 GIB = 1024**3
 
@@ -157,7 +157,7 @@ def test_the_peaks_reach_the_summary_and_the_report_unchanged(tmp_path: Path) ->
     assert byte_size(7 * GIB + 123) in row and byte_size(8 * GIB + 456) in row
     # The loggers send them too: per run, and per benchmark in the session's summary.
     from pytest_dlbench.loggers.source import bench_metrics, read_run, run_stats
-    from pytest_dlbench.results.baseline import summary_dict
+    from pytest_dlbench.results.model import summary_dict
 
     _, result = read_run(tmp_path / "net.D0.R1.data")
     assert run_stats(result)["torch_max_reserved_bytes"] == 8 * GIB + 456

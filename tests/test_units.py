@@ -15,8 +15,8 @@ from pytest_dlbench.core.numbers import FIGURE_UNITS, STORED_UNITS, as_named
 from pytest_dlbench.loggers.source import as_shown, bench_metrics, session_metrics
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results import frame
-from pytest_dlbench.results.baseline import save_summary
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures import summarize_dir
+from pytest_dlbench.results.model import save_summary
 
 
 def test_the_same_runs_std_agrees_in_every_output(tmp_path: Path) -> None:

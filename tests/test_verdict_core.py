@@ -1,8 +1,8 @@
-"""The verdict core (results/verdict.py) decides every mode's verdict as the 15 functions it
+"""The verdict core (results/judge/verdict.py) decides every mode's verdict as the 15 functions it
 replaced did, except for two changes made on purpose.
 
 The ``old_*`` functions below are the old rule kept for this equivalence test only: their
-bodies are copied from results/stats.py, noise.py, paired_noise.py, sequential.py, confirm.py
+bodies are copied from results/judge/stats.py, noise.py, paired_noise.py, sequential.py, confirm.py
 and probe.py at d023ee7, frozen. Generated evidence goes to both, and the words and reasons
 must be the same, a few hundred cases per mode, except:
 
@@ -23,7 +23,7 @@ from collections.abc import Collection, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.judge import (
     CHANGED,
     IMPROVED,
     INCOMPARABLE,
@@ -227,7 +227,7 @@ def old_confirmed_score(word: str, backed: bool, dropped: bool) -> str:
 
 
 def old_paired_doubt(word: str, ratio: float, doubt: str | None) -> Verdict | None:
-    """paired_with_doubts's rule for one row (results/noise.py at d023ee7)."""
+    """paired_with_doubts's rule for one row (results/judge/noise.py at d023ee7)."""
     if word in (REGRESSED, IMPROVED) and doubt is not None:
         return Verdict(INCONCLUSIVE, f"ratio {ratio:.3f}, but {doubt}")
     return None

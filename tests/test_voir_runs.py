@@ -15,8 +15,8 @@ import pytest
 
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.report.voir_lines import observation_lines
-from pytest_dlbench.results.scoring import milabench_figure, run_from_records, summarize_runs
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.figures import milabench_figure, run_from_records, summarize_runs
+from pytest_dlbench.results.model import SuiteSummary
 
 DATA = Path(__file__).parent / "data"
 DOCS = Path(__file__).parent.parent / "docs"

@@ -32,8 +32,8 @@ from pytest_dlbench.options import (
 from pytest_dlbench.results import gate
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.history_drift import HistoryDrifts
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.judge import HistoryDrifts
+    from pytest_dlbench.results.model import BaselineLoad, SuiteSummary
 
 __all__ = ["main"]
 
@@ -148,9 +148,11 @@ def _verbosity(args: argparse.Namespace) -> int:
     return args.verbose - args.quiet
 
 
-def _load_baseline(path: str) -> gate.BaselineLoad:
+def _load_baseline(path: str) -> BaselineLoad:
     """The baseline file, read; its one-line error printed when it cannot be used."""
-    loaded = gate.load_baseline(path)
+    from pytest_dlbench.results.model import load_baseline
+
+    loaded = load_baseline(path)
     if loaded.status == gate.BASELINE_MISSING:
         _error(f"{loaded.message} (a baseline is required: save one with --save)")
     elif loaded.status:
@@ -194,13 +196,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal import render_comparison
-    from pytest_dlbench.results.compare import compare
     from pytest_dlbench.results.evaluation import judged
+    from pytest_dlbench.results.judge import compare
 
     baseline = _load_baseline(args.baseline)
     if baseline.summary is None:
         return baseline.status
-    from pytest_dlbench.results.baseline import load_summary
+    from pytest_dlbench.results.model import load_summary
 
     try:
         current = load_summary(args.current)
@@ -221,7 +223,7 @@ def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts
     """``dlbench compare --history``: the drift between sessions that the history folder
     measured on the machine CURRENT was measured on (results/history_drift.py)."""
     from pytest_dlbench.results.history import drifts_from_history, summary_machine
-    from pytest_dlbench.results.history_drift import HistoryDrifts
+    from pytest_dlbench.results.judge import HistoryDrifts
 
     if folder is None:
         return HistoryDrifts()
@@ -234,8 +236,8 @@ def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts
 def _cmd_baseline(args: argparse.Namespace) -> int:
     from pytest_dlbench.core.output_files import check_outputs as check_output
     from pytest_dlbench.report.sessions import render_sessions
-    from pytest_dlbench.results.baseline import load_summary, save_summary
-    from pytest_dlbench.results.sessions import merge_sessions
+    from pytest_dlbench.results.history import merge_sessions
+    from pytest_dlbench.results.model import load_summary, save_summary
 
     check_output({"OUT.json": args.output})
     merged = merge_sessions([load_summary(p) for p in args.inputs], names=args.inputs)
@@ -270,7 +272,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _cmd_machine(args: argparse.Namespace) -> int:
     from pytest_dlbench.measure.machine import machine_state
-    from pytest_dlbench.results.machine import readiness_problems, render_state
+    from pytest_dlbench.results.figures import readiness_problems, render_state
 
     state = machine_state()
     if args.json:
@@ -296,13 +298,12 @@ def _add_machine_command(commands: Any) -> None:
 
 def _cmd_table(args: argparse.Namespace) -> int:
     from pytest_dlbench.report.terminal_tables import SWEEP_NOTE, render_sweep
-    from pytest_dlbench.results.scoring import summarize_dir
-    from pytest_dlbench.results.sweep import sweep_rows
+    from pytest_dlbench.results.figures import summarize_dir, sweep_rows
 
     run_dir = check_run_dir(args.run_dir)
     rows = sweep_rows(summarize_dir(run_dir), matrix_only=args.matrix)
     if args.csv:  # the frame of pytest_dlbench.results.frame, as CSV
-        from pytest_dlbench.results.frames import frame_csv, sweep_frame
+        from pytest_dlbench.results.history import frame_csv, sweep_frame
 
         sys.stdout.write(frame_csv(sweep_frame(rows)))
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.layout import results_base
+from pytest_dlbench.options import parse_rounds
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.history import HISTORY
 from pytest_dlbench.run.bisect import MAX_ROUNDS, ROUNDS
@@ -65,7 +66,7 @@ def _duration(seconds: float) -> str:
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_dlbench.core.numbers import fixed, printable
-    from pytest_dlbench.results.paired import judge_paired_run
+    from pytest_dlbench.results.judge import judge_paired_run
     from pytest_dlbench.run.bisect import BisectPlan, Probe, Progress, bisect
 
     def judge(run_dir: Path, bench: str) -> Any:
@@ -220,13 +221,13 @@ def add_history_commands(commands: Any) -> None:
                         type=parse_fixture_steps, default=None, metavar="WARMUP,STEPS",
                         help="a test's warm-up and steady steps where its bench_steps marker "
                              "does not say (docs/writing-benchmarks.md)")
-    bisect.add_argument("--rounds", "--bench-rounds", type=gate.parse_rounds,
+    bisect.add_argument("--rounds", "--bench-rounds", type=parse_rounds,
                         default=ROUNDS, metavar="K",
                         help="rounds of a step's first paired run (default "
                              f"{ROUNDS}: it stops early once its verdict is clear; 4 "
                              "rounds can never show a change at the default alpha); twice as "
                              "many while the test cannot decide")
-    bisect.add_argument("--max-rounds", type=gate.parse_rounds, default=MAX_ROUNDS,
+    bisect.add_argument("--max-rounds", type=parse_rounds, default=MAX_ROUNDS,
                         metavar="K", help="the most rounds of one paired run (default "
                         f"{MAX_ROUNDS}); not fewer than --rounds")
     bisect.add_argument("--bench-base", "--base", dest="bench_base", metavar="DIR",

@@ -1,7 +1,10 @@
-"""Option definitions shared by the pytest plugin and the ``dlbench`` command."""
+"""Option definitions shared by the pytest plugin and the ``dlbench`` command, and the
+parsers of their values."""
 
 from __future__ import annotations
 
+import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from os import PathLike
@@ -10,12 +13,23 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.milabench_score import MILARUN, SCORES
+from pytest_dlbench.results.figures import MILARUN, SCORES
+from pytest_dlbench.results.judge import (
+    ALPHA,
+    CONFIRM,
+    PAIRED_RATE,
+    PAIRED_RATES,
+    PAIRED_TEST,
+    ROUNDS,
+    TOLERANCE,
+)
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.evaluation import EvaluateOptions
+    from pytest_dlbench.results.model import BaselineLoad
 
 __all__ = [
+    "OptionValueError",
     "REPORT_OPTIONS",
     "RUN_OPTIONS",
     "SUITE_OPTIONS",
@@ -24,9 +38,103 @@ __all__ = [
     "check_outputs",
     "evaluate_options",
     "fixture_steps_problem",
+    "parse_alpha",
+    "parse_confirm",
+    "parse_paired_rate",
+    "parse_paired_test",
+    "parse_price",
+    "parse_rounds",
+    "parse_tolerance",
     "parse_fixture_steps",
     "results_base",
 ]
+
+# -- option values (argparse ``type=`` callables, for pytest's parser and the CLI's) -------------
+
+
+class OptionValueError(argparse.ArgumentTypeError, ValueError):
+    """An option value that cannot be used; argparse (and pytest) print it as a usage error."""
+
+
+def parse_tolerance(text: str | float) -> float:
+    """``"5%"`` or ``"0.05"`` (or a float) -> 0.05. A bare number must be a fraction below 1:
+    ``"5"`` is refused rather than guessed."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise OptionValueError(
+            f"tolerance {text!r} is not a number (write 5% or 0.05)"
+        ) from None
+    if not 0 <= value < 1 or math.isnan(value):
+        raise OptionValueError(
+            f"tolerance {text!r} is not in [0%, 100%) (write 5% or 0.05)"
+        )
+    return value
+
+
+def parse_alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise OptionValueError(f"alpha must be a number in (0, 1), got {text!r}")
+    return value
+
+
+def _one_of(text: str, choices: tuple[str, ...], what: str) -> str:
+    value = str(text).strip().lower()
+    if value not in choices:
+        raise OptionValueError(f"{what} must be one of {', '.join(choices)}, got {text!r}")
+    return value
+
+
+def parse_paired_test(text: str) -> str:
+    # Here, not at the top: the table of the tests is not needed to start pytest.
+    from pytest_dlbench.results.judge import PAIRED_TESTS
+
+    return _one_of(text, PAIRED_TESTS, "paired test")
+
+
+def parse_paired_rate(text: str) -> str:
+    return _one_of(text, PAIRED_RATES, "paired rate")
+
+
+def parse_rounds(text: str) -> int:
+    """Rounds of a paired run: two at least (one pair has no variance to test against)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise OptionValueError(f"rounds must be a whole number, 2 or more, got {text!r}")
+    return value
+
+
+def parse_confirm(text: str | int) -> int:
+    """``--bench-confirm``: confirmation runs at most, 0 (no confirmation) or more."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise OptionValueError(
+            f"--bench-confirm must be a whole number, 0 or more (0: no confirmation), "
+            f"got {text!r}")
+    return value
+
+
+def parse_price(text: str) -> float:
+    """Dollars: ``2000``, ``$2,000.50``."""
+    try:
+        value = float(str(text).lstrip("$").replace(",", ""))
+    except ValueError:
+        value = -1.0
+    if not value > 0 or math.isinf(value):
+        raise OptionValueError(f"price must be a positive number of dollars: {text!r}")
+    return value
+
 
 #: A ``bench`` fixture test's warm-up and steady steps when neither its ``bench_steps`` marker
 #: nor ``--bench-fixture-steps`` says: a suite benchmark's defaults (suite/spec.py's skip and
@@ -48,8 +156,8 @@ def parse_fixture_steps(text: str) -> tuple[int, int]:
     print a bad value as a usage error naming the option, exit status 4."""
     parts = [part.strip() for part in str(text).split(",")]
     if len(parts) != 2:
-        raise gate.OptionValueError(f"WARMUP,STEPS expected (e.g. {FIXTURE_STEPS[0]},"
-                                    f"{FIXTURE_STEPS[1]}), got {text!r}")
+        raise OptionValueError(f"WARMUP,STEPS expected (e.g. {FIXTURE_STEPS[0]},"
+                               f"{FIXTURE_STEPS[1]}), got {text!r}")
     values: list[object] = []
     for part in parts:
         try:
@@ -58,7 +166,7 @@ def parse_fixture_steps(text: str) -> tuple[int, int]:
             values.append(part)
     problem = fixture_steps_problem(*values)
     if problem is not None:
-        raise gate.OptionValueError(problem)
+        raise OptionValueError(problem)
     return int(str(values[0])), int(str(values[1]))
 
 
@@ -169,11 +277,11 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
         "--bench-rounds",
         dict(
-            type=gate.parse_rounds,
+            type=parse_rounds,
             default=None,
             metavar="K",
             help=f"with --bench-against: rounds of (base, candidate) runs per benchmark "
-            f"(default {gate.ROUNDS}); a benchmark stops early once its verdict is clear",
+            f"(default {ROUNDS}); a benchmark stops early once its verdict is clear",
         ),
     ),
     (
@@ -188,12 +296,12 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     (
         "--bench-confirm",
         dict(
-            type=gate.parse_confirm,
-            default=gate.CONFIRM,
+            type=parse_confirm,
+            default=CONFIRM,
             metavar="N",
             help="with --bench-compare: run a benchmark the first pass finds regressed (or "
             "improved) again, up to N times, and keep the verdict only if it holds; 0: no "
-            f"confirmation (default {gate.CONFIRM}; docs/reports.md, Confirmation)",
+            f"confirmation (default {CONFIRM}; docs/reports.md, Confirmation)",
         ),
     ),
     (
@@ -287,22 +395,22 @@ REPORT_OPTIONS: list[ReportOption] = [
         f"regressed, {gate.EXIT_INCONCLUSIVE} when the noise is too large to tell a change beyond "
         "the tolerance (docs/reports.md, Exit statuses)")),
     ReportOption("tolerance", dict(
-        metavar="PCT", type=gate.parse_tolerance, default=gate.TOLERANCE,
+        metavar="PCT", type=parse_tolerance, default=TOLERANCE,
         help="smallest change that counts as a regression or an improvement, as 5%% or 0.05 "
-        f"(default {100 * gate.TOLERANCE:g}%%)")),
+        f"(default {100 * TOLERANCE:g}%%)")),
     ReportOption("alpha", dict(
-        metavar="P", type=gate.parse_alpha, default=gate.ALPHA,
-        help=f"significance level of the one-sided test (default {gate.ALPHA:g})")),
+        metavar="P", type=parse_alpha, default=ALPHA,
+        help=f"significance level of the one-sided test (default {ALPHA:g})")),
     ReportOption("paired-test", dict(
-        metavar="TEST", type=gate.parse_paired_test, default=None,
+        metavar="TEST", type=parse_paired_test, default=None,
         help="the test of a --bench-against run's pairs: t (paired t-test on log ratios), "
         "wilcoxon (signed-rank) or quantile (upper quartiles of the steps, permutation test) "
-        f"(default {gate.PAIRED_TEST})")),
+        f"(default {PAIRED_TEST})")),
     ReportOption("paired-rate", dict(
-        metavar="RATE", type=gate.parse_paired_rate, default=None,
+        metavar="RATE", type=parse_paired_rate, default=None,
         help="what each run of a --bench-against pair contributes: window (its rate over the "
         "steady window, the scored figure) or median (the median of its steps' rates, robust "
-        f"to a burst of load within the run) (default {gate.PAIRED_RATE})")),
+        f"to a burst of load within the run) (default {PAIRED_RATE})")),
     ReportOption("require-baseline", dict(
         action="store_true", default=False,
         help=f"a missing --bench-compare file is exit status {gate.BASELINE_MISSING} (no "
@@ -315,7 +423,7 @@ REPORT_OPTIONS: list[ReportOption] = [
         metavar="PATH", default=None,
         help="write github-action-benchmark's customBiggerIsBetter JSON")),
     ReportOption("price", dict(
-        type=gate.parse_price, default=None, metavar="DOLLARS",
+        type=parse_price, default=None, metavar="DOLLARS",
         help="price of the machine: adds price/score to the report")),
     ReportOption("score", dict(
         choices=SCORES, default=MILARUN,
@@ -408,7 +516,7 @@ def check_outputs(value: Callable[[str], Any], *, cli: bool,
 def evaluate_options(
     value: Callable[[str], Any],
     *,
-    baseline: gate.BaselineLoad | None,
+    baseline: BaselineLoad | None,
     require_baseline: bool,
     paired: bool = True,
     suite: str | None = None,

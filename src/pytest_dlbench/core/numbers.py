@@ -6,12 +6,16 @@ Each returns ``missing`` for an unknown value (None, NaN, infinity): ``"-"`` by 
 terminal's and the export's; the HTML page passes :data:`DASH`. The exception is
 :func:`number`, which spells ``nan`` and ``inf`` so that a broken measurement shows in the
 table. No terminal probing, no clock, no locale: the output depends on the value only.
+
+:func:`weighted_geomean` is the one mean of weighted figures: a score (results/figures/scoring.py)
+and a comparison's ratios (results/judge/) are both made of it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, TypeGuard
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "is_finite",
     "is_integer",
     "is_number",
+    "weighted_geomean",
     "as_named",
     "byte_size",
     "column",
@@ -58,7 +63,8 @@ DASH = "—"
 # 3.2 %, as the terminal's ``std%`` shows "3.2%"), a rate of failures a fraction.
 
 #: The unit of each such figure in every output that names it: ``percent`` (0-100) or
-#: ``fraction`` (0-1). The frame (results/frames.py) and the loggers (loggers/source.py) read it.
+#: ``fraction`` (0-1). The frame (results/history/frames.py) and the loggers (loggers/source.py)
+#: read it.
 FIGURE_UNITS: dict[str, str] = {
     "std_pct": "percent",
     "done_percent": "percent",
@@ -118,6 +124,15 @@ def in_range(value: Any) -> TypeGuard[int | float]:
 def as_number(value: Any) -> float | None:
     """A JSON number as a float (NaN and infinities kept); None for anything else."""
     return float(value) if is_number(value) else None
+
+
+def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """``exp(Σ w·ln(x) / Σ w)`` over (value, weight) pairs with w > 0 and x > 0."""
+    used = [(x, w) for x, w in pairs if w > 0 and x > 0]
+    total = sum(w for _, w in used)
+    if not used or total <= 0:
+        return None
+    return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
 def number(value: float | None) -> str:

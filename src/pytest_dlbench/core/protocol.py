@@ -12,12 +12,16 @@ from dataclasses import dataclass
 
 from pytest_dlbench.core.errors import shorten
 
-__all__ = ["USAGE_ERROR", "Env", "Outcome", "Status"]
+__all__ = ["BASELINE_MISSING", "USAGE_ERROR", "Env", "Outcome", "Status"]
 
 #: Exit status of bad input (an option, a file, a system file that does not fit this machine),
 #: pytest's ``USAGE_ERROR``. Here, below results/ and run/, so that the gate (which owns the
 #: exit statuses and re-exports it) and the node launcher share one definition.
 USAGE_ERROR = 4
+#: Exit status of a baseline that was required (``--compare``/``--bench-compare``) but whose
+#: file does not exist. Here for the same reason: the baseline's loader (results/model/) says
+#: it, the gate (results/gate.py) owns it among the exit statuses and re-exports it.
+BASELINE_MISSING = 7
 
 
 class Env:
@@ -25,7 +29,8 @@ class Env:
 
     #: Results directory when ``--bench-base`` is not given (user-set).
     BASE = "DLBENCH_BASE"
-    #: The machine id of a results history (user-set; results/history.py), e.g. a CI runner's.
+    #: The machine id of a results history (user-set; results/history/records.py), e.g. a CI
+    #: runner's.
     MACHINE = "DLBENCH_MACHINE"
     #: The device slots of the run (JSON list), so a child numbers items as its parent did.
     SLOTS = "DLBENCH_SLOTS"

@@ -1,6 +1,6 @@
 """Typed readers: the value types and the one-line errors of the schemas that files read back are
 checked with (stream records in measure/stream.py, ``manifest.json`` in layout.py, saved
-summaries in results/baseline.py).
+summaries in results/model/baseline.py).
 
 pydantic checks the shapes (required keys, nested mappings, where a value is); the values are
 checked as JSON has them, strictly: a number is an int or a float (NaN and infinities included,

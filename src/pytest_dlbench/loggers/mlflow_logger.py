@@ -43,7 +43,7 @@ from pytest_dlbench.loggers.source import (
 from pytest_dlbench.loggers.tables import read_table
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
-from pytest_dlbench.results.run_result import RunResult
+from pytest_dlbench.results.model import RunResult
 
 __all__ = ["TAG", "MlflowSink", "resolve_tracking_uri", "run_params", "run_tags"]
 

@@ -1,6 +1,6 @@
 """What the loggers send, read from a run directory: session facts, the series of one run (from
 the product's readers of a stream: :class:`~pytest_dlbench.measure.records.RunRecords` and
-:class:`~pytest_dlbench.results.run_result.RunResult`), and the metrics of the saved summary
+:class:`~pytest_dlbench.results.model.run_result.RunResult`), and the metrics of the saved summary
 (the run's :class:`~pytest_dlbench.results.evaluation.Evaluation`).
 
 Everything here is plain data (no mlflow, no wandb, no torch, no pytest), shared by the loggers
@@ -25,8 +25,8 @@ from pytest_dlbench.layout import profile_dir, read_manifest, stream_paths
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
-from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.results.scoring import load_run, run_from_records
+from pytest_dlbench.results.figures import load_run, run_from_records
+from pytest_dlbench.results.model import RunResult
 
 __all__ = [
     "PROFILE_SUFFIXES",

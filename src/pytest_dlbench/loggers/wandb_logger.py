@@ -45,7 +45,7 @@ from pytest_dlbench.loggers.tables import Table, read_table
 from pytest_dlbench.loggers.wandb_offline import find_offline_runs, read_offline_run
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.results.evaluation import Evaluation
-from pytest_dlbench.results.run_result import RunResult
+from pytest_dlbench.results.model import RunResult
 
 __all__ = ["DEFAULT_PROJECT", "WandbSink", "history_rows", "run_id_for"]
 

@@ -149,7 +149,8 @@ class Bench(ClosesOnExit):
         self._written = 0  # rate records written: the next observation's index
         # Index of the first observation of the current ``iterate`` call: its rate record says
         # so (``loop_start``), since the wall clock before it (making the iterator, the user's
-        # own work between calls) was never the timer's to measure (results/plausibility.py).
+        # own work between calls) was never the timer's to measure
+        # (results/figures/plausibility.py).
         self._loop_start: int | None = None
         self._losses: list[tuple[int, Any]] = []
         self._closed = False

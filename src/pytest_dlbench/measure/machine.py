@@ -4,7 +4,7 @@ git commit, and the machine's state (docs/machine.md).
 Gathered for a run's stream (:func:`machine_meta`, the ``meta`` record the harness writes) and
 for a saved summary (:func:`current_machine` and :func:`git_commit`, its provenance). What the
 facts mean (readiness, two machines' differences, ``dlbench machine``'s text) is judged in
-:mod:`pytest_dlbench.results.machine`.
+:mod:`pytest_dlbench.results.figures.machine`.
 
 The state (:func:`machine_state`) is what changes numbers on the same hardware: CPU frequency
 governor and turbo, ASLR, load, and per GPU the clocks, their slowdowns, persistence mode, power

@@ -198,8 +198,8 @@ class FakeCudaBackend:
 class MonotonicWallClock:
     """The host's wall clock read once, then carried forward by a monotonic clock.
 
-    A step's ``time`` is judged against its timed seconds (results/plausibility.py), which come
-    from a monotonic clock or the device's: ``time.time()`` itself jumps when NTP steps the
+    A step's ``time`` is judged against its timed seconds (results/figures/plausibility.py), which
+    come from a monotonic clock or the device's: ``time.time()`` itself jumps when NTP steps the
     clock or the host resumes from a suspend, and the whole jump would land in one gap between
     windows, failing a correct run as an error of measurement. Offsetting the monotonic clock
     by the wall clock once keeps the times on the calendar and their differences true."""

@@ -127,7 +127,7 @@ class AgainstSetup:
 
     def write_against(self, run_dir: Path, *, rounds: int, fixed_rounds: bool) -> None:
         """``against.json``, with this session's paired test and rate."""
-        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
+        from pytest_dlbench.results.judge import PAIRED_RATE, PAIRED_TEST
 
         option = self.config.getoption
         write_against(self.side, run_dir, rounds=rounds,
@@ -164,7 +164,7 @@ def write_against(side: BaseSide, run_dir: Path, *, rounds: int, test: str, rate
                   fixed_rounds: bool) -> None:
     """The base side's folder and ``against.json``: what the base is, the rounds and their
     order, the paired test and rate, the design, the notes."""
-    from pytest_dlbench.results.paired import FIXED, SEQUENTIAL
+    from pytest_dlbench.results.judge import FIXED, SEQUENTIAL
 
     layout.base_dir(run_dir).mkdir(parents=True, exist_ok=True)
     layout.write_against(run_dir, {

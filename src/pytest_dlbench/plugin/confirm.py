@@ -15,7 +15,7 @@ run does (plugin/fixture_against.py); the rule that keeps or withdraws the verdi
 
 Each round's runs are an ordinary run folder, ``<run>/confirm/<k>/`` (streams, logs, specs,
 manifest). ``confirm/confirmed.json`` is written when every round ran: only then does
-:func:`~pytest_dlbench.results.evaluation.evaluate` count them (results/confirm.py decides),
+:func:`~pytest_dlbench.results.evaluation.evaluate` count them (results/judge/confirm.py decides),
 so that Ctrl-C during a confirmation leaves the first pass's verdicts, here and in
 ``dlbench report``.
 """
@@ -37,17 +37,17 @@ from pytest_dlbench.options import results_base
 from pytest_dlbench.plugin.fixture_against import run_test_child
 from pytest_dlbench.plugin.launcher import Launched, Launcher, Side, plugin_args
 from pytest_dlbench.plugin.session import BenchSession
-from pytest_dlbench.results import confirm as confirming
+from pytest_dlbench.results import judge
 from pytest_dlbench.results.evaluation import evaluate
-from pytest_dlbench.results.scoring import load_run
-from pytest_dlbench.results.verdict import Rule, repeats
+from pytest_dlbench.results.figures import load_run
+from pytest_dlbench.results.judge import Rule, repeats
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_dlbench.results.compare import BenchComparison
     from pytest_dlbench.results.evaluation import Evaluation
-    from pytest_dlbench.results.run_result import RunResult
+    from pytest_dlbench.results.judge import BenchComparison
+    from pytest_dlbench.results.model import RunResult
     from pytest_dlbench.suite import BenchSpec
 
 __all__ = ["confirm_suspects"]
@@ -64,7 +64,7 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
     if (limit <= 0 or comparison is None or evaluation.paired
             or evaluation.confirmation is not None):
         return None
-    names = confirming.suspects(comparison)
+    names = judge.suspects(comparison)
     if not names:
         return None
     # A suite run's session, else the bench fixture's runs (plugin/fixture_runs.py, which

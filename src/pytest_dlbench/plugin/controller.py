@@ -31,8 +31,8 @@ from pytest_dlbench.plugin.reporter import BenchReporter
 from pytest_dlbench.plugin.session import BenchSession, RunOptions
 from pytest_dlbench.plugin.tracking import TrackingPlugin, check_loggers, loggers_asked
 from pytest_dlbench.plugin.xdist import WaveScheduling
-from pytest_dlbench.results import machine
-from pytest_dlbench.results.machine import readiness_warning
+from pytest_dlbench.results import figures
+from pytest_dlbench.results.figures import readiness_warning
 from pytest_dlbench.run.barrier import BarrierServer
 from pytest_dlbench.run.devices import Slot, check_inline_slots, discover_gpus, plan_slots
 from pytest_dlbench.run.launch.torchrun import job_nodes
@@ -60,7 +60,8 @@ class ControllerSession(BenchSession):
         options: RunOptions,
     ) -> None:
         super().__init__(config, suites, system, options)
-        #: What makes this machine not ready to benchmark (results/machine.readiness_problems).
+        #: What makes this machine not ready to benchmark
+        #: (results/figures/machine.readiness_problems).
         self.not_ready: list[str] = []
         #: The replicas' start barrier, with several xdist workers (run/barrier.py).
         self._barrier_server: BarrierServer | None = None
@@ -118,9 +119,9 @@ class ControllerSession(BenchSession):
     def _check_machine(self) -> None:
         if self.config.option.collectonly:
             return  # nothing is measured: whether the machine is ready does not matter
-        self.not_ready = machine.readiness_problems(machine_state())
+        self.not_ready = figures.readiness_problems(machine_state())
         if self.not_ready and self.config.getoption("bench_require_ready"):
-            raise DlbenchError(machine.readiness_error(self.not_ready))
+            raise DlbenchError(figures.readiness_error(self.not_ready))
 
     def readiness_line(self) -> str | None:
         """The warning, the first time it is asked for (the header, or the session's start

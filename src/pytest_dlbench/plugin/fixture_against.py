@@ -83,7 +83,7 @@ class FixtureAgainst:
         """Check ``rev`` out (plugin/against_setup.py: removed when the session ends, on Ctrl-C
         and on SIGTERM); None under ``--collect-only``; a usage error when it cannot."""
         from pytest_dlbench.plugin.against_setup import AgainstSetup
-        from pytest_dlbench.results.gate import ROUNDS
+        from pytest_dlbench.results.judge import ROUNDS
 
         setup = AgainstSetup.check_out(config, rev)
         if setup is None:
@@ -97,8 +97,7 @@ class FixtureAgainst:
     def stopped(self, run_dir: Path, name: str, before: int) -> bool:
         """Whether the verdict of ``name`` is clear after its first ``before`` rounds (the
         sequential design, results/paired.py), so that the rest need not run."""
-        from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
-        from pytest_dlbench.results.paired import stop_before
+        from pytest_dlbench.results.judge import PAIRED_RATE, PAIRED_TEST, stop_before
 
         option = self.config.getoption
         if option("bench_fixed_rounds"):

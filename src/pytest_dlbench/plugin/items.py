@@ -16,8 +16,6 @@ from pytest_dlbench.core.protocol import Outcome, Status
 from pytest_dlbench.layout import item_name
 from pytest_dlbench.measure.monitor import Monitor, parse_interval
 from pytest_dlbench.measure.stream import Event, NullStream
-from pytest_dlbench.results.scoring import load_run, run_from_records
-from pytest_dlbench.results.validation import validate_usage
 from pytest_dlbench.run.definition import load_definition
 from pytest_dlbench.run.harness import execute
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite
@@ -191,8 +189,11 @@ class BenchItem(_BenchNode, pytest.Item):
 
 def _scored(stream: Path) -> Outcome | None:
     """The report's verdict on a run whose child ended ok, when it is another one: the stream
-    as the table scores it (results/scoring.load_run). A stream its own benchmark corrupted
+    as the table scores it (results/figures/scoring.load_run). A stream its own benchmark corrupted
     fails in the table, so its item fails too, with the same reason: one verdict."""
+    # Here, not at the top: a benchmark's child imports this module, and scores nothing.
+    from pytest_dlbench.results.figures import load_run
+
     run = load_run(stream)
     if run.ok or run.status is Status.SKIPPED:
         return None
@@ -219,6 +220,8 @@ class BrokenBench(_BenchNode, pytest.Item):
 
 def _scored_rate(records: Any) -> float | None:
     """The profile's speed report's throughput: the run's score, as the results compute it."""
+    from pytest_dlbench.results.figures import run_from_records  # a profiled run's child only
+
     return run_from_records(records).rate
 
 
@@ -289,6 +292,8 @@ class BenchFunction(_BenchNode, pytest.Function):
                 run.finish_bench()  # reads the last window: a NaN there fails this run
             # After the monitor stopped: the system report is whole.
             run.finish_profile(scored_rate=_scored_rate)
+            from pytest_dlbench.results.figures import validate_usage
+
             validate_usage(run.stream, run.spec.validation)
 
         # After a failure the last window (read by bench.close) still goes before ``end``.

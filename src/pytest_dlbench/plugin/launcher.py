@@ -18,8 +18,7 @@ import pytest
 
 from pytest_dlbench import layout
 from pytest_dlbench.core.protocol import Env, Outcome, Status
-from pytest_dlbench.results.gate import PAIRED_RATE, PAIRED_TEST
-from pytest_dlbench.results.paired import stop_before
+from pytest_dlbench.results.judge import PAIRED_RATE, PAIRED_TEST, stop_before
 from pytest_dlbench.run import barrier as barriers
 from pytest_dlbench.run.against import round_order, source_paths, with_python_path
 from pytest_dlbench.run.child import run_child
@@ -30,7 +29,7 @@ from pytest_dlbench.suite import BenchSpec
 
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import BenchSession
-    from pytest_dlbench.results.paired import Stop
+    from pytest_dlbench.results.judge import Stop
     from pytest_dlbench.run.against import BaseSide
     from pytest_dlbench.run.devices import Slot
 
@@ -208,7 +207,7 @@ class Launcher:
 
     def early_stop(self, spec: BenchSpec, repeat: int | None) -> str | None:
         """Why round ``repeat`` of a paired run need not run: the benchmark's verdict was
-        already clear after the rounds before it (the sequential design, results/paired.py;
+        already clear after the rounds before it (the sequential design, results/judge/paired.py;
         ``--bench-fixed-rounds`` runs every round). None: run it."""
         session = self.session
         if (session.against is None or session.options.fixed_rounds or not repeat

@@ -166,12 +166,12 @@ def progress_line(runs: list[LiveRun], now: float, width: int = 120) -> str:
 
 def end_line(label: str, outcome: str, stream: Path | None, seconds: float | None) -> str:
     """``dlbench: toy[D0] passed: 2,345 items/s in 12s``: a benchmark's end in a CI log, its
-    rate as the table scores it (results/scoring.load_run of its stream); a run that did not
+    rate as the table scores it (results/figures/scoring.load_run of its stream); a run that did not
     pass shows its reason instead (``broken[D0] failed: fail: RuntimeError: boom``): the rate
     of the steps it took before failing is no result."""
     text = f"dlbench: {printable(label)} {outcome}"
     if stream is not None:
-        from pytest_dlbench.results.scoring import load_run
+        from pytest_dlbench.results.figures import load_run
 
         run = load_run(stream)
         if outcome != "passed" or not run.ok:
@@ -190,8 +190,9 @@ def round_line(label: str, round_index: int, rounds: int, sides: list[tuple[str,
                seconds: float) -> str:
     """``dlbench: test_step[D0-R2] round 3 of 10: base 2,345 items/s, candidate 2,301 items/s
     in 14s``: one round of a paired fixture test, each side's rate as the table scores it
-    (results/scoring.load_run of its stream), or why it has none (``candidate failed: ...``)."""
-    from pytest_dlbench.results.scoring import load_run
+    (results/figures/scoring.load_run of its stream), or why it has none (``candidate failed:
+    ...``)."""
+    from pytest_dlbench.results.figures import load_run
 
     parts = []
     for side, stream in sides:

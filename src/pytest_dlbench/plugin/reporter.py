@@ -26,6 +26,7 @@ from pytest_dlbench.results.evaluation import evaluate
 if TYPE_CHECKING:
     from pytest_dlbench.plugin.session import ReportedRun
     from pytest_dlbench.results.evaluation import Evaluation
+    from pytest_dlbench.results.model import BaselineLoad
 
 __all__ = ["BenchReporter", "GateVerdictLine"]
 
@@ -92,11 +93,13 @@ class BenchReporter:
         if not manager.has_plugin(GateVerdictLine.PLUGIN_NAME):
             manager.register(GateVerdictLine(self), GateVerdictLine.PLUGIN_NAME)
 
-    def _load_baseline(self, path: str | None, required: bool) -> gate.BaselineLoad | None:
+    def _load_baseline(self, path: str | None, required: bool) -> BaselineLoad | None:
         """A corrupt or foreign baseline stops the run before anything is measured."""
+        from pytest_dlbench.results.model import load_baseline
+
         if not path:
             return None
-        loaded = gate.load_baseline(path)
+        loaded = load_baseline(path)
         if loaded.status == gate.USAGE_ERROR:
             raise pytest.UsageError(loaded.message)
         if loaded.status == gate.BASELINE_MISSING:

@@ -25,7 +25,7 @@ from pytest_dlbench import layout
 from pytest_dlbench.options import results_base
 from pytest_dlbench.plugin.items import SuiteFile, suite_nodeid
 from pytest_dlbench.profile import ProfileConfig
-from pytest_dlbench.results.gate import ROUNDS
+from pytest_dlbench.results.judge import ROUNDS
 from pytest_dlbench.run.devices import Slot
 from pytest_dlbench.run.harness import start_run
 from pytest_dlbench.suite import (

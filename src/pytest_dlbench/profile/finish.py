@@ -267,7 +267,7 @@ def finish_profile(
     """Build and write the reports of ``bench``'s run (nothing when it was not profiled).
 
     ``scored_rate``: how the results score the run's rate (the speed report's throughput), e.g.
-    ``lambda records: run_from_records(records).rate`` from ``results/scoring.py``.
+    ``lambda records: run_from_records(records).rate`` from ``results/figures/scoring.py``.
 
     ``records``: the run stream's records; when None, those of the bench's in-memory stream
     (a rank that does not report) or of the file at ``stream_path``. Writes into

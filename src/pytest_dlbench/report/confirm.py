@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_dlbench.core.numbers import printable
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.confirm import BenchConfirmation, Confirmation
+    from pytest_dlbench.results.judge import BenchConfirmation, Confirmation
 
 __all__ = ["confirmation_lines", "render_confirmation"]
 

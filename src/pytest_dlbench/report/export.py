@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_dlbench.core.numbers import number, percent
 from pytest_dlbench.core.output_files import write_atomic
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.model import SuiteSummary
 
 __all__ = ["benchmark_action_entries", "export_benchmark_action"]
 

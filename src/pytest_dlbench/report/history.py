@@ -13,8 +13,7 @@ from os import PathLike
 from typing import Any
 
 from pytest_dlbench.core.numbers import fixed, p_value, percent, significant
-from pytest_dlbench.results.changes import Step
-from pytest_dlbench.results.history import BenchSeries, Entry
+from pytest_dlbench.results.history import BenchSeries, Entry, Step
 
 __all__ = ["history_section", "render_history", "series_dicts", "step_line"]
 

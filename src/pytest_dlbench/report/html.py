@@ -34,10 +34,8 @@ from pytest_dlbench.report.html_compare import (
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 from pytest_dlbench.report.plots import draw_plots
 from pytest_dlbench.report.terminal import busy_note, mfu_reason, score_label
-from pytest_dlbench.results.compiled import compile_rows
+from pytest_dlbench.results.figures import MAX_STD_PENALTY, compile_rows, counted_as_zero
 from pytest_dlbench.results.history import report_series
-from pytest_dlbench.results.milabench_score import counted_as_zero
-from pytest_dlbench.results.scoring import MAX_STD_PENALTY
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
 ERROR = "error"
@@ -45,10 +43,8 @@ ERROR = "error"
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from pytest_dlbench.results.compare import Comparison
-    from pytest_dlbench.results.confirm import Confirmation
-    from pytest_dlbench.results.run_result import RunResult
-    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+    from pytest_dlbench.results.judge import Comparison, Confirmation
+    from pytest_dlbench.results.model import BenchSummary, RunResult, SuiteSummary
 
 __all__ = ["View", "render_html", "write_html"]
 

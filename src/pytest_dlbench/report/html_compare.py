@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.doubt import figures_in_doubt
 from pytest_dlbench.results.evaluation import judged
-from pytest_dlbench.results.verdict import INCONCLUSIVE
+from pytest_dlbench.results.figures import figures_in_doubt
+from pytest_dlbench.results.judge import INCONCLUSIVE
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.compare import BenchComparison, Comparison
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.judge import BenchComparison, Comparison
+    from pytest_dlbench.results.model import SuiteSummary
 
 __all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
            "gate_banner", "page_status", "rounds_text", "section_title"]

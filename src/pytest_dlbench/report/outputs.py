@@ -53,8 +53,8 @@ def write_outputs(
     the ``--bench-confirm`` record the HTML page lists (results/confirm.py)."""
     written = Written()
     if save:
-        from pytest_dlbench.results.baseline import save_summary
         from pytest_dlbench.results.gate import gate_record
+        from pytest_dlbench.results.model import save_summary
 
         # The gate's verdict beside the figures: the JSON says what the terminal said.
         verdict = gate_record(comparison, status)

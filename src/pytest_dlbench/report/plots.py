@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
-    from pytest_dlbench.results.run_result import RunResult
-    from pytest_dlbench.results.summary import BenchSummary
+    from pytest_dlbench.results.model import BenchSummary, RunResult
 
 __all__ = ["Plots", "draw_plots"]
 

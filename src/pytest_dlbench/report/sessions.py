@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pytest_dlbench.core.numbers import number
 from pytest_dlbench.report.terminal_tables import table
-from pytest_dlbench.results.noise import session_drift
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.judge import session_drift
+from pytest_dlbench.results.model import SuiteSummary
 
 __all__ = ["render_sessions"]
 

@@ -37,13 +37,10 @@ from pytest_dlbench.report.terminal_tables import (
 )
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.busy import busy_share
-from pytest_dlbench.results.compare import Comparison
-from pytest_dlbench.results.compiled import compile_rows
 from pytest_dlbench.results.evaluation import no_score_reason
-from pytest_dlbench.results.milabench_score import counted_as_zero
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.verdict import INCONCLUSIVE
+from pytest_dlbench.results.figures import busy_share, compile_rows, counted_as_zero
+from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
+from pytest_dlbench.results.model import SuiteSummary
 
 __all__ = [
     "ci_text",

@@ -15,10 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_dlbench.core.numbers import MISSING, fixed, number, percent, printable, time_figure
-from pytest_dlbench.results.compiled import CompileRow, compile_rows
-from pytest_dlbench.results.scaling import scaling_rows
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-from pytest_dlbench.results.sweep import param_names, sweep_rows
+from pytest_dlbench.results.figures import (
+    CompileRow,
+    compile_rows,
+    param_names,
+    scaling_rows,
+    sweep_rows,
+)
+from pytest_dlbench.results.model import BenchSummary, SuiteSummary
 
 __all__ = [
     "SLOW_DEVICE",

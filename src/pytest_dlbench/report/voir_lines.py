@@ -6,7 +6,7 @@ multi-node job spanned (docs/multinode.md)."""
 from __future__ import annotations
 
 from pytest_dlbench.core.numbers import number
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.model import SuiteSummary
 
 __all__ = ["observation_lines"]
 

@@ -17,18 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.layout import SUITE_WEIGHTS, read_manifest
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.baseline import summary_dict
-from pytest_dlbench.results.compare import compare_summaries
-from pytest_dlbench.results.confirm import read_confirmation
-from pytest_dlbench.results.history import drifts_from_history, history_folder
-from pytest_dlbench.results.milabench_score import MILABENCH, MILARUN, with_milabench_score
-from pytest_dlbench.results.paired import summarize_paired_dir
-from pytest_dlbench.results.scoring import summarize_dir
+from pytest_dlbench.results.figures.milabench_score import MILABENCH, MILARUN, with_milabench_score
+from pytest_dlbench.results.figures.scoring import summarize_dir
+from pytest_dlbench.results.history.records import drifts_from_history, history_folder
+from pytest_dlbench.results.judge.confirm import read_confirmation
+from pytest_dlbench.results.judge.paired import summarize_paired_dir
+from pytest_dlbench.results.judge.saved import compare_summaries
+from pytest_dlbench.results.judge.verdict import ALPHA, TOLERANCE
+from pytest_dlbench.results.model.baseline import summary_dict
+from pytest_dlbench.results.model.baseline_load import BaselineLoad
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.compare import Comparison
-    from pytest_dlbench.results.confirm import Confirmation
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.judge.comparison import Comparison
+    from pytest_dlbench.results.judge.confirm import Confirmation
+    from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = ["EvaluateOptions", "Evaluation", "Outputs", "evaluate", "judged", "no_score_reason"]
 
@@ -41,7 +43,8 @@ class Outputs:
     save: str | None = None
     html: str | None = None
     export: str | None = None
-    #: ``--bench-autosave``: the history folder ("" for ``<base>/history``; results/history.py).
+    #: ``--bench-autosave``: the history folder ("" for ``<base>/history``;
+    #: results/history/records.py).
     autosave: str | None = None
 
     def artifacts(self) -> list[Path]:
@@ -54,14 +57,14 @@ class Outputs:
 class EvaluateOptions:
     """What the end of a run is asked to do: the gate's options and the report's files."""
 
-    tolerance: float = gate.TOLERANCE
-    alpha: float = gate.ALPHA
+    tolerance: float = TOLERANCE
+    alpha: float = ALPHA
     #: A --bench-against run's test and what each run contributes (None: the run's own).
     paired_test: str | None = None
     paired_rate: str | None = None
     #: The baseline file asked for (``--compare``), already read: pytest reads it before the
     #: run, so that a corrupt one stops the run before anything is measured.
-    baseline: gate.BaselineLoad | None = None
+    baseline: BaselineLoad | None = None
     baseline_path: str | None = None
     #: A baseline file that does not exist is exit status 7 (``dlbench report`` always; pytest
     #: with ``--bench-require-baseline``), else a warning.
@@ -95,7 +98,7 @@ class Evaluation:
     written: tuple[str, ...] = ()
     #: One line per file that could not be written at the end (its path and the reason).
     unwritten: tuple[str, ...] = ()
-    #: ``--bench-confirm``: the suspected verdicts run again (results/confirm.py); the summary
+    #: ``--bench-confirm``: the suspected verdicts run again (results/judge/confirm.py); the summary
     #: and the comparison above then include the confirmation runs.
     confirmation: Confirmation | None = None
 
@@ -130,7 +133,7 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
     baseline = options.baseline
     if baseline is not None and baseline.summary is not None:
         # The drift between sessions the machine's history measured: the --bench-autosave
-        # folder, else <base>/history when there is one (results/history_drift.py).
+        # folder, else <base>/history when there is one (results/judge/history_drift.py).
         folder = history_folder(summary, options.outputs.autosave)
         history = drifts_from_history(folder, run_dir)
         comparison = compare_summaries(summary, baseline.summary, tolerance=options.tolerance,

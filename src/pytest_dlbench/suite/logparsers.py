@@ -41,7 +41,7 @@ __all__ = [
 #: of JSON lines (run/voir_data.py); the runner opens it (run/external.py).
 VOIR = "voir"
 #: The ``source`` of the ``warning`` record of an external command that ended before its
-#: ``skip + stop`` observations (run/external.py); the results show it (results/scoring.py).
+#: ``skip + stop`` observations (run/external.py); the results show it (results/figures/scoring.py).
 OBSERVATIONS = "observations"
 
 #: The named groups a parser may use (others are allowed and ignored).

@@ -55,7 +55,7 @@ class Busy:
     reason: str  # one phrase when busy ("" when not)
 
     def to_dict(self) -> dict[str, Any]:
-        """The run's telemetry keys (results/telemetry.py): saved with the summary."""
+        """The run's telemetry keys (results/figures/telemetry.py): saved with the summary."""
         return {"busy": self.busy, "busy_share": round(self.busy_share, 3),
                 "outside_cpu_cores": round(self.mean_outside, 3),
                 "busy_reason": self.reason or None}
@@ -156,7 +156,8 @@ def busy_stats(records: Iterable[Mapping[str, Any]] | RunRecords) -> dict[str, A
 
 def busy_share(bench: Any) -> tuple[int, int, str]:
     """(runs taken on a busy machine, successful runs, why the first busy one was) of a
-    benchmark's side (a results/summary.BenchSummary): the one count both modes' doubts read."""
+    benchmark's side (a results/model/summary.BenchSummary): the one count both modes' doubts
+    read."""
     ok = [r for r in bench.runs if r.ok]
     busy = [r for r in ok if r.telemetry.get("busy")]
     why = busy[0].telemetry.get("busy_reason") if busy else None

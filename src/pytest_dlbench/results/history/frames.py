@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.numbers import as_named
 from pytest_dlbench.layout import MANIFEST, check_run_dir, stream_paths
-from pytest_dlbench.results.history import _entry, load_history
-from pytest_dlbench.results.scoring import summarize_dir
-from pytest_dlbench.results.sweep import csv_text, sweep_header
+from pytest_dlbench.results.figures.scoring import summarize_dir
+from pytest_dlbench.results.figures.sweep import csv_text, sweep_header
+from pytest_dlbench.results.history.records import _entry, load_history
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pytest_dlbench.results.history import Entry
-    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-    from pytest_dlbench.results.sweep import SweepRow
+    from pytest_dlbench.results.figures.sweep import SweepRow
+    from pytest_dlbench.results.history.records import Entry
+    from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["frame", "frame_csv", "runs_frame", "sweep_frame"]
 
@@ -170,14 +170,14 @@ def frame(path: str | PathLike[str], *, observations: bool = False) -> pd.DataFr
 
 # -- the sweep table ------------------------------------------------------------------------
 def sweep_frame(rows: Sequence[SweepRow]) -> pd.DataFrame:
-    """``dlbench table``'s rows (results/sweep.py) as a frame, its columns in the table's
+    """``dlbench table``'s rows (results/figures/sweep.py) as a frame, its columns in the table's
     order."""
     header = sweep_header(rows)
     return _typed([{k: row.values().get(k) for k in header} for row in rows], header)
 
 
 def frame_csv(df: pd.DataFrame) -> str:
-    """A frame as CSV through the tables' one CSV writer (results/sweep.csv_text): missing
+    """A frame as CSV through the tables' one CSV writer (results/figures/sweep.csv_text): missing
     values as empty cells, numbers as Python writes them."""
     def plain(value: Any) -> Any:
         if value is None or value is _na() or _nan(value):

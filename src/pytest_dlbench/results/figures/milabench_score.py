@@ -1,6 +1,6 @@
 """milabench's score of a run (``--bench-score=milabench``), beside the seed's.
 
-The seed's score (results/scoring.py) is milarun's: ``perf_adj = perf × (1 − std%) × (1 −
+The seed's score (results/figures/scoring.py) is milarun's: ``perf_adj = perf × (1 − std%) × (1 −
 fail/n)`` and the weighted geometric mean of ``perf_adj``. milabench's current score is another
 quantity, computed here as milabench's source computes it (read at commit
 :data:`MILABENCH_COMMIT`, docs/figures.md "milabench's score"):
@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # options.py reads the score names at start-up: no summary imported then
-    from pytest_dlbench.results.summary import BenchSummary, MilabenchScore, SuiteSummary
+    from pytest_dlbench.results.model.summary import BenchSummary, MilabenchScore, SuiteSummary
 
 __all__ = [
     "MILABENCH",
@@ -108,7 +108,7 @@ def milabench_score(summary: SuiteSummary,
                 if name not in figures and w > 0}
     score = suite_score([*((figures[b.name], b.weight, b.enabled) for b in summary.benchmarks),
                          *((None, w, True) for w in left_out.values())])
-    from pytest_dlbench.results.summary import MilabenchScore
+    from pytest_dlbench.results.model.summary import MilabenchScore
 
     return MilabenchScore(score, figures, left_out)
 

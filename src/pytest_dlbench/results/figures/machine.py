@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.measure import machine as facts
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = [
     "baseline_warnings",

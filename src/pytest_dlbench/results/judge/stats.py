@@ -1,7 +1,7 @@
 """The statistical tests of a comparison and their table (:data:`TESTS`: name, description,
 function), read by the options, both modes and the reports. Each gives a ratio (above 1 is
 faster), its interval at ``1 - 2 alpha`` and one-sided p-values; what they say goes to the
-verdict core (results/verdict.py) as an ``Evidence``. The tests, their assumptions and why
+verdict core (results/judge/verdict.py) as an ``Evidence``. The tests, their assumptions and why
 each is used: docs/reports.md ("The noise between runs", "Against a git revision"). scipy
 and numpy are imported lazily: reading a report without comparing needs neither.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_dlbench.results.verdict import ALPHA
+from pytest_dlbench.results.judge.verdict import ALPHA
 
 #: The ``quantile`` test's percentile of each side's steady steps pooled over the rounds.
 PAIRED_QUANTILE = 75.0
@@ -21,7 +21,7 @@ PAIRED_QUANTILE = 75.0
 __all__ = ["BETWEEN_RUNS", "BOOTSTRAPS", "PAIRED_QUANTILE", "PAIRED_TESTS", "PERMUTATIONS", "TESTS",
            "PairedStats", "StatTest", "combine_log_ratios", "combined_paired",
            "combined_paired_var", "describe_test", "p_in_direction", "paired_stats",
-           "expanded_level", "quantile_stats", "t_test", "weighted_geomean"]
+           "expanded_level", "quantile_stats", "t_test"]
 
 #: Permutations beyond exact enumeration (12 rounds), bootstrap resamples; seeded, reproducible.
 PERMUTATIONS = 4096
@@ -29,15 +29,6 @@ BOOTSTRAPS = 2000
 
 #: One-sided p-values (that the candidate is lower, that it is higher).
 Ps = tuple[float, float]
-
-
-def weighted_geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
-    """``exp(Σ w·ln(x) / Σ w)`` over (value, weight) pairs with w > 0 and x > 0."""
-    used = [(x, w) for x, w in pairs if w > 0 and x > 0]
-    total = sum(w for _, w in used)
-    if not used or total <= 0:
-        return None
-    return math.exp(sum(w * math.log(x) for x, w in used) / total)
 
 
 def p_in_direction(ratio: float, ps: tuple[float | None, float | None] | None) -> float | None:
@@ -83,7 +74,7 @@ def t_test(
 ) -> tuple[Ps, tuple[float, float]]:
     """One-sided p-values and the ``1 - 2 alpha`` interval (as a ratio) of a log ratio whose
     variance is the sum of independent ``(variance, degrees of freedom)`` parts (the sides of
-    a saved-baseline comparison, results/noise.py)."""
+    a saved-baseline comparison, results/judge/noise.py)."""
     var = sum(v for v, _ in parts)
     if var <= 0:
         ratio = math.exp(log_ratio)
@@ -301,7 +292,8 @@ class StatTest:
     ratio_means: str = ""
 
 
-#: The test of a saved baseline's comparison (results/noise.py): not a ``--bench-paired-test``.
+#: The test of a saved baseline's comparison (results/judge/noise.py): not a
+#: ``--bench-paired-test``.
 BETWEEN_RUNS = "between-runs"
 
 TESTS: dict[str, StatTest] = {test.name: test for test in (
@@ -373,7 +365,7 @@ def combined_paired(
 
 def combined_paired_var(terms: Sequence[tuple[float, PairedStats]]) -> float | None:
     """The variance of the weighted mean log ratio :func:`combined_paired` tests (the score's
-    standard error squared; results/verdict.reach asks how far it reaches), None where it
+    standard error squared; results/judge/verdict.reach asks how far it reaches), None where it
     has no interval."""
     shares = _shares(terms)
     if not shares or any(s.log_var is None for _, s in shares):

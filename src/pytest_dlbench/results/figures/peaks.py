@@ -13,8 +13,8 @@ read 73 %, 6 % and 39 % in three runs. What the machine can do is what its faste
 when enough of them agree; when they do not, there is no MFU, and the report says why.
 
 A matmul slowed as a whole is no peak either, though its steps agree: one the monitor judged
-taken on a busy machine (the run's telemetry ``busy``, results/busy.py: a neighbour that loaded
-the machine only while the matmul ran made it 60 times slower, and lm-tiny's usual figure
+taken on a busy machine (the run's telemetry ``busy``, results/figures/busy.py: a neighbour that
+loaded the machine only while the matmul ran made it 60 times slower, and lm-tiny's usual figure
 "an error of measurement"), or one far below the other benchmarks (most of two or more of them
 above :data:`CEILING` times it). Then there is no MFU, the report says why, and the others'
 figures stand: a slow reference never makes them errors.
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_dlbench.results.summary import BenchSummary
+from pytest_dlbench.results.model.summary import BenchSummary
 
 __all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "PEAKS", "PEAK_AGREEMENT",
            "MeasuredPeak", "dtype_of", "is_mig_slice", "stable_peak", "table_peak", "with_mfu"]

@@ -2,7 +2,7 @@
 
 Every formula is the one of ``reference/scoring.md`` (milarun's ``perf_adj`` and weighted
 geometric mean, made precise). Pure functions over stream records: no pytest, no torch. The
-types they fill are in results/run_result.py and results/summary.py.
+types they fill are in results/model/run_result.py and results/model/summary.py.
 """
 
 from __future__ import annotations
@@ -21,31 +21,31 @@ from pytest_dlbench.core.numbers import (
     in_range,
     is_finite,
     is_integer,
+    weighted_geomean,
 )
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.layout import SUITE_WEIGHTED, parse_stream_name, read_manifest, stream_paths
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
-from pytest_dlbench.results.compiled import compile_summary
-from pytest_dlbench.results.peaks import dtype_of, with_mfu
-from pytest_dlbench.results.plausibility import timed_by_bench, wall_clock_check
-from pytest_dlbench.results.run_result import (
+from pytest_dlbench.results.figures.compiled import compile_summary
+from pytest_dlbench.results.figures.peaks import dtype_of, with_mfu
+from pytest_dlbench.results.figures.plausibility import timed_by_bench, wall_clock_check
+from pytest_dlbench.results.figures.telemetry import telemetry_stats
+from pytest_dlbench.results.model.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
     Points,
     RunResult,
     StepStats,
 )
-from pytest_dlbench.results.stats import weighted_geomean
-from pytest_dlbench.results.summary import (
+from pytest_dlbench.results.model.summary import (
     BenchSummary,
     SuiteSummary,
     noise_samples,
     relative_spread,
     spread,
 )
-from pytest_dlbench.results.telemetry import telemetry_stats
 from pytest_dlbench.suite.logparsers import OBSERVATIONS, VOIR
 from pytest_dlbench.suite.presets import eager_key
 
@@ -348,7 +348,7 @@ def load_run(path: str | PathLike[str]) -> RunResult:
 # -- one benchmark ----------------------------------------------------------------------------
 def milabench_figure(rates: Iterable[float]) -> float | None:
     """milabench's perf of a benchmark (its summary's ``train_rate`` mean, the ``perf`` of its
-    report; not its score: results/milabench_score.py): every rate of its runs, warm-up
+    report; not its score: results/figures/milabench_score.py): every rate of its runs, warm-up
     included, pooled, the lowest and the highest dropped from 5 values on (milabench/summary.py,
     ``_metrics``), averaged. None without a rate. Ours is the steady window's items over
     seconds."""

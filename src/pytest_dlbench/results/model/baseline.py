@@ -1,11 +1,11 @@
 """The JSON summary of a run (``--bench-save``, ``dlbench report --save``) as a file: written
 atomically, read back with one-line errors naming the file.
 
-The format itself is the type's (``SuiteSummary.to_dict``/``from_dict``, results/summary.py):
+The format itself is the type's (``SuiteSummary.to_dict``/``from_dict``, results/model/summary.py):
 versioned (``"schema": "pytest-dlbench/summary"``, ``"version"``) and migrated on load, so a
 baseline saved by an older pytest-dlbench stays usable. Saving stamps it with what it was
-measured on (machine, package versions, git commit: results/machine.py), because a baseline is
-only as meaningful as the hardware and software it came from.
+measured on (machine, package versions, git commit: results/figures/machine.py), because a baseline
+is only as meaningful as the hardware and software it came from.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.layout import json_safe
 from pytest_dlbench.measure.machine import current_machine, git_commit
-from pytest_dlbench.results.summary import SuiteSummary
-from pytest_dlbench.results.summary_json import GATE, SummaryFormatError
+from pytest_dlbench.results.model.summary import SuiteSummary
+from pytest_dlbench.results.model.summary_json import GATE, SummaryFormatError
 
 __all__ = [
     "BaselineError",

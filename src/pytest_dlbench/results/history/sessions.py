@@ -1,6 +1,6 @@
 """A baseline merged from several sessions (``dlbench baseline``): the figures of every
 session's runs together, and each session's rates kept apart, so that the noise model
-(results/noise.py) can estimate how far one session's figure drifts from another's.
+(results/judge/noise.py) can estimate how far one session's figure drifts from another's.
 
 Runs of one pytest session share its state (the warm launcher's server, the clocks and load of
 those minutes): repeats within it say nothing of the drift between sessions, which is what a
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.results.history import summary_machine
-from pytest_dlbench.results.run_result import RunResult
-from pytest_dlbench.results.scoring import summarize_runs
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+from pytest_dlbench.results.figures.scoring import summarize_runs
+from pytest_dlbench.results.history.records import summary_machine
+from pytest_dlbench.results.model.run_result import RunResult
+from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["SessionsError", "merge_sessions", "session_count"]
 

@@ -1,38 +1,32 @@
-"""A run against a saved baseline: per benchmark the perf ratio (``perf / baseline perf``, the
-rates themselves, not ``perf_adj``, whose spread the test already sees) and its evidence
-(results/noise.py), the score's evidence combined over the benchmarks scored on both sides,
-and the rows every report shows (:class:`Comparison`, shared with results/paired.py). The
-verdicts are the core's (results/verdict.py). ``score_ratio`` stays milarun's ratio of the
-perf_adj scores, shown beside. docs/reports.md, "Baselines and the regression gate".
+"""The rows every comparison returns, a saved baseline's (results/judge/saved.py) and a paired
+run's (results/judge/paired.py): one :class:`BenchComparison` per benchmark and the
+:class:`Comparison` of the run, with what they say in JSON and why the inconclusive verdicts
+are (results/judge/causes.py). docs/reports.md, "Baselines and the regression gate".
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.results import gate, machine, noise
-from pytest_dlbench.results.noise import Drift
-from pytest_dlbench.results.run_result import THROUGHPUT, TOTAL_TIME
-from pytest_dlbench.results.stats import BETWEEN_RUNS, TESTS, describe_test, weighted_geomean
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-from pytest_dlbench.results.verdict import (
-    ALPHA,
+from pytest_dlbench.results.judge import causes
+from pytest_dlbench.results.judge.noise import Drift
+from pytest_dlbench.results.judge.stats import BETWEEN_RUNS, TESTS, describe_test
+from pytest_dlbench.results.judge.verdict import (
     FAILED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
-    TOLERANCE,
     Rule,
-    judge,
-    judge_score,
-    judge_unmatched,
 )
+from pytest_dlbench.results.model.run_result import THROUGHPUT, TOTAL_TIME
 
-__all__ = ["BenchComparison", "Comparison", "compare", "compare_summaries", "units_note"]
+if TYPE_CHECKING:
+    from pytest_dlbench.results.model.summary import BenchSummary
+
+__all__ = ["BenchComparison", "Comparison", "units_note"]
 
 
 def _as_json(row: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -69,12 +63,13 @@ class BenchComparison:
     baseline_time: float | None = None
     #: Why the verdict is what it is, one line (an inconclusive one: what made it so).
     reason: str = ""
-    #: Where each side's noise came from (a saved baseline: results/noise.py), one phrase.
+    #: Where each side's noise came from (a saved baseline: results/judge/noise.py), one phrase.
     noise: str = ""
-    #: The drift between sessions the verdict assumed (a saved baseline: results/noise.py).
+    #: The drift between sessions the verdict assumed (a saved baseline: results/judge/noise.py).
     drift: Drift | None = None
     #: What puts a side's figure in doubt, one phrase each (a std% flagged unreliable, a busy
-    #: machine: results/noise.doubts, results/paired.paired_doubt); () when nothing does.
+    #: machine: results/judge/noise.doubts, results/judge/paired.paired_doubt); () when nothing
+    #: does.
     doubts: tuple[str, ...] = ()
 
     @property
@@ -113,7 +108,7 @@ class Comparison:
     # (``score_ratio`` is the ratio of the perf_adj scores, milarun's figure).
     score_rate_ratio: float | None = None
     score_ci: tuple[float, float] | None = None  # of score_rate_ratio (paired comparisons)
-    #: The test behind the verdicts: "between-runs" (a saved baseline, results/noise.py), "t",
+    #: The test behind the verdicts: "between-runs" (a saved baseline, results/judge/noise.py), "t",
     #: "wilcoxon" or "quantile" (paired rounds).
     test: str = BETWEEN_RUNS
     #: Paired comparisons: what each run of a pair contributes, "window" or "median".
@@ -164,7 +159,7 @@ class Comparison:
     @property
     def ratio_name(self) -> str:
         """What the ratio each verdict judges is called in every report (``perf ratio``,
-        ``p75 ratio``: results/stats.py's table of the tests)."""
+        ``p75 ratio``: results/judge/stats.py's table of the tests)."""
         found = TESTS.get(self.test)
         return found.ratio if found is not None else "ratio"
 
@@ -176,31 +171,31 @@ class Comparison:
 
     @property
     def inconclusive_causes(self) -> tuple[str, ...]:
-        """Why the inconclusive verdicts are (results/gate.py's causes, in its order): a side
-        measured on a busy machine, noise too large for the tolerance, or a paired run that
+        """Why the inconclusive verdicts are (results/judge/causes.py's causes, in its order): a
+        side measured on a busy machine, noise too large for the tolerance, or a paired run that
         ended before its rounds; () when every verdict is conclusive."""
-        found: set[str] = {gate.NOTHING_COMPARED} if self.compared_nothing else set()
+        found: set[str] = {causes.NOTHING_COMPARED} if self.compared_nothing else set()
         for row in self.benchmarks:
             if row.verdict == INCONCLUSIVE:
                 found.update(self._row_causes(row))
         if self.score_verdict == INCONCLUSIVE:
-            found.update(gate.doubt_cause(d) for d in self.score_doubts)
+            found.update(causes.doubt_cause(d) for d in self.score_doubts)
             if not self.score_doubts:
-                found.add(gate.NOISE)
-        return tuple(c for c in gate.CAUSES if c in found)
+                found.add(causes.NOISE)
+        return tuple(c for c in causes.CAUSES if c in found)
 
     def _row_causes(self, row: BenchComparison) -> set[str]:
         """An inconclusive row's causes: its doubts; else a paired run with no test (fewer
         than two pairs), or whose rounds ended before the rule could decide (interrupted,
         failed rounds); else the noise."""
         if row.doubts:
-            return {gate.doubt_cause(d) for d in row.doubts}
+            return {causes.doubt_cause(d) for d in row.doubts}
         if self.against is not None and (row.p_value is None or self._cut_short(row)):
-            return {gate.FEW_ROUNDS}
-        return {gate.NOISE}
+            return {causes.FEW_ROUNDS}
+        return {causes.NOISE}
 
     def _stop(self, name: str) -> Mapping[str, Any]:
-        """Where a paired benchmark's rounds ended (results/paired.py's ``stops``), {} if
+        """Where a paired benchmark's rounds ended (results/judge/paired.py's ``stops``), {} if
         unknown: a sequential run interrupted before its rule could decide has none."""
         stops = (self.against or {}).get("stops") or {}
         stop = stops.get(name) if isinstance(stops, Mapping) else None
@@ -238,16 +233,16 @@ class Comparison:
 
     @property
     def inconclusive_why(self) -> str:
-        """What made the verdicts inconclusive, in words (results/gate.py): the head of the
+        """What made the verdicts inconclusive, in words (results/judge/causes.py): the head of the
         closing line, the HTML banner's and its advice's."""
-        return gate.inconclusive_why(self.inconclusive_causes)
+        return causes.inconclusive_why(self.inconclusive_causes)
 
     @property
     def inconclusive_advice(self) -> str:
         """What to do about the inconclusive verdicts, for their causes: a paired run's rounds
-        or a saved baseline's comparison (results/gate.py)."""
-        return gate.inconclusive_advice(paired=self.against is not None,
-                                        causes=self.inconclusive_causes)
+        or a saved baseline's comparison (results/judge/causes.py)."""
+        return causes.inconclusive_advice(paired=self.against is not None,
+                                          causes=self.inconclusive_causes)
 
     def get(self, name: str) -> BenchComparison | None:
         return next((b for b in self.benchmarks if b.name == name), None)
@@ -269,7 +264,6 @@ class Comparison:
         }
 
 
-# -- one benchmark -----------------------------------------------------------------------------
 def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the baseline"
                ) -> str | None:
     """Why two sides measured in different units (TFLOP/s against items/s) are no pair
@@ -279,147 +273,9 @@ def units_note(cur: BenchSummary, base: BenchSummary, other: str = "in the basel
     return None
 
 
-def _rate(bench: BenchSummary) -> float:
-    """A benchmark's perf (0 when no run succeeded, or not a positive number): the rate the
-    verdict judges."""
-    try:
-        number = float(bench.perf or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) and number > 0 else 0.0
-
-
-def _ratio(current: float | None, baseline: float | None) -> float | None:
-    """current / baseline of two positive figures; None when either is not, or the ratio of
-    two figures far apart is not a finite, non-zero float."""
-    if not (current and baseline and current > 0 and baseline > 0):
-        return None
-    ratio = current / baseline
-    return ratio if 0 < ratio < math.inf else None
-
-
-def _time(bench: BenchSummary) -> float | None:
-    """A time-to-train benchmark's time (None for other metrics)."""
-    return bench.total_time_secs if bench.lower_is_better else None
-
-
 def _drift_dict(drift: Drift | None) -> dict[str, Any] | None:
     """The drift as the JSON says it: its cv, degrees of freedom (null: assumed, not
     measured) and source."""
     if drift is None:
         return None
     return {"cv": drift.cv, "df": None if drift.assumed else drift.df, "source": drift.source}
-
-
-def _compare_bench(
-    name: str, cur: BenchSummary, base: BenchSummary, rule: Rule, known_drift: Drift | None,
-) -> tuple[BenchComparison, noise.Evidence | None]:
-    """One row, and the evidence behind its verdict (None when there was no test): the rates
-    and what is shown beside them first, then the evidence, then the core's verdict."""
-    cur_rate, base_rate = _rate(cur), _rate(base)
-    adj_ratio = _ratio(cur.perf_adj, base.perf_adj)
-    times = (_time(cur), _time(base))
-    refused = units_note(cur, base) or noise.range_note(cur, base)
-    found = None
-    if refused is None and cur_rate > 0 and base_rate > 0:
-        found = noise.evidence(cur, base, cur_rate, base_rate, alpha=rule.alpha,
-                               known_drift=known_drift)
-    if found is not None:
-        ratio: float | None = cur_rate / base_rate
-        judged = judge(found.judged, rule)
-    else:  # no ratio: the core names the side that has no run, or why they are no pair
-        ratio = 0.0 if refused is None and base_rate > 0 else None
-        judged = dataclasses.replace(judge_unmatched(
-            current_ran=cur_rate > 0, reference_ran=base_rate > 0, refused=refused), reason="")
-    shown = refused is None  # a refused pair shows no adj ratio nor times
-    return BenchComparison(
-        name=name,
-        units=cur.units or base.units,
-        weight=cur.weight,
-        current=cur_rate,
-        baseline=base_rate,
-        ratio=ratio,
-        verdict=judged.word,
-        p_value=found.p if found is not None else None,
-        samples=(len(cur.noise_samples), len(base.noise_samples)),
-        current_adj=cur.perf_adj,
-        baseline_adj=base.perf_adj,
-        adj_ratio=adj_ratio if shown else None,
-        ci=found.ci if found is not None else None,
-        note=refused or "",
-        metric=TOTAL_TIME if shown and TOTAL_TIME in (cur.metric, base.metric) else THROUGHPUT,
-        current_time=times[0] if shown else None,
-        baseline_time=times[1] if shown else None,
-        reason=judged.reason,
-        noise=found.noise if found is not None else "",
-        drift=found.drift if found is not None else None,
-        doubts=found.doubts if found is not None else (),
-    ), found
-
-
-# -- the run -------------------------------------------------------------------------------------
-def compare(
-    current: SuiteSummary | Mapping[str, Any], baseline: SuiteSummary | Mapping[str, Any],
-    tolerance: float = TOLERANCE, alpha: float = ALPHA, *,
-    drifts: Mapping[str, Drift] | None = None,
-) -> Comparison:
-    """Compare ``current`` with ``baseline`` (each a SuiteSummary, or a saved summary's dict,
-    read back with ``SuiteSummary.from_dict``): :func:`compare_summaries`."""
-    sides = []
-    for summary in (current, baseline):
-        if isinstance(summary, Mapping) and isinstance(summary.get("benchmarks"), Mapping):
-            summary = SuiteSummary.from_dict(summary)
-        if not isinstance(summary, SuiteSummary):
-            raise TypeError("compare() takes a SuiteSummary or a saved summary's dict with "
-                            "'benchmarks'")
-        sides.append(summary)
-    return compare_summaries(sides[0], sides[1], tolerance, alpha, drifts=drifts)
-
-
-def compare_summaries(
-    cur: SuiteSummary, base: SuiteSummary, tolerance: float = TOLERANCE, alpha: float = ALPHA,
-    *, drifts: Mapping[str, Drift] | None = None,
-) -> Comparison:
-    """Compare the run ``cur`` with the saved baseline ``base``. ``drifts``: each benchmark's
-    drift between sessions measured on this machine (results/history_drift.py), for a baseline
-    of one session.
-
-    When the baseline records its machine and the current side does too (a saved summary) or
-    is a SuiteSummary measured here, a difference in GPU model or count, CPU model or torch
-    version is one of the comparison's ``warnings``."""
-    rule = Rule(tolerance, alpha)
-    cur_b = {b.name: b for b in cur.benchmarks}
-    base_b = {b.name: b for b in base.benchmarks}
-    known = drifts or {}
-    rows = [_compare_bench(n, cur_b[n], base_b[n], rule, known.get(n))
-            for n in cur_b if n in base_b]
-    benches = tuple(row for row, _ in rows)
-    # Over the benchmarks scored on both sides: with the same set the perf_adj ratio is exactly
-    # cs / bs, and a benchmark added or dropped (whose units are arbitrary) cannot move it.
-    both = [(row, found) for row, found in rows if row.ratio and row.weight > 0
-            and base_b[row.name].scored and cur_b[row.name].scored]
-    score_ratio = weighted_geomean((b.adj_ratio or 0.0, b.weight) for b, _ in both)
-    rate_ratio = weighted_geomean((b.ratio or 0.0, b.weight) for b, _ in both)
-    score_found = noise.score_evidence(
-        rate_ratio, [(b.weight, found, cur_b[b.name], base_b[b.name])
-                     for b, found in both if found is not None], alpha)
-    score = judge_score(score_found, {b.verdict for b in benches if b.weight > 0}, rule)
-    return Comparison(
-        benchmarks=benches,
-        only_current=tuple(n for n in cur_b if n not in base_b),
-        only_baseline=tuple(n for n in base_b if n not in cur_b),
-        current_score=cur.score,
-        baseline_score=base.score,
-        score_ratio=score_ratio,
-        score_verdict=score.word,
-        score_p_value=score_found.p if score_found is not None else None,
-        tolerance=tolerance,
-        alpha=alpha,
-        # A pair refused (units, range) is said where every report shows warnings.
-        warnings=machine.baseline_warnings(cur, base) + tuple(
-            f"{b.name}: {b.note}" for b in benches if b.note),
-        score_rate_ratio=rate_ratio,
-        score_ci=score_found.ci if score_found is not None else None,
-        score_reason=score.reason,
-        score_doubts=score_found.doubts if score_found is not None else (),
-    )

@@ -1,7 +1,7 @@
 """A ``--bench-against`` run's paired comparison: the base side (``base/``) and the candidate ran
 each benchmark in ABBA rounds on the same slot; round ``r`` on device ``k`` is one pair, and its
 log ratio cancels the load both runs shared. Per benchmark the pairs go to a test of
-results/stats.TESTS, at the last round (the fixed design) or at the first interim look where
+results/judge/stats.TESTS, at the last round (the fixed design) or at the first interim look where
 the core's ``judge_look`` fires (the sequential design: repeated confidence intervals); a
 change whose busy runs are all on one side is in doubt. The score combines the benchmarks'
 mean log ratios. docs/reports.md, "Against a git revision" and "Stopping early". Pure
@@ -20,12 +20,13 @@ from typing import Any
 
 from pytest_dlbench import layout
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.results.busy import busy_share
-from pytest_dlbench.results.compare import BenchComparison, Comparison, units_note
-from pytest_dlbench.results.gate import BUSY_DOUBT, PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
-from pytest_dlbench.results.run_result import TOTAL_TIME
-from pytest_dlbench.results.scoring import load_run, summarize_bench, summarize_dir
-from pytest_dlbench.results.stats import (
+from pytest_dlbench.core.numbers import weighted_geomean
+from pytest_dlbench.results.figures.busy import busy_share
+from pytest_dlbench.results.figures.scoring import load_run, summarize_bench, summarize_dir
+from pytest_dlbench.results.judge.causes import BUSY_DOUBT
+from pytest_dlbench.results.judge.comparison import BenchComparison, Comparison, units_note
+from pytest_dlbench.results.judge.defaults import PAIRED_RATE, PAIRED_RATES, PAIRED_TEST
+from pytest_dlbench.results.judge.stats import (
     PAIRED_TESTS,
     PairedStats,
     combined_paired,
@@ -33,10 +34,8 @@ from pytest_dlbench.results.stats import (
     p_in_direction,
     paired_stats,
     quantile_stats,
-    weighted_geomean,
 )
-from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.judge.verdict import (
     ALPHA,
     INCOMPARABLE,
     TOLERANCE,
@@ -50,6 +49,8 @@ from pytest_dlbench.results.verdict import (
     judge_score,
     judge_unmatched,
 )
+from pytest_dlbench.results.model.run_result import TOTAL_TIME
+from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["ALL_ROUNDS", "CLEAR", "DESIGNS", "FIRST_LOOK", "FIXED", "LOOK_EVERY", "SEQUENTIAL",
            "Judgement", "Pair", "Stop", "compare_paired", "design_of", "evidence_of", "first_stop",
@@ -93,7 +94,7 @@ def pairs_of(
 
 
 def evidence_of(stats: PairedStats) -> Evidence:
-    """What one benchmark's pairs say, as the verdict core (results/verdict.py) takes it."""
+    """What one benchmark's pairs say, as the verdict core (results/judge/verdict.py) takes it."""
     return Evidence(stats.ratio, stats.p, stats.ci, log_var=stats.log_var,
                     log_mean=stats.log_mean, paired=True, rounds=stats.n)
 

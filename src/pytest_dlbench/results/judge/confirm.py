@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.layout import confirm_done, confirm_streams
-from pytest_dlbench.results.compare import compare_summaries
-from pytest_dlbench.results.scoring import load_run, summarize_runs
-from pytest_dlbench.results.verdict import (
+from pytest_dlbench.results.figures.scoring import load_run, summarize_runs
+from pytest_dlbench.results.judge.saved import compare_summaries
+from pytest_dlbench.results.judge.verdict import (
     NOT_HELD,
     SUSPECT,
     Rule,
@@ -27,10 +27,10 @@ from pytest_dlbench.results.verdict import (
 )
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.compare import Comparison
-    from pytest_dlbench.results.noise import Drift
-    from pytest_dlbench.results.run_result import RunResult
-    from pytest_dlbench.results.summary import SuiteSummary
+    from pytest_dlbench.results.judge.comparison import Comparison
+    from pytest_dlbench.results.judge.noise import Drift
+    from pytest_dlbench.results.model.run_result import RunResult
+    from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = ["NOT_HELD", "BenchConfirmation", "Confirmation", "confirm", "read_confirmation",
            "suspects"]

@@ -1,6 +1,7 @@
-"""What a run's telemetry amounts to in the results: the report's numbers of one run and of a
-benchmark's runs. The summary of the samples (:class:`MonitorSummary`,
-:func:`summarize_telemetry`) is the monitor's own, in :mod:`pytest_dlbench.measure.monitor.summary`.
+"""What a run's telemetry amounts to in the results: the report's numbers of one run (a
+benchmark's runs together: ``combine_stats``, results/model/summary.py). The summary of the
+samples (:class:`MonitorSummary`, :func:`summarize_telemetry`) is the monitor's own, in
+:mod:`pytest_dlbench.measure.monitor.summary`.
 Pure functions over records: no NVML, no psutil, no pytest.
 """
 
@@ -14,11 +15,11 @@ from pytest_dlbench.measure.monitor.summary import (
     timed_window,
 )
 from pytest_dlbench.measure.records import RunRecords
-from pytest_dlbench.results.busy import busy_stats
+from pytest_dlbench.results.figures.busy import busy_stats
+from pytest_dlbench.results.model.summary import torch_peaks
 
 __all__ = [
     "NO_WINDOW_SAMPLE",
-    "combine_stats",
     "telemetry_stats",
 ]
 
@@ -45,7 +46,8 @@ def telemetry_stats(
       ``gpu_util_reason`` saying so, when the timed window holds no GPU sample: the whole run's
       mean would count the idle set-up the window is there to leave out;
     - ``busy`` (and ``busy_share``, ``outside_cpu_cores``, ``busy_reason``): whether something
-      outside the run used the CPU during its timed window (results/busy.py; absent: unknown).
+      outside the run used the CPU during its timed window (results/figures/busy.py; absent:
+      unknown).
     """
     records = RunRecords.of(records)  # parsed once, read three times
     whole = summarize_telemetry(records)
@@ -61,44 +63,6 @@ def telemetry_stats(
         "energy_j": whole.energy_j,
         "mean_gpu_util": None if no_sample else util,
         **({"gpu_util_reason": NO_WINDOW_SAMPLE} if no_sample else {}),
-        **_torch_peaks(whole.torch_max_allocated_bytes, whole.torch_max_reserved_bytes),
+        **torch_peaks(whole.torch_max_allocated_bytes, whole.torch_max_reserved_bytes),
         **busy_stats(records),
-    }
-
-
-def _torch_peaks(allocated: float | None, reserved: float | None) -> dict[str, int]:
-    """torch's peaks, only where known: a CPU run's stats stay as they were."""
-    known = {"torch_max_allocated_bytes": allocated, "torch_max_reserved_bytes": reserved}
-    return {key: int(value) for key, value in known.items() if value is not None}
-
-
-def combine_stats(
-    stats: Iterable[Mapping[str, Any]],
-) -> dict[str, Any]:
-    """One benchmark's numbers from its runs' :func:`telemetry_stats`: the peaks (torch's too)
-    are the largest run's, the energy is the sum (every replica and repeat drew it), the
-    utilisation the mean of the runs that have one (none: the runs' reason, when one gave it),
-    ``busy`` whether any run was taken on a busy
-    machine. None where no run knows (torch's peaks: absent)."""
-    stats = list(stats)
-
-    def known(key: str) -> list[float]:
-        return [float(v) for s in stats if (v := s.get(key)) is not None]
-
-    gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
-    energy, util = known("energy_j"), known("mean_gpu_util")
-    reasons = [str(r) for s in stats if (r := s.get("gpu_util_reason"))]
-    busy = [bool(s["busy"]) for s in stats if s.get("busy") is not None]
-    allocated, reserved = known("torch_max_allocated_bytes"), known("torch_max_reserved_bytes")
-    return {
-        "peak_gpu_mem_bytes": int(max(gpu_mem)) if gpu_mem else None,
-        "peak_rss_bytes": int(max(rss)) if rss else None,
-        "energy_j": sum(energy) if energy else None,
-        "mean_gpu_util": sum(util) / len(util) if util else None,
-        **({"gpu_util_reason": reasons[0]} if reasons and not util else {}),
-        # The largest run's, as the device peak (what must fit on one device).
-        **_torch_peaks(max(allocated) if allocated else None,
-                       max(reserved) if reserved else None),
-        # Only when a run knows (results/busy.py): older runs' telemetry stays as it was.
-        **({"busy": any(busy)} if busy else {}),
     }

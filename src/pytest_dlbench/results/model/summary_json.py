@@ -3,7 +3,7 @@ and the types of the current one, checked once, one line naming the key.
 
 ``SuiteSummary.to_dict`` writes the current version and ``SuiteSummary.from_dict`` reads any
 version through :func:`checked` (pyperf's ``_json_load(version, ...)`` beside ``_as_json``).
-Plain dicts in, plain dicts out: the types live in results/summary.py. pydantic is imported
+Plain dicts in, plain dicts out: the types live in results/model/summary.py. pydantic is imported
 lazily (core/schema.py): a run that never reads a summary back never loads it.
 """
 
@@ -28,7 +28,7 @@ __all__ = [
 
 SCHEMA = "pytest-dlbench/summary"
 VERSION = 1
-#: What a saved summary records of where it was measured (results/machine.py, the baseline).
+#: What a saved summary records of where it was measured (results/figures/machine.py, the baseline).
 PROVENANCE = ("created", "machine", "versions", "commit")
 
 
@@ -134,12 +134,12 @@ def _schema() -> Any:
         sessions: list[list[Num | None]] | None = None
         runs: list[Run] | None = None
 
-    class Subset(Loose):  # a -k, -m or --bench-select subset's score (results/summary.py)
+    class Subset(Loose):  # a -k, -m or --bench-select subset's score (results/model/summary.py)
         weighted: Int | None = None
         of: Int | None = None
         left_out: list[Str] | None = None
 
-    class Milabench(Loose):  # --bench-score=milabench (results/milabench_score.py)
+    class Milabench(Loose):  # --bench-score=milabench (results/figures/milabench_score.py)
         score: Num | None = None
         benchmarks: dict[str, Num | None] | None = None
         left_out: dict[str, Num] | None = None

@@ -43,7 +43,7 @@ FACTOR = 2.0
 #: Seconds of each gap between chains that are never held against the timer: a window read
 #: (its sync, its records) on a loaded host, a garbage collection.
 READ_ALLOWANCE = 0.1
-#: The reason of a run whose rate is past the ceiling (results/scoring.py fails it).
+#: The reason of a run whose rate is past the ceiling (results/figures/scoring.py fails it).
 RATE_ERROR = "error of measurement"
 #: Runners that time their steps themselves (``Bench.log_step``) and pause between them.
 _SELF_TIMED = (EXTERNAL_RUNNER, VOIR_RUNNER)

@@ -1,18 +1,18 @@
 """Whether a benchmark's figure can be taken at its word: a std% flagged unreliable
-(results/scoring.py) or runs taken on a busy machine (results/busy.py) put it in doubt. The
-one rule the HTML banner (a run that "ran, figures in doubt") and the compiled speed-ups
-(results/compiled.py) read; the gate's own doubts are results/noise.py's and results/paired.py's.
-Pure functions over summaries.
+(results/figures/scoring.py) or runs taken on a busy machine (results/figures/busy.py) put it in
+doubt. The one rule the HTML banner (a run that "ran, figures in doubt") and the compiled speed-ups
+(results/figures/compiled.py) read; the gate's own doubts are results/judge/noise.py's and
+results/judge/paired.py's. Pure functions over summaries.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_dlbench.results.busy import busy_share
+from pytest_dlbench.results.figures.busy import busy_share
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+    from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["figure_doubt", "figures_in_doubt"]
 

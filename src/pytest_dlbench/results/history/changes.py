@@ -24,7 +24,7 @@ The series is the log of one benchmark's rate per commit, in commit order. :func
    with the series' noise has ``p < alpha``; a change that fails is merged away and the
    remaining ones re-tested, until every step left passes.
 
-Pure numpy/math; no pytest, no git (results/history.py maps indices to commits).
+Pure numpy/math; no pytest, no git (results/history/records.py maps indices to commits).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_dlbench.results.verdict import ALPHA, TOLERANCE, Evidence, Rule, judge_step
+from pytest_dlbench.results.judge.verdict import ALPHA, TOLERANCE, Evidence, Rule, judge_step
 
 __all__ = ["MIN_SEGMENT", "PENALTY", "WINDOW", "Step", "Work", "detect_steps", "noise_scale",
            "segments"]

@@ -8,7 +8,7 @@ writes, with a ``history`` block (commit, its date, branch, uncommitted changes,
 history folder is ``<base>/history`` by default, or any folder given (a CI cache, an artifact
 downloaded from earlier jobs). ``dlbench history`` reads it back (:func:`load_history`) and
 shows each benchmark's series (:func:`bench_series`) with the steps that
-:mod:`~pytest_dlbench.results.changes` finds in it.
+:mod:`~pytest_dlbench.results.history.changes` finds in it.
 
 The machine id names the hardware the numbers come from: ``$DLBENCH_MACHINE`` when set (CI
 runners with changing host names), else the host name and a hash of the CPU model, its cores
@@ -40,11 +40,11 @@ from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.layout import json_safe
 from pytest_dlbench.measure.machine import machine_info
-from pytest_dlbench.results.baseline import load_summary, summary_dict
-from pytest_dlbench.results.changes import Step, detect_steps
-from pytest_dlbench.results.gate import ALPHA, TOLERANCE
-from pytest_dlbench.results.history_drift import HistoryDrifts, history_drifts, session_key
-from pytest_dlbench.results.summary import SuiteSummary
+from pytest_dlbench.results.history.changes import Step, detect_steps
+from pytest_dlbench.results.judge.history_drift import HistoryDrifts, history_drifts, session_key
+from pytest_dlbench.results.judge.verdict import ALPHA, TOLERANCE
+from pytest_dlbench.results.model.baseline import load_summary, summary_dict
+from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = [
     "BenchSeries",
@@ -606,7 +606,7 @@ def drifts_from_history(
     history: str | PathLike[str] | None, run_dir: str | PathLike[str] | None = None, *,
     machine: str | None = None,
 ) -> HistoryDrifts:
-    """The drift between sessions (results/history_drift.py) of the history folder ``history``
+    """The drift between sessions (results/judge/history_drift.py) of the history folder ``history``
     (nothing without one), for ``machine``, else the machine the run ``run_dir`` was measured
     on: the machine its own autosaved entry names, else this machine. A file the history cannot
     read is left out, as ``dlbench history`` leaves it out, and named in

@@ -1,5 +1,5 @@
 """The drift between sessions read from a machine's ``--bench-autosave`` history, for a saved
-baseline of one session (results/noise.py): autosaved sessions of a known commit with a clean
+baseline of one session (results/judge/noise.py): autosaved sessions of a known commit with a clean
 tree, of this machine, grouped by commit (a change of code is never drift), the run judged left
 out, a session known by what it measured (:func:`session_key`: one file copied under two names
 counts once). A file that cannot be read is left out and named in the warnings.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.results.noise import Drift, estimate_drift
+from pytest_dlbench.results.judge.noise import Drift, estimate_drift
 
 __all__ = ["HistoryDrifts", "history_drifts", "session_key"]
 
@@ -45,7 +45,7 @@ class HistoryDrifts:
 
 
 def session_key(summary: Any) -> str:
-    """What identifies a session (a saved summary, results/summary.SuiteSummary): its run
+    """What identifies a session (a saved summary, results/model/summary.SuiteSummary): its run
     directory (the run's name and time, when it has one) and a hash of its figures (each
     benchmark's perf and run rates). Two files of one session have both the same; two
     sessions, never both."""
@@ -57,7 +57,7 @@ def session_key(summary: Any) -> str:
 
 def history_drifts(entries: Iterable[Any], *, leave_out: Path | None = None
                    ) -> dict[str, Drift]:
-    """Each benchmark's drift between sessions from history entries (results/history.Entry)
+    """Each benchmark's drift between sessions from history entries (results/history/records.Entry)
     of one machine (the module's rules); the entry of the run directory ``leave_out`` is not
     used."""
     groups: dict[str, dict[str, list[tuple[float, ...]]]] = defaultdict(lambda: defaultdict(list))

@@ -1,8 +1,8 @@
 """A saved baseline's evidence: each side's figure, ``ln(perf)``, with its noise between runs and
-the drift between sessions, tested by results/stats.t_test, and the doubts (an unreliable
+the drift between sessions, tested by results/judge/stats.t_test, and the doubts (an unreliable
 std%, a busy machine) that keep a change beyond the tolerance from being claimed. The model,
 its defaults and what they were measured on: docs/reports.md, "The noise between runs" and
-"The drift between sessions". The verdict is the core's (results/verdict.py).
+"The drift between sessions". The verdict is the core's (results/judge/verdict.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_dlbench.core.numbers import MAX_FIGURE
-from pytest_dlbench.results import verdict
-from pytest_dlbench.results.busy import busy_share
-from pytest_dlbench.results.gate import BUSY_DOUBT
-from pytest_dlbench.results.stats import combine_log_ratios, p_in_direction, t_test
-from pytest_dlbench.results.summary import BenchSummary
+from pytest_dlbench.results.figures.busy import busy_share
+from pytest_dlbench.results.judge import verdict
+from pytest_dlbench.results.judge.causes import BUSY_DOUBT
+from pytest_dlbench.results.judge.stats import combine_log_ratios, p_in_direction, t_test
+from pytest_dlbench.results.model.summary import BenchSummary
 
 __all__ = ["DEFAULT_BETWEEN_RUN_CV", "DEFAULT_SESSION_DRIFT_CV", "MIN_SESSION_DRIFT_CV",
            "MAX_FIGURE", "Drift", "Evidence", "SideNoise", "between_run_cv", "combined_evidence",
@@ -163,7 +163,7 @@ def estimate_drift(groups: Sequence[Sequence[Sequence[float]]], source: str) -> 
 def session_drift(baseline: BenchSummary, known: Drift | None = None) -> Drift:
     """The drift between sessions for a comparison with ``baseline``:
     estimated from the sessions of a merged baseline; else ``known`` (the machine's history,
-    results/history_drift.py); else the default."""
+    results/judge/history_drift.py); else the default."""
     k = len([s for s in baseline.session_rates if s])
     found = estimate_drift([baseline.session_rates], f"{k} sessions of the baseline")
     if found is not None:

@@ -1,7 +1,8 @@
 """One run of a benchmark (benchmark x device x repeat) as the results read it: its
 :class:`RunResult` and the sums of its steps (:class:`StepStats`), and their saved form.
 
-Filled by results/scoring.py from a run's stream; gathered per benchmark in results/summary.py.
+Filled by results/figures/scoring.py from a run's stream; gathered per benchmark in
+results/model/summary.py.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class RunResult:
     dtype: str = "fp32"  # the compute type the benchmark's arguments ask for
     # The config record's precision preset (None: not a built-in training workload) and
     # compile settings ({"mode", "backend"}; None: eager), the eager sibling's pairing key
-    # (suite/presets.eager_key) and the ``compile`` records (results/compiled.py).
+    # (suite/presets.eager_key) and the ``compile`` records (results/figures/compiled.py).
     precision: str | None = None
     compile: Mapping[str, Any] | None = None
     variant: str | None = None
@@ -253,8 +254,8 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], shared: Mapping[str, Any]) -> RunResult:
-        """A saved run (checked: results/summary_json.py). ``shared``: what a run does not save
-        but its benchmark does (name, units, weight, plan, metric, job size, precision). Its
+        """A saved run (checked: results/model/summary_json.py). ``shared``: what a run does not
+        save but its benchmark does (name, units, weight, plan, metric, job size, precision). Its
         observations are not saved, only its rate and block rates."""
         repeat = data.get("repeat")
         return cls(

@@ -7,8 +7,8 @@ whose ``config`` has the same definition, the same command line without ``--comp
 ``--compile-backend``, and the same plan (suite/presets.eager_key): whatever the two are
 called, a matrix over ``--compile`` or two hand-written entries pair the same way. Its speed-up
 is ``perf(compiled) / perf(eager)``, when both have a perf; a side whose figure is in doubt
-(results/doubt.py: its std% flagged unreliable, or runs on a busy machine) puts the speed-up in
-doubt, said on its row. Pure functions: no torch.
+(results/figures/doubt.py: its std% flagged unreliable, or runs on a busy machine) puts the speed-up
+in doubt, said on its row. Pure functions: no torch.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import as_number
-from pytest_dlbench.results.doubt import figure_doubt
+from pytest_dlbench.results.figures.doubt import figure_doubt
 
 if TYPE_CHECKING:
-    from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
+    from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["CompileRow", "compile_rows", "compile_summary", "eager_siblings", "speedup_doubt"]
 
@@ -74,7 +74,7 @@ class CompileRow:
 
 def speedup_doubt(compiled: BenchSummary, eager: BenchSummary) -> str | None:
     """Why a speed-up ``compiled.perf / eager.perf`` is in doubt: each side whose figure is
-    (results/doubt.figure_doubt), named (``eager mlp-eager: busy machine (2 of 3 runs)``);
+    (results/figures/doubt.figure_doubt), named (``eager mlp-eager: busy machine (2 of 3 runs)``);
     None when neither is. A ratio of two figures is no surer than the less sure of them."""
     parts = [f"{side} {b.name}: {why}" for side, b in (("compiled", compiled), ("eager", eager))
              if (why := figure_doubt(b)) is not None]

@@ -1,9 +1,9 @@
 """The verdict core: the one place that decides whether a benchmark (or the score)
 **regressed**, **improved**, is **unchanged**, **inconclusive**, **failed** or
 **incomparable**. Every mode only measures and hands it an :class:`Evidence`: a saved baseline
-(results/compare.py, noise.py), a ``--bench-against`` run at its last or an interim look
-(results/paired.py), confirmation reruns (results/confirm.py), a bisect step
-(results/paired.judge_paired_run) and a step of the history (results/changes.py). The
+(results/judge/saved.py, noise.py), a ``--bench-against`` run at its last or an interim look
+(results/judge/paired.py), confirmation reruns (results/judge/confirm.py), a bisect step
+(results/judge/paired.judge_paired_run) and a step of the history (results/history/changes.py). The
 :class:`Rule` decides and describes itself.
 
 **The rule** (docs/reports.md, "The verdict rule"): a change is claimed when the ratio is
@@ -38,11 +38,11 @@ UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
 FAILED = "failed"  # no successful run on the candidate side, some on the reference side
 INCOMPARABLE = "incomparable"  # no successful run on the reference side (or on either)
-#: The verdicts worth confirming (results/confirm.py): the gate fails on the first.
+#: The verdicts worth confirming (results/judge/confirm.py): the gate fails on the first.
 SUSPECT = (REGRESSED, IMPROVED)
 #: A confirmed verdict that did not hold while the combined comparison still says it.
 NOT_HELD = INCONCLUSIVE
-#: A bisect step (results/paired.judge_paired_run): beyond the tolerance from GOOD, within it,
+#: A bisect step (results/judge/paired.judge_paired_run): beyond the tolerance from GOOD, within it,
 #: or neither.
 CHANGED, SAME, UNSURE = "changed", "same", "unsure"
 
@@ -52,7 +52,7 @@ TOLERANCE = 0.03
 ALPHA = 0.05
 #: The share of alpha at which a change is claimed where the tolerance band cannot keep an
 #: unchanged pair's false alarms down by itself: a noisy last look and every interim look of
-#: the sequential design (results/paired.py, :func:`reach`).
+#: the sequential design (results/judge/paired.py, :func:`reach`).
 CLAIM_ALPHA_SHARE = 0.5
 
 
@@ -141,7 +141,7 @@ class Rule:
 
     def describe(self, test: str, *, paired: bool) -> str:
         """The rule the verdicts follow, one line (the terminal's, the HTML's and the JSON's):
-        ``test`` describes the statistical test (results/stats.py's table)."""
+        ``test`` describes the statistical test (results/judge/stats.py's table)."""
         level = f"alpha {self.alpha:g}"
         if paired:
             level += (f", {self.claim_level:g} where the rounds are too noisy for the "
@@ -342,7 +342,7 @@ def judge_doubted_score(word: str, doubted: Sequence[str]) -> Verdict | None:
                                  f"in doubt ({', '.join(doubted)})")
 
 
-# -- an interim look of the sequential design (results/paired.py) --------------------------
+# -- an interim look of the sequential design (results/judge/paired.py) --------------------------
 def judge_look(found: Evidence | None, rule: Rule) -> str | None:
     """The verdict at an interim look: REGRESSED or IMPROVED when the interval is clear of the
     band, p at most the claim level and the rounds not noisy (at alpha itself); UNCHANGED when
@@ -366,7 +366,8 @@ def judge_look(found: Evidence | None, rule: Rule) -> str | None:
     return None
 
 
-# -- confirmation reruns (results/confirm.py) ---------------------------------------------------
+# -- confirmation reruns (results/judge/confirm.py)
+# ---------------------------------------------------
 def repeats(first: str, ratio: float | None, rule: Rule) -> bool:
     """Whether one run's ratio repeats the first pass's suspicion ``first`` on its own."""
     return ratio is not None and ratio > 0 and first in SUSPECT and rule.beyond(ratio) == first

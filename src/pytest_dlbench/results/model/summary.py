@@ -1,8 +1,8 @@
 """The results' data model: one benchmark over its runs (:class:`BenchSummary`), a whole run
 directory (:class:`SuiteSummary`), where a benchmark's noise comes from, and their saved form.
 
-One run is results/run_result.py; the formulas that fill them are results/scoring.py
-(reference/scoring.md); the saved form's versions and types results/summary_json.py. Each type
+One run is results/model/run_result.py; the formulas that fill them are results/figures/scoring.py
+(reference/scoring.md); the saved form's versions and types results/model/summary_json.py. Each type
 owns its JSON: ``to_dict`` writes the current version, ``from_dict`` reads any version back
 (migrated, types checked). No pytest, no torch.
 """
@@ -16,23 +16,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.results.run_result import (
+from pytest_dlbench.results.model.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
     RunResult,
     optional_float,
     saved_numbers,
 )
-from pytest_dlbench.results.summary_json import PROVENANCE, SCHEMA, VERSION, checked
-from pytest_dlbench.results.telemetry import combine_stats
+from pytest_dlbench.results.model.summary_json import PROVENANCE, SCHEMA, VERSION, checked
 
 __all__ = [
     "BenchSummary",
     "MilabenchScore",
     "SuiteSummary",
+    "combine_stats",
     "noise_samples",
     "relative_spread",
     "spread",
+    "torch_peaks",
 ]
 
 
@@ -89,7 +90,8 @@ class BenchSummary:
     #: what ``std`` was computed from (:func:`noise_samples`): saved, and what the comparison's
     #: test reads of each side
     noise_samples: tuple[float, ...] = ()
-    #: milabench's perf for a voir benchmark (results/scoring.milabench_figure), beside ``perf``
+    #: milabench's perf for a voir benchmark (results/figures/scoring.milabench_figure), beside
+    #: ``perf``
     milabench_perf: float | None = None
     #: a baseline merged from several sessions (``dlbench baseline``): each session's run
     #: rates, from which the noise model estimates the drift between sessions; () for one
@@ -263,7 +265,7 @@ class BenchSummary:
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> BenchSummary:
-        """A saved benchmark (checked: results/summary_json.py), named by its key."""
+        """A saved benchmark (checked: results/model/summary_json.py), named by its key."""
         compiled = data.get("compile")
         shared: dict[str, Any] = {
             "bench": name,
@@ -309,7 +311,7 @@ class BenchSummary:
 
 @dataclass(frozen=True)
 class MilabenchScore:
-    """milabench's score of a run (results/milabench_score.py, ``--bench-score=milabench``):
+    """milabench's score of a run (results/figures/milabench_score.py, ``--bench-score=milabench``):
     each benchmark's figure (None: it has no successful run, counted as 0), the suite's, and the
     weighted benchmarks of the suite this run did not select (counted as 0, as milabench counts
     them) with their weights."""
@@ -411,8 +413,8 @@ class SuiteSummary:
     def from_dict(cls, data: Any) -> SuiteSummary:
         """A saved summary of any version read back: migrated, its types checked.
 
-        Raises :class:`~pytest_dlbench.results.summary_json.SummaryFormatError` (a ValueError),
-        one line naming the key.
+        Raises :class:`~pytest_dlbench.results.model.summary_json.SummaryFormatError` (a
+        ValueError), one line naming the key.
         """
         data = checked(data)
         failure_rate = data.get("failure_rate")
@@ -432,3 +434,43 @@ class SuiteSummary:
                        if isinstance(data.get("milabench_score"), Mapping) else None),
         )
 
+
+# -- a benchmark's telemetry, from its runs' (results/figures/telemetry.py) ----------------------
+
+
+def torch_peaks(allocated: float | None, reserved: float | None) -> dict[str, int]:
+    """torch's peaks, only where known: a CPU run's stats stay as they were."""
+    known = {"torch_max_allocated_bytes": allocated, "torch_max_reserved_bytes": reserved}
+    return {key: int(value) for key, value in known.items() if value is not None}
+
+
+def combine_stats(
+    stats: Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """One benchmark's numbers from its runs' ``telemetry_stats`` (results/figures/telemetry.py):
+    the peaks (torch's too) are the largest run's, the energy is the sum (every replica and
+    repeat drew it), the utilisation the mean of the runs that have one (none: the runs'
+    reason, when one gave it), ``busy`` whether any run was taken on a busy machine. None
+    where no run knows (torch's peaks: absent)."""
+    stats = list(stats)
+
+    def known(key: str) -> list[float]:
+        return [float(v) for s in stats if (v := s.get(key)) is not None]
+
+    gpu_mem, rss = known("peak_gpu_mem_bytes"), known("peak_rss_bytes")
+    energy, util = known("energy_j"), known("mean_gpu_util")
+    reasons = [str(r) for s in stats if (r := s.get("gpu_util_reason"))]
+    busy = [bool(s["busy"]) for s in stats if s.get("busy") is not None]
+    allocated, reserved = known("torch_max_allocated_bytes"), known("torch_max_reserved_bytes")
+    return {
+        "peak_gpu_mem_bytes": int(max(gpu_mem)) if gpu_mem else None,
+        "peak_rss_bytes": int(max(rss)) if rss else None,
+        "energy_j": sum(energy) if energy else None,
+        "mean_gpu_util": sum(util) / len(util) if util else None,
+        **({"gpu_util_reason": reasons[0]} if reasons and not util else {}),
+        # The largest run's, as the device peak (what must fit on one device).
+        **torch_peaks(max(allocated) if allocated else None,
+                      max(reserved) if reserved else None),
+        # Only when a run knows (results/figures/busy.py): older runs' telemetry stays as it was.
+        **({"busy": any(busy)} if busy else {}),
+    }
