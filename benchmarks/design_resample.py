@@ -5,8 +5,8 @@ A trial draws its rounds (with replacement) from real rounds that gate_power kep
 a round is its base run and its candidate run, each the steady step rates of one child process
 of the same code, so each round carries that machine's real noise, shared load included. A
 slowdown divides the candidate's rates. Each trial is judged as the product judges it: the
-quantile test (sequential_gate's vectorised twin of results/stats.quantile_stats), the
-sequential design's looks (results/paired.first_stop) and the verdict rule (results/verdict).
+quantile test (sequential_gate's vectorised twin of results/judge/stats.quantile_stats), the
+sequential design's looks (results/judge/paired.first_stop) and the verdict rule (results/verdict).
 It is a model of more rounds of the same machine, not the real path: the design it picks is
 then measured through pytest (gate_power.py, benchmarks/README.md).
 

@@ -89,7 +89,7 @@ def write_manifest(run_dir: Path, benchmarks: dict[str, dict[str, Any]], suite: 
 
 def quiet_sessions(summary: Any, sessions: int = 5) -> Any:
     """A baseline saved in ``sessions`` sessions that agreed exactly (``dlbench baseline``):
-    the noise model's drift between sessions at its floor (results/noise.py), as on a quiet,
+    the noise model's drift between sessions at its floor (results/judge/noise.py), as on a quiet,
     dedicated machine, instead of the default a single session is judged with."""
     from pytest_dlbench.results.history import merge_sessions
 

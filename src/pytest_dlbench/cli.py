@@ -221,7 +221,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _compare_history(folder: str | None, current: SuiteSummary) -> HistoryDrifts:
     """``dlbench compare --history``: the drift between sessions that the history folder
-    measured on the machine CURRENT was measured on (results/history_drift.py)."""
+    measured on the machine CURRENT was measured on (results/judge/history_drift.py)."""
     from pytest_dlbench.results.history import drifts_from_history, summary_machine
     from pytest_dlbench.results.judge import HistoryDrifts
 

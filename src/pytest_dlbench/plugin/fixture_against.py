@@ -4,7 +4,7 @@ Each test that uses the fixture runs ``--bench-rounds`` rounds of (base, candida
 order, each side in a child ``pytest NODEID`` of its own tree: the base revision's worktree for
 the base, this working tree for the candidate. The child's fixture streams to the file the
 parent names (``$DLBENCH_STREAM``, repeat ``R<round>``); the parent writes ``against.json`` and
-scores the pairs as a suite's ``--bench-against`` run is scored (results/paired.py). The test
+scores the pairs as a suite's ``--bench-against`` run is scored (results/judge/paired.py). The test
 body does not run in the parent.
 """
 
@@ -96,7 +96,7 @@ class FixtureAgainst:
 
     def stopped(self, run_dir: Path, name: str, before: int) -> bool:
         """Whether the verdict of ``name`` is clear after its first ``before`` rounds (the
-        sequential design, results/paired.py), so that the rest need not run."""
+        sequential design, results/judge/paired.py), so that the rest need not run."""
         from pytest_dlbench.results.judge import PAIRED_RATE, PAIRED_TEST, stop_before
 
         option = self.config.getoption

@@ -105,7 +105,7 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         stream.write(Event.META, **machine_meta(device))
         instance = Bench(name=name, device=device, stream=stream, data_dir=bench_data_dir,
                          skip=warmup, stop=steps)
-        # The suite child's telemetry, before the first timed step: results/busy.py judges
+        # The suite child's telemetry, before the first timed step: results/figures/busy.py judges
         # from its samples whether something else used the machine, as for a suite's run.
         monitor = Monitor(stream).start()
         yield instance

@@ -1,4 +1,4 @@
-"""How a confirmation (``--bench-confirm``, results/confirm.py) is shown: per confirmed
+"""How a confirmation (``--bench-confirm``, results/judge/confirm.py) is shown: per confirmed
 benchmark, its first pass and its confirmation runs, one line each, and the verdict kept."""
 
 from __future__ import annotations

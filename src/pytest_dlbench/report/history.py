@@ -1,8 +1,8 @@
 """A results history shown: ``dlbench history``'s text and the HTML report's history section
 (each benchmark's rate per commit, its steps marked, the run being reported highlighted).
 
-The series and their steps are computed in :mod:`pytest_dlbench.results.history`; this module
-only formats them.
+The series and their steps are computed in :mod:`pytest_dlbench.results.history.records`; this
+module only formats them.
 """
 
 from __future__ import annotations

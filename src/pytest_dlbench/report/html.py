@@ -4,9 +4,9 @@ Everything the page needs is inline: the style sheet, and the plots as SVG (repo
 No script, font or image is fetched when the page is viewed, so the file can be mailed,
 attached to a CI run or opened offline.
 
-The input is a :class:`~pytest_dlbench.results.summary.SuiteSummary` and, optionally, a
-:class:`~pytest_dlbench.results.compare.Comparison`. They become a :class:`View` of formatted
-rows (core/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
+The input is a :class:`~pytest_dlbench.results.model.summary.SuiteSummary` and, optionally, a
+:class:`~pytest_dlbench.results.judge.comparison.Comparison`. They become a :class:`View` of
+formatted rows (core/numbers.py) that the jinja2 template (templates/report.html.j2) only lays out.
 jinja2 and matplotlib are imported inside the functions that use them, which keeps importing
 this module cheap.
 """
@@ -103,7 +103,7 @@ class RunRow:
 
 @dataclass(frozen=True)
 class CompileView:
-    """One compiled benchmark against its eager sibling (results/compiled.py)."""
+    """One compiled benchmark against its eager sibling (results/figures/compiled.py)."""
 
     bench: str
     eager: str
@@ -114,7 +114,8 @@ class CompileView:
     graph_breaks: str
     speedup: str
     note: str  # cached, recompiled in the loop, failed
-    doubt: str = ""  # why the speed-up is in doubt (results/compiled.speedup_doubt), "" if not
+    # Why the speed-up is in doubt (results/figures/compiled.speedup_doubt), "" if not.
+    doubt: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class View:
     distribution_plot: str | None = None
     has_time_to_train: bool = False  # a total_time_secs column (docs/time-to-train.md)
     gate: GateBanner | None = None  # the gate's verdict and the exit status, at the top
-    #: The rule perf_adj is computed with (results/scoring.py), as the page states it.
+    #: The rule perf_adj is computed with (results/figures/scoring.py), as the page states it.
     perf_adj_rule: str = ""
     #: ``--bench-confirm``: (first pass, confirmation) lines of each confirmed benchmark.
     confirmation: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -288,7 +289,8 @@ def _device_rows(benches: tuple[BenchSummary, ...], devices: list[int]) -> list[
 
 
 def perf_adj_rule() -> str:
-    """``perf_adj`` as results/scoring.py computes it, std% capped at its MAX_STD_PENALTY."""
+    """``perf_adj`` as results/figures/scoring.py computes it, std% capped at its
+    MAX_STD_PENALTY."""
     return f"perf_adj = perf × (1 − min(std%, {100 * MAX_STD_PENALTY:g} %)) × (1 − fail/n)"
 
 
@@ -410,7 +412,8 @@ def render_html(
         v=view, version=__version__, history=_history_section(summary, history))
 
 
-# -- the results history (docs/history.md): results/history.py computes, report/history.py draws
+# -- the results history (docs/history.md): results/history/records.py computes, report/history.py
+# draws
 def _history_section(summary: SuiteSummary, folder: str | PathLike[str] | None) -> str | None:
     """Each benchmark's rate per commit with its steps, this run ringed; None: no history."""
     from markupsafe import Markup

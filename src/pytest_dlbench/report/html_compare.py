@@ -81,7 +81,7 @@ class ComparisonView:
     advice: str = ""
     why: str = ""  # what made them inconclusive (results/gate.py's causes), capitalised
     #: The judged ratio's name (the table's column) and what it is, and the rule, as the
-    #: terminal and the JSON say them (results/compare.Comparison).
+    #: terminal and the JSON say them (results/judge/comparison.Comparison).
     ratio_name: str = "ratio"
     ratio_means: str = ""
     rule: str = ""
@@ -178,7 +178,7 @@ def _inconclusive(comparison: Comparison) -> tuple[str, ...]:
 
 def _paired_label(comparison: Comparison) -> str | None:
     """``main (1a2b3c4d5e), stopped after 6 of 10 rounds``: the base revision and the rounds
-    that ran (results/compare.Comparison.rounds_ran), not the rounds asked for."""
+    that ran (results/judge/comparison.Comparison.rounds_ran), not the rounds asked for."""
     against = comparison.against
     if against is None:
         return None
@@ -284,7 +284,7 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
                           f"{code}: the run was stopped before its end; what ran is shown.")
     if status != gate.OK:
         return GateBanner(status, "warn", f"Exit status {status}", f"{code}.")
-    doubted = figures_in_doubt(summary)  # results/doubt.py: unreliable, or a busy machine
+    doubted = figures_in_doubt(summary)  # results/figures/doubt.py: unreliable, or a busy machine
     if doubted:
         return _in_doubt(status, doubted, comparison)
     if comparison is None:

@@ -50,7 +50,7 @@ def write_outputs(
     """Write the JSON summary, the HTML page and the dashboard export that were asked for; a
     file that cannot be written is a line of ``failed``, and the others are still written.
     ``status``: the run's exit status, which the HTML page's banner states; ``confirmation``:
-    the ``--bench-confirm`` record the HTML page lists (results/confirm.py)."""
+    the ``--bench-confirm`` record the HTML page lists (results/judge/confirm.py)."""
     written = Written()
     if save:
         from pytest_dlbench.results.gate import gate_record
@@ -60,7 +60,7 @@ def write_outputs(
         verdict = gate_record(comparison, status)
         written.attempt("summary", "summary saved", save,
                         lambda: save_summary(summary, save, suite=suite, gate=verdict))
-    if autosave is not None:  # "": <base>/history (results/history.py, docs/history.md)
+    if autosave is not None:  # "": <base>/history (results/history/records.py, docs/history.md)
         from pytest_dlbench.results.history import autosave_summary
 
         written.attempt("history entry", "history", autosave or "history",
@@ -84,8 +84,8 @@ def history_problem(folder: Path) -> str | None:
     """What stops ``--bench-autosave`` writing into the history ``folder`` (None: nothing),
     found before the run rather than after it: the folder is not a directory (or lies under a
     file), cannot be made or written in (a read-only mount), or this machine's folder in it
-    (``<folder>/<machine id>``, results/history.autosave) is not a directory. Makes the folder,
-    as the autosave would."""
+    (``<folder>/<machine id>``, results/history/records.autosave) is not a directory. Makes the
+    folder, as the autosave would."""
     for part in (folder, *folder.parents):
         if part.exists() or part.is_symlink():
             if not part.is_dir():

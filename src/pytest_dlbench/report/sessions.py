@@ -1,5 +1,5 @@
 """What ``dlbench baseline`` says of the baseline it merged: per benchmark, its sessions, runs,
-figure, and the drift between sessions the noise model will use (results/noise.py)."""
+figure, and the drift between sessions the noise model will use (results/judge/noise.py)."""
 
 from __future__ import annotations
 

@@ -95,7 +95,8 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
                                     for t in stats)
     gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
     energy = any(t.get("energy_j") is not None for t in stats)
-    # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted (results/peaks.py).
+    # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted
+    # (results/figures/peaks.py).
     flops = any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
                 for b in summary.benchmarks)
     ttt = _has_time_to_train(summary)
@@ -168,7 +169,7 @@ def _time_to_train_line(summary: SuiteSummary) -> list[str]:
 def mfu_reason(b: Any) -> str | None:
     """Why a benchmark whose TFLOP/s is shown has no MFU (None: it has one, or the TFLOP/s is
     not shown either): the peak's own reason (``peak_source``: a matmul too noisy for a peak),
-    else that no peak is known for its device (results/peaks.with_mfu)."""
+    else that no peak is known for its device (results/figures/peaks.with_mfu)."""
     if b.mfu is not None or b.mfu_error or b.tflops is None:
         return None
     if b.peak_source:
@@ -189,8 +190,8 @@ STABLE_CPU_DOCS = "docs/running.md, Stable figures on a CPU"
 
 def busy_note(b: Any) -> str | None:
     """Why a benchmark's figures measure the machine's load as well as its code: some of its
-    runs were taken while other processes used the CPU (results/busy.py, the check the gate's
-    doubts read), said in a plain run too; None when no run was busy."""
+    runs were taken while other processes used the CPU (results/figures/busy.py, the check the
+    gate's doubts read), said in a plain run too; None when no run was busy."""
     busy, ok, why = busy_share(b)
     if not busy:
         return None
@@ -237,7 +238,8 @@ def score_line(
 
 def milabench_score_line(summary: SuiteSummary) -> str | None:
     """``milabench score: 1,234 (...)``, milabench's score beside the seed's when
-    ``--bench-score=milabench`` asked for it (results/milabench_score.py); None otherwise."""
+    ``--bench-score=milabench`` asked for it (results/figures/milabench_score.py); None
+    otherwise."""
     if summary.milabench is None:
         return None
     unscored = counted_as_zero(summary)
@@ -255,8 +257,8 @@ def milabench_score_line(summary: SuiteSummary) -> str | None:
 
 def score_label(summary: SuiteSummary) -> str:
     """``score``, or ``score of 3 of the suite's 13 weighted benchmarks`` when the run selected
-    a subset of them (``-k``, ``-m``, ``--bench-select``: results/summary.SuiteSummary.subset):
-    a subset's score is never said as the suite's."""
+    a subset of them (``-k``, ``-m``, ``--bench-select``:
+    results/model/summary.SuiteSummary.subset): a subset's score is never said as the suite's."""
     if not summary.subset:
         return "score"
     return (f"score of {len(summary.weighted)} of the suite's {summary.suite_weighted_count} "
@@ -346,7 +348,8 @@ _SHOWN_DRIFT_SOURCES = 2
 def drift_line(comparison: Comparison) -> str | None:
     """The drift between sessions a saved-baseline verdict assumed, one line: each source with
     its figure (a range over the benchmarks), and how to measure it where it was the default
-    (results/noise.py, results/history_drift.py). None without one (a paired comparison)."""
+    (results/judge/noise.py, results/judge/history_drift.py). None without one (a paired
+    comparison)."""
     by_source: dict[str, list[float]] = {}
     assumed = False
     for c in comparison.benchmarks:
@@ -383,7 +386,7 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
             c.name for c in comparison.benchmarks)
         lines.append(printable(f"inconclusive: the gate: none of {names} could be compared"))
     status = "" if comparison.regressed else f" (exit status {gate.EXIT_INCONCLUSIVE})"
-    # The cause the verdicts gave (results/compare.Comparison.inconclusive_causes), and its
+    # The cause the verdicts gave (results/judge/comparison.Comparison.inconclusive_causes), and its
     # remedy: a busy machine is not "noise too large", nor is a run cut short.
     lines.append(f"{comparison.inconclusive_why}{status}: {comparison.inconclusive_advice}")
     return lines
@@ -391,7 +394,7 @@ def inconclusive_lines(comparison: Comparison) -> list[str]:
 
 def verdict_rule(comparison: Comparison) -> str:
     """The rule the verdicts follow, one line: the verdict core's own words
-    (``Comparison.rule``, results/verdict.py)."""
+    (``Comparison.rule``, results/judge/verdict.py)."""
     return comparison.rule
 
 
@@ -551,7 +554,7 @@ def paired_title(comparison: Comparison) -> str:
     against = comparison.against or {}
     sha = str(against.get("sha") or "")[:10]
     rounds = against.get("rounds")
-    if against.get("design") == "sequential":  # results/paired.py: it may stop early
+    if against.get("design") == "sequential":  # results/judge/paired.py: it may stop early
         rounds = f"up to {rounds}"
     return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
             f"alternating in {against.get('order') or 'ABBA'} order")

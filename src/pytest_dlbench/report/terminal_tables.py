@@ -179,14 +179,15 @@ def compile_columns(b: BenchSummary, row: CompileRow | None) -> dict[str, str]:
     }
 
 
-#: The mark of a speed-up in doubt (results/compiled.speedup_doubt), its reason under the table.
+#: The mark of a speed-up in doubt (results/figures/compiled.speedup_doubt), its reason under the
+#: table.
 SPEEDUP_DOUBT = "?"
 
 
 def compile_lines(summary: SuiteSummary) -> list[str]:
     """Compiled benchmarks whose graphs all came from the compile caches (what their compile
     time was), and those that compiled again inside their timed loop (a changed shape or
-    guard), and the speed-ups in doubt (a side unreliable or busy: results/compiled.py)."""
+    guard), and the speed-ups in doubt (a side unreliable or busy: results/figures/compiled.py)."""
     lines = []
     for row in compile_rows(summary):
         if row.doubt and row.speedup is not None:
@@ -285,7 +286,7 @@ def scaling_lines(summary: SuiteSummary, width: int) -> list[str]:
 
 
 def render_sweep(rows: Sequence[Any], width: int = 100) -> str:
-    """Seed 004's result table (results/sweep.py): the matrix parameters, then
+    """Seed 004's result table (results/figures/sweep.py): the matrix parameters, then
     done_percent_last, throughput_avg, throughput_per_gpu_avg, time_per_iteration_secs_avg,
     total_time_secs; and the status."""
     if not rows:

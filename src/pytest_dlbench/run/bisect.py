@@ -8,7 +8,7 @@ there ``pytest --bench-suite=SUITE -k BENCH --bench-against=GOOD``, or for a tes
 that uses the ``bench`` fixture ``pytest TEST [-k EXPR] --bench-against=GOOD`` (the fixture's
 paired rounds, plugin/fixture_against.py; the test as it is at that commit): a paired run of
 that commit against GOOD, ABBA rounds on one machine, judged by the paired test. The judge is given
-(results/paired.judge_paired_run: this layer does not read results); a step it cannot decide
+(results/judge/paired.judge_paired_run: this layer does not read results); a step it cannot decide
 is run again with twice the rounds, up to ``max_rounds``, then decided by whether its ratio is
 nearer BAD's or 1. BAD is measured first: without a change there, there is nothing to find.
 
@@ -61,7 +61,7 @@ __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Ta
 
 #: The rounds of a step's first paired run, and the most one may take. The paired test's
 #: smallest p after k rounds is 2**-k, and the sequential design first calls a change at round
-#: 6 (results/paired.py): with 4, every changed step ran again with 8 (a 13 % step: 4 + 6
+#: 6 (results/judge/paired.py): with 4, every changed step ran again with 8 (a 13 % step: 4 + 6
 #: rounds instead of 6). It stops early when its verdict is clear. ``dlbench bisect`` too.
 ROUNDS = 8
 MAX_ROUNDS = 16
@@ -75,7 +75,7 @@ class BisectError(AgainstError):
 
 
 class Verdict(Protocol):
-    """What a judge says of one paired run (results/paired.Judgement)."""
+    """What a judge says of one paired run (results/judge/paired.Judgement)."""
 
     word: str  # "changed", "same" or "unsure"
     ratio: float | None

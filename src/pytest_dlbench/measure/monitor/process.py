@@ -7,13 +7,13 @@ The tree is the *run's*, not only the sampling process's: its root is the furthe
 that carries the same run marker (``DLBENCH_STREAM``, which every process of a run inherits:
 core/protocol.py). In an njobs job the monitor runs in the reporting rank, whose siblings (the
 other ranks of this node) are children of the torchrun agent, not its own: rooted at the rank,
-they counted as "other processes" and every multi-rank run was judged busy (results/busy.py).
-Rooted at the agent (or the launcher above it), they are the run's.
+they counted as "other processes" and every multi-rank run was judged busy
+(results/figures/busy.py). Rooted at the agent (or the launcher above it), they are the run's.
 
 With several device slots at once (xdist workers), the other slots' benchmarks are neither this
 run's nor a neighbour's: :class:`SessionCpu` sums the CPU of the whole pytest session (its root
 process, from ``DLBENCH_SESSION``, and all its descendants), so that what is left of the
-machine's CPU is the load from outside the session (results/busy.py).
+machine's CPU is the load from outside the session (results/figures/busy.py).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ class ProcessTree:
         """Set this thread's reference for the machine's CPU now, so that its first sample is a
         reading (of the time since): the sampler thread calls it as it starts. Without it the
         thread's first sample, one interval in, has none, and a timed window of a second or two
-        (one or two samples) shows nothing of what else ran (results/busy.py)."""
+        (one or two samples) shows nothing of what else ran (results/figures/busy.py)."""
         with contextlib.suppress(Exception):
             self.psutil.cpu_percent(None)
             self._system_primed.add(threading.get_ident())

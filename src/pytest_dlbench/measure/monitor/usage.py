@@ -1,4 +1,4 @@
-"""What the usage validation of a run says (results/validation.py checks a suite's
+"""What the usage validation of a run says (results/figures/validation.py checks a suite's
 ``validation.usage`` against the monitor's telemetry): its issues, and the failure it raises in
 the process that runs the benchmark, which the harness (run/harness.py) records as the run's
 ``fail`` with this one line. Here, under the monitor, so that the harness reads it without
