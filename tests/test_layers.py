@@ -37,12 +37,11 @@ ALLOWED: dict[str, set[str]] = {
     "workloads": {"core", "suite", "layout", "measure", "profile", "run", "data"},
     "options": {"core", "suite", "layout", "results", "report"},
 }
-TOP = {"loggers", "plugin", "cli", "cli_history"}  # they may use everything below them
+TOP = {"loggers", "plugin", "cli"}  # they may use everything below them
 ALLOWED.update({
     "loggers": set(ALLOWED) - {"workloads"},
     "plugin": set(ALLOWED) | {"loggers"},
-    "cli": set(ALLOWED) | {"loggers", "cli_history"},
-    "cli_history": set(ALLOWED),
+    "cli": set(ALLOWED) | {"loggers"},
 })
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from _logger_runs import RUN_NAME, write_run_dir
 
+from pytest_dlbench.cli.log import add_parser as add_log_command
 from pytest_dlbench.loggers.base import Echo
-from pytest_dlbench.loggers.cli import add_log_command
 from pytest_dlbench.loggers.registry import (
     LOGGERS,
     LoggerEntry,

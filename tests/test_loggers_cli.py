@@ -1,5 +1,5 @@
 """``dlbench log RUN_DIR --mlflow [URI] --wandb [PROJECT]`` (the command's own parser here; the
-main ``dlbench`` parser registers the same sub-command with ``add_log_command``)."""
+main ``dlbench`` parser registers the same sub-command: cli/log.add_parser)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from _logger_runs import RUN_NAME, copy_db, empty_mlflow_db, write_run_dir
 
-from pytest_dlbench.loggers.cli import add_log_command
+from pytest_dlbench.cli.log import add_parser as add_log_command
 from pytest_dlbench.report.terminal import score_text
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ def test_every_reader_of_the_base_uses_it(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from pytest_dlbench.cli_history import _default_history
+    from pytest_dlbench.cli.history import _default_history
     from pytest_dlbench.options import results_base as pytest_base
 
     monkeypatch.setenv("DLBENCH_BASE", "env")

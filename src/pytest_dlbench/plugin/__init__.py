@@ -119,7 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def usage_error(*messages: object) -> pytest.UsageError:
-    """A usage error as ``dlbench`` prints one (cli.py, ``numbers.printable``): each message on
+    """A usage error as ``dlbench`` prints one (cli/, ``numbers.printable``): each message on
     one line, a revision's newline or a suite name's escape sequence shown escaped, never
     obeyed by the terminal (pytest writes ``ERROR: <message>`` as it is given)."""
     from pytest_dlbench.core.numbers import printable

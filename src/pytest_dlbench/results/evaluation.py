@@ -22,7 +22,7 @@ from pytest_dlbench.results.figures.scoring import summarize_dir
 from pytest_dlbench.results.history.records import drifts_from_history, history_folder
 from pytest_dlbench.results.judge.confirm import read_confirmation
 from pytest_dlbench.results.judge.paired import summarize_paired_dir
-from pytest_dlbench.results.judge.saved import compare_summaries
+from pytest_dlbench.results.judge.saved import compare_saved
 from pytest_dlbench.results.judge.verdict import ALPHA, TOLERANCE
 from pytest_dlbench.results.model.baseline import summary_dict
 from pytest_dlbench.results.model.baseline_load import BaselineLoad
@@ -135,18 +135,11 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
         # The drift between sessions the machine's history measured: the --bench-autosave
         # folder, else <base>/history when there is one (results/judge/history_drift.py).
         folder = history_folder(summary, options.outputs.autosave)
-        history = drifts_from_history(folder, run_dir)
-        comparison = compare_summaries(summary, baseline.summary, tolerance=options.tolerance,
-                             alpha=options.alpha, drifts=history.drifts)
-        confirmed = read_confirmation(run_dir, summary, baseline.summary, comparison,
-                                      tolerance=options.tolerance, alpha=options.alpha,
-                                      drifts=history.drifts)
-        if confirmed is not None:  # the suspected verdicts were run again (--bench-confirm)
-            summary, comparison, confirmation = confirmed
-        # The reports name the file the baseline came from, and the history files left out.
-        comparison = dataclasses.replace(
-            comparison, baseline_path=options.baseline_path,
-            warnings=(*comparison.warnings, *history.warnings))
+        saved = compare_saved(summary, baseline.summary, tolerance=options.tolerance,
+                              alpha=options.alpha, history=drifts_from_history(folder, run_dir),
+                              baseline_path=options.baseline_path,
+                              confirm=functools.partial(read_confirmation, run_dir))
+        summary, comparison, confirmation = saved.summary, saved.comparison, saved.confirmation
     if options.score == MILABENCH:  # beside the seed's score, never instead of it
         manifest = read_manifest(run_dir) or {}
         summary = with_milabench_score(summary, manifest.get(SUITE_WEIGHTS))

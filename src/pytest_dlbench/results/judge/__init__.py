@@ -59,7 +59,12 @@ if TYPE_CHECKING:
         stop_before,
         summarize_paired_dir,
     )
-    from pytest_dlbench.results.judge.saved import compare, compare_summaries
+    from pytest_dlbench.results.judge.saved import (
+        SavedComparison,
+        compare,
+        compare_saved,
+        compare_summaries,
+    )
     from pytest_dlbench.results.judge.stats import (
         BOOTSTRAPS,
         PAIRED_QUANTILE,
@@ -119,7 +124,7 @@ _HOMES = {
         "design_of", "evidence_of", "first_stop", "judge_paired_run", "looks", "paired_doubt",
         "pairs_of", "stop_before", "summarize_paired_dir",
     ),
-    "saved": ("compare", "compare_summaries"),
+    "saved": ("SavedComparison", "compare", "compare_saved", "compare_summaries"),
     "stats": (
         "BOOTSTRAPS", "PAIRED_QUANTILE", "PAIRED_TESTS", "PERMUTATIONS", "PairedStats",
         "combined_paired", "expanded_level", "p_in_direction", "paired_stats",
@@ -136,17 +141,18 @@ _HOMES = {
 __all__ = [
     "ALL_ROUNDS", "ALPHA", "BenchComparison", "BenchConfirmation", "BOOTSTRAPS", "BUSY",
     "BUSY_ADVICE", "BUSY_DOUBT", "CHANGED", "CLEAR", "combined_paired", "compare",
-    "compare_paired", "compare_summaries", "Comparison", "CONFIRM", "Confirmation",
-    "DEFAULT_BETWEEN_RUN_CV", "design_of", "Evidence", "evidence_of", "expanded_level", "FAILED",
-    "FEW_ROUNDS",
-    "FEW_ROUNDS_ADVICE", "first_stop", "FIXED", "history_drifts", "HistoryDrifts", "IMPROVED",
-    "INCOMPARABLE", "INCONCLUSIVE", "INCONCLUSIVE_ADVICE", "judge", "judge_confirmation",
-    "judge_confirmed_score", "judge_doubted", "judge_doubted_score", "judge_look",
-    "judge_paired_run", "judge_probe", "judge_score", "judge_step", "Judgement", "looks", "NOISE",
-    "NOT_HELD", "p_in_direction", "paired_doubt", "PAIRED_INCONCLUSIVE_ADVICE", "PAIRED_QUANTILE",
-    "PAIRED_RATE", "PAIRED_RATES", "paired_stats", "PAIRED_TEST", "PAIRED_TESTS", "PairedStats",
-    "pairs_of", "PERMUTATIONS", "quantile_stats", "reach", "read_confirmation", "REGRESSED",
-    "repeats", "ROUNDS", "Rule", "SAME", "SEQUENTIAL", "session_drift", "Stop", "stop_before",
-    "summarize_paired_dir", "suspects", "TOLERANCE", "UNCHANGED", "UNSURE", "Verdict",
+    "compare_paired", "compare_saved", "compare_summaries", "Comparison", "CONFIRM",
+    "Confirmation", "DEFAULT_BETWEEN_RUN_CV", "design_of", "Evidence", "evidence_of",
+    "expanded_level", "FAILED", "FEW_ROUNDS", "FEW_ROUNDS_ADVICE", "first_stop", "FIXED",
+    "history_drifts", "HistoryDrifts", "IMPROVED", "INCOMPARABLE", "INCONCLUSIVE",
+    "INCONCLUSIVE_ADVICE", "judge", "judge_confirmation", "judge_confirmed_score",
+    "judge_doubted", "judge_doubted_score", "judge_look", "judge_paired_run", "judge_probe",
+    "judge_score", "judge_step", "Judgement", "looks", "NOISE", "NOT_HELD", "p_in_direction",
+    "paired_doubt", "PAIRED_INCONCLUSIVE_ADVICE", "PAIRED_QUANTILE", "PAIRED_RATE",
+    "PAIRED_RATES", "paired_stats", "PAIRED_TEST", "PAIRED_TESTS", "PairedStats", "pairs_of",
+    "PERMUTATIONS", "quantile_stats", "reach", "read_confirmation", "REGRESSED", "repeats",
+    "ROUNDS", "Rule", "SAME", "SavedComparison", "SEQUENTIAL", "session_drift", "Stop",
+    "stop_before", "summarize_paired_dir", "suspects", "TOLERANCE", "UNCHANGED", "UNSURE",
+    "Verdict",
 ]
 __getattr__ = face_getattr(__name__, _HOMES)

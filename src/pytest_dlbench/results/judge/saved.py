@@ -3,7 +3,9 @@ rates themselves, not ``perf_adj``, whose spread the test already sees) and its 
 (results/judge/noise.py), the score's evidence combined over the benchmarks scored on both
 sides, in the rows every mode returns (results/judge/comparison.py). The verdicts are the
 core's (results/judge/verdict.py). ``score_ratio`` stays milarun's ratio of the perf_adj
-scores, shown beside. docs/reports.md, "Baselines and the regression gate".
+scores, shown beside. :func:`compare_saved` is the saved-baseline mode whole, for
+``evaluate`` and ``dlbench compare`` alike. docs/reports.md, "Baselines and the regression
+gate".
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_dlbench.core.numbers import weighted_geomean
 from pytest_dlbench.results.figures import machine
 from pytest_dlbench.results.judge import noise
 from pytest_dlbench.results.judge.comparison import BenchComparison, Comparison, units_note
+from pytest_dlbench.results.judge.history_drift import HistoryDrifts
 from pytest_dlbench.results.judge.noise import Drift
 from pytest_dlbench.results.judge.verdict import (
     ALPHA,
@@ -29,7 +33,10 @@ from pytest_dlbench.results.judge.verdict import (
 from pytest_dlbench.results.model.run_result import THROUGHPUT, TOTAL_TIME
 from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
-__all__ = ["compare", "compare_summaries"]
+if TYPE_CHECKING:
+    from pytest_dlbench.results.judge.confirm import Confirmation
+
+__all__ = ["Confirm", "SavedComparison", "compare", "compare_saved", "compare_summaries"]
 
 
 # -- one benchmark -----------------------------------------------------------------------------
@@ -171,3 +178,47 @@ def compare_summaries(
         score_reason=score.reason,
         score_doubts=score_found.doubts if score_found is not None else (),
     )
+
+
+# -- the saved-baseline mode -------------------------------------------------------------------
+class Confirm(Protocol):
+    """Runs the suspected verdicts of a first comparison again: results/judge/confirm.py's
+    ``read_confirmation`` bound to a run directory. It gives the summary and the comparison
+    with the confirmation runs, and their record; None when none ran to its end."""
+
+    def __call__(self, first: SuiteSummary, baseline: SuiteSummary, comparison: Comparison, *,
+                 tolerance: float, alpha: float, drifts: Mapping[str, Drift] | None,
+                 ) -> tuple[SuiteSummary, Comparison, Confirmation] | None: ...
+
+
+@dataclass(frozen=True)
+class SavedComparison:
+    """A run judged against a saved baseline: its summary (with the confirmation runs when
+    they ran), the comparison, and the confirmation's record (None: none ran)."""
+
+    summary: SuiteSummary
+    comparison: Comparison
+    confirmation: Confirmation | None = None
+
+
+def compare_saved(
+    current: SuiteSummary, baseline: SuiteSummary, *, tolerance: float = TOLERANCE,
+    alpha: float = ALPHA, history: HistoryDrifts | None = None,
+    baseline_path: str | None = None, confirm: Confirm | None = None,
+) -> SavedComparison:
+    """The saved-baseline mode, the one home of ``evaluate`` (pytest's ``--bench-compare``,
+    ``dlbench report --compare``) and ``dlbench compare``: :func:`compare_summaries` with the
+    drift between sessions that ``history`` measured, the suspected verdicts confirmed when
+    ``confirm`` finds confirmation runs (``--bench-confirm``), then the file the baseline came
+    from and the history files left out named for the reports."""
+    history = history or HistoryDrifts()
+    comparison = compare_summaries(current, baseline, tolerance, alpha, drifts=history.drifts)
+    confirmation = None
+    if confirm is not None:
+        confirmed = confirm(current, baseline, comparison, tolerance=tolerance, alpha=alpha,
+                            drifts=history.drifts)
+        if confirmed is not None:
+            current, comparison, confirmation = confirmed
+    comparison = dataclasses.replace(comparison, baseline_path=baseline_path,
+                                     warnings=(*comparison.warnings, *history.warnings))
+    return SavedComparison(current, comparison, confirmation)

@@ -16,18 +16,17 @@ from typing import Any
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.layout import check_run_dir
 from pytest_dlbench.loggers.registry import LOGGERS, asked_loggers, logger_options
-from pytest_dlbench.loggers.sink import log_run_dir, open_sinks
 from pytest_dlbench.results.gate import LOGGER_FAILED, OK, USAGE_ERROR
 
-__all__ = ["LOG_EPILOG", "add_log_command", "cmd_log"]
+__all__ = ["LOG_EPILOG", "add_parser", "run"]
 
 LOG_EPILOG = (f"exit status: {OK} logged (or already logged), {LOGGER_FAILED} a logger failed "
               f"(the warning line says why), {USAGE_ERROR} bad input: not a run directory, no "
               "logger asked for, or a logger that is not installed")
 
 
-def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``log`` to the ``dlbench`` sub-commands; its handler is :func:`cmd_log`
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``log`` to the ``dlbench`` sub-commands; its handler is :func:`run`
     (``args.handler(args)`` returns the exit status)."""
     titles = " and/or ".join(entry.title for entry in LOGGERS.values())
     parser = subparsers.add_parser(
@@ -50,7 +49,7 @@ def add_log_command(subparsers: Any) -> argparse.ArgumentParser:
                              "run; repeatable")
     parser.add_argument("--replace", action="store_true",
                         help="log again even if already logged: the earlier runs are deleted")
-    parser.set_defaults(handler=cmd_log)
+    parser.set_defaults(handler=run)
     return parser
 
 
@@ -67,7 +66,9 @@ def _nothing_asked() -> str:
     return f"nothing to log to: give {flags}"
 
 
-def cmd_log(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from pytest_dlbench.loggers.sink import log_run_dir, open_sinks
+
     try:
         run_dir = check_run_dir(args.run_dir)
     except DlbenchError as exc:
