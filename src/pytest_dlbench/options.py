@@ -322,6 +322,11 @@ REPORT_OPTIONS: list[ReportOption] = [
         help="the scores reported: milarun (default: the seed's, the weighted geometric mean "
         "of milarun's perf_adj) or milabench (milabench's score too, as its report computes "
         "it: docs/figures.md, milabench's score)")),
+    ReportOption("reference", dict(
+        action="store_true", default=False,
+        help="each benchmark of the milabench suite against milabench's published per-GPU "
+        "figure for this GPU model, batch and configuration: its ratio, and 'slow' below "
+        "0.95 of it (docs/milabench.md, milabench's published figures)")),
     ReportOption("columns", dict(
         metavar="LIST", type=_columns, default=None,
         help="the table's columns, comma-separated (pytest-benchmark's --benchmark-columns): "
@@ -356,7 +361,7 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
       "--bench-paired-rate")),
     ("outputs", "dlbench: the table and the files written",
      ("--bench-columns", "--bench-sort", "--bench-save", "--bench-autosave", "--bench-html",
-      "--bench-export", "--bench-price", "--bench-score")),
+      "--bench-export", "--bench-price", "--bench-score", "--bench-reference")),
     ("profile", "dlbench: profiling", ("--bench-profile",)),
     # Every logger's options, from its registry entry (loggers/registry.py): none named here.
     ("logging", "dlbench: logging", ()),
@@ -429,6 +434,7 @@ def evaluate_options(
         paired=paired,
         price=value("price"),
         score=value("score"),
+        reference=value("reference"),
         suite=suite,
         outputs=Outputs(save=value("save"), html=value("html"), export=value("export"),
                         autosave=value("autosave")),
