@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.core.numbers import fixed, number, printable
+from pytest_dlbench.core.numbers import fixed, number, printable, significant
 from pytest_dlbench.measure.stream import Event, read_stream
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ def published_figures(path: Path = FIGURES) -> tuple[PublishedFigure, ...]:
 def scaling_file(device_name: str | None) -> str | None:
     """The scaling file of a device, by its exact name (as milabench looks it up), or None."""
     return GPU_FILES.get(device_name or "")
+
+
+def _rate_text(value: float | None) -> str:
+    """A rate as the reference lines write it: four significant digits (``3,378``, ``221.9``)."""
+    return significant(value, 4, zeros=False)
 
 
 def _figures(gpu: str, benchmark: str,
@@ -254,17 +259,16 @@ def _bench_reference(bench: BenchSummary, recorded: _Recorded, shipped: tuple[An
     gpu = scaling_file(recorded.device_name)
     if gpu is None:
         return recorded.device_name or "an unnamed device"
+    rows = _figures(gpu, name, figures)
+    if not rows:
+        return BenchReference(name, reason=f"milabench published no figure of it for {gpu}")
     batches = recorded.batches
     if len(batches) != 1 or not float(next(iter(batches))).is_integer():
         shown = ", ".join(sorted(number(b) for b in batches)) or "none recorded"
         return BenchReference(name, reason=f"no single batch size in its steps ({shown}): "
                               "no ratio")
     batch = int(next(iter(batches)))
-    rows = _figures(gpu, name, figures)
     rate, units = bench.perf_per_gpu, bench.units
-    if not rows:
-        return BenchReference(name, batch, rate, units,
-                              reason=f"milabench published no figure of it for {gpu}")
     at = [r for r in rows if r.batch_size == batch]
     if not at:
         published = ", ".join(str(b) for b in sorted({r.batch_size for r in rows}))
@@ -273,8 +277,8 @@ def _bench_reference(bench: BenchSummary, recorded: _Recorded, shipped: tuple[An
     if len(at) > 1:
         low, high = min(r.items_per_s for r in at), max(r.items_per_s for r in at)
         return BenchReference(name, batch, rate, units, reason=(
-            f"milabench published {len(at)} figures for {gpu} at batch {batch} ({number(low)} "
-            f"to {number(high)}): no single reference"))
+            f"milabench published {len(at)} figures for {gpu} at batch {batch} ({_rate_text(low)} "
+            f"to {_rate_text(high)}): no single reference"))
     return BenchReference(name, batch, rate, units, figure=at[0])
 
 
@@ -318,8 +322,8 @@ def _bench_line(ref: BenchReference) -> str:
     if ref.figure is None:
         return f"  {name}: {ref.reason}"
     verdict = "slow" if ref.slow else "not slow"
-    return (f"  {name}: {number(ref.rate)} {ref.units} per GPU = {fixed(ref.ratio, 3)} × "
-            f"milabench's {number(ref.figure.items_per_s)} ({ref.figure.source}), {verdict}")
+    return (f"  {name}: {_rate_text(ref.rate)} {ref.units} per GPU = {fixed(ref.ratio, 3)} × "
+            f"milabench's {_rate_text(ref.figure.items_per_s)} ({ref.figure.source}), {verdict}")
 
 
 def reference_lines(summary: SuiteSummary,
@@ -327,8 +331,8 @@ def reference_lines(summary: SuiteSummary,
     """The terminal's lines for ``--bench-reference`` (report/evaluation.py shows them under
     the score): a title, then one line a benchmark of the suite, or one line for the run."""
     ref = run_reference(summary, figures)
-    title = (f"milabench reference (its published per-GPU figures, config/scaling at "
-             f"{ref.commit[:7]}; slow below {SLOW_BELOW:g} of one)")
+    title = (f"milabench reference (milabench's published per-GPU figures, config/scaling at "
+             f"{ref.commit[:7]}; slow: below {SLOW_BELOW:g} of its figure)")
     if ref.reason:
         return [printable(f"{title}: {ref.reason}")]
     lines = [title + ":"]
