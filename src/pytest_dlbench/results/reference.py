@@ -34,10 +34,10 @@ __all__ = [
     "FIGURES",
     "GPU_FILES",
     "SLOW_BELOW",
-    "milabench_arguments",
     "BenchReference",
     "PublishedFigure",
     "RunReference",
+    "milabench_arguments",
     "nearest_published",
     "published_figures",
     "reference_lines",
@@ -139,7 +139,9 @@ class _Recorded:
 
 def _recorded(bench: BenchSummary) -> _Recorded | None:
     """Read from the streams of ``bench``'s successful runs; None without one."""
-    on_cpu, names, batches = False, set(), set()
+    on_cpu = False
+    names: set[str] = set()
+    batches: set[float] = set()
     argv = definition = None
     read = False
     for run in bench.runs:
@@ -201,9 +203,12 @@ def _differences(argv: Any, shipped: Any) -> list[str] | None:
     aside); None when ``argv`` is not a mapping (nothing to compare)."""
     if not isinstance(argv, Mapping) or not isinstance(shipped, Mapping):
         return None
+    def shown(values: Mapping[str, Any], key: str) -> str:
+        return repr(values[key]) if key in values else "absent"
+
     keys = sorted((set(argv) | set(shipped)) - {BATCH_FLAG})
-    return [f"{key} {argv.get(key)!r}, not {shipped.get(key)!r}" for key in keys
-            if argv.get(key) != shipped.get(key)]
+    return [f"{key} {shown(argv, key)}, not {shown(shipped, key)}" for key in keys
+            if key not in argv or key not in shipped or argv[key] != shipped[key]]
 
 
 # -- the verdict ---------------------------------------------------------------------------------
@@ -249,9 +254,12 @@ def _bench_reference(bench: BenchSummary, recorded: _Recorded, shipped: tuple[An
     name = bench.name
     argv, definition = shipped
     differs = _differences(recorded.argv, argv)
-    if differs is None or recorded.definition != definition:
-        return BenchReference(name, reason="its arguments are not recorded as the milabench "
-                              "suite's: another configuration, no ratio")
+    if differs is None:
+        return BenchReference(name, reason="its stream records no arguments to compare with "
+                              "the milabench suite's: no ratio")
+    if recorded.definition != definition:
+        return BenchReference(name, reason=f"another workload ({recorded.definition}, not "
+                              f"{definition}): not the milabench suite's configuration, no ratio")
     if differs:
         shown = "; ".join(differs[:3]) + (f"; {len(differs) - 3} more" if len(differs) > 3 else "")
         return BenchReference(name, reason=f"not the milabench suite's configuration ({shown}):"
