@@ -22,11 +22,14 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 QUICK_CUT = 60
 CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", "pytest --bench-suite=smoke",
           "standard: resnet50, matmul-bf16", "timer backend", "timer agreement",
-          "reference: pytest resnet50 bs128", "reference resnet50 bs128",
+          "reference: pytest resnet50-noio bs248", "reference resnet50-noio bs248",
           "reference matmul bf16 8192^3")
 # Published figures the reference rows compare with (not the script's constants): milabench's
-# config/scaling per-GPU resnet50 img/s, the H100/H200 SXM datasheets' dense bf16 TFLOP/s.
-MILABENCH_H100_BS128, MILABENCH_H200_BS256 = 3378.0, 4868.0
+# per-GPU resnet50-noio img/s at faf3923 (config/scaling/H100.yaml line 371, batch 248 at 8
+# workers: the published batch nearest the suite's auto_batch(256), the smaller of 248 and 264;
+# config/scaling/H200.yaml line 109, batch 256), the H100/H200 SXM datasheets' dense bf16
+# TFLOP/s.
+MILABENCH_H100_BS248, MILABENCH_H200_BS256 = 3968.86, 4868.3
 DATASHEET_BF16_DENSE = 989.4
 
 
@@ -99,13 +102,16 @@ def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: 
     assert "skipped" in _row(table, "  smoke clip-tiny-openclip").split()
     assert "skipped" in _row(table, "telemetry smoke clip-tiny-openclip.D0").split()
     assert "ok" in _row(table, "telemetry smoke toy.D1").split()
-    # The reference rows: the project's figure beside the bare loop's (run on the CPU here),
-    # milabench's for a (fake) H100 with no ratio (244 px images against 224), the datasheet's
-    # peak with its ratio.
-    resnet = _row(table, "reference resnet50 bs128")
-    assert f"milabench H100 {MILABENCH_H100_BS128:,.0f} img/s" in resnet
-    assert "project/milabench" not in resnet and "244 px images, ours 224" in resnet
+    # The reference rows, like with like: the milabench suite's resnet50-noio beside the bare
+    # loop's (run on the CPU here) and milabench's published figure for a (fake) H100 at the
+    # same batch, each with TFLOP/s; the datasheet's peak with its ratio.
+    resnet = _row(table, "reference resnet50-noio bs248")
+    assert f"milabench H100 {MILABENCH_H100_BS248:,.1f} img/s (" in resnet
+    assert "project/milabench " in resnet and "config/scaling/H100.yaml:371" in resnet
     assert "bare loop none" not in resnet and "project/bare" in resnet
+    assert resnet.count("TFLOP/s") == 3
+    # The reference run's resnet50-noio is the milabench suite's: --bench-reference's line.
+    assert "--bench-reference" in (out / "reference.log").read_text()
     matmul = _row(table, "reference matmul bf16 8192^3")
     assert f"datasheet dense peak {DATASHEET_BF16_DENSE}" in matmul and "milabench" not in matmul
     # --copy-to: the table, the workers' log, each run's log and summary; 8 files at most.
@@ -222,8 +228,9 @@ def test_a_budget_too_short_for_anything_runs_only_the_device_rows(
                          gpu_check.fake_facts, budget)
     statuses = {r.check: r.status for r in table.rows}
     assert statuses["NVML inventory"] == "ok"
-    for check in ("reference: bare loops", "reference: pytest resnet50 bs128, matmul bf16 on 1 GPU",
-                  "reference resnet50 bs128", "timer agreement",
+    for check in ("reference: bare loops",
+                  "reference: pytest resnet50-noio bs248, matmul bf16 on 1 GPU",
+                  "reference resnet50-noio bs248", "timer agreement",
                   "standard: resnet50, matmul-bf16", "pytest --bench-suite=smoke"):
         assert statuses[check] == "-", table.rows
     assert not any(r.status == "FAIL" for r in table.rows if not r.check.startswith("telemetry"))
@@ -409,7 +416,7 @@ def test_the_parent_never_imports_torch_so_never_initialises_cuda(tmp_path: Path
     assert not any("the parent imported torch" in row for row in table), done.stdout
     if dry_run:  # the timer and the bare loops ran on the CPU, in their workers
         assert "ok" in _row(table, "timer agreement").split(), done.stdout + done.stderr
-        resnet = _row(table, "reference resnet50 bs128")
+        resnet = _row(table, "reference resnet50-noio bs248")
         assert "bare loop none" not in resnet and "img/s" in resnet
     else:  # this machine has no GPU: the worker's torch says so
         assert "torch.cuda.is_available() is False" in _row(table, "CUDA device"), done.stdout
@@ -576,28 +583,43 @@ def test_the_bare_loop_on_the_cpu_agrees_with_an_independent_timing(gpu_check: M
 
 
 @pytest.mark.parametrize(("gpu", "batch", "milabench"), [
-    ("NVIDIA H100 80GB HBM3", 128, MILABENCH_H100_BS128),
+    ("NVIDIA H100 80GB HBM3", 248, MILABENCH_H100_BS248),
     ("NVIDIA H200", 256, MILABENCH_H200_BS256),
-    ("NVIDIA H100 PCIe", 128, None),  # milabench published the SXM parts
+    # milabench's sizer maps only "NVIDIA H100 80GB HBM3" to H100.yaml: no figure, the suite's
+    # own auto_batch(256)
+    ("NVIDIA H100 PCIe", 256, None),
 ])
 def test_the_reference_is_milabenchs_figure_for_the_part(gpu_check: ModuleType, gpu, batch,
                                                           milabench):
     ref = gpu_check.reference_for(gpu)
-    assert (ref.batch, ref.milabench_rate) == (batch, milabench)
+    rate = ref.milabench.items_per_s if ref.milabench is not None else None
+    assert (ref.batch, rate) == (batch, milabench)
     if milabench:
-        assert ref.peak == DATASHEET_BF16_DENSE
+        assert ref.peak == DATASHEET_BF16_DENSE and ref.milabench.batch_size == batch
 
 
 def test_the_reference_rows_print_the_ratios_and_judge_the_bare_loop(gpu_check: ModuleType):
     ref = gpu_check.reference_for("NVIDIA H100 80GB HBM3")
-    figure, ok = gpu_check.resnet_reference_row(3210.0, 3300.0, ref, dry_run=False)
+    per_image = 30.63e9  # resnet50's forward and backward at 244 px, about
+    figure, ok = gpu_check.resnet_reference_row(3890.0, 3950.0, ref, dry_run=False,
+                                                flops_per_image=per_image)
     assert ok is True
-    assert f"project/bare {3210 / 3300:.3f}" in figure
-    # milabench's resnet50-noio feeds 244 x 244 images (benchmate/benchmate/dataloader.py,
-    # `synthetic`, at milabench faf3923), ours 224 x 224: its figure is shown, never a ratio.
-    assert f"milabench H100 {MILABENCH_H100_BS128:,.0f} img/s" in figure
-    assert "project/milabench" not in figure and "244 px images, ours 224" in figure
+    assert f"project/bare {3890 / 3950:.3f}" in figure
+    # One configuration (the milabench suite's resnet50-noio at milabench's batch): the ratio
+    # to milabench's published figure, and its TFLOP/s at the same FLOPs per image.
+    assert f"milabench H100 {MILABENCH_H100_BS248:,.1f} img/s" in figure
+    assert f"project/milabench {3890 / MILABENCH_H100_BS248:.3f}, not slow" in figure
+    assert f"{MILABENCH_H100_BS248 * per_image / 1e12:,.1f} TFLOP/s" in figure
+    assert f"project 3,890.0 img/s ({3890 * per_image / 1e12:,.1f} TFLOP/s)" in figure
+    # Below 0.95 of milabench's figure: slow, said; the row judges the project against the
+    # bare loop on the same GPU, not the machine.
+    figure, ok = gpu_check.resnet_reference_row(3500.0, 3550.0, ref, dry_run=False)
+    assert ok is True and f"project/milabench {3500 / MILABENCH_H100_BS248:.3f}, slow" in figure
+    assert "TFLOP/s" not in figure  # no FLOPs counted: no TFLOP/s
     assert gpu_check.resnet_reference_row(3000.0, 3300.0, ref, dry_run=False)[1] is False
+    none = gpu_check.resnet_reference_row(3000.0, 3010.0, gpu_check.reference_for(
+        "NVIDIA A100-SXM4-80GB"), dry_run=False)[0]
+    assert "milabench: no published resnet50-noio figure for NVIDIA A100-SXM4-80GB" in none
     figure, ok = gpu_check.matmul_reference_row(760.0, 770.0, ref, dry_run=False)
     assert ok is True and f"project/peak {760 / DATASHEET_BF16_DENSE:.3f}" in figure
     assert "milabench" not in figure  # no milabench file holds a matmul figure to compare
@@ -606,19 +628,27 @@ def test_the_reference_rows_print_the_ratios_and_judge_the_bare_loop(gpu_check: 
     assert ok is False and "error of measurement" in figure
 
 
-def test_the_reference_suite_runs_the_reference_configuration(gpu_check: ModuleType,
-                                                              tmp_path: Path):
-    """Item 19: the project's run is resnet50 with synthetic data, tf32-fp16, channels_last at
-    the reference batch, and matmul bf16 8192^3, as the workloads' own parsers read it."""
+def test_the_reference_suite_runs_the_milabench_suites_resnet50_noio(gpu_check: ModuleType,
+                                                                    tmp_path: Path):
+    """The project's run is the shipped milabench suite's resnet50-noio at the reference batch
+    (244 px fixed batch, soft labels, plain SGD, tf32-fp16, channels_last), every other
+    argument the suite's, and matmul bf16 8192^3, as the workloads' own parsers read it."""
+    from pytest_dlbench.suite.argv import fill_all
+    from pytest_dlbench.suite.locate import find_suite
     from pytest_dlbench.suite.resolve import resolve_suite
     from pytest_dlbench.workloads import matmul, vision
 
     path = tmp_path / "reference.yaml"
-    path.write_text(gpu_check.reference_suite(256, quick=True))
+    path.write_text(gpu_check.reference_suite(248, quick=True))
     specs = {s.name: s for s in resolve_suite(path).enabled}
-    resnet = vision.make_parser().parse_args(list(specs["resnet50-ref"].args))
-    assert (resnet.model, resnet.batch_size, resnet.precision) == ("resnet50", 256, "tf32-fp16")
-    assert resnet.channels_last and resnet.fixed_batch
+    resnet = vision.make_parser().parse_args(list(specs["resnet50-noio"].args))
+    assert (resnet.model, resnet.batch_size, resnet.precision) == ("resnet50", 248, "tf32-fp16")
+    assert resnet.channels_last and resnet.fixed_batch and resnet.soft_labels
+    assert (resnet.image_size, resnet.momentum, resnet.fused, resnet.lr) == (244, 0, False, 0.01)
+    shipped = {s.name: s for s in resolve_suite(find_suite("milabench")).enabled}
+    suite = vision.make_parser().parse_args(
+        fill_all(shipped["resnet50-noio"].args, {}))  # auto_batch(256) -> 256
+    assert {**vars(suite), "batch_size": 248} == vars(resnet)
     mm = matmul.make_parser().parse_args(list(specs["matmul-bf16"].args))
     assert (mm.m, mm.n, mm.k, mm.dtype) == (8192, 8192, 8192, "bf16")
 
@@ -626,6 +656,23 @@ def test_the_reference_suite_runs_the_reference_configuration(gpu_check: ModuleT
 def test_the_reference_runs_on_the_first_visible_gpu(gpu_check: ModuleType):
     assert gpu_check.one_gpu_env({"CUDA_VISIBLE_DEVICES": "3, 5"})["CUDA_VISIBLE_DEVICES"] == "3"
     assert gpu_check.one_gpu_env({"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_the_bare_loop_takes_the_milabench_suites_step(gpu_check: ModuleType):
+    """The bare loop's recipe (written with torch alone) is the milabench suite's resnet50-noio
+    as its workload reads it: the settings it hard-codes are the suite's, the ones it reads
+    (image side, learning rate, classes) come from it; on the CPU (tiny) its labels are soft
+    and its optimizer plain SGD."""
+    noio = gpu_check.milabench_noio()
+    assert (noio.image_size, noio.lr, noio.classes) == (244, 0.01, 1000)
+    assert (noio.momentum, noio.fused, noio.soft_labels, noio.channels_last, noio.precision) == (
+        0, False, True, True, "tf32-fp16")
+    step = gpu_check.bare_training_step(4, device="cpu", tiny=True, noio=noio)
+    assert step.labels.dtype.is_floating_point and tuple(step.labels.shape) == (4, 10)
+    group = step.optimizer.param_groups[0]
+    assert (group["lr"], group["momentum"], bool(group.get("fused"))) == (0.01, 0, False)
+    step()
+    assert step.last_loss is not None
 
 
 def test_a_bare_loop_whose_loss_is_not_finite_is_no_reference(gpu_check: ModuleType):

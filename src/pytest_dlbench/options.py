@@ -430,6 +430,11 @@ REPORT_OPTIONS: list[ReportOption] = [
         help="the scores reported: milarun (default: the seed's, the weighted geometric mean "
         "of milarun's perf_adj) or milabench (milabench's score too, as its report computes "
         "it: docs/figures.md, milabench's score)")),
+    ReportOption("reference", dict(
+        action="store_true", default=False,
+        help="each benchmark of the milabench suite against milabench's published per-GPU "
+        "figure for this GPU model, batch and configuration: its ratio, and 'slow' below "
+        "0.95 of it (docs/milabench.md, milabench's published figures)")),
     ReportOption("columns", dict(
         metavar="LIST", type=_columns, default=None,
         help="the table's columns, comma-separated (pytest-benchmark's --benchmark-columns): "
@@ -458,7 +463,7 @@ OPTION_GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
     ("devices", "dlbench: devices", ("--bench-cpus-per-slot",)),
     ("gate", "dlbench: compare and gate",
      ("--bench-compare", "--bench-require-baseline", "--bench-confirm", "--bench-tolerance",
-      "--bench-alpha")),
+      "--bench-alpha", "--bench-reference")),
     ("paired", "dlbench: the paired gate (--bench-against)",
      ("--bench-against", "--bench-rounds", "--bench-fixed-rounds", "--bench-paired-test",
       "--bench-paired-rate")),
@@ -537,6 +542,7 @@ def evaluate_options(
         paired=paired,
         price=value("price"),
         score=value("score"),
+        reference=value("reference"),
         suite=suite,
         outputs=Outputs(save=value("save"), html=value("html"), export=value("export"),
                         autosave=value("autosave")),

@@ -25,6 +25,10 @@ def render_evaluation(evaluation: Evaluation, *, verbosity: int = 0, width: int 
         text += "\n\n" + render_paired(evaluation.comparison, evaluation.base_summary,
                                        verbosity=verbosity, width=width, sort=sort,
                                        label=score_label(evaluation.summary))
+    if evaluation.options.reference and verbosity >= 0:  # milabench's published figures
+        from pytest_dlbench.results.figures import reference_lines
+
+        text += "\n" + "\n".join(reference_lines(evaluation.summary))
     confirmed = render_confirmation(evaluation.confirmation) if verbosity >= 0 else ""
     return text + "\n\n" + confirmed if confirmed else text
 

@@ -74,6 +74,9 @@ class EvaluateOptions:
     price: float | None = None
     #: ``--bench-score``: milarun (the seed's score alone) or milabench (milabench's beside it).
     score: str = MILARUN
+    #: ``--bench-reference``: milabench's published per-GPU figures beside the run's
+    #: (results/figures/reference.py).
+    reference: bool = False
     #: The suite named in the saved summary (pytest: the run's name).
     suite: str | None = None
     outputs: Outputs = field(default_factory=Outputs)

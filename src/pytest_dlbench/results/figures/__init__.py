@@ -54,6 +54,12 @@ if TYPE_CHECKING:
         timed_by_bench,
         wall_clock_check,
     )
+    from pytest_dlbench.results.figures.reference import (
+        SLOW_BELOW,
+        milabench_arguments,
+        nearest_published,
+        reference_lines,
+    )
     from pytest_dlbench.results.figures.scaling import scaling_rows
     from pytest_dlbench.results.figures.scoring import (
         MAX_STD_PENALTY,
@@ -86,6 +92,7 @@ _HOMES = {
     ),
     "peaks": ("CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "dtype_of", "table_peak"),
     "plausibility": ("FACTOR", "WallClockCheck", "timed_by_bench", "wall_clock_check"),
+    "reference": ("SLOW_BELOW", "milabench_arguments", "nearest_published", "reference_lines"),
     "scaling": ("scaling_rows",),
     "scoring": (
         "MAX_STD_PENALTY", "UNRELIABLE_STD", "block_rates", "load_run", "milabench_figure",
@@ -101,9 +108,10 @@ __all__ = [
     "CEILING_ERROR", "check_usage", "compile_rows", "compile_summary", "CompileRow",
     "counted_as_zero", "dtype_of", "FACTOR", "figure_doubt", "figures_in_doubt", "load_run",
     "machine_busy", "machine_differences", "MAX_STD_PENALTY", "MFU_ERROR", "MIG_REASON",
-    "MILABENCH", "milabench_figure", "MILARUN", "outside_cores", "param_names", "readiness_error",
-    "readiness_problems", "readiness_warning", "render_state", "run_from_records", "scaling_rows",
-    "SCORES", "state_differences", "step_stats", "suite_score", "summarize_bench", "summarize_dir",
+    "MILABENCH", "milabench_arguments", "milabench_figure", "MILARUN", "nearest_published",
+    "outside_cores", "param_names", "readiness_error", "readiness_problems", "readiness_warning",
+    "reference_lines", "render_state", "run_from_records", "scaling_rows", "SCORES", "SLOW_BELOW",
+    "state_differences", "step_stats", "suite_score", "summarize_bench", "summarize_dir",
     "summarize_runs", "sweep_csv", "sweep_rows", "SweepRow", "table_peak", "telemetry_stats",
     "timed_by_bench", "trimmed_mean", "UNRELIABLE_STD", "validate_usage", "wall_clock_check",
     "WallClockCheck",
