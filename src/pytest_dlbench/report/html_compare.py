@@ -16,7 +16,7 @@ from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.doubt import figures_in_doubt
 from pytest_dlbench.results.evaluation import judged
-from pytest_dlbench.results.verdict import INCONCLUSIVE
+from pytest_dlbench.results.verdict import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.compare import BenchComparison, Comparison
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
            "gate_banner", "page_status", "rounds_text", "section_title"]
 
-VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral",
-                 "inconclusive": "other"}
+VERDICT_CLASS = {REGRESSED: "bad", IMPROVED: "good", UNCHANGED: "neutral",
+                 INCONCLUSIVE: "other"}
 
 #: The widest change a ratio bar draws (beyond it the bar is clipped at the cell's edge).
 MAX_SPAN = 1.0
@@ -235,8 +235,9 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
     ``summary`` and ``comparison``): its meaning in words, and why."""
     if status is None:
         status = page_status(summary, comparison)
-    regressed = ([c.name for c in comparison.benchmarks if c.verdict == "regressed"]
-                 if comparison is not None else [])
+    # The comparison's own list (results/compare.Comparison.regressions), never a word
+    # compared here.
+    regressed = list(comparison.regressions) if comparison is not None else []
     also = ""
     if comparison is not None and comparison.regressed:
         what = _names(regressed) if regressed else "the score"
