@@ -313,7 +313,7 @@ def _drift_dict(drift: Drift | None) -> dict[str, Any] | None:
 
 def _compare_bench(
     name: str, cur: BenchSummary, base: BenchSummary, rule: Rule, known_drift: Drift | None,
-) -> tuple[BenchComparison, noise.Evidence | None]:
+) -> tuple[BenchComparison, noise.NoiseEvidence | None]:
     """One row, and the evidence behind its verdict (None when there was no test): the rates
     and what is shown beside them first, then the evidence, then the core's verdict."""
     cur_rate, base_rate = _rate(cur), _rate(base)

@@ -38,8 +38,10 @@ from pytest_dlbench.results.stats import (
 from pytest_dlbench.results.summary import BenchSummary, SuiteSummary
 from pytest_dlbench.results.verdict import (
     ALPHA,
+    CHANGED,
     INCOMPARABLE,
     TOLERANCE,
+    UNSURE,
     Evidence,
     Rule,
     judge,
@@ -535,6 +537,16 @@ class Judgement:
     p: float | None
     pairs: int
     verdict: str  # the paired test's word (regressed, improved, unchanged, failed...)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the step is decided (CHANGED or SAME): bisect reads this, never the words."""
+        return self.word != UNSURE
+
+    @property
+    def changed(self) -> bool:
+        """Whether the step claims a change beyond the tolerance from GOOD."""
+        return self.word == CHANGED
 
     def closer_to(self, changed_ratio: float) -> bool:
         """Whether the ratio is nearer (in log) to ``changed_ratio`` than to 1: how an
