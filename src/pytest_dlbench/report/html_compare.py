@@ -182,15 +182,15 @@ def _paired_label(comparison: Comparison) -> str | None:
     against = comparison.against
     if against is None:
         return None
-    sha = str(against.get("sha") or "")[:10]
-    return f"{against.get('rev')} ({sha}), {rounds_text(comparison)}"
+    sha = (against.sha or "")[:10]
+    return f"{against.rev} ({sha}), {rounds_text(comparison)}"
 
 
 def rounds_text(comparison: Comparison) -> str:
     """The rounds a paired run ran: ``10 rounds`` (all asked), ``stopped after 6 of 10
     rounds``, ``4 to 6 of 10 rounds`` (benchmarks that stopped at different rounds)."""
     ran = comparison.rounds_ran
-    asked = (comparison.against or {}).get("rounds")
+    asked = comparison.against.rounds if comparison.against is not None else None
     if ran is None:
         return f"{asked} rounds asked, none paired" if asked else "no round paired"
     fewest, most, planned = ran
@@ -214,7 +214,7 @@ def section_title(comparison: Comparison) -> str:
     revision`` when the revision is not named."""
     if comparison.against is None:
         return "Comparison with the baseline"
-    rev = comparison.against.get("rev")
+    rev = comparison.against.rev
     return f"Paired comparison with {rev}" if rev else "Comparison with the base revision"
 
 

@@ -24,6 +24,7 @@ from pytest_dlbench.core.numbers import (
     significant,
     time_figure,
 )
+from pytest_dlbench.layout import Against
 from pytest_dlbench.report import columns as cols
 from pytest_dlbench.report.terminal_tables import (
     compile_columns,
@@ -523,13 +524,13 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
 
 def paired_title(comparison: Comparison) -> str:
     """``against main (1a2b3c4d5e): 6 rounds, base and candidate in ABBA order``."""
-    against = comparison.against or {}
-    sha = str(against.get("sha") or "")[:10]
-    rounds = against.get("rounds")
-    if against.get("design") == "sequential":  # results/paired.py: it may stop early
+    against = comparison.against or Against()
+    sha = (against.sha or "")[:10]
+    rounds: int | str | None = against.rounds
+    if against.design == "sequential":  # results/paired.py: it may stop early
         rounds = f"up to {rounds}"
-    return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
-            f"alternating in {against.get('order') or 'ABBA'} order")
+    return (f"against {against.rev} ({sha}): {rounds} rounds, base and candidate "
+            f"alternating in {against.order or 'ABBA'} order")
 
 
 def render_paired(
