@@ -652,19 +652,19 @@ def _manifest_problem(data: Any) -> str | None:
     """What the score reads of a manifest, typed (pydantic: imported by readers only)."""
     from pytest_dlbench.core.schema import Bool, Loose, Map, Num, Str, problem
 
-    class Entry(Loose):
+    class EntrySchema(Loose):
         weight: Num | None = None
         enabled: Bool | None = None
         units: Str | None = None
         plan: Map | None = None
 
-    class Manifest(Loose):
+    class ManifestSchema(Loose):
         suite: Str | None = None
-        benchmarks: dict[str, Entry] | None = None
+        benchmarks: dict[str, EntrySchema] | None = None
         suite_weighted: list[Str] | None = None
         suite_weights: dict[str, Num] | None = None
 
-    return problem(Manifest, data)
+    return problem(ManifestSchema, data)
 
 
 # -- resolved specs handed to children -----------------------------------------------------------
