@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,12 @@ from pytest_dlbench.results.judge import (
     compare_paired,
     design_of,
     pairs_of,
+)
+from pytest_dlbench.results.judge import (
+    PAIRED_RATE as gate_PAIRED_RATE,
+)
+from pytest_dlbench.results.judge import (
+    PAIRED_TEST as gate_PAIRED_TEST,
 )
 from pytest_dlbench.results.model import BenchSummary, SuiteSummary, load_baseline
 
@@ -110,8 +116,7 @@ def run_rule(run: Path | str) -> tuple[str, int | None, str, str] | None:
     if against is None:
         return None
     design, rounds = design_of(against)
-    return (design, rounds, str(against.get("test") or PAIRED_TEST),
-            str(against.get("rate") or PAIRED_RATE))
+    return design, rounds, against.test or gate_PAIRED_TEST, against.rate or gate_PAIRED_RATE
 
 
 def _ran(*benches: BenchSummary | None) -> int | None:
@@ -141,15 +146,16 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
         comparison, status = product.comparison, product.status
     else:
         bound = rounds or own_rounds
-        against = {**(layout.read_against(run) or {}), "design": design or own_design,
-                   "rounds": bound}
+        against = replace(layout.read_against(run) or layout.Against(),
+                          design=design or own_design, rounds=bound)
         cand, base = _summary(run, bound), _summary(layout.base_dir(run), bound)
         comparison = compare_paired(cand, base, tolerance=tolerance, test=test or own_test,
                                     rate=rate, against=against)
         status = judged(run, cand, comparison=comparison).status
     base_bench = base.get(bench) if base is not None else None
     ran = _ran(cand.get(bench), base_bench)
-    stop = ((comparison.against or {}).get("stops") or {}).get(bench) if comparison else None
+    stops = comparison.against.stops if comparison and comparison.against else None
+    stop = (stops or {}).get(bench)
     used = int(stop["rounds_used"]) if stop else ran
     pairs = [(p.base, p.candidate) for p in pairs_of(base_bench, cand.get(bench), rate)
              if used is None or p.round < used]

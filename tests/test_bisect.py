@@ -79,10 +79,21 @@ class FakeVerdict:
     ci: tuple[float, float] | None = None
     pairs: int = 4
 
-    def closer_to(self, changed_ratio: float) -> bool:
+    def _judgement(self) -> Any:
         from pytest_dlbench.results.judge import Judgement
 
-        return Judgement(self.word, self.ratio, None, None, 0, "").closer_to(changed_ratio)
+        return Judgement(self.word, self.ratio, None, None, 0, "")
+
+    @property
+    def decided(self) -> bool:
+        return bool(self._judgement().decided)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._judgement().changed)
+
+    def closer_to(self, changed_ratio: float) -> bool:
+        return bool(self._judgement().closer_to(changed_ratio))
 
 
 def fake_steps(monkeypatch: pytest.MonkeyPatch, verdicts: dict[int, list[str]],

@@ -23,6 +23,7 @@ import pytest
 from test_bisect import fake_steps, make_repo, worktrees
 
 from pytest_dlbench.cli import main
+from pytest_dlbench.results.judge import CHANGED, UNSURE
 from pytest_dlbench.run import bisect as bisect_module
 from pytest_dlbench.run.bisect import BisectError, Progress, bisect, max_steps
 
@@ -33,6 +34,14 @@ class Verdict:
     ratio: float | None
     ci: tuple[float, float] | None = None
     pairs: int = 0
+
+    @property
+    def decided(self) -> bool:
+        return self.word != UNSURE
+
+    @property
+    def changed(self) -> bool:
+        return self.word == CHANGED
 
     def closer_to(self, changed_ratio: float) -> bool:
         return False

@@ -401,7 +401,7 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
 ])
 def test_a_ratio_beyond_the_tolerance_without_evidence(ratio: float, word: str) -> None:
     side = noise.SideNoise(0.0, DEFAULT_BETWEEN_RUN_CV**2, float("inf"), "1 run")
-    found = noise.Evidence(ratio, 0.2, 0.2, (ratio * 0.85, ratio * 1.15), side, side)
+    found = noise.NoiseEvidence(ratio, 0.2, 0.2, (ratio * 0.85, ratio * 1.15), side, side)
     rule = Rule(0.03, 0.05)
     judged = judge(found.judged, rule)
     assert judged.word == word, judged.reason

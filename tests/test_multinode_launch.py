@@ -20,9 +20,9 @@ from pytest_dlbench.core.errors import SuiteError
 from pytest_dlbench.core.protocol import USAGE_ERROR, Env
 from pytest_dlbench.run.launch import nodes
 from pytest_dlbench.run.launch.netif import interface_of, is_this_machine, socket_ifname_env
+from pytest_dlbench.run.launch.node_failure import NodeFailure, first_failure, record_failure
 from pytest_dlbench.run.launch.relay import NodeOutput, plain
 from pytest_dlbench.run.launch.torchrun import ssh_command
-from pytest_dlbench.run.launch.verdict import NodeFailure, first_failure, record_verdict
 from pytest_dlbench.suite.system import Node, SshOptions, load_system
 
 PY = sys.executable
@@ -184,7 +184,7 @@ def test_a_remote_cause_replaces_the_main_ranks_echo_in_the_stream(tmp_path: Pat
     stream.write_text('{"event": "config"}\n{"event": "end", "status": "fail", '
                       '"reason": "RuntimeError: Connection closed by peer"}\n')
     cause = NodeFailure("node2", "10.77.0.2", 1, ("  exitcode  : -9 (pid: 1)",))
-    record_verdict(stream, cause)
+    record_failure(stream, cause)
     assert [(e["status"], e["reason"]) for e in end_records(stream)] == [
         ("crash", "node2 (10.77.0.2): its rank was killed by SIGKILL")]
     assert stream.read_text().startswith('{"event": "config"}\n')
@@ -193,13 +193,13 @@ def test_a_remote_cause_replaces_the_main_ranks_echo_in_the_stream(tmp_path: Pat
 def test_the_main_nodes_own_failure_and_a_parents_end_stay(tmp_path: Path):
     stream = tmp_path / "s.data"
     stream.write_text('{"event": "end", "status": "fail", "reason": "ValueError: mine"}\n')
-    record_verdict(stream, NodeFailure("main", "10.0.0.1", 1, (), remote=False))
+    record_failure(stream, NodeFailure("main", "10.0.0.1", 1, (), remote=False))
     assert end_records(stream)[0]["reason"] == "ValueError: mine"
     stream.write_text('{"event": "end", "status": "timeout", "reason": "t", "writer": "parent"}\n')
-    record_verdict(stream, NodeFailure("n", "10.0.0.2", 255, ("ssh: connect: refused",)))
+    record_failure(stream, NodeFailure("n", "10.0.0.2", 255, ("ssh: connect: refused",)))
     assert end_records(stream)[0]["reason"] == "t"
     empty = tmp_path / "empty.data"
-    record_verdict(empty, NodeFailure("n", "10.0.0.2", 255, ("ssh: connect: refused",)))
+    record_failure(empty, NodeFailure("n", "10.0.0.2", 255, ("ssh: connect: refused",)))
     assert end_records(empty)[0]["reason"] == "n (10.0.0.2): ssh: connect: refused"
 
 

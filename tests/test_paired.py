@@ -77,7 +77,8 @@ def test_pairs_cancel_the_load_that_welch_sees(tmp_path: Path) -> None:
     assert x.p_value is not None and x.p_value < 0.001
     assert x.samples == (6, 6)
     assert comparison.regressed and comparison.score_verdict == REGRESSED
-    assert comparison.test == "t" and comparison.against["rev"] == "main"  # type: ignore[index]
+    assert comparison.test == "t" and comparison.against is not None
+    assert comparison.against.rev == "main"
     from pytest_dlbench.results.judge import compare
 
     # Against a saved baseline the same runs are 5 % below, but within the noise between runs:
@@ -360,7 +361,9 @@ def test_layout_of_the_sides(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         layout.side_dir(tmp_path, "other")
     layout.write_against(tmp_path, {"rev": "HEAD~1"})
-    assert layout.read_against(tmp_path) == {"version": 1, "rev": "HEAD~1"}
+    against = layout.read_against(tmp_path)
+    assert against is not None and against.rev == "HEAD~1" and against.rounds is None
+    assert against.to_dict() == {"version": 1, "rev": "HEAD~1"}
     # The base side's streams are not the candidate's: a plain glob of the run directory.
     write_run(layout.base_dir(tmp_path), "x", repeat=0)
     assert layout.stream_paths(tmp_path) == []

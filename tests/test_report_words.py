@@ -159,8 +159,8 @@ def _paired(stops: dict[str, Any], *, pairs: int = 6, p: float | None = 0.2,
         benchmarks=(row,), only_current=(), only_baseline=(), current_score=90.0,
         baseline_score=100.0, score_ratio=0.9, score_verdict="unchanged", score_p_value=None,
         tolerance=0.03, alpha=0.05,
-        against={"rev": "main", "sha": "0123456789abcdef", "rounds": 10,
-                 "design": "sequential", "stops": stops})
+        against=layout.Against(rev="main", sha="0123456789abcdef", rounds=10,
+                               design="sequential", stops=stops))
 
 
 def test_the_paired_page_says_the_rounds_that_ran_and_names_its_section() -> None:
@@ -177,7 +177,7 @@ def test_the_paired_page_says_the_rounds_that_ran_and_names_its_section() -> Non
     assert rounds_text(full) == "10 rounds"
     saved_mode = dataclasses.replace(cut, against=None)
     assert section_title(saved_mode) == "Comparison with the baseline"
-    assert section_title(dataclasses.replace(cut, against={"rounds": 10})) == \
+    assert section_title(dataclasses.replace(cut, against=layout.Against(rounds=10))) == \
         "Comparison with the base revision"
 
 

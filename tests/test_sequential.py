@@ -229,7 +229,7 @@ def test_the_first_look_wins_over_rounds_run_after_it(sim: ModuleType, tmp_path:
     base, cand = stream(sim, change=0.0, noise=0.01, rounds=8, steps=20)
     _, _, comparison = summarize_paired_dir(paired_dir(tmp_path, base, cand))  # type: ignore
     assert comparison.get("x").samples == (4, 4)  # type: ignore[union-attr]
-    assert comparison.against["stops"]["x"]["rounds_used"] == 4  # type: ignore[index]
+    assert comparison.against.stops["x"]["rounds_used"] == 4  # type: ignore[union-attr,index]
 
 
 def test_the_fixed_design_judges_every_round(sim: ModuleType, tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ def test_the_fixed_design_judges_every_round(sim: ModuleType, tmp_path: Path) ->
     _, _, comparison = summarize_paired_dir(run)  # type: ignore[misc]
     x = comparison.get("x")
     assert x is not None and x.samples == (6, 6) and x.note == ""
-    assert comparison.against["stops"]["x"] == {  # type: ignore[index]
+    assert comparison.against.stops["x"] == {  # type: ignore[union-attr,index]
         "rounds_used": 6, "rounds": 6, "stopped": ALL_ROUNDS}
 
 
@@ -249,7 +249,7 @@ def test_an_interrupted_sequential_run_judges_the_rounds_it_has(
     _, _, comparison = summarize_paired_dir(paired_dir(tmp_path, base, cand))  # type: ignore
     x = comparison.get("x")
     assert x is not None and x.samples == (5, 5)  # no look fired: every pair, no stop
-    assert "x" not in comparison.against["stops"]  # type: ignore[index]
+    assert "x" not in comparison.against.stops  # type: ignore[union-attr,operator]
 
 
 # -- a real run ------------------------------------------------------------------------------

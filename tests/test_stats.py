@@ -310,10 +310,10 @@ def test_compare_and_paired_give_the_same_verdict_for_the_same_ratio_and_p(
     p_lower, p_higher = ps or (1.0, 1.0)
 
     def fake_evidence(cur: object, ref: object, cur_rate: float, base_rate: float, *,
-                      alpha: float, known_drift: object = None) -> noise_mod.Evidence:
+                      alpha: float, known_drift: object = None) -> noise_mod.NoiseEvidence:
         side = noise_mod.SideNoise(0.0, 1e-4, math.inf, "fake")
         ratio = cur_rate / base_rate
-        return noise_mod.Evidence(ratio, p_lower, p_higher, (ratio, ratio), side, side)
+        return noise_mod.NoiseEvidence(ratio, p_lower, p_higher, (ratio, ratio), side, side)
 
     monkeypatch.setattr(noise_mod, "evidence", fake_evidence)
     monkeypatch.setattr(noise_mod, "combined_evidence", lambda terms, alpha: (

@@ -37,7 +37,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,9 @@ from pytest_dlbench.suite import BenchSpec
 from pytest_dlbench.suite.spec import name_problem
 
 __all__ = [
+    "Against",
+    "Manifest",
+    "ManifestEntry",
     "BISECT",
     "BISECT_STEP_LOG",
     "AGAINST",
@@ -287,10 +290,63 @@ def confirm_round_dirs(run_dir: str | PathLike[str]) -> list[Path]:
                   key=lambda p: int(p.name))
 
 
-def write_against(run_dir: str | PathLike[str], info: dict[str, Any]) -> Path:
+@dataclass(frozen=True)
+class Against:
+    """``against.json``: what the base side of a paired run is (``rev``, ``sha``) and how its
+    rounds ran (``rounds``, ``order``, ``design``, the paired ``test`` and ``rate``, the base
+    side's ``warnings``); ``stops``: where each benchmark's rounds ended, added by the paired
+    comparison (results/judge/paired.py), never in the file.
+
+    A key the file lacks is None (or ``()``), and its reader says what that means (a file
+    written before the sequential design has no ``design``: every round ran). ``raw`` keeps
+    every key of the file in its order, those no field names too (the worktree, the repository,
+    each round's first side): :meth:`to_dict` writes them back as they were, with the fields
+    that were changed since (``dataclasses.replace``) at their place."""
+
+    rev: str | None = None
+    sha: str | None = None
+    rounds: int | None = None
+    order: str | None = None
+    design: str | None = None
+    test: str | None = None
+    rate: str | None = None
+    warnings: tuple[str, ...] = ()
+    stops: Mapping[str, Mapping[str, Any]] | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Against:
+        """The record of an ``against.json`` object (:func:`read_against` checked its types)."""
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        rounds, stops = data.get("rounds"), data.get("stops")
+        return cls(rev=text("rev"), sha=text("sha"),
+                   rounds=rounds if is_integer(rounds) else None,
+                   order=text("order"), design=text("design"), test=text("test"),
+                   rate=text("rate"),
+                   warnings=tuple(str(w) for w in data.get("warnings") or ()),
+                   stops=stops if isinstance(stops, Mapping) else None, raw=dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as the file (and a comparison's JSON) holds it: ``raw``'s keys in order,
+        each field that differs from what ``raw`` says written at its key (a new one last)."""
+        out = dict(self.raw)
+        read = Against.from_dict(self.raw)
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name != "raw" and value != getattr(read, item.name):
+                out[item.name] = json_safe(value)
+        return out
+
+
+def write_against(run_dir: str | PathLike[str], info: Against | Mapping[str, Any]) -> Path:
     """``against.json``: what the base side of a paired run is, and how the rounds ran."""
     path = Path(run_dir) / AGAINST
-    path.write_text(json.dumps({"version": 1, **info}, indent=2, default=str) + "\n")
+    data = info.to_dict() if isinstance(info, Against) else info
+    path.write_text(json.dumps({"version": 1, **data}, indent=2, default=str) + "\n")
     return path
 
 
@@ -306,7 +362,7 @@ def _shown(value: Any) -> str:
     return printable(text if len(text) <= 60 else text[:57] + "...")
 
 
-def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
+def read_against(run_dir: str | PathLike[str]) -> Against | None:
     """``<run_dir>/against.json``, or None: not a paired run. A file that is not what
     pytest-dlbench writes (not an object, a value of the wrong type, rounds past any run) is
     one line naming it, never read as an unpaired run or a plan."""
@@ -326,7 +382,7 @@ def read_against(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     if rounds is not None and not (is_integer(rounds) and 0 < rounds <= MAX_AGAINST_ROUNDS):
         raise DlbenchError(f"{path}: 'rounds' must be a whole number from 1 to "
                            f"{MAX_AGAINST_ROUNDS:,}, got {_shown(rounds)}")
-    return data
+    return Against.from_dict(data)
 
 
 # -- streams -------------------------------------------------------------------------------------
@@ -437,23 +493,122 @@ def parse_item_id(nodeid: str) -> StreamName | None:
 # -- the manifest --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One benchmark of the manifest: what the score needs of it when it never ran (its
+    weight, whether it is enabled, its units, plan and metric), where it was defined
+    (``suite``), the machines an njobs job spans (``nodes``) and its matrix combination.
+
+    A key the file lacks is None, and the score takes the benchmark's runs' own value
+    (results/figures/scoring.summarize_bench); a ``weight`` or ``enabled`` the file says as null is
+    0.0 or False, as it always was read."""
+
+    weight: float | None = None
+    enabled: bool | None = None
+    units: str | None = None
+    plan: Mapping[str, Any] | None = None
+    suite: str | None = None
+    metric: str | None = None
+    nodes: int | None = None
+    matrix: Mapping[str, Any] | None = None
+
+    @property
+    def method(self) -> str | None:
+        """The plan's method (``per_gpu``, ``njobs``), None when the entry does not say."""
+        method = (self.plan or {}).get("method")
+        return str(method) if method else None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ManifestEntry:
+        data = data or {}
+        plan, matrix = data.get("plan"), data.get("matrix")
+        return cls(weight=(data["weight"] or 0.0) if "weight" in data else None,
+                   enabled=bool(data["enabled"]) if "enabled" in data else None,
+                   units=str(data["units"]) if data.get("units") else None,
+                   plan=plan if isinstance(plan, Mapping) and plan else None,
+                   suite=data.get("suite"), metric=str(data["metric"]) if data.get("metric")
+                   else None, nodes=data.get("nodes"),
+                   matrix=matrix if isinstance(matrix, Mapping) and matrix else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as :func:`write_manifest` writes it: the five keys always, the metric,
+        nodes and matrix only when said."""
+        entry: dict[str, Any] = {"weight": self.weight, "enabled": self.enabled,
+                                 "units": self.units, "plan": self.plan, "suite": self.suite}
+        if self.metric:
+            entry["metric"] = self.metric
+        if self.nodes is not None:
+            entry["nodes"] = self.nodes
+        if self.matrix:
+            entry["matrix"] = {str(k): v for k, v in self.matrix.items()}
+        return entry
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``manifest.json``: the benchmarks the run set out to measure, in order (a weighted one
+    that never wrote a stream makes the score incomplete), the suites' weighted benchmarks and
+    their weights, selected or not (:data:`SUITE_WEIGHTED`, :data:`SUITE_WEIGHTS`: a subset's
+    score says so; None when the file does not say), and ``facts`` about the run at the file's
+    top level (``commit``, ``machine``, ``versions``; a key present as null is a fact too)."""
+
+    suite: str | None = None
+    benchmarks: Mapping[str, ManifestEntry] = field(default_factory=dict)
+    suite_weighted: tuple[str, ...] | None = None
+    suite_weights: Mapping[str, float] | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    #: The file's keys that are no fact.
+    _OWN = ("version", "suite", SUITE_WEIGHTED, SUITE_WEIGHTS, "benchmarks")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Manifest:
+        """The record of a manifest object (:func:`read_manifest` checked its types); also
+        tolerant of one built by hand or partly missing."""
+        data = data or {}
+        weighted, weights = data.get(SUITE_WEIGHTED), data.get(SUITE_WEIGHTS)
+        return cls(
+            suite=data.get("suite"),
+            benchmarks={str(name): ManifestEntry.from_dict(entry)
+                        for name, entry in (data.get("benchmarks") or {}).items()},
+            suite_weighted=tuple(str(n) for n in weighted) if weighted is not None else None,
+            suite_weights=dict(weights) if weights is not None else None,
+            facts={k: v for k, v in data.items() if k not in cls._OWN})
+
+    @classmethod
+    def of(cls, manifest: Manifest | Mapping[str, Any] | None) -> Manifest:
+        """``manifest`` as a record (a mapping read as the file would be; None: empty)."""
+        return manifest if isinstance(manifest, Manifest) else cls.from_dict(manifest)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object :func:`write_manifest` writes: the version, the suite, the facts, the
+        suites' weighted benchmarks and their weights when known, the benchmarks last."""
+        return {"version": 1, "suite": self.suite, **self.facts,
+                **({SUITE_WEIGHTED: list(self.suite_weighted)}
+                   if self.suite_weighted is not None else {}),
+                **({SUITE_WEIGHTS: dict(self.suite_weights)}
+                   if self.suite_weights is not None else {}),
+                "benchmarks": {name: entry.to_dict() for name, entry in self.benchmarks.items()}}
+
+
 def write_manifest(run_dir: str | PathLike[str], suite: str, specs: Iterable[BenchSpec],
                    facts: dict[str, Any] | None = None, *, nodes: int = 1,
                    suite_weighted: Iterable[str] | None = None,
                    suite_weights: Mapping[str, float] | None = None) -> Path:
-    """``manifest.json``: the benchmarks selected to run, with what the score needs of them,
-    and ``facts`` about the run (commit, machine, versions) at its top level. ``nodes``: the
-    machines an njobs job spans (the system file's nodes), said on each such benchmark.
-    ``suite_weighted``: the weighted, enabled benchmarks the suites hold, selected or not (a
-    ``-k``, ``-m`` or ``--bench-select`` subset leaves some out: its score is a subset's);
-    ``suite_weights``: their weights (milabench's score counts one not selected as 0)."""
-    benchmarks = {spec.name: _manifest_entry(spec, nodes) for spec in specs}
+    """``manifest.json`` (:class:`Manifest`): the benchmarks selected to run, with what the
+    score needs of them, and ``facts`` about the run (commit, machine, versions) at its top
+    level. ``nodes``: the machines an njobs job spans (the system file's nodes), said on each
+    such benchmark. ``suite_weighted``: the weighted, enabled benchmarks the suites hold,
+    selected or not (a ``-k``, ``-m`` or ``--bench-select`` subset leaves some out: its score
+    is a subset's); ``suite_weights``: their weights (milabench's score counts one not selected
+    as 0)."""
+    manifest = Manifest(
+        suite=suite, benchmarks={spec.name: _manifest_entry(spec, nodes) for spec in specs},
+        suite_weighted=tuple(suite_weighted) if suite_weighted is not None else None,
+        suite_weights=dict(suite_weights) if suite_weights is not None else None,
+        facts=dict(facts or {}))
     path = Path(run_dir) / MANIFEST
-    manifest = {"version": 1, "suite": suite, **(facts or {}),
-                **({SUITE_WEIGHTED: list(suite_weighted)} if suite_weighted is not None else {}),
-                **({SUITE_WEIGHTS: dict(suite_weights)} if suite_weights is not None else {}),
-                "benchmarks": benchmarks}
-    _write_text(path, json.dumps(manifest, indent=2, default=str) + "\n")
+    _write_text(path, json.dumps(manifest.to_dict(), indent=2, default=str) + "\n")
     return path
 
 
@@ -465,27 +620,20 @@ def _write_text(path: Path, text: str) -> None:
         raise DlbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _manifest_entry(spec: BenchSpec, nodes: int = 1) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "weight": spec.weight,
-        "enabled": spec.enabled,
-        "units": spec.units,
-        "plan": spec.plan,
-        "suite": str(spec.origin),
-    }
-    # Only when said: a benchmark that never ran is still a time-to-train one in the report,
-    # and keeps its matrix combination in the sweep table (docs/time-to-train.md).
-    if getattr(spec, "metric", None):
-        entry["metric"] = spec.metric
-    if nodes > 1 and spec.is_njobs:  # one job over several machines (docs/multinode.md)
-        entry["nodes"] = nodes
+def _manifest_entry(spec: BenchSpec, nodes: int = 1) -> ManifestEntry:
     matrix = spec.config.get("matrix_values") if isinstance(spec.config, dict) else None
-    if matrix:
-        entry["matrix"] = {str(k): v for k, v in matrix.items()}
-    return entry
+    return ManifestEntry(
+        weight=spec.weight, enabled=spec.enabled, units=spec.units, plan=spec.plan,
+        suite=str(spec.origin),
+        # Only when said: a benchmark that never ran is still a time-to-train one in the
+        # report, and keeps its matrix combination in the sweep table (docs/time-to-train.md).
+        metric=getattr(spec, "metric", None) or None,
+        # One job over several machines (docs/multinode.md).
+        nodes=nodes if nodes > 1 and spec.is_njobs else None,
+        matrix=matrix or None)
 
 
-def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
+def read_manifest(run_dir: str | PathLike[str]) -> Manifest | None:
     """``<run_dir>/manifest.json`` written when the run started, or None without one."""
     path = Path(run_dir) / MANIFEST
     try:  # a regular file of bounded size and depth: a FIFO named manifest.json never hangs
@@ -497,26 +645,26 @@ def read_manifest(run_dir: str | PathLike[str]) -> dict[str, Any] | None:
     problem = _manifest_problem(data)
     if problem is not None:
         raise DlbenchError(f"{path}: invalid manifest: {problem}")
-    return data
+    return Manifest.from_dict(data)
 
 
 def _manifest_problem(data: Any) -> str | None:
     """What the score reads of a manifest, typed (pydantic: imported by readers only)."""
     from pytest_dlbench.core.schema import Bool, Loose, Map, Num, Str, problem
 
-    class Entry(Loose):
+    class EntrySchema(Loose):
         weight: Num | None = None
         enabled: Bool | None = None
         units: Str | None = None
         plan: Map | None = None
 
-    class Manifest(Loose):
+    class ManifestSchema(Loose):
         suite: Str | None = None
-        benchmarks: dict[str, Entry] | None = None
+        benchmarks: dict[str, EntrySchema] | None = None
         suite_weighted: list[Str] | None = None
         suite_weights: dict[str, Num] | None = None
 
-    return problem(Manifest, data)
+    return problem(ManifestSchema, data)
 
 
 # -- resolved specs handed to children -----------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.core.numbers import as_named, as_number
-from pytest_dlbench.layout import profile_dir, read_manifest, stream_paths
+from pytest_dlbench.layout import Manifest, profile_dir, read_manifest, stream_paths
 from pytest_dlbench.measure.machine import git_commit, machine_info, package_versions
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
@@ -138,13 +138,14 @@ def session_facts(run_dir: str | PathLike[str], *, live: bool = False) -> Sessio
     streams' ``meta`` records and no commit (it is not known any more).
     """
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir) or {}
-    suite = str(manifest.get("suite") or _RUN_DIR_TIME.sub("", run_dir.name) or run_dir.name)
-    commit = manifest.get("commit")
-    machine = manifest.get("machine")
-    versions = manifest.get("versions")
+    manifest = read_manifest(run_dir) or Manifest()
+    suite = str(manifest.suite or _RUN_DIR_TIME.sub("", run_dir.name) or run_dir.name)
+    facts = manifest.facts  # a commit said as null is known: none
+    commit = facts.get("commit")
+    machine = facts.get("machine")
+    versions = facts.get("versions")
     if live:
-        commit = commit if "commit" in manifest else git_commit()
+        commit = commit if "commit" in facts else git_commit()
         machine = machine if machine is not None else machine_info()
         versions = versions if versions is not None else package_versions()
     elif machine is None or versions is None:

@@ -33,8 +33,14 @@ from pytest_dlbench.report.html_compare import (
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 from pytest_dlbench.report.plots import draw_plots
-from pytest_dlbench.report.terminal import busy_note, mfu_reason, score_label
-from pytest_dlbench.results.figures import MAX_STD_PENALTY, compile_rows, counted_as_zero
+from pytest_dlbench.report.terminal import score_label
+from pytest_dlbench.results.figures import (
+    MAX_STD_PENALTY,
+    busy_note,
+    compile_rows,
+    counted_as_zero,
+    no_mfu_reason,
+)
 from pytest_dlbench.results.history import report_series
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
@@ -68,7 +74,7 @@ class BenchRow:
     unscored: bool
     never_ran: bool
     unreliable: str | None
-    busy: str | None  # some runs taken while other processes used the CPU (report/terminal)
+    busy: str | None  # some runs taken while other processes used the CPU (results/busy)
     tflops: str
     mfu: str
     peak_source: str
@@ -212,7 +218,7 @@ def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None
         # An MFU above 100 % is an error of measurement: its reason, never the figure; an MFU
         # of "—" has its reason on hover too (no peak known for the device...).
         mfu=ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
-        peak_source=b.mfu_error or mfu_reason(b) or b.peak_source or b.flops_reason,
+        peak_source=b.mfu_error or no_mfu_reason(b) or b.peak_source or b.flops_reason,
         precision=b.precision or "",
         time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
         if b.lower_is_better else "",

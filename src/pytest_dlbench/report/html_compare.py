@@ -16,7 +16,7 @@ from pytest_dlbench.core.numbers import DASH, percent, significant
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import judged
 from pytest_dlbench.results.figures import figures_in_doubt
-from pytest_dlbench.results.judge import INCONCLUSIVE
+from pytest_dlbench.results.judge import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.judge import BenchComparison, Comparison
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["ComparisonRow", "ComparisonView", "GateBanner", "RatioBar", "comparison_view",
            "gate_banner", "page_status", "rounds_text", "section_title"]
 
-VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "neutral",
-                 "inconclusive": "other"}
+VERDICT_CLASS = {REGRESSED: "bad", IMPROVED: "good", UNCHANGED: "neutral",
+                 INCONCLUSIVE: "other"}
 
 #: The widest change a ratio bar draws (beyond it the bar is clipped at the cell's edge).
 MAX_SPAN = 1.0
@@ -182,15 +182,15 @@ def _paired_label(comparison: Comparison) -> str | None:
     against = comparison.against
     if against is None:
         return None
-    sha = str(against.get("sha") or "")[:10]
-    return f"{against.get('rev')} ({sha}), {rounds_text(comparison)}"
+    sha = (against.sha or "")[:10]
+    return f"{against.rev} ({sha}), {rounds_text(comparison)}"
 
 
 def rounds_text(comparison: Comparison) -> str:
     """The rounds a paired run ran: ``10 rounds`` (all asked), ``stopped after 6 of 10
     rounds``, ``4 to 6 of 10 rounds`` (benchmarks that stopped at different rounds)."""
     ran = comparison.rounds_ran
-    asked = (comparison.against or {}).get("rounds")
+    asked = comparison.against.rounds if comparison.against is not None else None
     if ran is None:
         return f"{asked} rounds asked, none paired" if asked else "no round paired"
     fewest, most, planned = ran
@@ -214,7 +214,7 @@ def section_title(comparison: Comparison) -> str:
     revision`` when the revision is not named."""
     if comparison.against is None:
         return "Comparison with the baseline"
-    rev = comparison.against.get("rev")
+    rev = comparison.against.rev
     return f"Paired comparison with {rev}" if rev else "Comparison with the base revision"
 
 
@@ -235,8 +235,9 @@ def gate_banner(summary: SuiteSummary, comparison: Comparison | None,
     ``summary`` and ``comparison``): its meaning in words, and why."""
     if status is None:
         status = page_status(summary, comparison)
-    regressed = ([c.name for c in comparison.benchmarks if c.verdict == "regressed"]
-                 if comparison is not None else [])
+    # The comparison's own list (results/judge/comparison.Comparison.regressions), never a word
+    # compared here.
+    regressed = list(comparison.regressions) if comparison is not None else []
     also = ""
     if comparison is not None and comparison.regressed:
         what = _names(regressed) if regressed else "the score"

@@ -24,6 +24,7 @@ from pytest_dlbench.core.numbers import (
     significant,
     time_figure,
 )
+from pytest_dlbench.layout import Against
 from pytest_dlbench.report import columns as cols
 from pytest_dlbench.report.terminal_tables import (
     compile_columns,
@@ -38,7 +39,7 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import no_score_reason
-from pytest_dlbench.results.figures import busy_share, compile_rows, counted_as_zero
+from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, no_mfu_reason
 from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
 from pytest_dlbench.results.model import SuiteSummary
 
@@ -166,42 +167,13 @@ def _time_to_train_line(summary: SuiteSummary) -> list[str]:
     ]
 
 
-def mfu_reason(b: Any) -> str | None:
-    """Why a benchmark whose TFLOP/s is shown has no MFU (None: it has one, or the TFLOP/s is
-    not shown either): the peak's own reason (``peak_source``: a matmul too noisy for a peak),
-    else that no peak is known for its device (results/figures/peaks.with_mfu)."""
-    if b.mfu is not None or b.mfu_error or b.tflops is None:
-        return None
-    if b.peak_source:
-        return str(b.peak_source)
-    run = next((r for r in b.runs if r.ok), None)
-    device = (run.device_name if run is not None else None) or "this device"
-    dtype = run.dtype if run is not None else "fp32"
-    if b.units == "TFLOP/s":
-        return (f"no datasheet peak for {device} ({dtype}): a matmul benchmark is the peak of "
-                "the others, not its own")
-    return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
-            f"matmul benchmark of {dtype} in this run to measure one")
-
-
 #: Where the docs say which CPU settings give stable figures.
 STABLE_CPU_DOCS = "docs/running.md, Stable figures on a CPU"
 
 
-def busy_note(b: Any) -> str | None:
-    """Why a benchmark's figures measure the machine's load as well as its code: some of its
-    runs were taken while other processes used the CPU (results/figures/busy.py, the check the
-    gate's doubts read), said in a plain run too; None when no run was busy."""
-    busy, ok, why = busy_share(b)
-    if not busy:
-        return None
-    return (f"{busy} of {ok} run{'s' if ok != 1 else ''} while {why}: its figures measure this "
-            "machine's load as well as the code")
-
-
 def busy_lines(summary: SuiteSummary) -> list[str]:
-    """``busy: toy (2 of 3 runs while ...)``, one line a benchmark, and where the docs say
-    how to get stable figures."""
+    """``busy: toy (2 of 3 runs while ...)``, one line a benchmark (results/figures/busy.busy_note's
+    words), and where the docs say how to get stable figures."""
     lines = [printable(f"busy: {b.name} ({note})") for b in summary.benchmarks
              if (note := busy_note(b)) is not None]
     if lines:
@@ -210,11 +182,11 @@ def busy_lines(summary: SuiteSummary) -> list[str]:
 
 
 def _mfu_lines(summary: SuiteSummary) -> list[str]:
-    """``MFU not shown: a, b (why)``, one line per reason: an MFU of ``-`` is never left
-    unexplained."""
+    """``MFU not shown: a, b (why)``, one line per reason (results/figures/peaks.no_mfu_reason): an
+    MFU of ``-`` is never left unexplained."""
     by_reason: dict[str, list[str]] = {}
     for b in summary.benchmarks:
-        why = mfu_reason(b)
+        why = no_mfu_reason(b)
         if why is not None:
             by_reason.setdefault(why, []).append(b.name)
     return [printable(f"MFU not shown: {', '.join(names)} ({why})")
@@ -551,13 +523,13 @@ def render_comparison(comparison: Comparison, *, verbosity: int = 0, width: int 
 
 def paired_title(comparison: Comparison) -> str:
     """``against main (1a2b3c4d5e): 6 rounds, base and candidate in ABBA order``."""
-    against = comparison.against or {}
-    sha = str(against.get("sha") or "")[:10]
-    rounds = against.get("rounds")
-    if against.get("design") == "sequential":  # results/judge/paired.py: it may stop early
+    against = comparison.against or Against()
+    sha = (against.sha or "")[:10]
+    rounds: int | str | None = against.rounds
+    if against.design == "sequential":  # results/judge/paired.py: it may stop early
         rounds = f"up to {rounds}"
-    return (f"against {against.get('rev')} ({sha}): {rounds} rounds, base and candidate "
-            f"alternating in {against.get('order') or 'ABBA'} order")
+    return (f"against {against.rev} ({sha}): {rounds} rounds, base and candidate "
+            f"alternating in {against.order or 'ABBA'} order")
 
 
 def render_paired(

@@ -15,7 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.layout import SUITE_WEIGHTS, read_manifest
+from pytest_dlbench.layout import read_manifest
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.figures.milabench_score import MILABENCH, MILARUN, with_milabench_score
 from pytest_dlbench.results.figures.scoring import summarize_dir
@@ -144,8 +144,9 @@ def evaluate(run_dir: str | PathLike[str], options: EvaluateOptions | None = Non
                               confirm=functools.partial(read_confirmation, run_dir))
         summary, comparison, confirmation = saved.summary, saved.comparison, saved.confirmation
     if options.score == MILABENCH:  # beside the seed's score, never instead of it
-        manifest = read_manifest(run_dir) or {}
-        summary = with_milabench_score(summary, manifest.get(SUITE_WEIGHTS))
+        manifest = read_manifest(run_dir)
+        summary = with_milabench_score(summary,
+                                       manifest.suite_weights if manifest is not None else None)
     return judged(run_dir, summary, options, comparison, base, confirmation)
 
 

@@ -74,18 +74,26 @@ class BisectError(AgainstError):
     """``dlbench bisect`` cannot go on: one line for the user."""
 
 
-class Verdict(Protocol):
-    """What a judge says of one paired run (results/judge/paired.Judgement)."""
+class ProbeJudgement(Protocol):
+    """What a judge says of one paired run (results/judge/paired.Judgement): whether the step is
+    decided and changed, by the verdict core's words (results/judge/verdict.judge_probe), which this
+    layer never reads itself."""
 
-    word: str  # "changed", "same" or "unsure"
+    word: str  # the verdict core's bisect word, for the reports
     ratio: float | None
     ci: tuple[float, float] | None
     pairs: int
 
+    @property
+    def decided(self) -> bool: ...
+
+    @property
+    def changed(self) -> bool: ...
+
     def closer_to(self, changed_ratio: float) -> bool: ...
 
 
-Judge = Callable[[Path, str], "Verdict | None"]
+Judge = Callable[[Path, str], "ProbeJudgement | None"]
 
 
 @dataclass
@@ -95,13 +103,13 @@ class Probe:
 
     commit: str
     subject: str
-    runs: list[tuple[int, Verdict]] = field(default_factory=list)
+    runs: list[tuple[int, ProbeJudgement]] = field(default_factory=list)
     changed: bool = False
     decided_by: str = "paired test"
     run_dirs: list[Path] = field(default_factory=list)
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ProbeJudgement:
         return self.runs[-1][1]
 
     @property
@@ -369,7 +377,7 @@ class _Watch:
         self.judge, self.bench, self.base, self.template = judge, bench, base, template
         self.started = time.monotonic()
         self.judged: tuple[Path, int] | None = None
-        self.last: Verdict | None = None
+        self.last: ProbeJudgement | None = None
 
     def now(self) -> Progress:
         run_dir = _newest_run(self.base)
@@ -443,8 +451,8 @@ def bisect(
         while True:
             verdict = _measure(step, k)
             step.runs.append((k, verdict))
-            if verdict.word != "unsure":
-                step.changed = verdict.word == "changed"
+            if verdict.decided:
+                step.changed = verdict.changed
                 break
             if k * 2 > max_rounds:
                 if reference is None:  # BAD itself: no verdict is no change found
@@ -460,7 +468,7 @@ def bisect(
         report(step)
         return step
 
-    def _measure(step: Probe, k: int) -> Verdict:
+    def _measure(step: Probe, k: int) -> ProbeJudgement:
         number = len(probes) + 1
         # This paired run's own results base: its run directory, data and output, kept.
         step_base = folder / f"{number}-{step.commit[:10]}-{k}r"

@@ -16,6 +16,7 @@ from pytest_dlbench.core.lazy import face_getattr
 if TYPE_CHECKING:
     from pytest_dlbench.results.figures.busy import (
         BUSY_CORES,
+        busy_note,
         busy_share,
         busy_stats,
         machine_busy,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         MFU_ERROR,
         MIG_REASON,
         dtype_of,
+        no_mfu_reason,
         table_peak,
     )
     from pytest_dlbench.results.figures.plausibility import (
@@ -79,7 +81,9 @@ if TYPE_CHECKING:
 
 #: Each module of the room and the names of its face.
 _HOMES = {
-    "busy": ("BUSY_CORES", "busy_share", "busy_stats", "machine_busy", "outside_cores"),
+    "busy": (
+        "BUSY_CORES", "busy_note", "busy_share", "busy_stats", "machine_busy", "outside_cores",
+    ),
     "compiled": ("CompileRow", "compile_rows", "compile_summary"),
     "doubt": ("figure_doubt", "figures_in_doubt"),
     "machine": (
@@ -90,7 +94,9 @@ _HOMES = {
         "MILABENCH", "MILARUN", "SCORES", "bench_figure", "counted_as_zero", "suite_score",
         "trimmed_mean",
     ),
-    "peaks": ("CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "dtype_of", "table_peak"),
+    "peaks": (
+        "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "dtype_of", "no_mfu_reason", "table_peak",
+    ),
     "plausibility": ("FACTOR", "WallClockCheck", "timed_by_bench", "wall_clock_check"),
     "reference": ("SLOW_BELOW", "milabench_arguments", "nearest_published", "reference_lines"),
     "scaling": ("scaling_rows",),
@@ -104,16 +110,16 @@ _HOMES = {
 }
 
 __all__ = [
-    "baseline_warnings", "bench_figure", "block_rates", "BUSY_CORES", "busy_share", "busy_stats",
-    "CEILING_ERROR", "check_usage", "compile_rows", "compile_summary", "CompileRow",
+    "baseline_warnings", "bench_figure", "block_rates", "BUSY_CORES", "busy_note", "busy_share",
+    "busy_stats", "CEILING_ERROR", "check_usage", "compile_rows", "compile_summary", "CompileRow",
     "counted_as_zero", "dtype_of", "FACTOR", "figure_doubt", "figures_in_doubt", "load_run",
     "machine_busy", "machine_differences", "MAX_STD_PENALTY", "MFU_ERROR", "MIG_REASON",
     "MILABENCH", "milabench_arguments", "milabench_figure", "MILARUN", "nearest_published",
-    "outside_cores", "param_names", "readiness_error", "readiness_problems", "readiness_warning",
-    "reference_lines", "render_state", "run_from_records", "scaling_rows", "SCORES", "SLOW_BELOW",
-    "state_differences", "step_stats", "suite_score", "summarize_bench", "summarize_dir",
-    "summarize_runs", "sweep_csv", "sweep_rows", "SweepRow", "table_peak", "telemetry_stats",
-    "timed_by_bench", "trimmed_mean", "UNRELIABLE_STD", "validate_usage", "wall_clock_check",
-    "WallClockCheck",
+    "no_mfu_reason", "outside_cores", "param_names", "readiness_error", "readiness_problems",
+    "readiness_warning", "reference_lines", "render_state", "run_from_records", "scaling_rows",
+    "SCORES", "SLOW_BELOW", "state_differences", "step_stats", "suite_score", "summarize_bench",
+    "summarize_dir", "summarize_runs", "sweep_csv", "sweep_rows", "SweepRow", "table_peak",
+    "telemetry_stats", "timed_by_bench", "trimmed_mean", "UNRELIABLE_STD", "validate_usage",
+    "wall_clock_check", "WallClockCheck",
 ]
 __getattr__ = face_getattr(__name__, _HOMES)

@@ -33,8 +33,8 @@ from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.measure.monitor.summary import as_float, timed_window
 from pytest_dlbench.measure.records import RunRecords
 
-__all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_share", "busy_stats", "machine_busy",
-           "outside_cores", "outside_session_cores"]
+__all__ = ["BUSY_CORES", "BUSY_SHARE", "Busy", "busy_note", "busy_share", "busy_stats",
+           "machine_busy", "outside_cores", "outside_session_cores"]
 
 #: Outside CPU (in cores) that makes a sample busy: half a core, far above what a quiet
 #: machine's daemons use (a few percent of one core) and below a neighbour's burst (one core).
@@ -162,3 +162,15 @@ def busy_share(bench: Any) -> tuple[int, int, str]:
     busy = [r for r in ok if r.telemetry.get("busy")]
     why = busy[0].telemetry.get("busy_reason") if busy else None
     return len(busy), len(ok), str(why or "other processes used the CPU")
+
+
+def busy_note(bench: Any) -> str | None:
+    """Why a benchmark's figures measure the machine's load as well as its code: some of its
+    runs were taken while other processes used the CPU (:func:`busy_share`, the count the
+    gate's doubts read), the words every report prints, in a plain run too; None when no run
+    was busy."""
+    busy, ok, why = busy_share(bench)
+    if not busy:
+        return None
+    return (f"{busy} of {ok} run{'s' if ok != 1 else ''} while {why}: its figures measure this "
+            "machine's load as well as the code")

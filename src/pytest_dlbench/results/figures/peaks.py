@@ -30,7 +30,8 @@ from typing import Any
 from pytest_dlbench.results.model.summary import BenchSummary
 
 __all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "PEAKS", "PEAK_AGREEMENT",
-           "MeasuredPeak", "dtype_of", "is_mig_slice", "stable_peak", "table_peak", "with_mfu"]
+           "MeasuredPeak", "dtype_of", "is_mig_slice", "no_mfu_reason", "stable_peak", "table_peak",
+           "with_mfu"]
 
 #: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
 #: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
@@ -232,6 +233,24 @@ def with_mfu(benches: tuple[BenchSummary, ...]) -> tuple[BenchSummary, ...]:
         else:
             out.append(replace(b, mfu=b.tflops / found.tflops, peak_source=found.source))
     return tuple(out)
+
+
+def no_mfu_reason(b: BenchSummary) -> str | None:
+    """Why a benchmark whose TFLOP/s is shown has no MFU (None: it has one, or the TFLOP/s is
+    not shown either): the peak's own reason (``peak_source``: a matmul too noisy for a peak),
+    else that no peak is known for its device (:func:`with_mfu`). The reports only print it."""
+    if b.mfu is not None or b.mfu_error or b.tflops is None:
+        return None
+    if b.peak_source:
+        return str(b.peak_source)
+    run = next((r for r in b.runs if r.ok), None)
+    device = (run.device_name if run is not None else None) or "this device"
+    dtype = run.dtype if run is not None else "fp32"
+    if b.units == "TFLOP/s":
+        return (f"no datasheet peak for {device} ({dtype}): a matmul benchmark is the peak of "
+                "the others, not its own")
+    return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
+            f"matmul benchmark of {dtype} in this run to measure one")
 
 
 def _flops_error(b: BenchSummary, why: str, source: str) -> BenchSummary:

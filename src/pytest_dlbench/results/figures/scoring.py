@@ -24,7 +24,13 @@ from pytest_dlbench.core.numbers import (
     weighted_geomean,
 )
 from pytest_dlbench.core.protocol import Status
-from pytest_dlbench.layout import SUITE_WEIGHTED, parse_stream_name, read_manifest, stream_paths
+from pytest_dlbench.layout import (
+    Manifest,
+    ManifestEntry,
+    parse_stream_name,
+    read_manifest,
+    stream_paths,
+)
 from pytest_dlbench.measure.rates import Rates
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, RecordScan
@@ -359,18 +365,20 @@ def milabench_figure(rates: Iterable[float]) -> float | None:
 
 
 def summarize_bench(
-    name: str, runs: Sequence[RunResult], entry: Mapping[str, Any] | None = None
+    name: str, runs: Sequence[RunResult], entry: ManifestEntry | None = None
 ) -> BenchSummary:
-    """perf, total, std, std%, perf_adj of one benchmark; ``entry`` is its manifest entry."""
-    entry = entry or {}
+    """perf, total, std, std%, perf_adj of one benchmark; ``entry`` is its manifest entry (what
+    it does not say, the runs say)."""
+    entry = entry or ManifestEntry()
     runs = tuple(sorted(runs, key=lambda r: (r.repeat or 0, r.device, r.path or "")))
     first = runs[0] if runs else None
-    weight = float(entry.get("weight", first.weight if first else 0.0) or 0.0)
-    enabled = bool(entry.get("enabled", first.enabled if first else True))
-    plan = entry.get("plan") or {}
-    method = str(plan.get("method") or (first.method if first else "per_gpu"))
-    units = str(entry.get("units") or (first.units if first else None) or DEFAULT_UNITS)
-    metric = str(entry.get("metric") or (first.metric if first else None) or THROUGHPUT)
+    weight = entry.weight if entry.weight is not None else first.weight if first else 0.0
+    weight = float(weight or 0.0)
+    enabled = bool(entry.enabled if entry.enabled is not None else
+                   first.enabled if first else True)
+    method = str(entry.method or (first.method if first else "per_gpu"))
+    units = str(entry.units or (first.units if first else None) or DEFAULT_UNITS)
+    metric = str(entry.metric or (first.metric if first else None) or THROUGHPUT)
     ok = [r for r in runs if r.ok and r.rate is not None]
     # A run that skipped itself (it cannot run here) is neither measured nor failed.
     counted = [r for r in runs if not r.skipped]
@@ -429,17 +437,19 @@ def _unreliable(
 # -- the suite --------------------------------------------------------------------------------
 def summarize_runs(
     runs: Iterable[RunResult],
-    manifest: Mapping[str, Any] | None = None,
+    manifest: Manifest | Mapping[str, Any] | None = None,
     *,
     run_dir: str | None = None,
 ) -> SuiteSummary:
     """Group runs by benchmark and score the suite.
 
-    With a ``manifest`` (``{"suite": ..., "benchmarks": {name: {weight, enabled, ...}}}``),
-    its benchmarks come first in its order, its weights win, and a listed benchmark with no run
-    is kept (``n == 0``) and, when weighted, makes the score incomplete.
+    With a ``manifest`` (layout.Manifest, or a mapping read as its file: ``{"suite": ...,
+    "benchmarks": {name: {weight, enabled, ...}}}``), its benchmarks come first in its order,
+    its weights win, and a listed benchmark with no run is kept (``n == 0``) and, when
+    weighted, makes the score incomplete.
     """
-    entries: Mapping[str, Any] = (manifest or {}).get("benchmarks") or {}
+    manifest = Manifest.of(manifest)
+    entries = manifest.benchmarks
     by_bench: dict[str, list[RunResult]] = {}
     for run in runs:
         by_bench.setdefault(run.bench, []).append(run)
@@ -453,14 +463,14 @@ def summarize_runs(
     failed = sum(b.fail for b in benches)
     # The suites' weighted benchmarks not selected (-k, -m, --bench-select): a subset's score.
     # Never incomplete for it: it was not asked for.
-    suite_weighted = (manifest or {}).get(SUITE_WEIGHTED) or ()
+    suite_weighted = manifest.suite_weighted or ()
     return SuiteSummary(
         benchmarks=benches,
         score=score,
         incomplete=incomplete,
         failure_rate=failed / n_runs if n_runs else 0.0,
         run_dir=run_dir,
-        suite=(manifest or {}).get("suite"),
+        suite=manifest.suite,
         left_out=tuple(dict.fromkeys(str(n) for n in suite_weighted if n not in names)),
     )
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dlbench.core.errors import DlbenchError
-from pytest_dlbench.layout import read_manifest
+from pytest_dlbench.layout import Manifest, read_manifest
 from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["METRIC_COLUMNS", "SweepRow", "sweep_csv", "sweep_rows"]
@@ -116,7 +116,7 @@ def _row(bench: BenchSummary, params: Mapping[str, Any]) -> SweepRow:
 
 def sweep_rows(
     summary: SuiteSummary,
-    manifest: Mapping[str, Any] | None = None,
+    manifest: Manifest | None = None,
     *,
     matrix_only: bool = False,
 ) -> list[SweepRow]:
@@ -128,11 +128,11 @@ def sweep_rows(
             manifest = read_manifest(summary.run_dir)
         except DlbenchError:
             manifest = None
-    entries: Mapping[str, Any] = (manifest or {}).get("benchmarks") or {}
+    entries = manifest.benchmarks if manifest is not None else {}
     rows = []
     for bench in summary.benchmarks:
-        entry = entries.get(bench.name) or {}
-        params = bench.matrix or dict(entry.get("matrix") or {})
+        entry = entries.get(bench.name)
+        params = bench.matrix or dict((entry.matrix if entry is not None else None) or {})
         if matrix_only and not params:
             continue
         rows.append(_row(bench, params))

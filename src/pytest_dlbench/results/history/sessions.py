@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.layout import Manifest, ManifestEntry
 from pytest_dlbench.results.figures.scoring import summarize_runs
 from pytest_dlbench.results.history.records import summary_machine
 from pytest_dlbench.results.model.run_result import RunResult
@@ -67,21 +67,19 @@ def merge_sessions(summaries: Sequence[SuiteSummary],
     _check_machines(summaries, names)
     runs: list[RunResult] = []
     sessions: dict[str, list[tuple[float, ...]]] = {}
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, ManifestEntry] = {}
     offset = 0
     for summary in summaries:
         top = 0
         for bench in summary.benchmarks:
-            entries.setdefault(bench.name, {"weight": bench.weight, "enabled": bench.enabled,
-                                            "units": bench.units, "metric": bench.metric,
-                                            "plan": {"method": bench.method}})
+            entries.setdefault(bench.name, bench.manifest_entry)
             sessions.setdefault(bench.name, []).extend(_sessions_of(bench))
             for run in bench.runs:
                 repeat = run.repeat or 0
                 top = max(top, repeat + 1)
                 runs.append(dataclasses.replace(run, repeat=offset + repeat))
         offset += top
-    merged = summarize_runs(runs, {"suite": summaries[-1].suite, "benchmarks": entries})
+    merged = summarize_runs(runs, Manifest(suite=summaries[-1].suite, benchmarks=entries))
     benches = tuple(dataclasses.replace(b, session_rates=tuple(sessions.get(b.name, ())))
                     for b in merged.benchmarks)
     latest = next((s.provenance for s in reversed(summaries) if s.provenance is not None), None)

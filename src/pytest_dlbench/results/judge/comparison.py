@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.layout import Against
 from pytest_dlbench.results.judge import causes
 from pytest_dlbench.results.judge.noise import Drift
 from pytest_dlbench.results.judge.stats import BETWEEN_RUNS, TESTS, describe_test
@@ -113,8 +114,9 @@ class Comparison:
     test: str = BETWEEN_RUNS
     #: Paired comparisons: what each run of a pair contributes, "window" or "median".
     pair_rate: str | None = None
-    #: Paired comparisons: the base revision and how it ran ({"rev", "sha", "rounds", ...}).
-    against: Mapping[str, Any] | None = None
+    #: Paired comparisons: the base revision and how it ran (``against.json``, with where
+    #: each benchmark's rounds stopped).
+    against: Against | None = None
     #: Why the score's verdict is what it is, one line.
     score_reason: str = ""
     #: The doubts on the weighted benchmarks' figures the score's verdict saw.
@@ -197,8 +199,8 @@ class Comparison:
     def _stop(self, name: str) -> Mapping[str, Any]:
         """Where a paired benchmark's rounds ended (results/judge/paired.py's ``stops``), {} if
         unknown: a sequential run interrupted before its rule could decide has none."""
-        stops = (self.against or {}).get("stops") or {}
-        stop = stops.get(name) if isinstance(stops, Mapping) else None
+        stops = (self.against.stops if self.against is not None else None) or {}
+        stop = stops.get(name)
         return stop if isinstance(stop, Mapping) else {}
 
     def _cut_short(self, row: BenchComparison) -> bool:
@@ -208,8 +210,8 @@ class Comparison:
         used, planned = stop.get("rounds_used"), stop.get("rounds")
         if isinstance(used, int) and isinstance(planned, int):
             return used < planned and stop.get("stopped") != "clear"  # paired.CLEAR: decided
-        asked = (self.against or {}).get("rounds")
-        return isinstance(asked, int) and row.samples[0] < asked
+        asked = self.against.rounds if self.against is not None else None
+        return asked is not None and row.samples[0] < asked
 
     @property
     def rounds_ran(self) -> tuple[int, int, int | None] | None:
@@ -228,8 +230,7 @@ class Comparison:
                 ran.append(row.samples[0])  # interrupted before its rule decided: its pairs
         if not ran:
             return None
-        asked = self.against.get("rounds")
-        return min(ran), max(ran), asked if isinstance(asked, int) else None
+        return min(ran), max(ran), self.against.rounds
 
     @property
     def inconclusive_why(self) -> str:
@@ -249,6 +250,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {**_as_json(self), "benchmarks": {b.name: b.to_dict() for b in self.benchmarks},
+                "against": self.against.to_dict() if self.against is not None else None,
                 "regressed": self.regressed, "inconclusive": self.inconclusive,
                 "inconclusives": list(self.inconclusives), "rule": self.rule,
                 "ratio_name": self.ratio_name, "ratios": self.ratio_keys()}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core import untrusted
 from pytest_dlbench.core.numbers import is_integer
-from pytest_dlbench.layout import confirm_done, confirm_streams
+from pytest_dlbench.layout import Manifest, confirm_done, confirm_streams
 from pytest_dlbench.results.figures.scoring import load_run, summarize_runs
 from pytest_dlbench.results.judge.saved import compare_summaries
 from pytest_dlbench.results.judge.verdict import (
@@ -103,10 +103,8 @@ def confirm(
     extra = [r for r in runs if r.bench in names]
     ok = [r for r in extra if r.ok and r.rate is not None]
     # The first pass's benchmarks as a manifest: their order, weights and units stay.
-    manifest = {"suite": first.suite, "benchmarks": {
-        b.name: {"weight": b.weight, "enabled": b.enabled, "units": b.units,
-                 "metric": b.metric, "plan": {"method": b.method}}
-        for b in first.benchmarks}}
+    manifest = Manifest(suite=first.suite,
+                        benchmarks={b.name: b.manifest_entry for b in first.benchmarks})
     combined = summarize_runs([*first.runs, *ok], manifest, run_dir=first.run_dir)
     combined = dataclasses.replace(combined, provenance=first.provenance)
     after = compare_summaries(combined, baseline, tolerance=tolerance, alpha=alpha, drifts=drifts)

@@ -20,9 +20,9 @@ from pytest_dlbench.results.judge.stats import combine_log_ratios, p_in_directio
 from pytest_dlbench.results.model.summary import BenchSummary
 
 __all__ = ["DEFAULT_BETWEEN_RUN_CV", "DEFAULT_SESSION_DRIFT_CV", "MIN_SESSION_DRIFT_CV",
-           "MAX_FIGURE", "Drift", "Evidence", "SideNoise", "between_run_cv", "combined_evidence",
-           "doubts", "estimate_drift", "evidence", "out_of_range", "range_note", "score_evidence",
-           "session_drift", "side_noise"]
+           "MAX_FIGURE", "Drift", "NoiseEvidence", "SideNoise", "between_run_cv",
+           "combined_evidence", "doubts", "estimate_drift", "evidence", "out_of_range",
+           "range_note", "score_evidence", "session_drift", "side_noise"]
 
 #: One run's variation between runs, and a session's drift between sessions, assumed where the
 #: baseline does not measure them; the least drift taken (docs/reports.md: measured on a shared
@@ -77,8 +77,9 @@ class SideNoise:
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What the two sides say of their ratio: one-sided p-values, the interval, the noise."""
+class NoiseEvidence:
+    """What the two sides say of their ratio: one-sided p-values, the interval, the noise (the
+    verdict core takes it as its own ``Evidence``: :attr:`judged`)."""
 
     ratio: float
     p_lower: float  # that the current side is slower
@@ -206,7 +207,7 @@ def side_noise(bench: BenchSummary, rate: float, model: tuple[float, float, str]
 def evidence(
     current: BenchSummary, baseline: BenchSummary, cur_rate: float, base_rate: float,
     *, alpha: float, known_drift: Drift | None = None,
-) -> Evidence:
+) -> NoiseEvidence:
     """The test of ``cur_rate / base_rate`` (both positive) with the noise between runs and
     the drift between the two sessions (the baseline's model describes both: one machine;
     ``known_drift``: the machine's history's estimate, for a baseline of one session), and the
@@ -217,7 +218,7 @@ def evidence(
     doubted = tuple(doubts(current, baseline, faster=cur_rate / base_rate > 1))
     diff = cur.log_rate - base.log_rate
     (p_lower, p_higher), ci = t_test(diff, (*cur.parts, *base.parts), alpha)
-    return Evidence(math.exp(diff), p_lower, p_higher, ci, cur, base, drift, doubted)
+    return NoiseEvidence(math.exp(diff), p_lower, p_higher, ci, cur, base, drift, doubted)
 
 
 def range_note(current: BenchSummary, baseline: BenchSummary) -> str | None:
@@ -253,7 +254,7 @@ def doubts(current: BenchSummary, baseline: BenchSummary, *, faster: bool = Fals
 # -- the score -------------------------------------------------------------------------------
 def score_evidence(
     rate_ratio: float | None,
-    terms: Sequence[tuple[float, Evidence, BenchSummary, BenchSummary]],
+    terms: Sequence[tuple[float, NoiseEvidence, BenchSummary, BenchSummary]],
     alpha: float,
 ) -> verdict.Evidence | None:
     """The score's evidence (None without a rate ratio): the weighted benchmarks'
@@ -270,10 +271,10 @@ def score_evidence(
 
 
 def combined_evidence(
-    terms: Sequence[tuple[float, Evidence]], alpha: float
+    terms: Sequence[tuple[float, NoiseEvidence]], alpha: float
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """One-sided p-values ``(p_lower, p_higher)`` of the weighted mean log ratio of the
-    benchmarks' :class:`Evidence` (``(weight, evidence)``) and its interval as a ratio; None
+    benchmarks' :class:`NoiseEvidence` (``(weight, evidence)``) and its interval as a ratio; None
     without any.
 
     A side judged by its own runs is independent of the other benchmarks (the score's evidence

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -37,8 +37,10 @@ from pytest_dlbench.results.judge.stats import (
 )
 from pytest_dlbench.results.judge.verdict import (
     ALPHA,
+    CHANGED,
     INCOMPARABLE,
     TOLERANCE,
+    UNSURE,
     Evidence,
     Rule,
     judge,
@@ -188,10 +190,8 @@ def _paired_adj(base: BenchSummary | None, cand: BenchSummary) -> tuple[float, f
     both = done(base) & done(cand)
 
     def adj(bench: BenchSummary) -> float:
-        entry = {"weight": bench.weight, "enabled": bench.enabled, "units": bench.units,
-                 "metric": bench.metric, "plan": {"method": bench.method}}
         runs = [r for r in bench.runs if (r.device, r.repeat or 0) in both]
-        return summarize_bench(bench.name, runs, entry).perf_adj if runs else 0.0
+        return summarize_bench(bench.name, runs, bench.manifest_entry).perf_adj if runs else 0.0
 
     return adj(cand), adj(base)
 
@@ -376,7 +376,7 @@ def compare_paired(
     alpha: float = ALPHA,
     test: str = PAIRED_TEST,
     rate: str = PAIRED_RATE,
-    against: Mapping[str, Any] | None = None,
+    against: layout.Against | None = None,
     warnings: Sequence[str] = (),
 ) -> Comparison:
     """The paired verdicts of a ``--bench-against`` run: ``candidate`` (the run directory) and
@@ -449,19 +449,20 @@ def compare_paired(
         score_ci=score_ci,
         test=test,
         pair_rate=rate,
-        against={**against, "design": design, "stops": stops} if against is not None else None,
+        against=(dataclasses.replace(against, design=design, stops=stops)
+                 if against is not None else None),
     ), base, candidate)
 
 
-def design_of(against: Mapping[str, Any] | None) -> tuple[str, int | None]:
+def design_of(against: layout.Against | None) -> tuple[str, int | None]:
     """(design, rounds) of a paired run as its ``against.json`` says: a run directory written
     before the sequential design (no ``design``) ran every round."""
-    info = against or {}
-    design = str(info.get("design") or FIXED)
+    info = against or layout.Against()
+    design = info.design or FIXED
     if design not in DESIGNS:
         raise ValueError(f"against.json: unknown design {design!r}: one of {', '.join(DESIGNS)}")
-    rounds = info.get("rounds")
-    return design, int(rounds) if isinstance(rounds, int) and rounds > 0 else None
+    rounds = info.rounds
+    return design, rounds if rounds is not None and rounds > 0 else None
 
 
 def stop_before(
@@ -516,9 +517,9 @@ def summarize_paired_dir(
     try:
         comparison = compare_paired(
             candidate, base, tolerance=tolerance, alpha=alpha,
-            test=test or str(against.get("test") or PAIRED_TEST),
-            rate=rate or str(against.get("rate") or PAIRED_RATE), against=against,
-            warnings=tuple(str(w) for w in against.get("warnings") or ()),
+            test=test or against.test or PAIRED_TEST,
+            rate=rate or against.rate or PAIRED_RATE, against=against,
+            warnings=against.warnings,
         )
     except ValueError as exc:  # a design, test or rate the file names that no code has
         if test is not None or rate is not None:
@@ -536,6 +537,16 @@ class Judgement:
     p: float | None
     pairs: int
     verdict: str  # the paired test's word (regressed, improved, unchanged, failed...)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the step is decided (CHANGED or SAME): bisect reads this, never the words."""
+        return self.word != UNSURE
+
+    @property
+    def changed(self) -> bool:
+        """Whether the step claims a change beyond the tolerance from GOOD."""
+        return self.word == CHANGED
 
     def closer_to(self, changed_ratio: float) -> bool:
         """Whether the ratio is nearer (in log) to ``changed_ratio`` than to 1: how an

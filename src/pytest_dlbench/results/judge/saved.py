@@ -68,7 +68,7 @@ def _time(bench: BenchSummary) -> float | None:
 
 def _compare_bench(
     name: str, cur: BenchSummary, base: BenchSummary, rule: Rule, known_drift: Drift | None,
-) -> tuple[BenchComparison, noise.Evidence | None]:
+) -> tuple[BenchComparison, noise.NoiseEvidence | None]:
     """One row, and the evidence behind its verdict (None when there was no test): the rates
     and what is shown beside them first, then the evidence, then the core's verdict."""
     cur_rate, base_rate = _rate(cur), _rate(base)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.layout import ManifestEntry
 from pytest_dlbench.results.model.run_result import (
     THROUGHPUT,
     TOTAL_TIME,
@@ -211,6 +212,13 @@ class BenchSummary:
     def telemetry(self) -> dict[str, Any]:
         """Peak memory (GPU, process RSS), energy and mean GPU load over the runs."""
         return combine_stats(r.telemetry for r in self.runs)
+
+    @property
+    def manifest_entry(self) -> ManifestEntry:
+        """This benchmark as a manifest entry: its order, weight and units kept when its runs
+        are summarised again (confirmation runs added, sessions merged, rounds paired)."""
+        return ManifestEntry(weight=self.weight, enabled=self.enabled, units=self.units,
+                             metric=self.metric, plan={"method": self.method})
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -3,9 +3,9 @@
 ``node`` runs this node's torchrun (under ``srun``, or started over ssh by ``launch``) and ends
 it at the run's deadline; ``launch`` runs on the main node, checks that every other node
 answers, starts them over ssh, relays their output and waits for all of them; the first node
-that fails stops the others and is the benchmark's reason (:mod:`.verdict`). ``slurm`` does the
-same inside a Slurm allocation, on its first node: one ``srun --label`` step with a ``node``
-launcher per node, whose lines it splits by node (:class:`.relay.LabelledOutput`).
+that fails stops the others and is the benchmark's reason (:mod:`.node_failure`). ``slurm``
+does the same inside a Slurm allocation, on its first node: one ``srun --label`` step with a
+``node`` launcher per node, whose lines it splits by node (:class:`.relay.LabelledOutput`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ from pytest_dlbench.run.launch.netif import (
     slurm_local_addr,
     socket_ifname_env,
 )
+from pytest_dlbench.run.launch.node_failure import (
+    NodeFailure,
+    first_failure,
+    record_end,
+    record_failure,
+)
 from pytest_dlbench.run.launch.relay import LabelledOutput, NodeOutput, exit_line, start_line
 from pytest_dlbench.run.launch.torchrun import (
     SHUTDOWN_TIMEOUT_S,
@@ -46,12 +52,6 @@ from pytest_dlbench.run.launch.torchrun import (
     ssh_options,
     ssh_target,
     torchrun_command,
-)
-from pytest_dlbench.run.launch.verdict import (
-    NodeFailure,
-    first_failure,
-    record_end,
-    record_verdict,
 )
 
 __all__ = ["NodeJob", "forwarded_env", "join_timeout", "launch_nodes", "main", "run_nodes",
@@ -362,7 +362,7 @@ def run_srun(
 ) -> tuple[int, Outcome | None, NodeFailure | None]:
     """Run an ``srun --label`` step of node launchers and wait for it; stop it soon after a
     node's launcher fails. Returns the exit status, the outcome to record when it failed, and
-    the failing node (recorded with :func:`.verdict.record_verdict`), if one is known.
+    the failing node (recorded with :func:`.node_failure.record_failure`), if one is known.
 
     ``names`` are the allocation's nodes in order (task ``i`` on the ``i``-th). A failure that
     is another node's echo waits up to ``settle_s`` for its cause, as over ssh
@@ -467,7 +467,7 @@ def _run_slurm(args: argparse.Namespace) -> int:
                         addrs=dict(a.split("=", 1) for a in args.addr))
     code, outcome, cause = run_srun(srun_command(argv, nnodes=args.nnodes, label=True), names)
     if cause is not None:
-        _say(record_verdict(stream, cause).reason)
+        _say(record_failure(stream, cause).reason)
     elif outcome is not None:
         _say(record_end(stream, outcome, replace_rank_end=True).reason)
     return code
@@ -478,7 +478,7 @@ def _run_slurm(args: argparse.Namespace) -> int:
 
 def _fail_now(stream: str | None, job: NodeJob, lines: Sequence[str], code: int) -> int:
     failure = NodeFailure(job.name, job.ip, code, tuple(lines), job.remote)
-    outcome = record_verdict(stream, failure)
+    outcome = record_failure(stream, failure)
     _say(outcome.reason)
     return code
 
@@ -540,7 +540,7 @@ def _run_launch(args: argparse.Namespace) -> int:
     code, failures = run_nodes(jobs, env=env)
     cause = first_failure(failures)
     if code != 0 and cause is not None:
-        _say(record_verdict(stream, cause).reason)
+        _say(record_failure(stream, cause).reason)
     return code
 
 

@@ -23,7 +23,7 @@ from pytest_dlbench.core.protocol import Outcome, Status
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event
 
-__all__ = ["NodeFailure", "first_failure", "record_end", "record_verdict"]
+__all__ = ["NodeFailure", "first_failure", "record_end", "record_failure"]
 
 #: ssh's exit status for its own errors (it could not connect, the connection died).
 SSH_ERROR = 255
@@ -137,7 +137,7 @@ def _last_line(data: bytes) -> tuple[int, bytes]:
     return start, body[start:]
 
 
-def record_verdict(stream: str | os.PathLike[str] | None, failure: NodeFailure) -> Outcome:
+def record_failure(stream: str | os.PathLike[str] | None, failure: NodeFailure) -> Outcome:
     """Make ``failure`` the benchmark's reason: the ``end`` record of the job's stream.
 
     When another node failed first, the main node's reporting rank has usually ended the
