@@ -215,6 +215,15 @@ class FixtureRuns:
             self._run_dir = _free_run_dir(results_base(self.config), self.run_name)
         node.workerinput[WORKER_KEY] = str(self._run_dir)
 
+    @pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
+    def name_benchmarks(self, items: list[pytest.Item]) -> None:
+        """Each test that uses the fixture gets its benchmark's name (plugin/fixture_names.py)
+        from every test collected, before ``-k`` or ``-m`` deselects any: a subset's rows keep
+        the names of the whole run's."""
+        from pytest_dlbench.plugin.fixture_names import name_items
+
+        name_items(items)
+
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         """A ``bench_steps`` marker that cannot be used stops the run before any test runs."""
