@@ -6,7 +6,8 @@
                                 "incomplete" rule needs the ones that never wrote a stream),
                                 and the suites' weighted ones (a subset's score says so)
     specs/<bench>.json          the resolved spec a child process (or torchrun rank) runs
-    <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark
+    <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark (a bench
+                                fixture test's id escaped: test_x%5B8%5D.D0.data)
     <bench>.D<k>[.R<r>].log     that run's child output
     against.json                a --bench-against run: the base revision (rev, sha, worktree),
                                 the rounds, their order and the paired test
