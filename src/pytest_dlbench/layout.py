@@ -344,10 +344,11 @@ def is_test_id(name: str) -> bool:
 
 def _escape(name: str) -> str:
     """``name`` with what a file name or a benchmark's name may not hold (suite.spec.name_problem:
-    separators, ``[``, ``]``, ``:``, control characters, a leading ``.``) and ``%`` itself written
-    ``%XX`` (its UTF-8 bytes): ``test_x[8]`` is ``test_x%5B8%5D``."""
+    separators, ``[``, ``]``, ``:``, control characters, lone surrogates, a leading ``.``) and
+    ``%`` itself written ``%XX`` (its UTF-8 bytes): ``test_x[8]`` is ``test_x%5B8%5D``."""
     def escaped(position: int, char: str) -> bool:
-        return (char in "%/\\[]:" or ord(char) < 32 or 127 <= ord(char) < 160
+        code = ord(char)
+        return (char in "%/\\[]:" or code < 32 or 127 <= code < 160 or 0xD800 <= code < 0xE000
                 or (position == 0 and char == "."))
 
     return "".join("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))

@@ -170,8 +170,8 @@ class ProcessTree:
                  session: SessionCpu | None = None) -> None:
         """``marker``: the run's ``DLBENCH_STREAM`` (default: this process's, when ``pid`` is
         this process; :data:`OWN_TREE`: none); the tree is rooted at :func:`run_root`.
-        ``session``: the CPU of the
-        session around the run, sampled with the machine's (``session_cpu_percent``)."""
+        ``session``: the CPU of the session around the run, sampled with the machine's
+        (``session_cpu_percent``)."""
         self.psutil = psutil
         self.session = session
         if marker is None and pid == os.getpid():
