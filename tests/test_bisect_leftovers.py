@@ -21,6 +21,7 @@ from test_bisect import fake_steps, git, make_repo, worktrees
 from test_bisect_progress import Verdict
 
 from pytest_dlbench.cli import main
+from pytest_dlbench.results import paired
 from pytest_dlbench.run import bisect as bisect_module
 from pytest_dlbench.run.against import LOCK_REASON, WORKTREE_PREFIX
 from pytest_dlbench.run.bisect import LEFTOVERS, remove_leftovers
@@ -32,6 +33,7 @@ KILLED = textwrap.dedent(
     import subprocess, sys, time
     from pathlib import Path
     from pytest_dlbench.cli import main
+from pytest_dlbench.results import paired
     from pytest_dlbench.run import bisect
 
     STEP = (
@@ -128,7 +130,9 @@ def test_a_gone_bisects_worktree_is_removed_and_said(
                          started=started - 1, worktrees=[str(left)])
     monkeypatch.chdir(repo)
     fake_steps(monkeypatch, {}, slow=1)
-    monkeypatch.setattr("pytest_dlbench.results.paired.judge_paired_run",
+    # The module object the command imports (a string target may reach a copy that an
+    # in-process pytester run took out of sys.modules).
+    monkeypatch.setattr(paired, "judge_paired_run",
                         lambda run_dir, bench, **_: Verdict("same", 1.0, (0.98, 1.02), 4))
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     out = capsys.readouterr().out
