@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,7 +34,6 @@ KILLED = textwrap.dedent(
     import subprocess, sys, time
     from pathlib import Path
     from pytest_dlbench.cli import main
-from pytest_dlbench.results import paired
     from pytest_dlbench.run import bisect
 
     STEP = (
@@ -107,6 +107,12 @@ def test_the_next_bisect_removes_what_a_sigkilled_one_left(
         proc.communicate(timeout=60)
     assert len(worktrees(repo)) == 3  # the user's, the bisect's and its step's
     assert registry.exists()
+    # The step was orphaned: it is gone once the system has reaped it.
+    listing = git(repo, "worktree", "list", "--porcelain")
+    (step_pid,) = {int(pid) for pid in re.findall(r"pid (\d+) on", listing)} - {proc.pid}
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{step_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
     # The next bisect removes both as it starts, though it stops before a step of its own.
     monkeypatch.chdir(repo)
