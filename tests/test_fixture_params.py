@@ -200,3 +200,28 @@ def test_the_docs_parametrized_example_runs(pytester: pytest.Pytester) -> None:
                                            "--bench-fixture-steps=1,3")
     assert result.ret == 0, result.stdout.str()
     assert rows(result) == ["test_mlp_batch[16]", "test_mlp_batch[64]"]
+
+
+@pytest.mark.slow
+def test_a_paired_run_of_a_parametrized_test(pytester: pytest.Pytester) -> None:
+    """--bench-against: the rounds' children stream under the parent's names, read back."""
+    import subprocess
+
+    one = "\n\n\n@".join(PARAMS.replace("[8, 16]", "[8]").split("\n\n\n@")[:2])
+    pytester.makepyfile(test_params=one)
+    pytester.makeini("[pytest]\naddopts = --bench-against=main --bench-rounds=2\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": "/"}
+    for args in (["init", "-q", "-b", "main"], ["add", "test_params.py", "tox.ini"],
+                 ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=pytester.path, check=True, capture_output=True,
+                       env=env)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out")
+    assert result.ret in (0, 6, 9), result.stdout.str()  # 2 rounds prove nothing either way
+    (run_dir,) = (pytester.path / "out" / "runs").iterdir()
+    names = ["test_step%5B8%5D.D0.R0.data", "test_step%5B8%5D.D0.R1.data"]
+    assert sorted(p.name for p in run_dir.glob("*.data")) == names
+    assert sorted(p.name for p in (run_dir / "base").glob("*.data")) == names
+    for path in run_dir.glob("*.data"):
+        assert json.loads(path.read_text().splitlines()[0])["spec"]["name"] == "test_step[8]"
+    result.stdout.fnmatch_lines(["*test_step[[]8[]]*"])
