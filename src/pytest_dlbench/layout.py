@@ -6,7 +6,8 @@
                                 "incomplete" rule needs the ones that never wrote a stream),
                                 and the suites' weighted ones (a subset's score says so)
     specs/<bench>.json          the resolved spec a child process (or torchrun rank) runs
-    <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark
+    <bench>.D<k>[.R<r>].data    one JSON-lines stream per run of a benchmark (a bench
+                                fixture test's id escaped: test_x%5B8%5D.D0.data)
     <bench>.D<k>[.R<r>].log     that run's child output
     against.json                a --bench-against run: the base revision (rev, sha, worktree),
                                 the rounds, their order and the paired test
@@ -48,7 +49,7 @@ from pytest_dlbench.core.numbers import is_integer, printable
 from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.suite import BenchSpec
-from pytest_dlbench.suite.spec import name_problem
+from pytest_dlbench.suite.spec import MAX_NAME_BYTES, name_problem
 
 __all__ = [
     "Against",
@@ -83,6 +84,7 @@ __all__ = [
     "DEFAULT_BASE",
     "results_base",
     "item_name",
+    "is_test_id",
     "json_safe",
     "log_path",
     "make_run_dir",
@@ -97,6 +99,7 @@ __all__ = [
     "stream_path",
     "side_dir",
     "stream_paths",
+    "fit_test_id",
     "write_against",
     "work_dir",
     "write_manifest",
@@ -388,10 +391,71 @@ def read_against(run_dir: str | PathLike[str]) -> Against | None:
 # -- streams -------------------------------------------------------------------------------------
 
 
+def is_test_id(name: str) -> bool:
+    """Whether ``name`` is a pytest test id (the ``bench`` fixture's benchmark of a
+    parametrized test, ``test_x[8]``, or one qualified by its class or module,
+    ``TestSmall::test_speed``): a benchmark's name holds neither ``[`` nor ``::``."""
+    return "[" in name or "::" in name
+
+
+def _escape(name: str) -> str:
+    """``name`` with what a file name or a benchmark's name may not hold (suite.spec.name_problem:
+    separators, ``[``, ``]``, ``:``, control characters, lone surrogates, a leading ``.``) and
+    ``%`` itself written ``%XX`` (its UTF-8 bytes): ``test_x[8]`` is ``test_x%5B8%5D``."""
+    def escaped(position: int, char: str) -> bool:
+        code = ord(char)
+        return (char in "%/\\[]:" or code < 32 or 127 <= code < 160 or 0xD800 <= code < 0xE000
+                or (position == 0 and char == "."))
+
+    return "".join("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+                   if escaped(i, char) else char for i, char in enumerate(name))
+
+
+def _stream_stem(bench: str) -> str:
+    """The file-name stem of ``bench``'s streams: a benchmark's name as it is (one that is
+    unsafe is refused); a test id (and a name with ``%``) escaped (:func:`_escape`), read back
+    by :func:`parse_stream_name`."""
+    if not is_test_id(bench):
+        _bench_component(bench)
+        if "%" not in bench:
+            return bench
+    return _bench_component(_escape(bench))
+
+
+def _unescaped(stem: str) -> str:
+    """The name of a stream's stem: its ``%XX`` escapes read back (:func:`_stream_stem`)."""
+    if "%" not in stem:
+        return stem
+    from urllib.parse import unquote
+
+    return unquote(stem, errors="surrogatepass")
+
+
+def fit_test_id(test_id: str) -> str:
+    """``test_id`` when its streams' names fit (:data:`MAX_NAME_BYTES` once escaped), else a
+    shorter name that does and stays unique, and a test id: its start and ``[~HASH]``, a hash
+    of the whole id."""
+    def fits(name: str) -> bool:
+        return len(_escape(name).encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+
+    if fits(test_id):
+        return test_id
+    import hashlib
+
+    digest = hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    tag = f"[~{digest}]"
+    keep = len(test_id)
+    while keep > 0 and not fits(test_id[:keep] + tag):
+        keep -= 1
+    return test_id[:keep] + tag
+
+
 def stream_path(run_dir: str | PathLike[str], bench: str, device: int,
                 repeat: int | None = None) -> Path:
-    _bench_component(bench)
-    name = f"{bench}.D{int(device)}" + (f".R{int(repeat)}" if repeat is not None else "")
+    """``<run_dir>/<bench>.D<device>[.R<repeat>].data``; a test id's name escaped
+    (:func:`is_test_id`)."""
+    stem = _stream_stem(bench)
+    name = f"{stem}.D{int(device)}" + (f".R{int(repeat)}" if repeat is not None else "")
     return Path(run_dir) / _component(name + STREAM_SUFFIX, "stream name")
 
 
@@ -405,9 +469,10 @@ def parse_stream_name(path: str | PathLike[str] | None) -> StreamName:
     name = Path(path).name if path else ""
     match = _STREAM_NAME.match(name)
     if match is None:
-        return StreamName(Path(name).stem if name else "?", 0)
+        return StreamName(_unescaped(Path(name).stem) if name else "?", 0)
     repeat = match["repeat"]
-    return StreamName(match["bench"], int(match["device"]), int(repeat) if repeat else None)
+    return StreamName(_unescaped(match["bench"]), int(match["device"]),
+                      int(repeat) if repeat else None)
 
 
 def stream_paths(run_dir: str | PathLike[str]) -> list[Path]:

@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
     def started(plan: BisectPlan) -> None:
         folder.append(plan.folder)
+        for worktree in plan.removed:  # run/bisect.remove_leftovers
+            say(f"bisect: removed {printable(str(worktree))}, a worktree a killed run left")
         say(f"bisect: {plan.commits} commit{'s' if plan.commits != 1 else ''} after "
             f"{printable(args.good)} up to {printable(args.bad)}, at most {plan.max_steps} "
             f"step{'s' if plan.max_steps != 1 else ''} (BAD first); each step's run kept in "

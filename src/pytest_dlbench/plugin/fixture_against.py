@@ -120,7 +120,9 @@ class FixtureAgainst:
             base_root = self.side.path
         roots = {layout.CANDIDATE: (rootdir, source_paths(self.side.repo, rootdir)),
                  layout.BASE: (base_root, source_paths(self.side.path, base_root))}
-        name = item.name.replace("/", "_")
+        from pytest_dlbench.plugin.fixture_names import row_name
+
+        name = row_name(item)  # each child reads it back from the stream's name it is given
         # The candidate's marker (or the option) decides both sides' steps: a pair compares
         # the same work, whatever the base revision's marker said.
         from pytest_dlbench.plugin.fixture_steps import item_steps, steps_env

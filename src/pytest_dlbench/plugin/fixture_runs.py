@@ -16,7 +16,7 @@ an ordinary test run pays only a few lookups.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,12 +215,19 @@ class FixtureRuns:
             self._run_dir = _free_run_dir(results_base(self.config), self.run_name)
         node.workerinput[WORKER_KEY] = str(self._run_dir)
 
+    @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
-        """A ``bench_steps`` marker that cannot be used stops the run before any test runs."""
+                                      items: list[pytest.Item]) -> Generator[None, None, None]:
+        """Before any other plugin's (``-k`` and ``-m`` deselect there): each test that uses the
+        fixture gets its benchmark's name among every test collected (plugin/fixture_names.py:
+        a subset's rows keep the whole run's names), and a ``bench_steps`` marker that cannot
+        be used stops the run before any test runs."""
+        from pytest_dlbench.plugin.fixture_names import name_items
         from pytest_dlbench.plugin.fixture_steps import check_markers
 
+        name_items(items)
         check_markers(items, config)
+        yield
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:

@@ -60,9 +60,10 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
     """The run context of a benchmark: ``device``, ``args``, ``iterate``, ``log_loss``, ``timer``.
 
     In a suite item it is configured from the suite; in an ordinary test function it streams to
-    ``<base>/runs/tests.<time>/<test>.D0.data`` with the warm-up and steady steps of its
-    ``bench_steps`` marker or ``--bench-fixture-steps`` (plugin/fixture_steps.py), and the run
-    ends with the same table and score as a suite's (plugin/fixture_runs.py).
+    ``<base>/runs/tests.<time>/<test>.D0.data`` (its name: plugin/fixture_names.py) with the
+    warm-up and steady steps of its ``bench_steps`` marker or ``--bench-fixture-steps``
+    (plugin/fixture_steps.py), and the run ends with the same table and score as a suite's
+    (plugin/fixture_runs.py).
     """
     run = getattr(request.node, "run", None)
     if run is not None:
@@ -83,15 +84,20 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
         yield None  # --bench-against: the rounds run in children (plugin/fixture_against.py)
         return
     plugin = request.config.pluginmanager.get_plugin("dlbench-session") or runs
-    name = request.node.name.replace("/", "_")
     path, repeat, launched = child_stream(), None, {}
+    round_child = path is not None
     if path is not None:  # a round of a paired run: the parent named the stream
         from pytest_dlbench.layout import parse_stream_name
         from pytest_dlbench.run.harness import launch_facts
 
-        repeat = parse_stream_name(path).repeat
+        # The parent's name (of all the tests it collected): this child collected one.
+        given = parse_stream_name(path)
+        name, repeat = given.bench, given.repeat
         launched = launch_facts()  # forked from the round's warm server, or fresh
     else:
+        from pytest_dlbench.plugin.fixture_names import row_name
+
+        name = row_name(request.node)  # its test id, qualified when another test has its name
         run_dir = plugin.run_dir() if plugin is not None else _tests_run_dir(request.config)
         path = stream_path(run_dir, name, 0)
     device = default_device()
@@ -107,7 +113,10 @@ def bench(request: pytest.FixtureRequest, bench_data_dir: Path) -> Iterator[Any]
                          skip=warmup, stop=steps)
         # The suite child's telemetry, before the first timed step: results/figures/busy.py judges
         # from its samples whether something else used the machine, as for a suite's run.
-        monitor = Monitor(stream).start()
+        # Its process tree: a paired round's child is its parent's run (the marker it was
+        # given); otherwise the test's process and its children, whatever marker or session
+        # the shell's environment passed on.
+        monitor = Monitor(stream, inherit_run=round_child).start()
         yield instance
         failed = request.node.stash.get(CALL_FAILED, None)
         outcome, exc = execute(lambda: _close_monitored(instance, monitor, flops=not failed),

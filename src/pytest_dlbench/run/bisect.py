@@ -23,18 +23,25 @@ it may take, the commit, the round under way and, once a pair of rounds is done,
 its interval so far.
 
 Every worktree is removed on every exit path: after each step, on an error, on Ctrl-C and on
-SIGTERM (the pytest of a step is stopped first, and removes its own worktree of GOOD). A
-worktree of a bisect that was SIGKILLed is removed by the next one (run/against.py).
+SIGTERM (the pytest of a step is stopped first, and removes its own worktree of GOOD). A bisect
+killed outright (SIGKILL, the out-of-memory killer, a batch job's end) runs none of that: while
+it runs, it names the worktrees it made in ``<git dir>/dlbench-bisect/<host>-<pid>.json`` with
+its process's start, and the next bisect, as it starts, removes what such a file names once its
+process is gone (and a step's worktree of GOOD, locked by that step's pytest, once that process
+is gone: run/against.py). A live bisect's worktrees, another machine's and the user's own are
+left alone (docs/history.md, "A killed bisect").
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -53,11 +60,21 @@ from pytest_dlbench.layout import (
     results_base,
     stream_paths,
 )
-from pytest_dlbench.run.against import AgainstError, BaseSide, _git, find_repo, resolve_rev
+from pytest_dlbench.run.against import (
+    WORKTREE_PREFIX,
+    AgainstError,
+    BaseSide,
+    _alive,
+    _git,
+    _remove_worktree,
+    find_repo,
+    remove_stale_worktrees,
+    resolve_rev,
+)
 from pytest_dlbench.run.process import pdeathsig_setter
 
 __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Target", "bisect",
-           "commits_between"]
+           "commits_between", "remove_leftovers"]
 
 #: The rounds of a step's first paired run, and the most one may take. The paired test's
 #: smallest p after k rounds is 2**-k, and the sequential design first calls a change at round
@@ -68,6 +85,9 @@ MAX_ROUNDS = 16
 #: Seconds between two progress reports while a step runs (issue 41: up to 8 minutes passed
 #: between two lines before).
 PROGRESS_S = 10.0
+#: The folder of the repository's git directory where each running bisect names the worktrees
+#: it made (module docstring).
+LEFTOVERS = "dlbench-bisect"
 
 
 class BisectError(AgainstError):
@@ -124,6 +144,7 @@ class BisectPlan:
     commits: int  # GOOD's descendants up to BAD
     max_steps: int  # BAD, then a binary search over the others
     folder: Path  # where every step's run is kept
+    removed: tuple[Path, ...] = ()  # the worktrees a killed bisect left, removed at the start
 
 
 @dataclass(frozen=True)
@@ -198,8 +219,9 @@ class Target:
         as the fixture writes it); None for a test file with ``-k``, known after a step."""
         if self.suite is not None:
             return self.keyword
-        if self.node:
-            return self.node.rpartition("::")[2].replace("/", "_")
+        if self.node:  # its name and parameters (plugin/fixture_names.py): one test collected
+            scopes, bracket, params = self.node.partition("[")
+            return scopes.rpartition("::")[2] + bracket + params
         return None
 
     @property
@@ -281,6 +303,123 @@ def _session_folder(base: Path, bench: str) -> Path:
     except OSError as exc:  # before any step: one line, nothing measured yet
         raise BisectError(f"results directory {base}: cannot make {exc.filename or parent}: "
                           f"{exc.strerror or exc}") from None
+
+
+# -- what a bisect killed outright leaves (module docstring) -----------------------------------
+
+
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (/proc/PID/stat); None where it
+    cannot be read (no such process, no /proc). With the pid it names one process: a pid given
+    again to another process is not the bisect that wrote it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode("utf-8", "replace")
+        return int(text[text.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "host"
+
+
+def _leftovers_folder(repo: Path) -> Path | None:
+    """``<git dir>/dlbench-bisect`` (the common one of all the repository's worktrees, where git
+    keeps its record of them), None when git cannot say."""
+    common = _git(repo, "rev-parse", "--git-common-dir", check=False)
+    if not common:
+        return None
+    path = Path(common)
+    return (path if path.is_absolute() else repo / path) / LEFTOVERS
+
+
+class _Registry:
+    """The worktrees this bisect made, named while it runs in ``<git dir>/dlbench-bisect/
+    <host>-<pid>.json`` with its process's start; the file goes when the bisect ends."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.host, self.pid = _host(), os.getpid()
+        self.started = _process_start(self.pid)
+        self.path = folder / f"{self.host}-{self.pid}.json" if folder is not None else None
+        self.worktrees: list[Path] = []
+
+    def add(self, worktree: Path) -> None:
+        self.worktrees.append(worktree)
+        self._write()
+
+    def discard(self, worktree: Path) -> None:
+        if worktree in self.worktrees:
+            self.worktrees.remove(worktree)
+            self._write()
+
+    def _write(self) -> None:
+        if self.path is None:
+            return
+        from pytest_dlbench.core.output_files import write_atomic
+
+        record = {"version": 1, "host": self.host, "pid": self.pid, "started": self.started,
+                  "worktrees": [str(p) for p in self.worktrees]}
+        try:
+            write_atomic(self.path, json.dumps(record, indent=2) + "\n")
+        except OSError:  # a git directory we may not write: each worktree's lock remains
+            self.path = None
+
+    def close(self) -> None:
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
+
+
+def _owner_gone(record: dict[str, Any]) -> bool:
+    """Whether the bisect that wrote ``record`` is gone: this machine's, and its pid runs no
+    process, or one started at another time. Another machine's is never judged from here."""
+    pid, started = record.get("pid"), record.get("started")
+    if record.get("host") != _host() or not isinstance(pid, int) or pid <= 0:
+        return False
+    if not _alive(pid):
+        return True
+    now = _process_start(pid)
+    return isinstance(started, int) and now is not None and now != started
+
+
+def _dlbench_worktrees(repo: Path) -> set[Path]:
+    """The worktrees git lists for ``repo`` that pytest-dlbench makes (``dlbench-against-*``),
+    never its main working tree."""
+    listing = _git(repo, "worktree", "list", "--porcelain", check=False)
+    paths = [Path(line.partition(" ")[2]) for line in listing.splitlines()
+             if line.startswith("worktree ")]
+    return {p for p in paths[1:] if p.name.startswith(WORKTREE_PREFIX)}
+
+
+def remove_leftovers(repo: Path) -> list[Path]:
+    """Remove what a bisect killed outright left in ``repo`` (module docstring): the worktrees
+    a ``dlbench-bisect`` file names whose bisect is gone (:func:`_owner_gone`), then the file;
+    and the worktrees of ``--bench-against`` sessions that are gone, a killed step's pytest
+    among them (run/against.remove_stale_worktrees). Only ``dlbench-against-*`` worktrees git
+    lists for ``repo``: a live bisect's, another machine's and the user's own are left alone.
+    The worktrees removed; never raises for a file it cannot read (left as it is)."""
+    from pytest_dlbench.core import untrusted
+
+    removed: list[Path] = []
+    folder = _leftovers_folder(repo)
+    files = sorted(folder.glob("*.json")) if folder is not None and folder.is_dir() else []
+    ours = _dlbench_worktrees(repo) if files else set()
+    for path in files:
+        try:
+            record = untrusted.read_json(path)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not _owner_gone(record):
+            continue
+        named = record.get("worktrees")
+        for worktree in named if isinstance(named, list) else []:
+            if isinstance(worktree, str) and Path(worktree) in ours:
+                _remove_worktree(repo, Path(worktree))
+                removed.append(Path(worktree))
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return [*removed, *remove_stale_worktrees(repo)]
 
 
 @contextlib.contextmanager
@@ -432,6 +571,7 @@ def bisect(
     check_options(good, bad, rounds, max_rounds)
     where = Path(start or os.getcwd())
     repo = find_repo(where)
+    removed = remove_leftovers(repo)  # a killed bisect's worktrees, before anything can fail
     here = where if where.is_dir() else where.parent
     target = Target.of(suite=suite, test=test, keyword=bench, where=here, repo=repo)
     good_sha, bad_sha = _resolve(repo, "GOOD", good), _resolve(repo, "BAD", bad)
@@ -441,7 +581,9 @@ def bisect(
     folder = _session_folder(base.resolve(), target.label)
     judged = [target.bench]  # a test file's -k: its benchmark, once the first step ran it
     steps = max_steps(len(commits))
-    started(BisectPlan(commits=len(commits), max_steps=steps, folder=folder))
+    started(BisectPlan(commits=len(commits), max_steps=steps, folder=folder,
+                       removed=tuple(removed)))
+    registry = _Registry(_leftovers_folder(repo))
     probes: list[Probe] = []
     result = BisectResult(first=None, probes=probes, commits=commits, folder=folder)
 
@@ -479,6 +621,7 @@ def bisect(
             round=0, rounds=k, elapsed=0.0))
         side = BaseSide.create(step.commit, repo)
         try:
+            registry.add(side.path)  # removed by the next bisect should this one be killed
             argv = [*target.argv(side), f"--bench-against={good_sha}",
                     f"--bench-rounds={k}", f"--bench-base={step_base}", "-p", "no:cacheprovider",
                     "-q", *pytest_args]
@@ -486,6 +629,7 @@ def bisect(
                 _run_pytest(argv, side.path, log)
         finally:
             side.remove()
+            registry.discard(side.path)
         run_dir = _newest_run(step_base)
         if run_dir is not None:
             step.run_dirs.append(run_dir)
@@ -499,7 +643,7 @@ def bisect(
                               f"(pytest said: {tail[0]}; its output: {log})")
         return verdict
 
-    with _terminated_as_interrupt():
+    with _terminated_as_interrupt(), contextlib.closing(registry):
         last = probe(bad_sha, None)
         if not last.changed:
             return result

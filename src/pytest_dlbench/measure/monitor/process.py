@@ -28,10 +28,16 @@ from typing import Any
 
 from pytest_dlbench.core.protocol import Env
 
-__all__ = ["NO_PROCESS", "ProcessTree", "Session", "SessionCpu", "run_root", "session_from_env"]
+__all__ = ["NO_PROCESS", "OWN_TREE", "ProcessTree", "Session", "SessionCpu", "run_root",
+           "session_from_env"]
 
 #: Ancestors looked at above the sampling process (rank, torchrun, node launcher...).
 MAX_RUN_DEPTH = 8
+#: The marker of a run whose tree is its own process and its children, whatever marker its
+#: environment holds: the ``bench`` fixture's in an ordinary test run, which no dlbench parent
+#: started (a marker it inherited is a shell's or an outer run's: rooted there, a neighbour's
+#: memory was the test's peak RSS and its CPU the run's own, so the run was never busy).
+OWN_TREE = ""
 
 
 def run_root(psutil: Any, proc: Any, marker: str | None) -> Any:
@@ -163,8 +169,9 @@ class ProcessTree:
     def __init__(self, psutil: Any, pid: int, marker: str | None = None,
                  session: SessionCpu | None = None) -> None:
         """``marker``: the run's ``DLBENCH_STREAM`` (default: this process's, when ``pid`` is
-        this process); the tree is rooted at :func:`run_root`. ``session``: the CPU of the
-        session around the run, sampled with the machine's (``session_cpu_percent``)."""
+        this process; :data:`OWN_TREE`: none); the tree is rooted at :func:`run_root`.
+        ``session``: the CPU of the session around the run, sampled with the machine's
+        (``session_cpu_percent``)."""
         self.psutil = psutil
         self.session = session
         if marker is None and pid == os.getpid():

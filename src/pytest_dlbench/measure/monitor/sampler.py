@@ -36,6 +36,7 @@ from pytest_dlbench.core.errors import one_line
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import (
     NO_PROCESS,
+    OWN_TREE,
     ProcessTree,
     Session,
     SessionCpu,
@@ -68,6 +69,9 @@ class Monitor:
     the peak memory (tests; by default the one of an already imported torch). ``session``:
     the session whose slots run at once around this run (default: ``DLBENCH_SESSION``'s, when
     ``pid`` is this process), whose CPU each sample adds (``session_cpu_percent``).
+    ``inherit_run``: False for a run that no dlbench parent started (the ``bench`` fixture in
+    an ordinary test run): the run marker and session of its environment are not its own, and
+    its process tree is ``pid`` and its children (process.OWN_TREE).
     """
 
     def __init__(
@@ -83,13 +87,15 @@ class Monitor:
         wall: Callable[[], float] | None = None,
         torch_cuda: Any = None,
         session: Session | None = None,
+        inherit_run: bool = True,
     ) -> None:
         if not interval > 0:
             raise IntervalError(f"interval must be positive, got {interval!r}")
         self.stream = stream
         self.interval = float(interval)
         self.pid = os.getpid() if pid is None else pid
-        if session is None and self.pid == os.getpid():
+        self.marker = None if inherit_run else OWN_TREE
+        if session is None and self.pid == os.getpid() and inherit_run:
             session = session_from_env(os.environ)
         self.session = session
         self._session_open = False
@@ -225,7 +231,7 @@ class Monitor:
                 return None
             psutil = installed
         try:
-            tree = ProcessTree(psutil, self.pid)
+            tree = ProcessTree(psutil, self.pid, self.marker)
         except Exception as exc:  # noqa: BLE001 - no such pid, no permission: no CPU fields
             self._error(exc)
             return None
