@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _git import git, worktrees
 
 from pytest_dlbench.run.against import (
     WORKTREE_PREFIX,
@@ -39,19 +40,6 @@ STEP = textwrap.dedent(
             time.sleep(0.02)
     """
 )
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True)
-    return done.stdout.strip()
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
 
 
 @pytest.fixture

@@ -16,17 +16,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _git import git
+from _polling import wait_until
 
 from pytest_dlbench.run.against import BaseSide
-
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@t"}
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env={**os.environ, **ENV}, check=True)
-    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -102,8 +95,7 @@ def _interrupt_once_running(proc: subprocess.Popen[str], marker: str, sig: int, 
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130 and out == "interrupted\n"
-    time.sleep(0.2)
-    assert _find(f"sleep {marker}") == []
+    assert wait_until(lambda: not _find(f"sleep {marker}"), 10), _find(f"sleep {marker}")
 
 
 @contextlib.contextmanager

@@ -14,13 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from _git import git, worktrees
 
 from pytest_dlbench.plugin import against_setup
 from pytest_dlbench.run.against import WORKTREE_PREFIX, BaseSide
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_CONFIG_NOSYSTEM": "1"}
 #: A benchmark that runs until it is stopped, with a ``rate`` record early.
 ENDLESS = textwrap.dedent(
     """
@@ -31,17 +29,6 @@ ENDLESS = textwrap.dedent(
             time.sleep(0.01)
     """
 )
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV})
-    return done.stdout
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from test_against_setup import git, worktrees
+from _git import git, worktrees
 from test_paired import judge
 
 from pytest_dlbench.run.against import WORKTREE_PREFIX, AgainstError, BaseSide, submodule_of

@@ -43,6 +43,7 @@ def test_all_parties_are_released_together(server):
 
 def test_a_replica_that_fails_releases_the_others(server):
     threads, results, _ = run_waiters(server, "vit", 2, 1)
+    # A negative (not released too early) cannot be polled for: time for a wrong release.
     time.sleep(0.3)
     assert threads[0].is_alive()  # still waiting for the second replica
     leave(server.address, "vit", 2)

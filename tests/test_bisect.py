@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _git import git, worktrees
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results.history import bench_series, load_history
@@ -42,13 +43,6 @@ SUITE = "_base: {voir: {options: {skip: 2, stop: 8}}}\nsleepy: {inherits: _base,
 SLOW_COMMIT = 6  # the 7th of ten commits makes the benchmark 15 % slower
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
-
-
 def make_repo(path: Path, slow: int = SLOW_COMMIT, n: int = 10,
               ini: str = "[pytest]\n") -> tuple[Path, list[str]]:
     """``n`` commits; from commit ``slow`` on, each step sleeps 15 % longer."""
@@ -65,11 +59,6 @@ def make_repo(path: Path, slow: int = SLOW_COMMIT, n: int = 10,
         git(path, "commit", "-qm", f"commit {i}" + (" (slower)" if i == slow else ""))
         shas.append(git(path, "rev-parse", "HEAD"))
     return path, shas
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
 
 
 @dataclass

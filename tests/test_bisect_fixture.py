@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_bisect import fake_steps, git, worktrees
+from _git import git, worktrees
+from test_bisect import fake_steps
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run import bisect as bisect_module

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_bisect import fake_steps, make_repo, worktrees
+from _git import worktrees
+from test_bisect import fake_steps, make_repo
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run import bisect as bisect_module

@@ -269,7 +269,7 @@ def test_the_monitor_records_the_session(monkeypatch: pytest.MonkeyPatch) -> Non
     pytest.importorskip("psutil")
     out = NullStream()
     with Monitor(out, interval=60.0, gpu_indices=[], session=Session(os.getpid(), (0, 1))) as m:
-        time.sleep(0.06)
+        time.sleep(0.06)  # a CPU percentage needs a period of 50 ms at least
         m.sample()
     [info] = [r for r in out.records if r["event"] == "monitor"]
     assert info["session_pid"] == os.getpid() and info["session_cpus"] == [0, 1]

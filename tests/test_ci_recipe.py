@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _git import IDENTITY, git, worktrees
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "ci.md"
 
@@ -53,16 +54,6 @@ def workflow_steps() -> dict[str, str]:
     workflow = yaml.safe_load(block.group(1))
     (job,) = workflow["jobs"].values()
     return {step["name"]: step["run"] for step in job["steps"] if "name" in step and "run" in step}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True, env=_git_env()).stdout.strip()
-
-
-def _git_env() -> dict[str, str]:
-    return {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
 
 def set_step(repo: Path, seconds: float, message: str) -> None:
@@ -99,7 +90,7 @@ def run_step(repo: Path, script: str, *, rounds: int = 6) -> subprocess.Complete
     working tree's package importable from anywhere (which the base side must not use)."""
     python_path = [str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {
-        **_git_env(),
+        **os.environ, **IDENTITY,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": os.pathsep.join(python_path),
         "PYTEST_ADDOPTS": f"--bench-rounds={rounds}" if "--bench-against" in script else "",
@@ -107,11 +98,6 @@ def run_step(repo: Path, script: str, *, rounds: int = 6) -> subprocess.Complete
     }
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=1200)
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
 
 
 def last_run(repo: Path) -> Path:

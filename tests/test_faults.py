@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from _procs import child_env, ends, kill_all, processes_of, records, start_pytest, wait_until
+from _polling import wait_until
+from _procs import child_env, ends, kill_all, processes_of, records, start_pytest
 
 from pytest_dlbench import layout
 from pytest_dlbench.measure.stream import read_stream

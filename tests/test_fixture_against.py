@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
+from _git import git
 
 from pytest_dlbench.plugin import progress
 from pytest_dlbench.plugin.progress import ProgressReporter, round_line
@@ -29,17 +29,11 @@ TESTS = textwrap.dedent(
 )
 
 
-def _git(path: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "PATH": "/usr/bin:/bin",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/"})
-
-
 def _repo(pytester: pytest.Pytester, tests: str = TESTS, candidate: str | None = None) -> None:
     pytester.makepyfile(test_dl=tests)
-    _git(pytester.path, "init", "-q", "-b", "main")
-    _git(pytester.path, "add", "test_dl.py")
-    _git(pytester.path, "commit", "-q", "-m", "base")
+    git(pytester.path, "init", "-q", "-b", "main")
+    git(pytester.path, "add", "test_dl.py")
+    git(pytester.path, "commit", "-q", "-m", "base")
     if candidate is not None:
         (pytester.path / "test_dl.py").write_text(candidate)
 

@@ -8,6 +8,7 @@ import json
 import textwrap
 
 import pytest
+from _git import git
 
 from pytest_dlbench.plugin.fixture_runs import given_options, unused_options_line
 
@@ -173,22 +174,14 @@ def test_xdist_without_a_bench_test_leaves_nothing(pytester: pytest.Pytester) ->
 
 # -- --bench-against: the base revision's test and this tree's, in rounds -----------------------
 
-def _git(path, *args: str) -> None:
-    import subprocess
-
-    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "PATH": "/usr/bin:/bin",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/"})
-
-
 @pytest.mark.slow
 def test_against_a_revision_pairs_the_rounds(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_dl=TESTS)
     # From the ini file: the rounds' children read it too, and must not pair again.
     pytester.makeini("[pytest]\naddopts = --bench-against=main --bench-rounds=2\n")
-    _git(pytester.path, "init", "-q", "-b", "main")
-    _git(pytester.path, "add", "test_dl.py", "tox.ini")
-    _git(pytester.path, "commit", "-q", "-m", "base")
+    git(pytester.path, "init", "-q", "-b", "main")
+    git(pytester.path, "add", "test_dl.py", "tox.ini")
+    git(pytester.path, "commit", "-q", "-m", "base")
     (pytester.path / "test_dl.py").write_text(TESTS.replace("0.002", "0.004"))  # slower
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out")
     output = result.stdout.str()

@@ -8,13 +8,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import types
 from pathlib import Path
 
 import pytest
+from _git import git
 from _procs import child_env
 
 from pytest_dlbench.run import forkserver
@@ -116,12 +116,6 @@ TEST = textwrap.dedent(
 )
 
 
-def _git(path: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "PATH": "/usr/bin:/bin",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/"})
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["warm", "fresh"])
 def test_each_side_runs_its_own_source_warm_or_fresh(pytester: pytest.Pytester,
@@ -134,9 +128,9 @@ def test_each_side_runs_its_own_source_warm_or_fresh(pytester: pytest.Pytester,
     (pytester.path / "src").mkdir()
     (pytester.path / "src" / "sidelib.py").write_text(LIB.format(delay=0.004))
     pytester.makepyfile(test_dl=TEST)
-    _git(pytester.path, "init", "-q", "-b", "main")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-q", "-m", "base")
+    git(pytester.path, "init", "-q", "-b", "main")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "base")
     (pytester.path / "src" / "sidelib.py").write_text(LIB.format(delay=0.008))  # slower
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-base=out", "-q",
                                            "--bench-against=main", "--bench-rounds=2",

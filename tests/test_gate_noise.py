@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from _polling import wait_until
 from _runs import quiet_sessions
 
 from pytest_dlbench.results import gate, noise
@@ -343,6 +345,7 @@ import sys, time
 import numpy as np
 a = np.ones(32 * 2**20 // 8)  # 32 MiB: larger than the cache
 b = np.empty_like(a)
+open(sys.argv[2], "w").close()  # its imports done: the bursts begin
 end = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < end:  # bursts of 0.25 s every second: a 25 % duty cycle
     burst = time.monotonic() + 0.25
@@ -353,7 +356,7 @@ while time.monotonic() < end:  # bursts of 0.25 s every second: a 25 % duty cycl
 
 
 @pytest.mark.slow
-def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
+def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts(tmp_path: Path) -> None:
     """The real path of the samples: psutil through the Monitor's thread, a numpy neighbour
     started beside a sleeping "benchmark"; the run is judged busy."""
     import contextlib
@@ -371,12 +374,13 @@ def test_the_monitor_sees_a_neighbour_streaming_memory_in_bursts() -> None:
     stream.write("meta", cpus=cpus, state={"cores": os.cpu_count()})
     # Started through a shell that exits at once: the neighbour is no descendant of this
     # process, whose tree the monitor counts as the run's own (the neighbour must be outside).
-    spawn = subprocess.run(["sh", "-c", '"$0" -c "$1" 6 >/dev/null 2>&1 & echo $!',
-                            sys.executable, NEIGHBOUR], capture_output=True, text=True,
+    ready = tmp_path / "ready"
+    spawn = subprocess.run(["sh", "-c", '"$0" -c "$1" 6 "$2" >/dev/null 2>&1 & echo $!',
+                            sys.executable, NEIGHBOUR, str(ready)], capture_output=True, text=True,
                            check=True)
     neighbour = int(spawn.stdout.split()[-1])
     try:
-        time.sleep(0.5)  # its imports done: the bursts have begun
+        assert wait_until(ready.exists, 60), "the neighbour never started"
         with Monitor(stream, interval=0.2, gpu_indices=[]):
             for step in range(16):  # a sleeping step of 0.25 s: 4 s of timed window
                 start = time.time()

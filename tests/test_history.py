@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _git import git
 from _runs import steady_at, write_run
 
 from pytest_dlbench.cli import main
@@ -197,13 +197,6 @@ def test_keyword_expressions(expr: str, name: str, match: bool) -> None:
 def test_bad_keyword_expressions(expr: str) -> None:
     with pytest.raises(HistoryError, match="-k"):
         keyword_matcher(expr)
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
 
 
 def test_git_info_and_since(tmp_path: Path) -> None:

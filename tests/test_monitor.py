@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _polling import wait_until
 
 from pytest_dlbench.core.errors import DlbenchError
 from pytest_dlbench.measure.monitor import (
@@ -200,7 +201,7 @@ def test_samples_are_taken_at_the_interval():
     stream = NullStream()
     monitor = Monitor(stream, interval=0.05, nvml=FakeNvml())
     monitor.start()
-    time.sleep(0.42)
+    time.sleep(0.42)  # the window sampled: the workload, not a wait for something
     monitor.stop()
     samples = events(stream, "telemetry")
     # one at start, about 8 by the thread, one at stop; a loaded 2-core box may drop a few.
@@ -404,7 +405,7 @@ def test_a_broken_stream_never_raises_into_the_benchmark():
 
     monitor = Monitor(Broken(), interval=0.01, nvml=FakeNvml())  # type: ignore[arg-type]
     monitor.start()
-    time.sleep(0.05)
+    assert wait_until(lambda: monitor.samples >= 1, 10)  # sampled into the broken stream
     summary = monitor.stop()
     assert summary.errors >= 1 and "closed" in summary.last_error
 
@@ -694,7 +695,8 @@ def test_the_sampler_threads_first_sample_reads_the_machines_cpu():
     stream = NullStream()
     monitor = Monitor(stream, interval=0.2, nvml=FakeNvml(), pid=os.getpid(), psutil=psutil)
     monitor.start()
-    time.sleep(0.3)
+    # The start's sample, then the thread's first.
+    wait_until(lambda: len(events(stream, "telemetry")) >= 2, 30)
     monitor.stop()
     by_thread = events(stream, "telemetry")[1:-1]
     assert by_thread, "no sample by the thread"

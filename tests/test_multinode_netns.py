@@ -8,10 +8,8 @@ skipped with its reason elsewhere. Every namespace, link and daemon is removed o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _netns import (
+    bring_up,
+    in_namespace,
+    missing,
+    remote_rank,
+    remove_namespace,
+    set_link,
+    sh,
+    wait_for_steps,
+    wait_until_gone,
+    write_hosts,
+)
+from _polling import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -50,23 +61,9 @@ allreduce:
 
 
 def _missing() -> str | None:
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return "needs root on Linux (network namespaces)"
-    for tool in ("ip", "unshare", "ssh", "ssh-keygen"):
-        if shutil.which(tool) is None:
-            return f"needs {tool}"
     if not os.path.exists(SSHD):
         return f"needs an sshd ({SSHD}: Debian's openssh-server)"
-    probe = f"dlbprobe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if made.returncode != 0:
-        return f"cannot make a network namespace: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, check=check)
+    return missing(("ip", "unshare", "ssh", "ssh-keygen"))
 
 
 @dataclass
@@ -88,12 +85,13 @@ class Cluster:
     def start_sshd(self) -> None:
         cmd = self.on_node(1, "node2", [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")])
         self.sshd = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(50):
-            if sh("ip", "netns", "exec", self.ns[1], "ss", "-ltn", check=False).stdout.count(
-                    f"{self.ips[1]}:22"):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("sshd did not start")
+
+        def listening() -> bool:
+            ports = in_namespace(self.ns[1], "ss", "-ltn", check=False).stdout
+            return f"{self.ips[1]}:22" in ports
+
+        if not wait_until(listening, 5, step=0.1):
+            raise RuntimeError("sshd did not start")
 
     def stop_sshd(self) -> None:
         if self.sshd is not None and self.sshd.poll() is None:
@@ -101,17 +99,12 @@ class Cluster:
             self.sshd.wait()
 
     def link(self, up: bool) -> None:
-        sh("ip", "netns", "exec", self.ns[1], "ip", "link", "set", self.links[1],
-           "up" if up else "down")
+        set_link(self.ns[1], self.links[1], up)
 
     def remove(self) -> None:
         self.stop_sshd()
         for ns in self.ns:  # whatever is left in the namespaces: sessions, ranks
-            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            sh("ip", "netns", "del", ns, check=False)
+            remove_namespace(ns)
         sh("ip", "link", "del", self.links[0], check=False)
 
 
@@ -123,12 +116,9 @@ def _build(root: Path, cluster: Cluster) -> None:
     sh("ip", "link", "add", l1, "type", "veth", "peer", "name", l2)
     for ns, link, ip in ((ns1, l1, ip1), (ns2, l2, ip2)):
         sh("ip", "link", "set", link, "netns", ns)
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", link)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", link, "up")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        bring_up(ns, link, ip)
     for index, name in enumerate(("node1", "node2")):
-        # Debian's line: the hostname resolves to a loopback address, not the node's ip.
-        (root / f"hosts{index}").write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}\n")
+        write_hosts(root / f"hosts{index}", name)
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "id"))
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "host"))
     (root / "authorized_keys").write_text((root / "id.pub").read_text())
@@ -199,36 +189,6 @@ def end_of(project: Path) -> dict:
     return [r for r in the_stream(project) if r["event"] == "end"][-1]
 
 
-def run_processes(project: Path) -> list[int]:
-    import psutil
-
-    found = []
-    for process in psutil.process_iter(["pid"]):
-        try:
-            if str(project) in process.environ().get("DLBENCH_STREAM", ""):
-                found.append(process.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def remote_rank(project: Path, timeout: float = 60) -> int:
-    import psutil
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for process in psutil.process_iter(["pid"]):
-            try:
-                env = process.environ()
-            except (psutil.Error, OSError):
-                continue
-            if (str(project) in env.get("DLBENCH_STREAM", "") and "RANK" in env
-                    and env.get("DLBENCH_NODE_ROLE") == "worker"):
-                return process.pid
-        time.sleep(0.2)
-    raise AssertionError("no rank started on node2")
-
-
 def test_one_job_spans_two_nodes_whose_hostnames_are_loopback(cluster: Cluster,
                                                               tmp_path: Path):
     project = write_project(tmp_path / "p", cluster, max_duration=120, stop=4)
@@ -253,7 +213,7 @@ def test_a_killed_remote_rank_is_the_reason(cluster: Cluster, tmp_path: Path):
 
     def kill() -> None:
         pid = remote_rank(project)
-        time.sleep(3)  # in its steps
+        wait_for_steps(project / "base", "allreduce", steps=3)  # killed in its steps
         os.kill(pid, signal.SIGKILL)
 
     proc, _ = run_pytest(cluster, project, timeout=200, during=kill)
@@ -283,7 +243,7 @@ def test_a_silent_node_is_named_in_seconds_and_nothing_outlives_the_deadline(
 
     def split() -> None:
         remote_rank(project)
-        time.sleep(2)
+        wait_for_steps(project / "base", "allreduce", steps=3)  # split in its steps
         cluster.link(up=False)  # packets to and from node2 vanish: a silent node, a split
         split_at.append(time.monotonic())
 
@@ -296,8 +256,6 @@ def test_a_silent_node_is_named_in_seconds_and_nothing_outlives_the_deadline(
         assert split_at and time.monotonic() - split_at[0] < 30
         # node2 cannot be told: its launcher ends what is left at the run's deadline.
         deadline = time.monotonic() + max_duration + 8 + 10 - took  # + run/child's margin
-        while run_processes(project) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert run_processes(project) == []
+        assert wait_until_gone(project, deadline) == []
     finally:
         cluster.link(up=True)

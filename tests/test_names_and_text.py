@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _git import git, worktree_paths
 from test_hostile_input import child_env
 
 TOY = "pytest_dlbench.workloads.toy:main"
@@ -221,28 +222,15 @@ def test_a_dead_fork_server_is_said_not_taken_for_out_of_memory(tmp_path: Path) 
 # -- item 14: the worktree a SIGKILLed --bench-against left ---------------------------------------
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**child_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
-
-
-def _worktrees(repo: Path) -> list[Path]:
-    return [Path(line.split(" ", 1)[1])
-            for line in _git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")][1:]
-
-
 def test_a_killed_sessions_worktree_is_removed_at_the_next_start(tmp_path: Path) -> None:
     from pytest_dlbench.run.against import BaseSide
 
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "s.yaml").write_text(f"a: {{definition: {TOY}}}\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
     # A session SIGKILLed while its worktree is there: nothing removed it.
     code = ("import os, sys; from pathlib import Path; "
             "from pytest_dlbench.run.against import BaseSide; "
@@ -252,18 +240,18 @@ def test_a_killed_sessions_worktree_is_removed_at_the_next_start(tmp_path: Path)
                             text=True, timeout=60, env=child_env())
     assert killed.returncode == -9, killed.stderr
     left = Path(killed.stdout.strip())
-    assert left.is_dir() and _worktrees(repo) == [left]
-    _git(repo, "worktree", "prune")  # what the docs said: it does not clear it
-    assert left.is_dir() and _worktrees(repo) == [left]
+    assert left.is_dir() and worktree_paths(repo) == [left]
+    git(repo, "worktree", "prune")  # what the docs said: it does not clear it
+    assert left.is_dir() and worktree_paths(repo) == [left]
     # A live session's worktree (this process's) is left alone.
     live = BaseSide.create("main", repo)
     try:
         assert live.notes == [f"removed {left}, a worktree an earlier --bench-against left "
                               "(its session was killed)"]
-        assert not left.exists() and _worktrees(repo) == [live.path]
+        assert not left.exists() and worktree_paths(repo) == [live.path]
         other = BaseSide.create("main", repo)
-        assert other.notes == [] and set(_worktrees(repo)) == {live.path, other.path}
+        assert other.notes == [] and set(worktree_paths(repo)) == {live.path, other.path}
         other.remove()
     finally:
         live.remove()
-    assert _worktrees(repo) == [] and not live.path.exists()
+    assert worktree_paths(repo) == [] and not live.path.exists()

@@ -87,6 +87,7 @@ def test_a_replica_that_will_never_come_is_released_by_the_server():
             target=lambda: result.append(wait(server.address, "a.R0", 2, timeout=30))
         )
         waiter.start()
+        # A negative (not released too early) cannot be polled for: time for a wrong release.
         time.sleep(0.3)
         assert waiter.is_alive()
         server.release("a.R0", 2)  # its worker died

@@ -16,6 +16,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from _git import git
 from _runs import write_run
 
 from pytest_dlbench import layout
@@ -263,13 +264,6 @@ STEP = textwrap.dedent(
             time.sleep({seconds})
     """
 )
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
 
 
 @pytest.mark.slow

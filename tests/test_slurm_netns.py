@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _netns import remote_rank, wait_for_steps, wait_until_gone
 from slurm_cluster import SlurmCluster, missing
-from test_multinode_netns import remote_rank, run_processes
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def test_a_killed_rank_on_node2_is_named_as_node2s(cluster: SlurmCluster, tmp_pa
 
     def kill() -> None:
         pid = remote_rank(path, timeout=120)
-        time.sleep(3)  # in its steps
+        wait_for_steps(path / ".dlbench", "allreduce", steps=3)  # killed in its steps
         os.kill(pid, signal.SIGKILL)
 
     status, out, _ = sbatch(cluster, path, timeout=300, during=kill)
@@ -185,7 +185,7 @@ def test_a_node_cut_off_fails_the_benchmark_and_nothing_is_left(cluster: SlurmCl
 
     def cut() -> None:
         remote_rank(path, timeout=120)
-        time.sleep(3)
+        wait_for_steps(path / ".dlbench", "allreduce", steps=3)  # cut off in its steps
         cluster.set_link("node2", up=False)  # node2 vanishes, the controller stays reachable
         cut_at.append(time.time())
 
@@ -198,10 +198,7 @@ def test_a_node_cut_off_fails_the_benchmark_and_nothing_is_left(cluster: SlurmCl
         assert end["time"] - cut_at[0] < 60, end  # Slurm's SlurmdTimeout (30 s), not max_duration
         assert "failed allreduce[D0]: " in out  # pytest's summary
         # Nothing of the run is left on any node once the deadline has passed.
-        deadline = time.monotonic() + max_duration + 20
-        while run_processes(path) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert run_processes(path) == []
+        assert wait_until_gone(path, time.monotonic() + max_duration + 20) == []
     finally:
         cluster.set_link("node2", up=True)
         # Slurm marked node2 DOWN: back to idle for the module's other tests (any order).

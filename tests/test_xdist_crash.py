@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _procs import ends, kill_all, processes_of, records, start_pytest, wait_until
+from _polling import wait_until
+from _procs import ends, kill_all, processes_of, records, start_pytest
 
 from pytest_dlbench.cli import main as dlbench
 
