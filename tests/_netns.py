@@ -1,4 +1,4 @@
-"""Nodes on one machine, for the tests that need more than one (tests/test_multinode_netns.py,
+"""Nodes on one machine, for the tests that need more than one (tests/run/test_multinode_netns.py,
 an sshd; slurm_cluster.py, a real Slurm): network namespaces and their links, a node's hosts
 file, what is left in a namespace, and the run's processes seen from outside."""
 

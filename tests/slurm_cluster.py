@@ -1,4 +1,4 @@
-"""A real Slurm on one machine, for tests/test_slurm_netns.py (issue 39): a munged, a
+"""A real Slurm on one machine, for tests/run/test_slurm_netns.py (issue 39): a munged, a
 slurmctld and one slurmd per node, each node a set of network, UTS, mount and PID namespaces
 (its hostname its own and resolving to ``127.0.1.1``, as Debian's installer writes it), the
 nodes joined by a bridge in a namespace of its own (so that cutting a node off leaves the
