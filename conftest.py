@@ -33,7 +33,7 @@ def _c_extensions_outlive_pytester(request: pytest.FixtureRequest) -> None:
 #: outlives sys.modules: imported a second time, ``torch._inductor.test_operators`` fails with
 #: "Only a single TORCH_LIBRARY can be used to register the namespace _inductor_test", and so
 #: does every later benchmark in that worker (seen with `pytest -m slow -n 2`: 38 failures that
-#: passed when run again). tests/test_conftest_pytester.py runs the order that failed.
+#: passed when run again). tests/core/test_conftest_pytester.py runs the order that failed.
 KEEP_AFTER_PYTESTER = ("torch", "torchvision", "timm", "open_clip")
 
 

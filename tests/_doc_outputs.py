@@ -4,7 +4,7 @@ Every fenced block without a language (or ``console``) is an example output, pre
 marker comment:
 
 - ``<!-- output: COMMAND -->``: the output of COMMAND (a setup first: ``A && COMMAND``), run for
-  real by tests/test_docs_outputs.py in a scratch folder (:func:`run_command`: ``pytest`` and
+  real by tests/docs/test_docs_outputs.py in a scratch folder (:func:`run_command`: ``pytest`` and
   ``dlbench`` of this checkout, ``COLUMNS=80``, ``$DOCS`` the docs folder); the block must match
   it, numbers aside (every number is ``#`` on both sides: the measurements change from run to
   run, their columns and words do not). A line ``...`` stands for any lines (pytest's header,

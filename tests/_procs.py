@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -48,15 +46,6 @@ def processes_of(marker: str | Path) -> list[psutil.Process]:
         if marker in text:
             found.append(proc)
     return found
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.1) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(step)
-    return bool(predicate())
 
 
 def kill_all(procs: list[psutil.Process]) -> None:

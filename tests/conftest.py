@@ -1,4 +1,6 @@
 import os
+import sys
+from pathlib import Path
 
 # Under xdist (the README's `pytest -n 2` on 2 cores), torch's default of one OpenMP thread per
 # core in each worker oversubscribes the machine: spinning threads cost about a fifth of the run
@@ -7,3 +9,13 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
+
+# -- test folders on sys.path ----------------------------------------------------------------
+# tests/ mirrors src's wings in folders (tests/run, tests/results, ...). tests/ and each of them
+# are on sys.path, as tests/ was for the flat files: the helpers (_runs.py, _git.py, ...) and a
+# test module another one imports (``from test_paired import judge``) keep their plain names,
+# whatever folder the importer is in (pytest's default import mode: basenames are unique).
+_TESTS_DIR = Path(__file__).resolve().parent
+for _folder in (_TESTS_DIR, *sorted({p.parent for p in _TESTS_DIR.glob("*/test_*.py")})):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))

@@ -1,4 +1,4 @@
-"""A real Slurm on one machine, for tests/test_slurm_netns.py (issue 39): a munged, a
+"""A real Slurm on one machine, for tests/run/test_slurm_netns.py (issue 39): a munged, a
 slurmctld and one slurmd per node, each node a set of network, UTS, mount and PID namespaces
 (its hostname its own and resolving to ``127.0.1.1``, as Debian's installer writes it), the
 nodes joined by a bridge in a namespace of its own (so that cutting a node off leaves the
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import _netns
+from _netns import bring_up, remove_namespace, sh, write_hosts
+from _polling import wait_until
 
 TOOLS = ("ip", "unshare", "nsenter", "mount", "munged", "slurmctld", "slurmd", "srun",
          "sbatch", "salloc", "sinfo", "scontrol")
@@ -45,22 +48,8 @@ while True:
 
 def missing() -> str | None:
     """Why this machine cannot run the cluster (None: it can)."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return "needs root on Linux (network and PID namespaces)"
-    for tool in TOOLS:
-        if shutil.which(tool) is None:
-            return (f"needs {tool} (Debian's slurmctld slurmd slurm-client munge iproute2 "
-                    "util-linux)")
-    probe = f"dlsprobe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if made.returncode != 0:
-        return f"cannot make a network namespace: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-def sh(*cmd: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, check=check, **kw)  # type: ignore[call-overload]
+    return _netns.missing(TOOLS, "Debian's slurmctld slurmd slurm-client munge iproute2 "
+                                 "util-linux")
 
 
 @dataclass
@@ -127,13 +116,9 @@ class SlurmCluster:
             sh("ip", "link", "set", peer, "netns", self.bridge_ns)
             sh("ip", "netns", "exec", self.bridge_ns, "ip", "link", "set", peer, "master", "br0")
             sh("ip", "netns", "exec", self.bridge_ns, "ip", "link", "set", peer, "up")
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ip(name)}/24", "dev", link)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", link, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            # Debian's line: the node's own name resolves to a loopback address.
-            others = "".join(f"{self.ip(o)} {o}\n" for o in self.names if o != name)
-            (self.root / f"hosts.{name}").write_text(
-                f"127.0.0.1 localhost\n127.0.1.1 {name}\n{others}")
+            bring_up(ns, link, self.ip(name))
+            write_hosts(self.root / f"hosts.{name}", name,
+                        {o: self.ip(o) for o in self.names if o != name})
 
     def _munge(self) -> None:
         munge = self.root / "munge"
@@ -147,11 +132,8 @@ class SlurmCluster:
              f"--socket={munge / 'munge.socket'}", f"--pid-file={munge / 'munged.pid'}",
              f"--log-file={munge / 'munged.log'}", f"--seed-file={munge / 'munged.seed'}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if (munge / "munge.socket").exists():
-                return
-            time.sleep(0.05)
-        raise RuntimeError("munged did not start")
+        if not wait_until((munge / "munge.socket").exists, 5):
+            raise RuntimeError("munged did not start")
 
     def _config(self) -> None:
         root = self.root
@@ -200,12 +182,10 @@ ReturnToService=2
 
     def init_pid(self, name: str) -> int:
         proc = self.inits[name]
-        for _ in range(100):
-            children = _children(proc.pid)  # unshare --fork's child: the node's PID 1
-            if children:
-                return children[0]
-            time.sleep(0.05)
-        raise RuntimeError(f"{name}: no init")
+        # unshare --fork's child: the node's PID 1
+        if not wait_until(lambda: _children(proc.pid), 5):
+            raise RuntimeError(f"{name}: no init")
+        return _children(proc.pid)[0]
 
     def wait_idle(self, timeout: float = 60) -> None:
         """Until every node is idle in sinfo."""
@@ -242,8 +222,7 @@ ReturnToService=2
                               capture_output=True, text=True, check=check, timeout=timeout)
 
     def set_link(self, name: str, up: bool) -> None:
-        sh("ip", "netns", "exec", self.ns(name), "ip", "link", "set", self.link(name),
-           "up" if up else "down")
+        _netns.set_link(self.ns(name), self.link(name), up)
 
     # -- down ----------------------------------------------------------------------------------
 
@@ -258,11 +237,8 @@ ReturnToService=2
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
         for name in self.names:  # what was entered with nsenter and outlived its node's init
-            for pid in sh("ip", "netns", "pids", self.ns(name), check=False).stdout.split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            sh("ip", "netns", "del", self.ns(name), check=False)
-        sh("ip", "netns", "del", self.bridge_ns, check=False)
+            remove_namespace(self.ns(name))
+        remove_namespace(self.bridge_ns)
         for name in self.names:  # a veth goes with its namespace; this is for a half-built one
             sh("ip", "link", "del", self.link(name), check=False)
         if self.munged is not None and self.munged.poll() is None:

@@ -1,5 +1,5 @@
 """Checking a training step for host syncs on a CPU, used by docs/writing-benchmarks.md (and run by
-tests/test_sync_free.py)."""
+tests/workloads/test_sync_free.py)."""
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -14,7 +14,7 @@ Three choices make the count the figure MFU needs:
   example batch (every tensor sliced on its leading dimension), not the training batch: a second
   fp32 forward and backward at full batch, on top of the training's cache, could run out of
   memory. FLOPs per item are linear in the batch for every built-in model, so the per-item
-  figure is the same (tests/test_flops_batch.py holds that).
+  figure is the same (tests/measure/test_flops_batch.py holds that).
 - **Model FLOPs, not hardware FLOPs.** Gradient checkpointing recomputes the forward in the
   backward pass (about a third more work); MFU counts the model's FLOPs only (PaLM, appendix B),
   so checkpointing is switched off for the count and back on after (:func:`no_checkpointing`).

@@ -55,7 +55,7 @@ class Precision:
 
         On every device, the CPU included (fp16 on a CPU with fp16 arithmetic, or emulated):
         the CPU then runs the code path a GPU runs, which is what the tests check (no host sync
-        in a step, tests/test_sync_free.py). bf16 has fp32's range and needs no scaler.
+        in a step, tests/workloads/test_sync_free.py). bf16 has fp32's range and needs no scaler.
         """
         import torch
 

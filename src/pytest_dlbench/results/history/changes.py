@@ -11,7 +11,8 @@ The series is the log of one benchmark's rate per commit, in commit order. :func
    so that a single run taken on a loaded machine pulls a segment's level far less than it
    would under squared error; segments have at least two commits, so one outlying commit is
    never a step by itself; the penalty per change is ``PENALTY * log(n)`` in noise units
-   (a BIC-like penalty, its constant calibrated on A/A series: tests/test_history_changes.py);
+   (a BIC-like penalty, its constant calibrated on A/A series:
+   tests/results/test_history_changes.py);
    each segment's cost is kept by a running median (two heaps) as the segment grows, not
    sorted again; a series longer than :data:`WINDOW` commits is searched with segments of at
    most that many, so that the work grows linearly with the history (PELT prunes nothing in a
@@ -108,8 +109,8 @@ def _l1_cost(values: Sequence[float], start: int, end: int, scale: float) -> flo
 
 @dataclass
 class Work:
-    """What one step detection did, counted (tests/test_history_changes.py checks that it grows
-    near-linearly with the series, without timing it)."""
+    """What one step detection did, counted (tests/results/test_history_changes.py checks that it
+    grows near-linearly with the series, without timing it)."""
 
     additions: int = 0  # values added to a running median, or sorted to test a change
     evaluations: int = 0  # segment costs and tests evaluated
