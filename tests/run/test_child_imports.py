@@ -42,12 +42,12 @@ def parents_only(modules: Iterable[str]) -> list[str]:
 
 def test_the_rule_names_a_module_wherever_results_keeps_it() -> None:
     assert parents_only([
-        "pytest_dlbench.results.paired", "pytest_dlbench.results.judge.saved",
-        "pytest_dlbench.results.history", "pytest_dlbench.results.history.frames",
-        "pytest_dlbench.results.scoring", "pytest_dlbench.results.figures.telemetry",
+        "pytest_dlbench.results.judge.paired", "pytest_dlbench.results.judge.saved",
+        "pytest_dlbench.results.history.records", "pytest_dlbench.results.history.frames",
+        "pytest_dlbench.results.figures.scoring", "pytest_dlbench.results.figures.telemetry",
         "pytest_dlbench.report.history",
-    ]) == ["pytest_dlbench.results.history", "pytest_dlbench.results.history.frames",
-           "pytest_dlbench.results.judge.saved", "pytest_dlbench.results.paired"]
+    ]) == ["pytest_dlbench.results.history.records", "pytest_dlbench.results.history.frames",
+           "pytest_dlbench.results.judge.saved", "pytest_dlbench.results.judge.paired"]
 
 
 def test_the_childs_entry_imports_none_of_the_parents_judging() -> None:

@@ -12,11 +12,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _paths import REPO_ROOT
 
 from pytest_dlbench import layout
 from pytest_dlbench.plugin.fixture_names import qualified_names, row_names
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = REPO_ROOT / "docs"
 
 PARAMS = textwrap.dedent(
     """

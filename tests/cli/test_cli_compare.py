@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _paths import TESTS_DIR
 from _runs import steady_at, write_run
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
 
-GOLDEN = Path(__file__).parent / "golden" / "compare_saved.json"
+GOLDEN = TESTS_DIR / "golden" / "compare_saved.json"
 QUIET = (0.001, -0.001, 0.0005, -0.0005, 0.0)
 
 

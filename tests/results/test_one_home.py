@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _paths import REPO_ROOT
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench import layout
@@ -41,8 +42,8 @@ from pytest_dlbench.results.judge import (
 )
 from pytest_dlbench.results.model import SCHEMA, SuiteSummary
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "pytest_dlbench"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SRC = REPO_ROOT / "src" / "pytest_dlbench"
+BENCHMARKS = REPO_ROOT / "benchmarks"
 
 
 def _strings(path: Path) -> set[str]:

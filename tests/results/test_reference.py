@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _paths import REPO_ROOT, TESTS_DIR
 
 from pytest_dlbench.measure.stream import StreamWriter
 from pytest_dlbench.results.figures import summarize_dir
@@ -43,7 +44,7 @@ from pytest_dlbench.results.figures.reference import (
 from pytest_dlbench.suite.locate import find_suite
 from pytest_dlbench.suite.resolve import resolve_suite
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS_DIR / "golden"
 H100 = "NVIDIA H100 80GB HBM3"
 # milabench's published figures, from its files (the docstring's lines).
 H100_NOIO_BS128, H100_NOIO_BS248, H100_RESNET50_BS128 = 3377.58, 3968.86, 2458.92
@@ -203,8 +204,9 @@ def test_dlbench_report_and_pytest_take_the_option(tmp_path: Path,
 
 def test_the_docs_example_is_the_golden_output() -> None:
     """docs/milabench.md shows the fake H100 run's lines: the golden file's, as they are."""
-    page = (Path(__file__).parents[1] / "docs" / "milabench.md").read_text(encoding="utf-8")
-    block = page.split("<!-- checked: tests/test_reference.py -->\n```\n", 1)[1].split("```")[0]
+    page = (REPO_ROOT / "docs" / "milabench.md").read_text(encoding="utf-8")
+    marker = "<!-- checked: tests/results/test_reference.py -->\n```\n"
+    block = page.split(marker, 1)[1].split("```")[0]
     assert block == (GOLDEN / "reference_h100.txt").read_text(encoding="utf-8")
 
 
