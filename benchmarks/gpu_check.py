@@ -89,8 +89,8 @@ REFERENCE_TIMEOUT_S = 180.0
 REFERENCE_TOLERANCE = 0.05
 # The resnet50 reference row: milabench's resnet50-noio, its arguments those of the shipped
 # `milabench` suite (bench_suites/milabench.yaml, held against milabench's own settings by
-# tests/test_milabench_suite.py), so the project's run, the bare loop and milabench's published
-# figure (results/figures/milabench_reference.csv) are one step. Its batch: the suite's
+# tests/suite/test_milabench_suite.py), so the project's run, the bare loop and milabench's
+# published figure (results/figures/milabench_reference.csv) are one step. Its batch: the suite's
 # auto_batch(256) where milabench published a figure at it for the GPU, else the published
 # batch nearest to it (results/figures/reference.nearest_published).
 MILABENCH_BENCH = "resnet50-noio"

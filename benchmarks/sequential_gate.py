@@ -13,9 +13,9 @@ test's verdict at the last, by the product's rule: results/judge/verdict.judge) 
 the sequential one (results/judge/paired.first_stop, a look after every round from 4, the same
 rule at its last look). Printed per cell: "regressed" verdicts (0 %: false alarms; 5 %, 10 %:
 detection), "inconclusive" ones (rounds too noisy for the tolerance) and the mean rounds of
-the sequential design. The quantile test here is
-a vectorised twin of results/judge/stats.quantile_stats, equal to it (tests/test_sequential.py
-checks), ~20 times faster.
+the sequential design. The quantile test here is a vectorised twin of
+results/judge/stats.quantile_stats, equal to it (tests/results/test_sequential.py checks), ~20
+times faster.
 
     python benchmarks/sequential_gate.py [--trials 200] [--rounds 10] [--steps 50] [--seed 0]
         [--changes 0,5,10] [--spread 15]

@@ -46,8 +46,8 @@ def test_the_rule_names_a_module_wherever_results_keeps_it() -> None:
         "pytest_dlbench.results.history.records", "pytest_dlbench.results.history.frames",
         "pytest_dlbench.results.figures.scoring", "pytest_dlbench.results.figures.telemetry",
         "pytest_dlbench.report.history",
-    ]) == ["pytest_dlbench.results.history.records", "pytest_dlbench.results.history.frames",
-           "pytest_dlbench.results.judge.saved", "pytest_dlbench.results.judge.paired"]
+    ]) == ["pytest_dlbench.results.history.frames", "pytest_dlbench.results.history.records",
+           "pytest_dlbench.results.judge.paired", "pytest_dlbench.results.judge.saved"]
 
 
 def test_the_childs_entry_imports_none_of_the_parents_judging() -> None:

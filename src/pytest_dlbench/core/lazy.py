@@ -2,7 +2,7 @@
 module that defines it on first use, so that importing the package imports none of them
 (docs/architecture.md, "results/ by job"). A face lists its names in ``_HOMES`` (module ->
 names), in ``__all__``, and in its ``if TYPE_CHECKING:`` imports, which give the type checker
-the real types; tests/test_layers.py checks that the three agree.
+the real types; tests/core/test_layers.py checks that the three agree.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import fixed, number, printable, significant
-from pytest_dlbench.measure.stream import Event, read_stream
+from pytest_dlbench.measure.records import RunRecords
+from pytest_dlbench.measure.stream import Event
 
 if TYPE_CHECKING:
     from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
@@ -148,23 +149,21 @@ def _recorded(bench: BenchSummary) -> _Recorded | None:
         if not run.ok or not run.path:
             continue
         try:
-            records = read_stream(run.path)
+            records = RunRecords.read(run.path)
         except (OSError, ValueError):  # scored before, gone or damaged since: not this run
             continue
         read = True
-        for record in records:
-            event = record.get("event")
-            if event == Event.META:
-                device = str(record.get("device") or "")
-                on_cpu = on_cpu or device == "cpu" or device.startswith("cpu:")
-                if record.get("device_name"):
-                    names.add(str(record["device_name"]))
-            elif event == Event.CONFIG and argv is None:
-                spec = record.get("spec") or {}
-                argv, definition = spec.get("argv"), spec.get("definition")
-            elif event == Event.RATE and not record.get("warmup"):
-                items = record.get("items")
-                batches.add(float(items) if isinstance(items, (int, float)) else float("nan"))
+        for meta in records.kind(Event.META):
+            device = str(meta.get("device") or "")
+            on_cpu = on_cpu or device == "cpu" or device.startswith("cpu:")
+            if meta.get("device_name"):
+                names.add(str(meta["device_name"]))
+        config = records.first(Event.CONFIG)
+        if config is not None and argv is None:
+            spec = config.get("spec") or {}
+            argv, definition = spec.get("argv"), spec.get("definition")
+        for items in records.steady.numbers("items", float("nan")):
+            batches.add(float(items) if isinstance(items, (int, float)) else float("nan"))
     if not read:
         return None
     return _Recorded(on_cpu, next(iter(names)) if len(names) == 1 else None, argv, definition,
