@@ -227,7 +227,8 @@ class Bench(ClosesOnExit):
         if self.done:
             return
         limit = self.skip + self.stop
-        # Making the iterator (DataLoader workers...) is excluded from the first step (seed 000).
+        # Making the iterator (DataLoader workers...) is excluded from the first step: the
+        # timer's contract (docs/writing-benchmarks.md).
         it = iter(iterable)
         if self._n < limit:
             timer = self.timer

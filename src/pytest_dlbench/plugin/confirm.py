@@ -1,5 +1,5 @@
-"""Running the confirmation of ``--bench-confirm`` at the end of a run (issue 26 item 2): a suite
-run's, or the ``bench`` fixture's run of your own tests (issue 38).
+"""Running the confirmation of ``--bench-confirm`` at the end of a run (docs/reports.md,
+"Confirmation"): a suite run's, or the ``bench`` fixture's run of your own tests.
 
 The first pass against a saved baseline is scored; each benchmark it suspects (regressed or
 improved) runs again here, in the controller, once the suite is done: one benchmark at a time,

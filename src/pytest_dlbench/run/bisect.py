@@ -82,8 +82,8 @@ __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Ta
 #: rounds instead of 6). It stops early when its verdict is clear. ``dlbench bisect`` too.
 ROUNDS = 8
 MAX_ROUNDS = 16
-#: Seconds between two progress reports while a step runs (issue 41: up to 8 minutes passed
-#: between two lines before).
+#: Seconds between two progress reports while a step runs (docs/history.md: a step of a slow
+#: benchmark can take minutes, and a silent bisect looks hung).
 PROGRESS_S = 10.0
 #: The folder of the repository's git directory where each running bisect names the worktrees
 #: it made (module docstring).
