@@ -505,7 +505,8 @@ def run_records(
     for k in range(idle_before):
         records.append(sample(t0 - idle_before + k, 0.0 if gpu else None, 1 * GIB, k * 10.0))
     for k, util in enumerate(utils):
-        records.append(sample(t0 + k + 0.5, util if gpu else None, mem_used, 100.0 + k * 10.0))
+        # Read at the end of the second it describes: NVML averages over the period before it.
+        records.append(sample(t0 + k + 1.0, util if gpu else None, mem_used, 100.0 + k * 10.0))
         records.append({"event": "rate", "value": 10.0, "time": t0 + k + 1.0, "seconds": 1.0,
                         "items": 10, "step": k, "warmup": False})
     records.append(sample(t0 + len(utils) + 2.0, 0.0 if gpu else None, 1 * GIB, 999.0))
@@ -731,3 +732,146 @@ def test_no_sample_in_the_scored_window_is_no_load_figure():
     assert combined["gpu_util_reason"] == "no sample in the scored window"
     # A run that has the figure wins over one that has only the reason.
     assert "gpu_util_reason" not in combine_stats([stats, {"mean_gpu_util": 80.0}])
+
+
+# -- NVML's utilisation is the mean of the period before the reading --------------------------
+class TrailingNvml(FakeNvml):
+    """The driver's utilisation as NVML reports it: every ``period`` seconds the driver closes
+    a sample, the share of that period during which a kernel ran (``busy``: intervals of the
+    fake clock); ``nvmlDeviceGetUtilizationRates`` answers the last closed sample, and
+    ``nvmlDeviceGetSamples`` the closed samples newer than a stamp, stamped in the host's
+    microseconds (``stamped=False``: a binding or part without it)."""
+
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+
+    def __init__(self, clock: FakeClock, busy: list[tuple[float, float]], period: float,
+                 *, stamped: bool = True) -> None:
+        super().__init__(count=1)
+        self.clock, self.busy, self.period = clock, busy, period
+        if not stamped:
+            self.nvmlDeviceGetSamples = None  # type: ignore[assignment]
+
+    def _share(self, a: float, b: float) -> float:
+        overlap = sum(max(0.0, min(b, hi) - max(a, lo)) for lo, hi in self.busy)
+        return 100.0 * overlap / (b - a)
+
+    def _closed_ends(self) -> list[float]:
+        last = int(self.clock.t / self.period + 1e-9)
+        return [k * self.period for k in range(1, last + 1)]
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:  # noqa: N802
+        self._call("util")
+        end = self._closed_ends()[-1]
+        return SimpleNamespace(gpu=round(self._share(end - self.period, end)), memory=0)
+
+    def nvmlDeviceGetSamples(self, h: int, kind: int, since_us: int) -> Any:  # noqa: N802
+        assert kind == self.NVML_GPU_UTILIZATION_SAMPLES
+        new = [SimpleNamespace(timeStamp=round(end * 1e6),
+                               sampleValue=SimpleNamespace(uiVal=round(
+                                   self._share(end - self.period, end))))
+               for end in self._closed_ends() if round(end * 1e6) > since_us]
+        if not new:
+            raise NVMLError(6)  # NVML_ERROR_NOT_FOUND: no sample since the stamp
+        return 1, new
+
+
+def clocked_monitor(nvml: TrailingNvml, clock: FakeClock) -> tuple[Monitor, NullStream]:
+    """A monitor sampled by hand whose records, energy and NVML's stamps share ``clock``."""
+    stream = NullStream()
+    monitor = Monitor(stream, interval=3600.0, nvml=nvml, clock=clock, wall=clock)
+    monitor._nvml.host_clock = clock
+    return monitor, stream
+
+
+def monitored_run(nvml: TrailingNvml, clock: FakeClock, *, warmup_end: float,
+                  steps: list[float]) -> list[dict[str, Any]]:
+    """A run monitored every second from t=100 to the last step and a little after: a
+    warm-up step ending at ``warmup_end``, then scored steps ending at ``steps``."""
+    monitor, stream = clocked_monitor(nvml, clock)
+    clock.t = 100.0
+    with monitor:
+        while clock.t + 1.0 <= steps[-1] + 0.6:
+            clock.t += 1.0
+            monitor.sample()
+        clock.t = steps[-1] + 0.6
+    records: list[dict[str, Any]] = list(stream.records)
+    records.append({"event": "rate", "value": 1.0, "time": warmup_end, "seconds": warmup_end - 100,
+                    "items": 64, "warmup": True})
+    before = warmup_end
+    for t in steps:
+        records.append({"event": "rate", "value": 1.0, "time": t, "seconds": t - before,
+                        "items": 64, "warmup": False})
+        before = t
+    return records
+
+
+def standard_resnet50(period: float, *, stamped: bool) -> list[dict[str, Any]]:
+    """The standard resnet50 on an H200 (2026-11-28): an idle warm-up (cuDNN autotuning) of
+    10 s, then 30 scored steps in 0.55 s that keep the GPU busy."""
+    clock = FakeClock()
+    steps = [110.0 + 0.55 * (k + 1) / 30 for k in range(30)]
+    nvml = TrailingNvml(clock, busy=[(110.0, steps[-1])], period=period, stamped=stamped)
+    return monitored_run(nvml, clock, warmup_end=110.0, steps=steps)
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_a_scored_window_shorter_than_the_period_is_not_judged_on_the_warm_up(stamped: bool):
+    """The reading taken inside the 0.55 s window is the mean of the idle second before it:
+    the run failed its 50 % load check at 41 % (mean of 1 sample) on an H200 while its steps
+    kept the GPU busy. No period lies inside the window: no figure, and a warning."""
+    records = standard_resnet50(1.0, stamped=stamped)
+    [issue] = check_usage(records, LOAD)
+    assert issue.level == "warn"
+    assert "load not validated" in issue.message and "0.55 s scored window" in issue.message
+    stats = telemetry_stats(records)
+    assert stats["mean_gpu_util"] is None
+    assert stats["gpu_util_reason"] == "no sample in the scored window"
+
+
+def test_the_drivers_short_samples_inside_the_window_judge_it():
+    """A part whose driver closes a sample every 1/6 s: three of them lie inside the 0.55 s
+    window, all busy; the point reading taken in it still describes the idle time before."""
+    records = standard_resnet50(1 / 6, stamped=True)
+    assert check_usage(records, LOAD) == []
+    window = timed_window(records)
+    assert window is not None
+    [gpu] = summarize_telemetry(records, start=window[0], end=window[1]).gpus
+    assert gpu.samples == 3 and gpu.mean_util == 100.0
+    assert gpu.util_period_s == pytest.approx(1 / 6, abs=1e-5)  # stamps in microseconds
+    # Without the driver's stamps the same run's readings are not judged, never failed.
+    [issue] = check_usage(standard_resnet50(1 / 6, stamped=False), LOAD)
+    assert issue.level == "warn"
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_a_long_window_is_judged_on_its_own_periods(stamped: bool):
+    """Busy from 110 to 114, idle before: the reading at 110.x (the idle second before) is
+    left out, the others count; a GPU idle in its window still fails."""
+    clock = FakeClock()
+    steps = [110.0 + 0.25 * (k + 1) for k in range(16)]
+    busy = TrailingNvml(clock, busy=[(110.0, 114.0)], period=1.0, stamped=stamped)
+    records = monitored_run(busy, clock, warmup_end=110.0, steps=steps)
+    window = timed_window(records)
+    assert window == (110.0, 114.0)
+    [gpu] = summarize_telemetry(records, start=window[0], end=window[1]).gpus
+    assert gpu.mean_util == 100.0 and gpu.samples >= 3
+    assert check_usage(records, LOAD) == []
+    clock = FakeClock()
+    idle = TrailingNvml(clock, busy=[(100.0, 110.0)], period=1.0, stamped=stamped)
+    [issue] = check_usage(monitored_run(idle, clock, warmup_end=110.0, steps=steps), LOAD)
+    assert issue.level == "fail" and issue.message.startswith("GPU load 0% below")
+
+
+def test_the_drivers_samples_are_kept_from_the_monitors_start_on():
+    """The driver's buffer holds samples from before the run (another job's): the first read
+    keeps only those from shortly before the monitor started."""
+    clock = FakeClock()
+    clock.t = 100.0
+    nvml = TrailingNvml(clock, busy=[(0.0, 200.0)], period=1.0)
+    monitor, stream = clocked_monitor(nvml, clock)
+    with monitor:
+        clock.t = 101.5
+        monitor.sample()
+    stamps = [t for r in events(stream, "telemetry") for g in r["gpus"]
+              for t, _ in g.get("util_samples", [])]
+    assert stamps == [98.0, 99.0, 100.0, 101.0]  # each once, none from before 98

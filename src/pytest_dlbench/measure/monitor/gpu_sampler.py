@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,15 @@ from pytest_dlbench.measure.monitor.nvml import (
 from pytest_dlbench.measure.monitor.summary import as_float, as_int
 
 __all__ = ["MIN_COUNTER_MOVES", "GpuSampler"]
+
+# pynvml's NVML_GPU_UTILIZATION_SAMPLES: the driver's own utilisation samples, each with the
+# time its period ended (docs/telemetry.md, "GPU load over the scored window").
+_UTILIZATION_SAMPLES = 1
+# Samples the driver buffered before the monitor started are not this run's.
+_SAMPLES_BEFORE_START_S = 2.0
+# NVML stamps its samples with the host's UNIX time in microseconds; a stamp further than this
+# from the wall clock is on another clock, and the samples are placed by their newest one.
+_CLOCK_MISMATCH_S = 60.0
 
 #: Samples in which the energy counter must have moved before its difference is the energy:
 #: the counter is coarse (it moves every ~20-100 ms, in steps of up to tens of joules), so a
@@ -43,6 +53,7 @@ class _Gpu:
     last_power_w: float | None = None
     last_t: float | None = None
     unsupported: set[str] = field(default_factory=set)
+    last_util_stamp_us: int = 0  # the newest driver utilisation sample read so far
 
 
 def _not_supported(nvml: Any, exc: BaseException) -> bool:
@@ -63,6 +74,8 @@ class GpuSampler:
         self.info: list[dict[str, Any]] = []
         self._initialised = False
         self._requested = gpu_indices
+        self._first_wall: float | None = None  # the first sample's time (records' axis)
+        self.host_clock: Callable[[], float] = time.time  # NVML's stamps' clock (tests: fake)
 
     def open(self) -> str:
         """Initialise NVML and pick the GPUs; returns why there is no GPU telemetry, or ``""``."""
@@ -118,11 +131,16 @@ class GpuSampler:
                 gpu.unsupported.add(name)
             return None
 
-    def sample(self, t: float) -> list[dict[str, Any]]:
+    def sample(self, t: float, wall: float | None = None) -> list[dict[str, Any]]:
+        """One record's ``gpus``: ``t`` is the monotonic clock (energy), ``wall`` the records'
+        time axis (the driver's utilisation samples are placed on it; None: leave them out)."""
         nvml = self.nvml
+        if self._first_wall is None and wall is not None:
+            self._first_wall = wall
         out = []
         for gpu in self.gpus:
             util = self._call(gpu, "util", nvml.nvmlDeviceGetUtilizationRates)
+            stamped = self._utilisation_samples(gpu, wall) if wall is not None else None
             memory = self._call(gpu, "memory", nvml.nvmlDeviceGetMemoryInfo)
             power_mw = self._call(gpu, "power", nvml.nvmlDeviceGetPowerUsage)
             temp = self._call(
@@ -142,8 +160,41 @@ class GpuSampler:
                 "temp_c": as_float(temp),
                 "sm_clock_mhz": as_float(clock),
                 "energy_j": self._energy(gpu, t, power_w),
+                **({"util_samples": stamped} if stamped else {}),
             })
         return out
+
+    def _utilisation_samples(self, gpu: _Gpu, wall: float) -> list[list[float]] | None:
+        """The driver's utilisation samples newer than the last read, as ``[time, percent]``
+        on the records' time axis, each ``time`` the end of the sample's period. None when
+        the driver keeps none (an older GPU or binding) or has no new one (NVML answers
+        "not found")."""
+        fn = getattr(self.nvml, "nvmlDeviceGetSamples", None)
+        kind = getattr(self.nvml, "NVML_GPU_UTILIZATION_SAMPLES", _UTILIZATION_SAMPLES)
+        answer = self._call(gpu, "util_samples", fn, kind, gpu.last_util_stamp_us)
+        if not answer:
+            return None
+        stamps: list[tuple[int, float]] = []
+        for sample in answer[1] or ():
+            stamp = as_int(getattr(sample, "timeStamp", None))
+            value = getattr(getattr(sample, "sampleValue", None), "uiVal", None)
+            percent = as_float(value)
+            if stamp is not None and percent is not None and stamp > gpu.last_util_stamp_us:
+                stamps.append((stamp, percent))
+        if not stamps:
+            return None
+        stamps.sort()
+        gpu.last_util_stamp_us = stamps[-1][0]
+        # The stamps are the host's UNIX microseconds; the records' axis is the monitor's
+        # wall clock (measure/timing.py's MonotonicWallClock), offset from time.time() by
+        # however far the host's clock stepped since the run began.
+        host = self.host_clock()
+        offset = wall - host
+        if abs(stamps[-1][0] / 1e6 - host) > _CLOCK_MISMATCH_S:
+            offset = wall - stamps[-1][0] / 1e6  # another clock: the newest sample is now
+        first_kept = (self._first_wall or wall) - _SAMPLES_BEFORE_START_S
+        return [[round(stamp / 1e6 + offset, 6), percent] for stamp, percent in stamps
+                if stamp / 1e6 + offset >= first_kept]
 
     def _energy(self, gpu: _Gpu, t: float, power_w: float | None) -> float | None:
         """Joules since the start: the energy counter's difference once it has moved in

@@ -190,10 +190,10 @@ class Monitor:
         ``errors``). Called by the thread every interval; callable directly (tests)."""
         with self._lock:
             try:
-                t = self.clock()
-                record: dict[str, Any] = {"time": self.wall(), "elapsed": round(t - self._t0, 6)}
+                t, wall = self.clock(), self.wall()
+                record: dict[str, Any] = {"time": wall, "elapsed": round(t - self._t0, 6)}
                 record.update(self._sample_tree())
-                record["gpus"] = self._nvml.sample(t) if not self._gpu_reason else []
+                record["gpus"] = self._nvml.sample(t, wall) if not self._gpu_reason else []
             except Exception as exc:  # noqa: BLE001 - the benchmark must never see it
                 self._error(exc)
                 return None

@@ -9,6 +9,7 @@ Pure functions over records: no NVML, no psutil, no pytest.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 from pytest_dlbench.measure.records import RunRecords
 
 __all__ = [
+    "MAX_UTIL_PERIOD_S",
     "GpuSummary",
     "MonitorSummary",
     "Summarizer",
@@ -25,6 +27,12 @@ __all__ = [
     "summarize_telemetry",
     "timed_window",
 ]
+
+
+#: The longest period NVML's utilisation averages over ("between 1 second and 1/6 second,
+#: depending on the product"): a reading without a driver time stamp counts in a window only
+#: when the whole period before it lies inside (docs/telemetry.md).
+MAX_UTIL_PERIOD_S = 1.0
 
 
 def as_float(value: Any) -> float | None:
@@ -56,6 +64,9 @@ class GpuSummary:
     energy_j: float | None
     peak_power_w: float | None
     max_temp_c: float | None
+    # Over a window: the period of the driver's utilisation samples (seconds; None: readings
+    # without driver time stamps, counted when MAX_UTIL_PERIOD_S before them lies inside).
+    util_period_s: float | None = None
 
     @property
     def mean_mem_fraction(self) -> float | None:
@@ -138,6 +149,7 @@ class _GpuAcc:
         self.energy: float | None = None
         self.power: float | None = None
         self.temp: float | None = None
+        self.util_period: float | None = None
 
     def add(self, g: Mapping[str, Any]) -> None:
         util, used = as_float(g.get("util")), as_int(g.get("mem_used"))
@@ -165,6 +177,7 @@ class _GpuAcc:
             energy_j=self.energy,
             peak_power_w=self.power,
             max_temp_c=self.temp,
+            util_period_s=self.util_period,
         )
 
 
@@ -261,6 +274,13 @@ def summarize_telemetry(
             if t is None or (start is not None and t < start) or (end is not None and t > end):
                 continue
         acc.add(record)
+    if windowed:
+        # A utilisation reading is the mean of the period before it: only periods that lie
+        # inside the window describe it (the idle warm-up before it would count otherwise).
+        for index, (values, period) in window_utilisation(run.telemetry, start, end).items():
+            if values or index in acc.gpus:  # a sample can arrive in a record after the window
+                gpu_acc = acc.gpus.setdefault(index, _GpuAcc(index))
+                gpu_acc.util, gpu_acc.util_period = values, period
     if monitor is not None:
         gpu, reason = bool(monitor.get("gpu")), str(monitor.get("reason") or "")
         interval = as_float(monitor.get("interval"))
@@ -272,6 +292,61 @@ def summarize_telemetry(
         gpu=gpu, reason=reason, interval=interval, errors=errors, last_error=last_error,
         torch_memory=torch_memory,
     )
+
+
+def window_utilisation(
+    telemetry: Iterable[Mapping[str, Any]], start: float | None, end: float | None,
+) -> dict[int, tuple[list[float], float | None]]:
+    """Per GPU, the utilisation values whose whole period lies in ``[start, end]``, and the
+    period (None for readings without driver time stamps).
+
+    The driver's own samples (``util_samples``: ``[time, percent]``, ``time`` the end of the
+    sample's period) are used where the records hold any: their period is the median gap
+    between them, whichever record brought them (a sample ending inside the window can arrive
+    with the record after it). Otherwise each record's ``util`` reading counts when
+    :data:`MAX_UTIL_PERIOD_S` before it lies inside the window: a conservative bound, since
+    the part's period is unknown. A window shorter than a period gets no value: no figure,
+    rather than one that is mostly the warm-up."""
+    lo = -math.inf if start is None else start
+    hi = math.inf if end is None else end
+    stamped: dict[int, dict[float, float]] = {}
+    readings: dict[int, list[tuple[float, float]]] = {}
+    for record in telemetry:
+        t = as_float(record.get("time"))
+        for g in record.get("gpus") or ():
+            index = as_int(g.get("index"))
+            if index is None:
+                continue
+            for pair in g.get("util_samples") or ():
+                when, value = _stamped(pair)
+                if when is not None and value is not None:
+                    stamped.setdefault(index, {})[when] = value
+            util = as_float(g.get("util"))
+            if t is not None and util is not None:
+                readings.setdefault(index, []).append((t, util))
+    out: dict[int, tuple[list[float], float | None]] = {}
+    for index in sorted(set(stamped) | set(readings)):
+        samples = stamped.get(index)
+        if samples:
+            times = sorted(samples)
+            gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+            period = gaps[len(gaps) // 2] if gaps else MAX_UTIL_PERIOD_S
+            # A thousandth of the period absorbs the stamps' rounding to the microsecond.
+            slack = period / 1000.0
+            out[index] = ([samples[t] for t in times
+                           if t - period >= lo - slack and t <= hi + slack], period)
+        else:
+            out[index] = ([value for t, value in readings.get(index, ())
+                           if t - MAX_UTIL_PERIOD_S >= lo and t <= hi], None)
+    return out
+
+
+def _stamped(pair: Any) -> tuple[float | None, float | None]:
+    """``[time, percent]`` as numbers; (None, None) for anything else (a stream written by
+    someone else)."""
+    if isinstance(pair, (list, tuple)) and len(pair) == 2:
+        return as_float(pair[0]), as_float(pair[1])
+    return None, None
 
 
 # -- the timed window --------------------------------------------------------------------------

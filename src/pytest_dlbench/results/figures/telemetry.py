@@ -23,7 +23,7 @@ __all__ = [
     "telemetry_stats",
 ]
 
-# Why a run has no mean GPU load: its scored window fell between two NVML samples.
+# Why a run has no mean GPU load: no utilisation sample's period lies inside its scored window.
 NO_WINDOW_SAMPLE = "no sample in the scored window"
 
 
@@ -53,10 +53,11 @@ def telemetry_stats(
     whole = summarize_telemetry(records)
     window = timed_window(records)
     timed = summarize_telemetry(records, start=window[0], end=window[1]) if window else whole
-    util = timed.mean_gpu_util if timed.gpus else whole.mean_gpu_util
-    # No sample in the scored window: no figure. The whole run's mean is mostly set-up (4 % on
-    # an H200's resnet50 whose scored steps kept it busy).
-    no_sample = window is not None and not timed.gpus and bool(whole.gpus)
+    # No utilisation sample whose period lies in the scored window: no figure. The whole
+    # run's mean is mostly set-up (4 % on an H200's resnet50 whose scored steps kept it busy).
+    no_sample = (window is not None and timed.mean_gpu_util is None
+                 and whole.mean_gpu_util is not None)
+    util = timed.mean_gpu_util
     return {
         "peak_gpu_mem_bytes": whole.peak_gpu_mem_bytes,
         "peak_rss_bytes": whole.peak_rss_bytes,

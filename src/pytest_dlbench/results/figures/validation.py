@@ -8,8 +8,9 @@ check. Runs without GPU telemetry (CPU runs, no driver) are not checked.
 The means are taken over the timed window (the scored observations, warm-up left out: read
 from the ``rate`` records, :func:`~pytest_dlbench.measure.monitor.summary.timed_window`) so
 that model building, data preparation and a first step that autotunes, when the GPU idles, do
-not fail a short benchmark. Pure functions over records or a
-:class:`~pytest_dlbench.measure.monitor.summary.MonitorSummary`: no NVML, no pytest.
+not fail a short benchmark; a utilisation value counts only when its whole period lies inside
+that window (docs/telemetry.md, "GPU load over the scored window"). Pure functions over records
+or a :class:`~pytest_dlbench.measure.monitor.summary.MonitorSummary`: no NVML, no pytest.
 Its :class:`Issue` and :class:`ValidationError` are in ``measure/monitor/usage.py``, where
 the harness that records the failure reads them.
 """
@@ -20,7 +21,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
+from pytest_dlbench.measure.monitor.summary import (
+    MAX_UTIL_PERIOD_S,
+    MonitorSummary,
+    summarize_telemetry,
+    timed_window,
+)
 from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import Event, Stream, read_stream
@@ -72,8 +78,10 @@ def check_usage(
     mem = _threshold(usage, "gpu_mem_threshold", issues)
     if load is None and mem is None:
         return issues
+    window: tuple[float, float] | None = None
     if isinstance(source, MonitorSummary):
         summary, windowed = source, False
+        whole_util = {g.index: g.mean_util for g in summary.gpus}
     else:
         records = RunRecords.of(source)  # parsed once, read twice
         window = timed_window(records)
@@ -82,6 +90,7 @@ def check_usage(
             summary = summarize_telemetry(records, start=window[0], end=window[1])
         else:
             summary = summarize_telemetry(records)
+        whole_util = {g.index: g.mean_util for g in summarize_telemetry(records).gpus}
     if not summary.gpu:
         return issues  # a CPU run, or no driver: nothing to validate
     if not summary.gpus:
@@ -93,7 +102,11 @@ def check_usage(
     for gpu in summary.gpus:
         name = f"GPU {gpu.index}" if several else "GPU"
         if load is not None:
-            if gpu.mean_util is None:
+            if gpu.mean_util is None and window is not None and (
+                    whole_util.get(gpu.index) is not None):
+                why = _no_window_util(window, gpu.util_period_s)
+                issues.append(Issue("warn", f"{name} load not validated: {why}"))
+            elif gpu.mean_util is None:
                 issues.append(Issue("warn", f"{name} load not validated: NVML gives no "
                                             "utilisation for it"))
             elif gpu.mean_util < load * 100.0:
@@ -113,6 +126,17 @@ def check_usage(
                 f"peak {(gpu.peak_mem_used or 0) / _GIB:.1f} GiB)",
             ))
     return issues
+
+
+def _no_window_util(window: tuple[float, float], period: float | None) -> str:
+    """Why a GPU has utilisation readings but none for the scored window."""
+    length = max(0.0, window[1] - window[0])
+    if period is None:
+        return (f"no utilisation reading whose period lies inside the {length:.2g} s scored "
+                f"window (NVML averages each over up to {MAX_UTIL_PERIOD_S:g} s: the "
+                "readings in it mostly describe the warm-up before it)")
+    return (f"no utilisation sample whose {period:.2g} s period lies inside the {length:.2g} s "
+            "scored window")
 
 
 def _records_of(stream: Stream) -> Sequence[Mapping[str, Any]]:
