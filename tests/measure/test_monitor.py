@@ -23,7 +23,12 @@ from pytest_dlbench.measure.monitor import (
     parse_interval,
     visible_nvml_indices,
 )
-from pytest_dlbench.measure.monitor.summary import MonitorSummary, summarize_telemetry, timed_window
+from pytest_dlbench.measure.monitor.summary import (
+    MonitorSummary,
+    scored_spans,
+    summarize_telemetry,
+    timed_window,
+)
 from pytest_dlbench.measure.monitor.usage import Issue, ValidationError
 from pytest_dlbench.measure.stream import NullStream, StreamWriter, read_stream
 from pytest_dlbench.results.figures import check_usage, telemetry_stats, validate_usage
@@ -875,3 +880,23 @@ def test_the_drivers_samples_are_kept_from_the_monitors_start_on():
     stamps = [t for r in events(stream, "telemetry") for g in r["gpus"]
               for t, _ in g.get("util_samples", [])]
     assert stamps == [98.0, 99.0, 100.0, 101.0]  # each once, none from before 98
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_the_idle_gap_between_two_loops_is_not_the_benchmarks_load(stamped: bool):
+    """Two epochs of busy steps with a 2 s idle gap between them (the loader's workers
+    starting again: the second loop's first step says ``loop_start``): the samples of the gap
+    describe no step and are left out."""
+    clock = FakeClock()
+    first = [110.0 + 0.25 * (k + 1) for k in range(8)]  # to 112
+    second = [114.0 + 0.25 * (k + 1) for k in range(8)]  # 114 to 116
+    nvml = TrailingNvml(clock, busy=[(110.0, 112.0), (114.0, 116.0)], period=1.0,
+                        stamped=stamped)
+    records = monitored_run(nvml, clock, warmup_end=110.0, steps=first + second)
+    for record in records:  # the second loop's first step: timed from its own start
+        if record.get("event") == "rate" and record["time"] == 114.25:
+            record.update(seconds=0.25, loop_start=True)
+    assert scored_spans(records) == [(110.0, 112.0), (114.0, 116.0)]
+    strict = {"usage": {"gpu_load_threshold": 0.9}}
+    assert check_usage(records, strict) == []
+    assert telemetry_stats(records)["mean_gpu_util"] == 100.0

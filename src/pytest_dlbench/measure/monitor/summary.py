@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = [
     "Summarizer",
     "as_float",
     "as_int",
+    "scored_spans",
     "summarize_telemetry",
     "timed_window",
 ]
@@ -254,9 +255,12 @@ def summarize_telemetry(
     *,
     start: float | None = None,
     end: float | None = None,
+    spans: Sequence[tuple[float, float]] | None = None,
 ) -> MonitorSummary:
     """Summarise the ``telemetry`` records of a stream; with ``start``/``end`` (UNIX seconds),
-    only the samples taken in between. Pure: no NVML, no psutil.
+    only the samples taken in between, and only the utilisation values whose period lies
+    inside one of ``spans`` (default: the whole window; :func:`scored_spans` leaves out the
+    gaps between a run's loops). Pure: no NVML, no psutil.
 
     ``gpu`` and ``reason`` come from the ``monitor`` record (without one: whether any sample
     has GPUs); ``errors`` and torch's peaks (a whole-run figure, not a sample) from the
@@ -277,7 +281,9 @@ def summarize_telemetry(
     if windowed:
         # A utilisation reading is the mean of the period before it: only periods that lie
         # inside the window describe it (the idle warm-up before it would count otherwise).
-        for index, (values, period) in window_utilisation(run.telemetry, start, end).items():
+        inside = spans if spans is not None else [
+            (-math.inf if start is None else start, math.inf if end is None else end)]
+        for index, (values, period) in window_utilisation(run.telemetry, inside).items():
             if values or index in acc.gpus:  # a sample can arrive in a record after the window
                 gpu_acc = acc.gpus.setdefault(index, _GpuAcc(index))
                 gpu_acc.util, gpu_acc.util_period = values, period
@@ -295,10 +301,11 @@ def summarize_telemetry(
 
 
 def window_utilisation(
-    telemetry: Iterable[Mapping[str, Any]], start: float | None, end: float | None,
+    telemetry: Iterable[Mapping[str, Any]], spans: Sequence[tuple[float, float]],
 ) -> dict[int, tuple[list[float], float | None]]:
-    """Per GPU, the utilisation values whose whole period lies in ``[start, end]``, and the
-    period (None for readings without driver time stamps).
+    """Per GPU, the utilisation values whose whole period lies inside one of ``spans``
+    (``(start, end)``, UNIX seconds), and the period (None for readings without driver time
+    stamps).
 
     The driver's own samples (``util_samples``: ``[time, percent]``, ``time`` the end of the
     sample's period) are used where the records hold any: their period is the median gap
@@ -307,8 +314,6 @@ def window_utilisation(
     :data:`MAX_UTIL_PERIOD_S` before it lies inside the window: a conservative bound, since
     the part's period is unknown. A window shorter than a period gets no value: no figure,
     rather than one that is mostly the warm-up."""
-    lo = -math.inf if start is None else start
-    hi = math.inf if end is None else end
     stamped: dict[int, dict[float, float]] = {}
     readings: dict[int, list[tuple[float, float]]] = {}
     for record in telemetry:
@@ -334,11 +339,15 @@ def window_utilisation(
             # A thousandth of the period absorbs the stamps' rounding to the microsecond.
             slack = period / 1000.0
             out[index] = ([samples[t] for t in times
-                           if t - period >= lo - slack and t <= hi + slack], period)
+                           if _inside(t - period + slack, t - slack, spans)], period)
         else:
             out[index] = ([value for t, value in readings.get(index, ())
-                           if t - MAX_UTIL_PERIOD_S >= lo and t <= hi], None)
+                           if _inside(t - MAX_UTIL_PERIOD_S, t, spans)], None)
     return out
+
+
+def _inside(lo: float, hi: float, spans: Sequence[tuple[float, float]]) -> bool:
+    return any(start <= lo and hi <= end for start, end in spans)
 
 
 def _stamped(pair: Any) -> tuple[float | None, float | None]:
@@ -347,6 +356,12 @@ def _stamped(pair: Any) -> tuple[float | None, float | None]:
     if isinstance(pair, (list, tuple)) and len(pair) == 2:
         return as_float(pair[0]), as_float(pair[1])
     return None, None
+
+
+#: A pause between two scored observations shorter than this is part of the run (the timer's
+#: read between windows); a longer one (a new loop's set-up, an epoch's loader start, where
+#: the GPU idles) splits the scored window's spans for the utilisation.
+SPAN_GAP_S = 0.1
 
 
 # -- the timed window --------------------------------------------------------------------------
@@ -369,3 +384,26 @@ def timed_window(
         lo = start if lo is None else min(lo, start)
         hi = t if hi is None else max(hi, t)
     return (lo, hi) if lo is not None and hi is not None else None
+
+
+def scored_spans(
+    records: Iterable[Mapping[str, Any]] | RunRecords,
+) -> list[tuple[float, float]]:
+    """The scored observations' time as spans (UNIX seconds): those of :func:`timed_window`,
+    joined where the pause between two observations is under :data:`SPAN_GAP_S`, so that
+    the idle gap before a loop's first step (``loop_start``) or between epochs is not
+    counted as the benchmark's GPU load."""
+    run = RunRecords.of(records)
+    rates = run.steady if len(run.steady) else run.rates
+    steps = []
+    for t, seconds in zip(rates.numbers("time"), rates.numbers("seconds"), strict=True):
+        if isinstance(t, (int, float)) and math.isfinite(t):
+            start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
+            steps.append((start, t))
+    spans: list[tuple[float, float]] = []
+    for start, end in sorted(steps):
+        if spans and start - spans[-1][1] < SPAN_GAP_S:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_dlbench.measure.monitor.summary import (
+    scored_spans,
     summarize_telemetry,
     timed_window,
 )
@@ -52,7 +53,8 @@ def telemetry_stats(
     records = RunRecords.of(records)  # parsed once, read three times
     whole = summarize_telemetry(records)
     window = timed_window(records)
-    timed = summarize_telemetry(records, start=window[0], end=window[1]) if window else whole
+    timed = (summarize_telemetry(records, start=window[0], end=window[1],
+                                 spans=scored_spans(records)) if window else whole)
     # No utilisation sample whose period lies in the scored window: no figure. The whole
     # run's mean is mostly set-up (4 % on an H200's resnet50 whose scored steps kept it busy).
     no_sample = (window is not None and timed.mean_gpu_util is None

@@ -24,6 +24,7 @@ from typing import Any
 from pytest_dlbench.measure.monitor.summary import (
     MAX_UTIL_PERIOD_S,
     MonitorSummary,
+    scored_spans,
     summarize_telemetry,
     timed_window,
 )
@@ -87,7 +88,8 @@ def check_usage(
         window = timed_window(records)
         windowed = window is not None
         if window is not None:
-            summary = summarize_telemetry(records, start=window[0], end=window[1])
+            summary = summarize_telemetry(records, start=window[0], end=window[1],
+                                          spans=scored_spans(records))
         else:
             summary = summarize_telemetry(records)
         whole_util = {g.index: g.mean_util for g in summarize_telemetry(records).gpus}
