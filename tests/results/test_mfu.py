@@ -296,3 +296,11 @@ def test_a_matmul_far_below_the_other_benchmarks_is_no_peak(tmp_path: Path):
         assert bench.mfu_error is None and bench.tflops is not None and bench.mfu is None
         assert bench.peak_source == ("matmul in this run (0.001 TFLOP/s) is far below the "
                                      "other benchmarks (2 of 2 above 1.5 x it): no peak, no MFU")
+
+
+def test_fp8_has_the_datasheets_dense_peak_and_none_on_an_a100() -> None:
+    from pytest_dlbench.results.figures.peaks import dtype_of, table_peak
+
+    assert dtype_of({"argv": {"--dtype": "fp8"}}) == "fp8"
+    assert table_peak("NVIDIA H200", "fp8") == 1978.9  # 3,958 with sparsity
+    assert table_peak("NVIDIA A100-SXM4-80GB", "fp8") is None

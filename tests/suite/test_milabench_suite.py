@@ -160,6 +160,8 @@ MILABENCH: dict[str, dict[str, Fact]] = {
         batch_size=("auto_batch(64)", f"{_TRAINING}:217"),
         weight=(1.0, f"{_ALL}:45"),
     ),
+    "fp8": _flops("fp8", 29, 206, number=(30, f"{_SYNTHETIC}:27"),
+                  stop=(90, f"{_SYNTHETIC}:28")),
     "fp16": _flops("fp16", 39, 210, number=(30, f"{_SYNTHETIC}:37"),
                    stop=(90, f"{_SYNTHETIC}:38")),
     "bf16": _flops("bf16", 47, 214),
@@ -204,7 +206,7 @@ KEPT: dict[tuple[str, str], str] = {
         "the project times a step with CUDA events, synchronising once per window of steps "
         "(measure/timing.py), not the host clock around a synchronize per repeat: the launch "
         "gaps at each repeat's start are not in the figure"
-    ) for bench in ("fp16", "bf16", "tf32", "fp32")},
+    ) for bench in ("fp8", "fp16", "bf16", "tf32", "fp32")},
 }
 
 #: What the project's workloads do whatever their arguments (code, not configuration).

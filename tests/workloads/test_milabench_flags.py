@@ -139,3 +139,40 @@ def test_identity_chain_refuses_k(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="--k"):
         run("pytest_dlbench.workloads.matmul:main", "--m 4 --n 4 --k 4 --identity-chain",
             tmp_path)
+
+
+def test_fp8_skips_itself_where_the_device_has_no_fp8(tmp_path: Path) -> None:
+    with pytest.raises(pytest.skip.Exception, match="fp8 matmul: the cpu has no fp8 arithmetic"):
+        run("pytest_dlbench.workloads.matmul:main",
+            "--m 16 --n 16 --number 1 --dtype fp8 --identity-chain", tmp_path)
+
+
+def test_fp8_identity_chain_keeps_its_values(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    """milabench's fp8 step: x @ I in float8 through torch._scaled_mm at unit scales (torch
+    emulates it on a CPU, as --allow-emulated-precision asks)."""
+    seen: list[Any] = []
+    real = torch._scaled_mm
+
+    def spy(a: Any, b: Any, **kw: Any) -> Any:
+        seen.append((a.dtype, b.is_contiguous(), kw["out"].dtype))
+        return real(a, b, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    stream = run("pytest_dlbench.workloads.matmul:main",
+                 "--m 32 --n 16 --number 2 --dtype fp8 --identity-chain "
+                 "--allow-emulated-precision", tmp_path)
+    assert_ran(stream, "TFLOP/s")
+    # Both products in fp8, the identity's transpose column-major (not contiguous).
+    assert set(seen) == {(torch.float8_e4m3fn, False, torch.float8_e4m3fn)}
+    for r in of(stream, "rate"):
+        assert r["items"] == pytest.approx(2 * 2 * 32 * 16 * 16 * 2 / 1e12)
+
+
+def test_fp8_plain_product_writes_bf16(tmp_path: Path) -> None:
+    stream = run("pytest_dlbench.workloads.matmul:main",
+                 "--m 32 --n 16 --k 48 --number 1 --dtype fp8 --allow-emulated-precision",
+                 tmp_path)
+    assert_ran(stream, "TFLOP/s")
+    for r in of(stream, "rate"):
+        assert r["items"] == pytest.approx(2 * 32 * 16 * 48 / 1e12)

@@ -46,30 +46,31 @@ PEAK_AGREEMENT = 0.8
 PEAK_STEPS = 3
 
 #: (name fragment, {dtype: dense TFLOP/s}); the first fragment found in the device name wins,
-#: so the more specific names come first.
+#: so the more specific names come first. fp8 is the datasheets' figure with sparsity halved
+#: (the A100 has no fp8).
 PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
     # NVIDIA H100 PCIe datasheet
-    ("H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+    ("H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0}),
     # NVIDIA H100 NVL datasheet, per GPU ("NVIDIA H100 NVL", 94 GB): FP32 60, TF32 835 and
     # BF16/FP16 1,671 TFLOP/s with sparsity. Before "H100": it is no SXM part.
-    ("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    ("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}),
     # NVIDIA H200 NVL datasheet, per GPU ("NVIDIA H200 NVL"): the same figures as the H100 NVL.
-    ("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    ("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}),
     # NVIDIA H100 SXM5 datasheet ("NVIDIA H100 80GB HBM3")
-    ("H100", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    ("H100", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}),
     # NVIDIA H200 SXM datasheet (same compute as H100 SXM)
-    ("H200", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    ("H200", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}),
     # NVIDIA A100 datasheet (SXM4 and PCIe)
     ("A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
     # NVIDIA L40S datasheet
-    ("L40S", {"fp32": 91.6, "tf32": 183.0, "bf16": 362.1, "fp16": 362.1}),
+    ("L40S", {"fp32": 91.6, "tf32": 183.0, "bf16": 362.1, "fp16": 362.1, "fp8": 733.0}),
     # AMD Instinct MI300X datasheet
-    ("MI300X", {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4}),
+    ("MI300X", {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}),
 )
 
 # What the workloads' precision arguments compute in (tf32-fp16: fp16 autocast, tf32 matmuls).
 _PRECISIONS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16",
-               "tf32-fp16": "fp16", "amp": "fp16"}
+               "tf32-fp16": "fp16", "amp": "fp16", "fp8": "fp8"}
 #: The arguments that name it, the first found wins.
 _FLAGS = ("--precision", "--dtype")
 
