@@ -1,7 +1,9 @@
 """Data-parallel training of a torchvision classifier with DistributedDataParallel (``njobs``).
 
-Every rank trains the same model on its own synthetic in-memory batches; DDP averages the
-gradients with an all-reduce during the backward pass. Units: items/s; under torchrun the
+Every rank trains the same model on its own synthetic in-memory batches (with ``--jpeg``: its
+own part of each epoch of a JPEG folder, decoded by its DataLoader workers, as milabench's
+resnet152-ddp-gpus reads FakeImageNet); DDP averages the gradients with an all-reduce during
+the backward pass. Units: items/s; under torchrun the
 reporting rank's stream holds the job's global throughput (per-rank batch x world size).
 
 The ``comm`` region is the gradient all-reduce of a step: from the moment DDP hands its first
@@ -40,11 +42,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
-from pytest_dlbench.data import synthetic_images
+from pytest_dlbench.data import forever, synthetic_images
 from pytest_dlbench.suite.presets import add_arguments as add_training_args
 from pytest_dlbench.workloads.arguments import device_of, parse, positive_int
 from pytest_dlbench.workloads.batches import tensor_batches, to_device
 from pytest_dlbench.workloads.compilation import CompileOptions
+from pytest_dlbench.workloads.images import jpeg_loader, sharded_epochs
 from pytest_dlbench.workloads.models import build_sized, logits_of
 from pytest_dlbench.workloads.precision import (
     Precision,
@@ -83,8 +86,18 @@ def make_parser() -> argparse.ArgumentParser:
                              "size))")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
                         help="DDP gradient bucket size (default 25, DDP's own)")
+    parser.add_argument("--jpeg", action="store_true",
+                        help="read a JPEG folder (--data, or one generated) through "
+                             "--num-workers DataLoader workers, each rank its own part of "
+                             "every epoch (a DistributedSampler), instead of device tensors")
+    parser.add_argument("--data", default=None,
+                        help="with --jpeg: an existing ImageFolder to read")
+    parser.add_argument("--num-workers", type=int, default=2,
+                        help="with --jpeg: DataLoader workers per rank (default 2)")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--no-fused", dest="fused", action="store_false",
+                        help="torch's default SGD implementation instead of the fused kernels")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -165,7 +178,15 @@ def _untimed_step(
     return step
 
 
-def _batches(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
+def _batches(bench: Any, args: argparse.Namespace, device: torch.device, rank: int,
+             world: int) -> Any:
+    if args.jpeg:
+        if args.fixed_batch:
+            raise SystemExit("ddp: --jpeg and --fixed-batch are two data sources; give one")
+        loader = jpeg_loader(bench, args, num_classes=args.num_classes,
+                             batch_size=args.batch_size, pin_memory=device.type == "cuda",
+                             shard=(rank, world))
+        return sharded_epochs(loader) if world > 1 else forever(loader)
     # Each rank its own samples, as a DistributedSampler would give it.
     seed = args.seed + 1000 * rank
     if args.fixed_batch:
@@ -202,13 +223,13 @@ def train(bench: Any, process_group: Any) -> None:
     bench.watch(model, lambda: torch.zeros(args.batch_size, 3, args.image_size, args.image_size))
 
     comm: CommTiming | None = None
-    rank = 0
+    rank, world = 0, 1
     net: torch.nn.Module = model
     if process_group is not None:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        rank = dist.get_rank(process_group)
+        rank, world = dist.get_rank(process_group), dist.get_world_size(process_group)
         net = DistributedDataParallel(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
@@ -221,7 +242,7 @@ def train(bench: Any, process_group: Any) -> None:
         net.register_comm_hook(None, comm.hook)
 
     optimizer = sgd(net.parameters(), lr=args.lr, momentum=args.momentum, device=device,
-                    precision=precision)
+                    precision=precision, fused=args.fused)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def compute_loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -229,7 +250,7 @@ def train(bench: Any, process_group: Any) -> None:
         return loss_fn(logits_of(net(images)), labels)
 
     net.train()
-    batches = iter(_batches(args, device, rank))
+    batches = iter(_batches(bench, args, device, rank, world))
     with backend_flags(tf32=precision.tf32, cudnn_benchmark=device.type == "cuda"):
         if comm is not None:  # DDP: its reducer's sampled iterations before the first window
             warm_up_reducer(bench, batches, _untimed_step(

@@ -7,16 +7,21 @@ torch and torchvision are imported inside functions only.
 from __future__ import annotations
 
 import argparse
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from pytest_dlbench.data import jpeg_folder
 from pytest_dlbench.workloads.arguments import positive_int
 
-__all__ = ["PREFETCH_FACTOR", "add_image_data_args", "epoch_samples", "jpeg_loader"]
+__all__ = ["PREFETCH_FACTOR", "SHARD_BATCHES", "add_image_data_args", "epoch_samples",
+           "jpeg_loader", "sharded_epochs"]
 
 #: Batches each DataLoader worker keeps in flight (torch's default, passed explicitly so that
 #: the epoch's size below and the loader agree).
 PREFETCH_FACTOR = 2
+#: Full batches each rank reads an epoch from a generated folder that a DDP job shards.
+SHARD_BATCHES = 4
 
 
 def add_image_data_args(parser: argparse.ArgumentParser) -> None:
@@ -48,10 +53,12 @@ def epoch_samples(images: int, batch_size: int, num_workers: int,
 
 
 def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch_size: int,
-                pin_memory: bool) -> Any:
+                pin_memory: bool, shard: tuple[int, int] | None = None) -> Any:
     """A shuffling DataLoader over a JPEG ImageFolder: decode, random crop, flip, normalise.
 
-    `num_classes` bounds the labels (the model's output size).
+    `num_classes` bounds the labels (the model's output size). `shard` (rank, world size):
+    each rank reads its own part of every epoch through a DistributedSampler, as a DDP job's
+    loader does; the caller sets the sampler's epoch (:func:`sharded_epochs`).
 
     Without --data, the folder is generated once under bench.data_dir; its name carries the
     parameters so that benchmarks with different settings do not rebuild each other's copy.
@@ -59,14 +66,16 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
     from pathlib import Path
 
     import torch
-    from torch.utils.data import DataLoader, RandomSampler
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Sampler
     from torchvision import datasets, transforms
 
-
+    world = shard[1] if shard is not None else 1
     if args.data is not None:
         root = Path(args.data)
     else:
-        n = args.num_images or max(1024, batch_size)
+        # Sharded: every rank gets SHARD_BATCHES full batches an epoch.
+        n = args.num_images or max(1024, batch_size * world * SHARD_BATCHES if world > 1 else
+                                   batch_size)
         # Stored larger than the crop, like ImageNet's resize-256 / crop-224.
         disk_size = round(args.image_size * 256 / 224)
         # At most 100 class folders: the class count does not change the cost of a step.
@@ -87,11 +96,22 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
         raise ValueError(f"{root} has {len(dataset)} images, fewer than one batch of {batch_size}")
     workers = args.num_workers
     generator = torch.Generator().manual_seed(args.seed)
-    samples = epoch_samples(len(dataset), batch_size, workers)
-    # Without replacement when the folder is large enough: a plain shuffle, every image once;
-    # a small folder is drawn with replacement (as milabench's loader is), decoded every time.
-    sampler = RandomSampler(dataset, replacement=samples > len(dataset), num_samples=samples,
-                            generator=generator)
+    sampler: Sampler[int]
+    if shard is not None and world > 1:
+        rank = shard[0]
+        if len(dataset) // world < batch_size:
+            raise ValueError(f"{root} has {len(dataset)} images: fewer than one batch of "
+                             f"{batch_size} for each of {world} ranks")
+        # Every rank a disjoint part of one shuffle (the same seed on every rank).
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
+                                     seed=args.seed, drop_last=True)
+    else:
+        samples = epoch_samples(len(dataset), batch_size, workers)
+        # Without replacement when the folder is large enough: a plain shuffle, every image
+        # once; a small folder is drawn with replacement (as milabench's loader is), decoded
+        # every time.
+        sampler = RandomSampler(dataset, replacement=samples > len(dataset),
+                                num_samples=samples, generator=generator)
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -104,3 +124,16 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
         persistent_workers=workers > 0,
         generator=generator,
     )
+
+
+def sharded_epochs(loader: Any) -> Iterator[Any]:
+    """A sharded loader's batches without end, the sampler told each new epoch (so that each
+    epoch is another shuffle, the same on every rank)."""
+    for epoch in itertools.count():
+        loader.sampler.set_epoch(epoch)
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the sharded loader gave no batch in an epoch")
