@@ -26,7 +26,7 @@ from pytest_dlbench.suite.argv import fill_all
 from pytest_dlbench.suite.locate import find_suite
 from pytest_dlbench.suite.resolve import resolve_suite
 from pytest_dlbench.suite.spec import BenchSpec
-from pytest_dlbench.workloads import matmul, vision
+from pytest_dlbench.workloads import ddp, matmul, vision
 
 MILABENCH_COMMIT = "faf39234e7ff35b45a49faa09c66383519f6ec55"
 
@@ -41,6 +41,7 @@ _TV_VOIR = "benchmarks/torchvision/voirfile.py"
 _LOADER = "benchmate/benchmate/dataloader.py"
 _DATAGEN = "benchmate/benchmate/datagen.py"
 _FLOPS = "benchmarks/flops/main.py"
+_DDP_MAIN = "benchmarks/torchvision_ddp/main.py"
 
 #: Every benchmark's: config/_defaults.yaml's ``_defaults``.
 _COMMON: dict[str, Fact] = {
@@ -160,6 +161,30 @@ MILABENCH: dict[str, dict[str, Fact]] = {
         batch_size=("auto_batch(64)", f"{_TRAINING}:217"),
         weight=(1.0, f"{_ALL}:45"),
     ),
+    # config/training.yaml's _torchvision_ddp and resnet152-ddp-gpus, and its main.py
+    "resnet152-ddp-gpus": {
+        **_COMMON,
+        "group": ("torchvision", f"{_TRAINING}:24"),
+        "plan": ("njobs", f"{_TRAINING}:29"),
+        "requires": (["gpu['count'] > 1"], f"{_TRAINING}:37-38"),
+        "model": ("resnet152", f"{_TRAINING}:166"),
+        "batch_size": ("auto_batch(256)", f"{_TRAINING}:167"),
+        "num_workers": ("auto({n_worker}, 8)", f"{_TRAINING}:168"),
+        "loader": ("pytorch", f"{_LOADER}:265-266"),  # --loader torch: the pytorch folder
+        "stop": (60, f"{_TRAINING}:162"),
+        "gpu_poll": (0.1, f"{_TRAINING}:163"),
+        "precision": ("bf16", f"{_DDP_MAIN}:73"),  # autocast(dtype=torch.bfloat16)
+        # torch.optim.SGD(model.parameters(), lr=1e-3): torch's defaults otherwise
+        "lr": (0.001, f"{_DDP_MAIN}:118"),
+        "momentum": (0.0, f"{_DDP_MAIN}:118"),
+        "fused": (False, f"{_DDP_MAIN}:118"),
+        "channels_last": (False, f"{_DDP_MAIN}:52"),  # model.to(device) only
+        "image_size": (224, f"{_LOADER}:160"),
+        "data": ("FakeImageNet", f"{_TRAINING}:35"),
+        # DistributedSampler(train, rank, num_replicas): each rank its part of every epoch
+        "sampler": ("distributed, partial last batch, workers per epoch", f"{_LOADER}:174"),
+        "weight": (0.0, f"{_ALL}:145"),
+    },
     "fp8": _flops("fp8", 29, 206, number=(30, f"{_SYNTHETIC}:27"),
                   stop=(90, f"{_SYNTHETIC}:28")),
     "fp16": _flops("fp16", 39, 210, number=(30, f"{_SYNTHETIC}:37"),
@@ -191,7 +216,17 @@ _INPUT_REASON = (
 
 #: (benchmark, setting) -> why the project's setting differs from milabench's.
 KEPT: dict[tuple[str, str], str] = {
-    **{(bench, "data"): _DATA_REASON for bench in _JPEG_BENCHES},
+    **{(bench, "data"): _DATA_REASON for bench in (*_JPEG_BENCHES, "resnet152-ddp-gpus")},
+    ("resnet152-ddp-gpus", "sampler"): (
+        "the project's generated folder is small (4 batches a rank an epoch), so a run crosses "
+        "epochs: its workers persist across them and every batch is full "
+        "(workloads/images.py, jpeg_loader with a shard); milabench's FakeImageNet epoch "
+        "outlasts a run"
+    ),
+    ("resnet152-ddp-gpus", "gpu_poll"): (
+        "milabench's multi-GPU monitor polling period: the project's telemetry samples every "
+        "voir.options.interval (1 s)"
+    ),
     **{(bench, "input_dtype"): _INPUT_REASON for bench in _FP16_INPUT},
     **{(bench, "sampler"): (
         "the project's generated folder is small (1,024 images), so a run crosses epochs: "
@@ -213,6 +248,7 @@ KEPT: dict[tuple[str, str], str] = {
 PROJECT_INPUT_DTYPE = "fp32"  # workloads/vision.py: fp32 images, autocast (workloads/train.py)
 PROJECT_CLOCK = "CUDA events, one sync per window"  # workloads/matmul.py: bench.iterate
 PROJECT_SAMPLER = "random, full batches, persistent workers"  # workloads/images.py: jpeg_loader
+PROJECT_DDP_SAMPLER = "distributed, full batches, persistent workers"  # jpeg_loader(shard=...)
 
 
 def _value(args: list[str], flag: str) -> str | None:
@@ -234,6 +270,7 @@ def project_settings(spec: BenchSpec) -> dict[str, Any]:
         "weight": spec.weight,
         "skip": spec.skip,
         "stop": spec.stop,
+        "requires": spec.config.get("requires_capabilities"),
     }
     raw = list(spec.args)
     # milabench's auto(X, D) and auto_batch(D), as they are filled at launch (no system file)
@@ -252,6 +289,18 @@ def project_settings(spec: BenchSpec) -> dict[str, Any]:
             sampler=PROJECT_SAMPLER if loader == "pytorch" else None,
             gpu_poll=((spec.config.get("voir") or {}).get("options") or {}).get("gpu_poll"),
             input_dtype=PROJECT_INPUT_DTYPE,
+        )
+    elif spec.definition == "pytest_dlbench.workloads.ddp:train":
+        ns = ddp.make_parser().parse_args(args)
+        settings.update(
+            model=ns.model, batch_size=_value(raw, "--batch-size"), precision=ns.precision,
+            lr=ns.lr, momentum=ns.momentum, fused=ns.fused, channels_last=ns.channels_last,
+            image_size=ns.image_size,
+            loader="pytorch" if ns.jpeg else "device tensors",
+            num_workers=_value(raw, "--num-workers") if ns.jpeg else None,
+            data=(ns.data or "generated JPEG folder") if ns.jpeg else None,
+            sampler=PROJECT_DDP_SAMPLER if ns.jpeg else None,
+            gpu_poll=((spec.config.get("voir") or {}).get("options") or {}).get("gpu_poll"),
         )
     elif spec.definition == "pytest_dlbench.workloads.matmul:main":
         ns = matmul.make_parser().parse_args(args)
@@ -305,7 +354,7 @@ def test_every_listed_difference_names_a_setting_of_the_table() -> None:
 
 def test_every_fact_names_its_source_line() -> None:
     known = {_DEFAULTS, _TRAINING, _SYNTHETIC, _ALL, _TV_MAIN, _TV_VOIR, _LOADER, _DATAGEN,
-             _FLOPS}
+             _FLOPS, _DDP_MAIN}
     for bench, facts in MILABENCH.items():
         for setting, (_, source) in facts.items():
             path, _, lines = source.partition(":")
