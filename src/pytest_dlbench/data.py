@@ -36,6 +36,8 @@ T = TypeVar("T")
 MARKER = ".dlbench-complete"
 
 _JPEG_FORMAT = 1  # bump when the on-disk layout or the image generator changes
+#: What a generated JPEG folder's images look like (jpeg_folder's ``style``).
+JPEG_STYLES = ("smooth", "noise")
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -226,10 +228,14 @@ def jpeg_folder(
     image_size: int = 224,
     num_classes: int = 10,
     seed: int = 0,
+    style: str = "smooth",
 ) -> Path:
     """An ImageFolder tree of `n` real JPEG files (`root/class_xxx/img_yyyy.jpg`), built once.
 
     Image `i` goes to class `i % num_classes` (fewer class folders when `n < num_classes`).
+    ``style``: ``smooth`` colour fields with mild noise (decode like photographs), or ``noise``:
+    uniform random pixels saved at PIL's default quality, as milabench's FakeImageNet is made
+    (benchmate's datagen.py; larger files, slower to decode).
 
     A folder is reused when its marker file records the same parameters; otherwise (missing
     marker: a run killed half-way, or other parameters) it is rebuilt. Building happens in a
@@ -246,6 +252,10 @@ def jpeg_folder(
         "num_classes": num_classes,
         "seed": seed,
     }
+    if style not in JPEG_STYLES:
+        raise ValueError(f"style must be one of {', '.join(JPEG_STYLES)}, got {style!r}")
+    if style != "smooth":  # the smooth folders cached before the style existed stay valid
+        params["style"] = style
     if _marker_matches(root, params):
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -261,7 +271,8 @@ def jpeg_folder(
                     shutil.rmtree(junk, ignore_errors=True)
         tmp = root.parent / f".{root.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            _write_jpegs(tmp, n=n, image_size=image_size, num_classes=num_classes, seed=seed)
+            _write_jpegs(tmp, n=n, image_size=image_size, num_classes=num_classes, seed=seed,
+                         style=style)
             # The marker goes last: its presence means every image before it was written.
             (tmp / MARKER).write_text(json.dumps(params, sort_keys=True))
             _install(tmp, root, params)
@@ -317,7 +328,8 @@ def _install(tmp: Path, root: Path, params: dict[str, Any]) -> None:
     raise OSError(f"could not install the JPEG folder at {root}")
 
 
-def _write_jpegs(folder: Path, *, n: int, image_size: int, num_classes: int, seed: int) -> None:
+def _write_jpegs(folder: Path, *, n: int, image_size: int, num_classes: int, seed: int,
+                 style: str = "smooth") -> None:
     import torch
     import torch.nn.functional as F
     from PIL import Image
@@ -329,6 +341,9 @@ def _write_jpegs(folder: Path, *, n: int, image_size: int, num_classes: int, see
     for d in classes:
         d.mkdir(parents=True)
     img_width = max(4, len(str(n - 1)))
+    if style == "noise":
+        _write_noise_jpegs(classes, n=n, image_size=image_size, seed=seed, width=img_width)
+        return
     for i in range(n):
         # Smooth colour fields plus mild noise: compresses and decodes like a photograph, unlike
         # pure noise (huge files) or flat colour (trivially small).
@@ -340,6 +355,18 @@ def _write_jpegs(folder: Path, *, n: int, image_size: int, num_classes: int, see
         image = Image.fromarray(pixels.numpy())
         # Round-robin labels so every class has images whenever n >= num_classes.
         image.save(classes[i % len(classes)] / f"img_{i:0{img_width}d}.jpg", quality=90)
+
+
+def _write_noise_jpegs(classes: list[Path], *, n: int, image_size: int, seed: int,
+                       width: int) -> None:
+    """milabench's FakeImageNet images: uniform uint8 noise, saved at PIL's default quality."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        pixels = rng.integers(0, 256, size=(image_size, image_size, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(classes[i % len(classes)] / f"img_{i:0{width}d}.jpg")
 
 
 def forever(loader: Iterable[T]) -> Iterator[T]:

@@ -27,6 +27,7 @@ from pytest_dlbench.suite.locate import find_suite
 from pytest_dlbench.suite.resolve import resolve_suite
 from pytest_dlbench.suite.spec import BenchSpec
 from pytest_dlbench.workloads import ddp, matmul, vision
+from pytest_dlbench.workloads.images import FAKE_IMAGENET_CLASSES, FAKE_IMAGENET_IMAGES
 
 MILABENCH_COMMIT = "faf39234e7ff35b45a49faa09c66383519f6ec55"
 
@@ -68,7 +69,11 @@ _TORCHVISION: dict[str, Fact] = {
     "loader": ("pytorch", f"{_TRAINING}:17"),
     "num_workers": ("auto({n_worker}, 8)", f"{_TRAINING}:16"),
     "image_size": (224, f"{_LOADER}:160"),  # RandomResizedCrop(224)
-    "data": ("FakeImageNet", f"{_DATAGEN}:26"),
+    # FakeImageNet as benchmate's datagen makes it: uniform uint8 noise (:26), 384 px (:122),
+    # 1,000 classes (:30), batch 512 x 60 batches x GPUs images (:118-119, :149)
+    "data": ("FakeImageNet: uniform noise, 384 px", f"{_DATAGEN}:26,122"),
+    "data_classes": (1000, f"{_DATAGEN}:30"),
+    "data_images": (512 * 60, f"{_DATAGEN}:118-119,149"),
     "soft_labels": (False, f"{_LOADER}:170"),  # ImageFolder: class indices
     # DataLoader(shuffle=True, pin_memory=True): every image once an epoch, the last batch
     # short, the workers started again each epoch
@@ -149,6 +154,8 @@ MILABENCH: dict[str, dict[str, Fact]] = {
         soft_labels=(True, f"{_LOADER}:40"),  # torch.rand_like(model(inp))
         num_workers=(None, f"{_LOADER}:252-253"),  # synthetic_fixed: no DataLoader
         data=(None, f"{_LOADER}:39"),  # one randn batch on the device
+        data_classes=(None, f"{_LOADER}:39"),
+        data_images=(None, f"{_LOADER}:39"),
         sampler=(None, f"{_LOADER}:252-253"),
         weight=(0.0, f"{_ALL}:25"),
     ),
@@ -180,7 +187,9 @@ MILABENCH: dict[str, dict[str, Fact]] = {
         "fused": (False, f"{_DDP_MAIN}:118"),
         "channels_last": (False, f"{_DDP_MAIN}:52"),  # model.to(device) only
         "image_size": (224, f"{_LOADER}:160"),
-        "data": ("FakeImageNet", f"{_TRAINING}:35"),
+        "data": ("FakeImageNet: uniform noise, 384 px", f"{_DATAGEN}:26,122"),
+        "data_classes": (1000, f"{_DATAGEN}:30"),
+        "data_images": (512 * 60, f"{_DATAGEN}:118-119,149"),
         # DistributedSampler(train, rank, num_replicas): each rank its part of every epoch
         "sampler": ("distributed, partial last batch, workers per epoch", f"{_LOADER}:174"),
         "weight": (0.0, f"{_ALL}:145"),
@@ -200,12 +209,13 @@ _FP16_INPUT = ("resnet50", "resnet50-noio", "convnext_large-fp16", "convnext_lar
                "regnet_y_128gf")
 
 _DATA_REASON = (
-    "milabench reads its FakeImageNet (benchmate/benchmate/datagen.py: uniform uint8 noise "
-    "(:26), 384 px (:122), 512 x 60 images per GPU (:118-119, :149), 1000 classes (:30)); the "
-    "project generates its own JPEG folder (pytest_dlbench.data.jpeg_folder: smooth colour "
-    "fields with mild noise, 256 px, 1,024 images, at most 100 classes): noise JPEGs are "
-    "larger and slower to decode than photographs. A FakeImageNet folder can be read as it "
-    "is: --bench-override '<bench>.argv.--data=DIR/train'"
+    "milabench's FakeImageNet holds 512 x 60 images a GPU (30,720); the project generates the "
+    "same kind of image (uniform noise, 384 px, 1,000 classes: --fake-imagenet) but 4,096 of "
+    "them (workloads/images.py, FAKE_IMAGENET_IMAGES; a DDP job's ranks get at least 4 "
+    "batches each): the same images to decode, a folder "
+    "generated in seconds rather than minutes; the loader draws from it without end. "
+    "milabench's own folder can be read as it is: --bench-override "
+    "'<bench>.argv.--data=DIR/train'"
 )
 _INPUT_REASON = (
     "milabench casts each batch to the preset's float type (fp16) before the model; the "
@@ -216,7 +226,8 @@ _INPUT_REASON = (
 
 #: (benchmark, setting) -> why the project's setting differs from milabench's.
 KEPT: dict[tuple[str, str], str] = {
-    **{(bench, "data"): _DATA_REASON for bench in (*_JPEG_BENCHES, "resnet152-ddp-gpus")},
+    **{(bench, "data_images"): _DATA_REASON
+       for bench in (*_JPEG_BENCHES, "resnet152-ddp-gpus")},
     ("resnet152-ddp-gpus", "sampler"): (
         "the project's generated folder is small (4 batches a rank an epoch), so a run crosses "
         "epochs: its workers persist across them and every batch is full "
@@ -256,6 +267,20 @@ def _value(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args else None
 
 
+def _data_settings(ns: Any, reads_jpeg: bool) -> dict[str, Any]:
+    """What the JPEG folder a workload reads holds (its image count on one GPU)."""
+    if not reads_jpeg:
+        return {"data": None, "data_classes": None, "data_images": None}
+    if ns.data is not None:
+        return {"data": ns.data, "data_classes": "as the folder", "data_images": "as the folder"}
+    if not ns.fake_imagenet:
+        return {"data": "smooth colour fields, 256 px", "data_classes": 100,
+                "data_images": 1024}
+    return {"data": "FakeImageNet: uniform noise, 384 px",
+            "data_classes": min(ns.num_classes, FAKE_IMAGENET_CLASSES),
+            "data_images": FAKE_IMAGENET_IMAGES}
+
+
 def project_settings(spec: BenchSpec) -> dict[str, Any]:
     """The project's setting of each name ``MILABENCH`` uses, as its workload will read it."""
     usage = (spec.validation or {}).get("usage") or {}
@@ -285,7 +310,7 @@ def project_settings(spec: BenchSpec) -> dict[str, Any]:
             loader=loader, image_size=ns.image_size, soft_labels=ns.soft_labels,
             channels_last=ns.channels_last,
             num_workers=_value(raw, "--num-workers") if loader == "pytorch" else None,
-            data=(ns.data or "generated JPEG folder") if loader == "pytorch" else None,
+            **_data_settings(ns, loader == "pytorch"),
             sampler=PROJECT_SAMPLER if loader == "pytorch" else None,
             gpu_poll=((spec.config.get("voir") or {}).get("options") or {}).get("gpu_poll"),
             input_dtype=PROJECT_INPUT_DTYPE,
@@ -298,7 +323,7 @@ def project_settings(spec: BenchSpec) -> dict[str, Any]:
             image_size=ns.image_size,
             loader="pytorch" if ns.jpeg else "device tensors",
             num_workers=_value(raw, "--num-workers") if ns.jpeg else None,
-            data=(ns.data or "generated JPEG folder") if ns.jpeg else None,
+            **_data_settings(ns, ns.jpeg),
             sampler=PROJECT_DDP_SAMPLER if ns.jpeg else None,
             gpu_poll=((spec.config.get("voir") or {}).get("options") or {}).get("gpu_poll"),
         )

@@ -87,3 +87,23 @@ def test_jpeg_and_a_fixed_batch_are_two_sources() -> None:
     with pytest.raises(SystemExit, match="two data sources"):
         ddp._batches(SimpleNamespace(data_dir="."), ddp.make_parser().parse_args(args),
                      torch.device("cpu"), 0, 1)
+
+
+def test_a_fake_imagenet_folder_is_noise_at_384_px_over_its_classes(tmp_path: Path) -> None:
+    """milabench's FakeImageNet as benchmate's datagen makes it: uniform uint8 noise, 384 px,
+    PIL's default JPEG quality; here as many classes as asked (1,000 by default)."""
+    from PIL import Image
+
+    bench = SimpleNamespace(data_dir=str(tmp_path))
+    loader = jpeg_loader(bench, loader_args(None, num_images=12, fake_imagenet=True),
+                         num_classes=4, batch_size=4, pin_memory=False)
+    [root] = [p for p in tmp_path.iterdir() if p.name.startswith("fakeimagenet-")]
+    files = sorted(root.rglob("*.jpg"))
+    assert len(files) == 12 and len({f.parent for f in files}) == 4
+    with Image.open(files[0]) as image:
+        assert image.size == (384, 384)
+        # Noise: next to no two neighbouring pixels alike (a smooth field is mostly alike).
+        row = list(image.convert("L").tobytes()[:384])
+    assert sum(abs(a - b) > 8 for a, b in zip(row, row[1:], strict=False)) > 300
+    images, _ = next(iter(loader))
+    assert images.shape == (4, 3, 32, 32)  # cropped to --image-size, as milabench crops 224

@@ -92,6 +92,9 @@ def make_parser() -> argparse.ArgumentParser:
                              "every epoch (a DistributedSampler), instead of device tensors")
     parser.add_argument("--data", default=None,
                         help="with --jpeg: an existing ImageFolder to read")
+    parser.add_argument("--fake-imagenet", action="store_true",
+                        help="with --jpeg: generate the folder as milabench's FakeImageNet "
+                             "(uniform-noise JPEGs of 384 px, 1,000 classes)")
     parser.add_argument("--num-workers", type=int, default=2,
                         help="with --jpeg: DataLoader workers per rank (default 2)")
     parser.add_argument("--lr", type=float, default=0.1)

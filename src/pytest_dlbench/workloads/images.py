@@ -14,7 +14,8 @@ from typing import Any
 from pytest_dlbench.data import jpeg_folder
 from pytest_dlbench.workloads.arguments import positive_int
 
-__all__ = ["PREFETCH_FACTOR", "SHARD_BATCHES", "add_image_data_args", "epoch_samples",
+__all__ = ["FAKE_IMAGENET_CLASSES", "FAKE_IMAGENET_IMAGES", "FAKE_IMAGENET_SIZE",
+           "PREFETCH_FACTOR", "SHARD_BATCHES", "add_image_data_args", "epoch_samples",
            "jpeg_loader", "sharded_epochs"]
 
 #: Batches each DataLoader worker keeps in flight (torch's default, passed explicitly so that
@@ -22,6 +23,11 @@ __all__ = ["PREFETCH_FACTOR", "SHARD_BATCHES", "add_image_data_args", "epoch_sam
 PREFETCH_FACTOR = 2
 #: Full batches each rank reads an epoch from a generated folder that a DDP job shards.
 SHARD_BATCHES = 4
+#: milabench's FakeImageNet (benchmate's datagen.py): 384 px noise, 1,000 classes. Its 30,720
+#: images a GPU are fewer here: the same images to decode, a folder quicker to generate.
+FAKE_IMAGENET_SIZE = 384
+FAKE_IMAGENET_CLASSES = 1000
+FAKE_IMAGENET_IMAGES = 4096
 
 
 def add_image_data_args(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +41,10 @@ def add_image_data_args(parser: argparse.ArgumentParser) -> None:
                              "256 on the device with --synthetic-data; at least one batch)")
     parser.add_argument("--data", default=None,
                         help="an existing ImageFolder to read instead of the generated one")
+    parser.add_argument("--fake-imagenet", action="store_true",
+                        help="generate the folder as milabench's FakeImageNet: uniform-noise "
+                             f"JPEGs of {FAKE_IMAGENET_SIZE} px, {FAKE_IMAGENET_CLASSES} "
+                             f"classes, {FAKE_IMAGENET_IMAGES} images by default")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -72,6 +82,12 @@ def jpeg_loader(bench: Any, args: argparse.Namespace, *, num_classes: int, batch
     world = shard[1] if shard is not None else 1
     if args.data is not None:
         root = Path(args.data)
+    elif getattr(args, "fake_imagenet", False):
+        n = args.num_images or max(FAKE_IMAGENET_IMAGES, batch_size * world * SHARD_BATCHES)
+        classes = min(num_classes, FAKE_IMAGENET_CLASSES)
+        name = f"fakeimagenet-{classes}c-{n}x{FAKE_IMAGENET_SIZE}px-s{args.seed}"
+        root = jpeg_folder(Path(bench.data_dir) / name, n=n, image_size=FAKE_IMAGENET_SIZE,
+                           num_classes=classes, seed=args.seed, style="noise")
     else:
         # Sharded: every rank gets SHARD_BATCHES full batches an epoch.
         n = args.num_images or max(1024, batch_size * world * SHARD_BATCHES if world > 1 else
