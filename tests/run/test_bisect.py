@@ -349,3 +349,21 @@ def _bisect_args(argv: list[str]) -> Any:
     from pytest_dlbench.cli import build_parser
 
     return build_parser().parse_args(argv)
+
+
+def test_a_step_unsure_at_8_rounds_is_never_run_again_from_its_first_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default step asks for the most rounds at once: the paired run's sequential design
+    stops it at its first clear look, so a step that 8 rounds could not decide is one run of up
+    to 16, not 8 thrown away and 16 more (docs/history.md, "Rounds of a step")."""
+    repo, shas = make_repo(tmp_path / "repo", slow=5)
+    tries, judge = fake_steps(monkeypatch, {}, slow=5)
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+                    judge=judge, start=repo)
+    assert result.first == shas[5]
+    assert {rounds for _, rounds in tries} == {16} and len(tries) == len(result.probes)
+    # The old way, still there with --rounds 8: an unsure first run runs again with 16.
+    tries_old, judge_old = fake_steps(monkeypatch, {5: ["unsure", "changed"]}, slow=5)
+    bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=8,
+           judge=judge_old, start=repo)
+    assert [r for i, r in tries_old if i == 5] == [8, 16]
