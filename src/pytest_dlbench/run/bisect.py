@@ -22,6 +22,11 @@ when it is interrupted: nothing of a step goes to the temporary directory but it
 it may take, the commit, the round under way and, once a pair of rounds is done, the ratio and
 its interval so far.
 
+**Resuming.** The search's folder holds ``bisect.json``: what it searches (GOOD, BAD, the
+target) and each paired run it completed, named once its pytest ended. ``resume`` continues the
+newest folder of the same search: a named run is judged again, not run; a run cut short is never
+read (docs/history.md, "Resuming a search").
+
 Every worktree is removed on every exit path: after each step, on an error, on Ctrl-C and on
 SIGTERM (the pytest of a step is stopped first, and removes its own worktree of GOOD). A bisect
 killed outright (SIGKILL, the out-of-memory killer, a batch job's end) runs none of that: while
@@ -355,7 +360,7 @@ class _Record:
             if run.get("commit") == commit and run.get("rounds") == rounds \
                     and isinstance(run.get("step"), str) and "/" not in run["step"]:
                 step = self.folder / run["step"]
-                if step.is_dir():
+                if (step / RUNS).is_dir():  # else (its run deleted) the step runs again
                     return step
         return None
 
