@@ -339,10 +339,11 @@ def test_the_library_and_the_command_take_the_same_rounds() -> None:
     defaults = inspect.signature(bisect).parameters
     # A step's first run is asked for the most rounds: it stops at its first clear look, and
     # one that cannot decide is never run again from its first round (docs/history.md).
-    assert defaults["rounds"].default == bisect_module.ROUNDS == 16
+    # Unless given, the first run's rounds are the most rounds (--max-rounds 8 alone: 8).
+    assert defaults["rounds"].default is None and bisect_module.ROUNDS == 16
     assert defaults["max_rounds"].default == bisect_module.MAX_ROUNDS == 16
     args = _bisect_args(["bisect", "GOOD", "BAD", "-k", "x"])
-    assert (args.rounds, args.max_rounds) == (16, 16)
+    assert (args.rounds, args.max_rounds) == (None, 16)
 
 
 def _bisect_args(argv: list[str]) -> Any:
@@ -362,6 +363,11 @@ def test_a_step_unsure_at_8_rounds_is_never_run_again_from_its_first_round(
                     judge=judge, start=repo)
     assert result.first == shas[5]
     assert {rounds for _, rounds in tries} == {16} and len(tries) == len(result.probes)
+    # --max-rounds alone sets the first run's rounds too.
+    tries.clear()
+    bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", max_rounds=8,
+           judge=judge, start=repo)
+    assert {rounds for _, rounds in tries} == {8}
     # The old way, still there with --rounds 8: an unsure first run runs again with 16.
     tries_old, judge_old = fake_steps(monkeypatch, {5: ["unsure", "changed"]}, slow=5)
     bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=8,

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_dlbench.cli.common import add_gate_options
 from pytest_dlbench.options import parse_fixture_steps, parse_rounds
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.bisect import MAX_ROUNDS, ROUNDS
+from pytest_dlbench.run.bisect import MAX_ROUNDS
 
 __all__ = ["add_parser", "run"]
 
@@ -43,11 +43,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
                         help="a test's warm-up and steady steps where its bench_steps marker "
                              "does not say (docs/writing-benchmarks.md)")
     bisect.add_argument("--rounds", "--bench-rounds", type=parse_rounds,
-                        default=ROUNDS, metavar="K",
-                        help="rounds of a step's first paired run (default "
-                             f"{ROUNDS}: it stops early once its verdict is clear; 4 "
-                             "rounds can never show a change at the default alpha); twice as "
-                             "many while the test cannot decide")
+                        default=None, metavar="K",
+                        help="rounds of a step's first paired run (default --max-rounds: it "
+                             "stops at its first clear look; 4 rounds can never show a change "
+                             "at the default alpha); below --max-rounds, twice as many while "
+                             "the test cannot decide")
     bisect.add_argument("--max-rounds", type=parse_rounds, default=MAX_ROUNDS,
                         metavar="K", help="the most rounds of one paired run (default "
                         f"{MAX_ROUNDS}); not fewer than --rounds")

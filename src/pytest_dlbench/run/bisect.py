@@ -86,9 +86,10 @@ __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Ta
 #: 6 (results/judge/paired.py). A step's first run is asked for the most rounds and stops at
 #: the first look where its verdict is clear: a first run of 8 that could not decide was run
 #: again from its first round with 16, 24 rounds where one sequential run of 16 takes at most
-#: 16, judged at the same looks (docs/history.md, "Rounds of a step"). ``dlbench bisect`` too.
-ROUNDS = 16
+#: 16, judged at the same looks (docs/history.md, "Rounds of a step"). ``dlbench bisect`` too:
+#: its ``--rounds`` is ``--max-rounds`` unless given.
 MAX_ROUNDS = 16
+ROUNDS = MAX_ROUNDS
 #: Seconds between two progress reports while a step runs (docs/history.md: a step of a slow
 #: benchmark can take minutes, and a silent bisect looks hung).
 PROGRESS_S = 10.0
@@ -644,7 +645,7 @@ def bisect(
     test: str | None = None,
     start: Path | None = None,
     pytest_args: Sequence[str] = (),
-    rounds: int = ROUNDS,
+    rounds: int | None = None,
     max_rounds: int = MAX_ROUNDS,
     keep: Path | None = None,
     report: Callable[[Probe], None] = lambda probe: None,
@@ -659,7 +660,10 @@ def bisect(
     ``$DLBENCH_BASE``, else ``.dlbench``, in ``start``); ``started`` is called once the commits
     are known, ``progress`` every ``every`` seconds (:data:`PROGRESS_S`) while a step runs,
     ``report`` after each step. ``resume``: continue the newest search of the same GOOD, BAD
-    and target kept in the results base, its completed paired runs read again, not run."""
+    and target kept in the results base, its completed paired runs read again, not run.
+    ``rounds``: a step's first paired run's, default ``max_rounds`` (docs/history.md, "Rounds of
+    a step")."""
+    rounds = max_rounds if rounds is None else rounds
     check_options(good, bad, rounds, max_rounds)
     where = Path(start or os.getcwd())
     repo = find_repo(where)
