@@ -116,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
         shown = f"[{fixed(ci[0], 3)}, {fixed(ci[1], 3)}]" if ci else "[-]"
         return f"ratio {fixed(value, 3)} {shown}"
 
-    ran = _ran
-
     folder: list[Path] = []  # where the runs are kept, once the search has started
     live = sys.stdout.isatty()  # a terminal: the progress line is rewritten in place
     pending = [False]  # a live line is on the terminal, to be cleared before the next line
@@ -163,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         how = "" if probe.decided_by == "paired test" else f", {probe.decided_by}"
         how += ", kept" if probe.kept else ""
         say(f"{probe.commit[:10]} {word:<9} {ratio(v.ratio, v.ci)}"
-            f" ({ran(probe)} rounds{how})  {printable(probe.subject)}")
+            f" ({_ran(probe)} rounds{how})  {printable(probe.subject)}")
         for run_dir in probe.run_dirs:
             say(f"  run: {printable(_shown(run_dir))}")
 
@@ -199,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         if pending[0]:
             print(flush=True)  # end the live line
             pending[0] = False
-    runs = sum(ran(p) for p in result.probes)
+    runs = sum(_ran(p) for p in result.probes)
     print(f"commits measured against {printable(args.good)}, oldest first:")
     for line in _table(result, fixed=fixed, printable=printable):
         print(line)
