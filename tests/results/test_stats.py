@@ -443,3 +443,23 @@ def test_quantile_untied_p_values_are_the_quartiles_alone() -> None:
     observed = all_ratios[0]
     assert s.p_lower == pytest.approx(sum(r <= observed + 1e-12 for r in all_ratios) / 2**7)
     assert s.p_higher == pytest.approx(sum(r >= observed - 1e-12 for r in all_ratios) / 2**7)
+
+
+@pytest.mark.parametrize("rounds", [4, 9, 13])
+def test_quantile_stats_in_blocks_gives_the_numbers_of_one_at_a_time(
+        rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resamples' percentiles computed a block at a time (a speed-up: the sequential design
+    judges every look after every round) are exactly those computed one resample at a time:
+    exact permutations (<= 12 rounds), sampled ones, ties, and a slowdown."""
+    from pytest_dlbench.results.judge import stats as stats_mod
+
+    rng = random.Random(rounds)
+    base = [[100 + rng.gauss(0, 3) for _ in range(11)] for _ in range(rounds)]
+    cand = [[95 + rng.gauss(0, 3) for _ in range(11)] for _ in range(rounds)]
+    tied = [[100.0] * 6 + [rng.choice([99.0, 101.0])] * 5 for _ in range(rounds)]
+    for b, c in ((base, cand), (base, base[::-1]), (tied, tied[::-1])):
+        blocks = quantile_stats(b, c)
+        monkeypatch.setattr(stats_mod, "_IN_BLOCKS", False)
+        one_at_a_time = quantile_stats(b, c)
+        monkeypatch.setattr(stats_mod, "_IN_BLOCKS", True)
+        assert blocks == one_at_a_time

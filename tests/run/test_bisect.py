@@ -337,13 +337,39 @@ def test_the_library_and_the_command_take_the_same_rounds() -> None:
     import inspect
 
     defaults = inspect.signature(bisect).parameters
-    assert defaults["rounds"].default == bisect_module.ROUNDS == 8
+    # A step's first run is asked for the most rounds: it stops at its first clear look, and
+    # one that cannot decide is never run again from its first round (docs/history.md).
+    # Unless given, the first run's rounds are the most rounds (--max-rounds 8 alone: 8).
+    assert defaults["rounds"].default is None and bisect_module.ROUNDS == 16
     assert defaults["max_rounds"].default == bisect_module.MAX_ROUNDS == 16
     args = _bisect_args(["bisect", "GOOD", "BAD", "-k", "x"])
-    assert (args.rounds, args.max_rounds) == (8, 16)
+    assert (args.rounds, args.max_rounds) == (None, 16)
 
 
 def _bisect_args(argv: list[str]) -> Any:
     from pytest_dlbench.cli import build_parser
 
     return build_parser().parse_args(argv)
+
+
+def test_a_step_unsure_at_8_rounds_is_never_run_again_from_its_first_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default step asks for the most rounds at once: the paired run's sequential design
+    stops it at its first clear look, so a step that 8 rounds could not decide is one run of up
+    to 16, not 8 thrown away and 16 more (docs/history.md, "Rounds of a step")."""
+    repo, shas = make_repo(tmp_path / "repo", slow=5)
+    tries, judge = fake_steps(monkeypatch, {}, slow=5)
+    result = bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy",
+                    judge=judge, start=repo)
+    assert result.first == shas[5]
+    assert {rounds for _, rounds in tries} == {16} and len(tries) == len(result.probes)
+    # --max-rounds alone sets the first run's rounds too.
+    tries.clear()
+    bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", max_rounds=8,
+           judge=judge, start=repo)
+    assert {rounds for _, rounds in tries} == {8}
+    # The old way, still there with --rounds 8: an unsure first run runs again with 16.
+    tries_old, judge_old = fake_steps(monkeypatch, {5: ["unsure", "changed"]}, slow=5)
+    bisect(shas[0], shas[-1], suite=str(repo / "s.yaml"), bench="sleepy", rounds=8,
+           judge=judge_old, start=repo)
+    assert [r for i, r in tries_old if i == 5] == [8, 16]

@@ -170,7 +170,7 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
         run.mkdir(parents=True)
         (run / "sleepy.D0.R0.data").write_text("")
         deadline = time.monotonic() + 60
-        while not any("round 1 of 8" in line for line in printed):  # one report seen
+        while not any("round 1 of 16" in line for line in printed):  # one report seen
             assert time.monotonic() < deadline, "no progress line"
             printed.extend(capsys.readouterr().out.splitlines())
             time.sleep(0.01)
@@ -194,11 +194,11 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
     assert plan.startswith(f"bisect: 4 commits after {shas[0]} up to {shas[-1]}, at most 3 "
                            "steps (BAD first); each step's run kept in kept/bisect/sleepy.")
     live = [line for line in out if line.startswith("  step ")]
-    assert any(re.fullmatch(rf"  step 1 of at most 3: BAD {shas[-1][:10]} round 1 of 8, "
+    assert any(re.fullmatch(rf"  step 1 of at most 3: BAD {shas[-1][:10]} round 1 of 16, "
                             r"\dm\d\ds", line) for line in live), live
     steps = [i for i, line in enumerate(out) if line.startswith(tuple(s[:10] for s in shas))]
     assert len(steps) == 3
-    # 8 rounds asked (the default), 4 taken: a paired run stops once its verdict is clear.
+    # 16 rounds asked (the default), 4 taken: a paired run stops once its verdict is clear.
     assert all(" (4 rounds)  commit " in out[i] for i in steps), [out[i] for i in steps]
     for i in steps:  # each step's line, then where its run is
         run = out[i + 1]
@@ -206,6 +206,13 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
             "/runs/s.20260101-000000")
         assert (repo / run.split(": ", 1)[1]).is_dir()
     assert f"first changed commit: {shas[3]} commit 3 (slower)" in out
+    # The end: the commits measured, oldest first, as a small table.
+    table = out[out.index(f"commits measured against {shas[0]}, oldest first:") + 1:]
+    assert table[0].split() == ["commit", "ratio", "interval", "verdict", "rounds"]
+    assert [row.split()[0] for row in table[1:4]] == [shas[2][:10], shas[3][:10], shas[4][:10]]
+    assert table[1].split()[1:] == ["1.000", "[0.830,", "0.870]", "unchanged", "4"]
+    assert table[2].split()[1:] == ["0.850", "[0.830,", "0.870]", "changed", "4", "first",
+                                    "changed"]
 
 
 # -- issue 40 item 16: bad input, one line, exit 4 ------------------------------------------
@@ -316,7 +323,7 @@ def test_a_sigkilled_bisect_leaves_nothing_in_the_temporary_directory(
         proc.communicate(timeout=60)
     left = sorted(p.name for p in tmp.iterdir())
     assert not [name for name in left if name.startswith("dlbench-bisect-")], left
-    (step,) = (repo / ".dlbench" / "bisect").glob("sleepy.*/1-*-8r")
+    (step,) = (repo / ".dlbench" / "bisect").glob("sleepy.*/1-*-16r")
     assert (step / "pytest.log").read_text() == "running\n"  # kept
     assert len(worktrees(repo)) == 2  # the killed one's worktree, until the next run
 

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_dlbench.cli.common import add_gate_options
 from pytest_dlbench.options import parse_fixture_steps, parse_rounds
 from pytest_dlbench.results import gate
-from pytest_dlbench.run.bisect import MAX_ROUNDS, ROUNDS
+from pytest_dlbench.run.bisect import MAX_ROUNDS
 
 __all__ = ["add_parser", "run"]
 
@@ -43,11 +43,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
                         help="a test's warm-up and steady steps where its bench_steps marker "
                              "does not say (docs/writing-benchmarks.md)")
     bisect.add_argument("--rounds", "--bench-rounds", type=parse_rounds,
-                        default=ROUNDS, metavar="K",
-                        help="rounds of a step's first paired run (default "
-                             f"{ROUNDS}: it stops early once its verdict is clear; 4 "
-                             "rounds can never show a change at the default alpha); twice as "
-                             "many while the test cannot decide")
+                        default=None, metavar="K",
+                        help="rounds of a step's first paired run (default --max-rounds: it "
+                             "stops at its first clear look; 4 rounds can never show a change "
+                             "at the default alpha); below --max-rounds, twice as many while "
+                             "the test cannot decide")
     bisect.add_argument("--max-rounds", type=parse_rounds, default=MAX_ROUNDS,
                         metavar="K", help="the most rounds of one paired run (default "
                         f"{MAX_ROUNDS}); not fewer than --rounds")
@@ -55,6 +55,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
                         default=None,
                         help="the results base that keeps each step's run, in DIR/bisect/"
                              "<bench>.<time>/ (default: $DLBENCH_BASE, else .dlbench)")
+    bisect.add_argument("--resume", action="store_true",
+                        help="continue the newest search of the same GOOD, BAD and benchmark "
+                             "kept in the results base (an interrupted one): its completed "
+                             "paired runs are judged again, not run")
     add_gate_options(bisect)
     bisect.set_defaults(handler=run)
     return bisect
@@ -73,6 +77,33 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def _table(result: Any, *, fixed: Any, printable: Any) -> list[str]:
+    """The commits the search measured, oldest first: ratio against GOOD, its interval, the
+    step's verdict and its rounds; the first changed commit marked."""
+    order = {commit: i for i, commit in enumerate(result.commits)}
+    rows = [("commit", "ratio", "interval", "verdict", "rounds")]
+    for probe in sorted(result.probes, key=lambda p: order.get(p.commit, len(order))):
+        v = probe.verdict
+        interval = f"[{fixed(v.ci[0], 3)}, {fixed(v.ci[1], 3)}]" if v.ci else "[-]"
+        rows.append((probe.commit[:10], fixed(v.ratio, 3), interval,
+                     "changed" if probe.changed else "unchanged", str(_ran(probe))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
+                 row[3].ljust(widths[3]), row[4].rjust(widths[4])]
+        line = "  " + "  ".join(cells)
+        if i and result.first is not None and result.first.startswith(row[0]):
+            line += "  first changed"
+        lines.append(printable(line.rstrip()))
+    return lines
+
+
+def _ran(probe: Any) -> int:
+    """The rounds a step's paired runs took: each stops early once its verdict is clear."""
+    return sum(verdict.pairs or rounds for rounds, verdict in probe.runs)
+
+
 def run(args: argparse.Namespace) -> int:
     from pytest_dlbench.core.numbers import fixed, printable
     from pytest_dlbench.results.judge import judge_paired_run
@@ -84,10 +115,6 @@ def run(args: argparse.Namespace) -> int:
     def ratio(value: float | None, ci: tuple[float, float] | None) -> str:
         shown = f"[{fixed(ci[0], 3)}, {fixed(ci[1], 3)}]" if ci else "[-]"
         return f"ratio {fixed(value, 3)} {shown}"
-
-    def ran(probe: Probe) -> int:
-        # The rounds each paired run took: it stops early once its verdict is clear.
-        return sum(verdict.pairs or rounds for rounds, verdict in probe.runs)
 
     folder: list[Path] = []  # where the runs are kept, once the search has started
     live = sys.stdout.isatty()  # a terminal: the progress line is rewritten in place
@@ -107,6 +134,11 @@ def run(args: argparse.Namespace) -> int:
             f"{printable(args.good)} up to {printable(args.bad)}, at most {plan.max_steps} "
             f"step{'s' if plan.max_steps != 1 else ''} (BAD first); each step's run kept in "
             f"{printable(_shown(plan.folder))}")
+        if plan.resumed:
+            say(f"bisect: resuming that search: {plan.kept} paired "
+                f"run{'s' if plan.kept != 1 else ''} it completed, judged again")
+        elif args.resume:
+            say("bisect: no kept search of these commits and benchmark to resume: a new one")
 
     def progress(now: Progress) -> None:
         what = "BAD " if now.bad else ""
@@ -127,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
         v = probe.verdict
         word = "changed" if probe.changed else "unchanged"
         how = "" if probe.decided_by == "paired test" else f", {probe.decided_by}"
+        how += ", kept" if probe.kept else ""
         say(f"{probe.commit[:10]} {word:<9} {ratio(v.ratio, v.ci)}"
-            f" ({ran(probe)} rounds{how})  {printable(probe.subject)}")
+            f" ({_ran(probe)} rounds{how})  {printable(probe.subject)}")
         for run_dir in probe.run_dirs:
             say(f"  run: {printable(_shown(run_dir))}")
 
@@ -151,9 +184,10 @@ def run(args: argparse.Namespace) -> int:
                         bench=args.k, judge=judge, pytest_args=pytest_args,
                         rounds=args.rounds, max_rounds=args.max_rounds, report=report,
                         keep=Path(args.bench_base) if args.bench_base else None,
-                        started=started, progress=progress)
+                        started=started, progress=progress, resume=args.resume)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every worktree is already removed
-        kept = f": the runs so far are kept in {printable(_shown(folder[0]))}" if folder else ""
+        kept = (f": the runs so far are kept in {printable(_shown(folder[0]))}; the same "
+                "command with --resume continues the search") if folder else ""
         if pending[0]:
             print(flush=True)  # end the live line before the message
             pending[0] = False
@@ -163,7 +197,10 @@ def run(args: argparse.Namespace) -> int:
         if pending[0]:
             print(flush=True)  # end the live line
             pending[0] = False
-    runs = sum(ran(p) for p in result.probes)
+    runs = sum(_ran(p) for p in result.probes)
+    print(f"commits measured against {printable(args.good)}, oldest first:")
+    for line in _table(result, fixed=fixed, printable=printable):
+        print(line)
     if result.first is None:
         print(f"{printable(args.bad)} is not beyond the tolerance from {printable(args.good)} "
               f"({len(result.probes)} step, {runs} rounds): nothing to find")

@@ -22,6 +22,11 @@ when it is interrupted: nothing of a step goes to the temporary directory but it
 it may take, the commit, the round under way and, once a pair of rounds is done, the ratio and
 its interval so far.
 
+**Resuming.** The search's folder holds ``bisect.json``: what it searches (GOOD, BAD, the
+target) and each paired run it completed, named once its pytest ended. ``resume`` continues the
+newest folder of the same search: a named run is judged again, not run; a run cut short is never
+read (docs/history.md, "Resuming a search").
+
 Every worktree is removed on every exit path: after each step, on an error, on Ctrl-C and on
 SIGTERM (the pytest of a step is stopped first, and removes its own worktree of GOOD). A bisect
 killed outright (SIGKILL, the out-of-memory killer, a batch job's end) runs none of that: while
@@ -78,16 +83,25 @@ __all__ = ["BisectError", "BisectPlan", "BisectResult", "Probe", "Progress", "Ta
 
 #: The rounds of a step's first paired run, and the most one may take. The paired test's
 #: smallest p after k rounds is 2**-k, and the sequential design first calls a change at round
-#: 6 (results/judge/paired.py): with 4, every changed step ran again with 8 (a 13 % step: 4 + 6
-#: rounds instead of 6). It stops early when its verdict is clear. ``dlbench bisect`` too.
-ROUNDS = 8
+#: 6 (results/judge/paired.py). A step's first run is asked for the most rounds and stops at
+#: the first look where its verdict is clear: a first run of 8 that could not decide was run
+#: again from its first round with 16, 24 rounds where one sequential run of 16 takes at most
+#: 16, judged at the same looks (docs/history.md, "Rounds of a step"). ``dlbench bisect`` too:
+#: its ``--rounds`` is ``--max-rounds`` unless given.
 MAX_ROUNDS = 16
+ROUNDS = MAX_ROUNDS
 #: Seconds between two progress reports while a step runs (docs/history.md: a step of a slow
 #: benchmark can take minutes, and a silent bisect looks hung).
 PROGRESS_S = 10.0
 #: The folder of the repository's git directory where each running bisect names the worktrees
 #: it made (module docstring).
 LEFTOVERS = "dlbench-bisect"
+#: The file of a search's folder that names the paired runs it completed, for ``--resume``
+#: (module docstring, "Resuming").
+RECORD = "bisect.json"
+#: The exit status of a step's pytest that was interrupted (pytest's ExitCode.INTERRUPTED, the
+#: gate's too): its run is not complete, and never resumed from.
+INTERRUPTED = 2
 
 
 class BisectError(AgainstError):
@@ -127,6 +141,7 @@ class Probe:
     changed: bool = False
     decided_by: str = "paired test"
     run_dirs: list[Path] = field(default_factory=list)
+    kept: int = 0  # its paired runs read again from an earlier search's folder (``resume``)
 
     @property
     def verdict(self) -> ProbeJudgement:
@@ -145,6 +160,8 @@ class BisectPlan:
     max_steps: int  # BAD, then a binary search over the others
     folder: Path  # where every step's run is kept
     removed: tuple[Path, ...] = ()  # the worktrees a killed bisect left, removed at the start
+    resumed: bool = False  # ``folder`` is an earlier search's, continued
+    kept: int = 0  # the paired runs it completed, read again instead of run
 
 
 @dataclass(frozen=True)
@@ -285,11 +302,15 @@ def _subject(repo: Path, commit: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", commit, check=False)
 
 
+def _folder_name(bench: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", bench).strip(".") or "bench"  # -k's text: a file name
+
+
 def _session_folder(base: Path, bench: str) -> Path:
     """``<base>/bisect/<bench>.<time>``, made unique if that second is taken."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     parent = base / BISECT
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", bench).strip(".") or "bench"  # -k's text: a file name
+    name = _folder_name(bench)
     suffix = 1
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -303,6 +324,76 @@ def _session_folder(base: Path, bench: str) -> Path:
     except OSError as exc:  # before any step: one line, nothing measured yet
         raise BisectError(f"results directory {base}: cannot make {exc.filename or parent}: "
                           f"{exc.strerror or exc}") from None
+
+
+# -- resuming an interrupted search (module docstring, "Resuming") ---------------------------
+
+
+class _Record:
+    """A search's ``bisect.json``: what it searches (GOOD, BAD, the target, the step's pytest
+    arguments) and each paired run it completed (commit, rounds, the step's folder), rewritten
+    after each. A run interrupted or killed is never named: its folder stays, unread."""
+
+    def __init__(self, folder: Path, search: dict[str, Any],
+                 runs: list[dict[str, Any]] | None = None) -> None:
+        self.folder, self.search, self.runs = folder, search, list(runs or [])
+
+    @classmethod
+    def newest(cls, parent: Path, label: str, search: dict[str, Any]) -> _Record | None:
+        """The newest search folder ``<parent>/<label>.<time>`` of the same search, if any."""
+        from pytest_dlbench.core import untrusted
+
+        name = _folder_name(label)
+        for folder in sorted(parent.glob(f"{name}.*"), key=lambda p: p.name, reverse=True):
+            try:
+                data = untrusted.read_json(folder / RECORD)
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("search") == search \
+                    and isinstance(data.get("runs"), list):
+                runs = [r for r in data["runs"] if isinstance(r, dict)]
+                return cls(folder, search, runs)
+        return None
+
+    def kept(self, commit: str, rounds: int) -> Path | None:
+        """The folder of a completed paired run of ``commit`` with ``rounds`` rounds."""
+        for run in self.runs:
+            if run.get("commit") == commit and run.get("rounds") == rounds \
+                    and isinstance(run.get("step"), str) and "/" not in run["step"]:
+                step = self.folder / run["step"]
+                if (step / RUNS).is_dir():  # else (its run deleted) the step runs again
+                    return step
+        return None
+
+    def add(self, commit: str, rounds: int, step: Path) -> None:
+        self.runs.append({"commit": commit, "rounds": rounds, "step": step.name})
+        self.write()
+
+    def write(self) -> None:
+        from pytest_dlbench.core.output_files import write_atomic
+
+        record = {"version": 1, "search": self.search, "runs": self.runs}
+        # Unwritable: the runs are kept all the same; only --resume cannot find them.
+        with contextlib.suppress(OSError):
+            write_atomic(self.folder / RECORD, json.dumps(record, indent=2) + "\n")
+
+
+def _search_key(good: str, bad: str, target: Target, pytest_args: Sequence[str]) -> dict[str, Any]:
+    """What makes two searches the same one: a kept run of one is a step of the other."""
+    return {"good": good, "bad": bad,
+            "suite": str(target.suite) if target.suite is not None else None,
+            "test": str(target.test) if target.test is not None else None,
+            "node": target.node, "keyword": target.keyword, "pytest_args": list(pytest_args)}
+
+
+def _unused(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``...: an interrupted run's folder keeps its name."""
+    suffix = 1
+    candidate = path
+    while candidate.exists():
+        suffix += 1
+        candidate = path.with_name(f"{path.name}-{suffix}")
+    return candidate
 
 
 # -- what a bisect killed outright leaves (module docstring) -----------------------------------
@@ -554,20 +645,25 @@ def bisect(
     test: str | None = None,
     start: Path | None = None,
     pytest_args: Sequence[str] = (),
-    rounds: int = ROUNDS,
+    rounds: int | None = None,
     max_rounds: int = MAX_ROUNDS,
     keep: Path | None = None,
     report: Callable[[Probe], None] = lambda probe: None,
     started: Callable[[BisectPlan], None] = lambda plan: None,
     progress: Callable[[Progress], None] = lambda now: None,
     every: float | None = None,
+    resume: bool = False,
 ) -> BisectResult:
     """Find the first commit after ``good`` up to ``bad`` where ``bench`` of ``suite`` changed,
     or the test ``test`` (a node id, or a file with ``bench``: pytest's ``-k``) that uses the
     ``bench`` fixture. ``keep`` is the results base that keeps each step's run (default:
     ``$DLBENCH_BASE``, else ``.dlbench``, in ``start``); ``started`` is called once the commits
     are known, ``progress`` every ``every`` seconds (:data:`PROGRESS_S`) while a step runs,
-    ``report`` after each step."""
+    ``report`` after each step. ``resume``: continue the newest search of the same GOOD, BAD
+    and target kept in the results base, its completed paired runs read again, not run.
+    ``rounds``: a step's first paired run's, default ``max_rounds`` (docs/history.md, "Rounds of
+    a step")."""
+    rounds = max_rounds if rounds is None else rounds
     check_options(good, bad, rounds, max_rounds)
     where = Path(start or os.getcwd())
     repo = find_repo(where)
@@ -578,11 +674,17 @@ def bisect(
     commits = commits_between(repo, good_sha, bad_sha)
     base = keep if keep is not None else results_base()
     base = Path(base) if Path(base).is_absolute() else here / base
-    folder = _session_folder(base.resolve(), target.label)
+    search = _search_key(good_sha, bad_sha, target, pytest_args)
+    record = _Record.newest(base.resolve() / BISECT, target.label, search) if resume else None
+    if record is None:
+        record = _Record(_session_folder(base.resolve(), target.label), search)
+        record.write()
+    folder = record.folder
     judged = [target.bench]  # a test file's -k: its benchmark, once the first step ran it
     steps = max_steps(len(commits))
     started(BisectPlan(commits=len(commits), max_steps=steps, folder=folder,
-                       removed=tuple(removed)))
+                       removed=tuple(removed), resumed=bool(record.runs),
+                       kept=len(record.runs)))
     registry = _Registry(_leftovers_folder(repo))
     probes: list[Probe] = []
     result = BisectResult(first=None, probes=probes, commits=commits, folder=folder)
@@ -611,9 +713,13 @@ def bisect(
         return step
 
     def _measure(step: Probe, k: int) -> ProbeJudgement:
+        kept = record.kept(step.commit, k)
+        if kept is not None:  # completed by the search this one resumes: judged again
+            step.kept += 1
+            return _judged(step, kept, kept / BISECT_STEP_LOG)
         number = len(probes) + 1
         # This paired run's own results base: its run directory, data and output, kept.
-        step_base = folder / f"{number}-{step.commit[:10]}-{k}r"
+        step_base = _unused(folder / f"{number}-{step.commit[:10]}-{k}r")
         step_base.mkdir()
         log = step_base / BISECT_STEP_LOG
         watch = _Watch(judge, judged[0], step_base, Progress(
@@ -626,10 +732,16 @@ def bisect(
                     f"--bench-rounds={k}", f"--bench-base={step_base}", "-p", "no:cacheprovider",
                     "-q", *pytest_args]
             with _every(every or PROGRESS_S, lambda: progress(watch.now())):
-                _run_pytest(argv, side.path, log)
+                status = _run_pytest(argv, side.path, log)
         finally:
             side.remove()
             registry.discard(side.path)
+        verdict = _judged(step, step_base, log)
+        if status >= 0 and status != INTERRUPTED:  # a run stopped by a signal is not complete
+            record.add(step.commit, k, step_base)
+        return verdict
+
+    def _judged(step: Probe, step_base: Path, log: Path) -> ProbeJudgement:
         run_dir = _newest_run(step_base)
         if run_dir is not None:
             step.run_dirs.append(run_dir)
@@ -638,7 +750,10 @@ def bisect(
         bench_name = judged[0] or target.label
         verdict = judge(run_dir, bench_name) if run_dir is not None else None
         if verdict is None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+            try:
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+            except OSError:
+                tail = ["?"]
             raise BisectError(f"{step.commit[:10]}: no paired verdict for {bench_name} "
                               f"(pytest said: {tail[0]}; its output: {log})")
         return verdict
