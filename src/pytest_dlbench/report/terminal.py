@@ -42,10 +42,11 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import no_score_reason
 from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, no_mfu_reason
 from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
-from pytest_dlbench.results.model import Figure, SuiteSummary, shown_figures
+from pytest_dlbench.results.model import Figure, SuiteSummary, figure, shown_figures
 
 __all__ = [
     "ci_text",
+    "flops_lines",
     "inconclusive_lines",
     "render_comparison",
     "render_paired",
@@ -171,6 +172,20 @@ def _mfu_lines(summary: SuiteSummary) -> list[str]:
             by_reason.setdefault(why, []).append(b.name)
     return [printable(f"MFU not shown: {', '.join(names)} ({why})")
             for why, names in by_reason.items()]
+
+
+def flops_lines(summary: SuiteSummary) -> list[str]:
+    """Why a TFLOP/s or MFU cell has no figure, one line each (FLOPs not counted, a figure past
+    a ceiling, no peak known), when the table has those columns: the terminal prints them under
+    the table, the HTML page under its results table."""
+    if not figure("tflops").shown(summary.benchmarks):
+        return []
+    out = [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
+           for b in summary.benchmarks if b.tflops is None and b.flops_reason]
+    out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
+                      f"{b.name} ({b.mfu_error})")
+            for b in summary.benchmarks if b.mfu_error]
+    return out + _mfu_lines(summary)
 
 
 def score_line(
@@ -435,14 +450,7 @@ def render_summary(
     out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
             if b.unreliable]
     out += busy_lines(summary)
-    if any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
-           for b in summary.benchmarks):
-        out += [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
-                for b in summary.benchmarks if b.tflops is None and b.flops_reason]
-        out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
-                          f"{b.name} ({b.mfu_error})")
-                for b in summary.benchmarks if b.mfu_error]
-        out += _mfu_lines(summary)
+    out += flops_lines(summary)
     out += observation_lines(summary)  # too few observations, milabench's figure
     out += _failure_lines(summary)
     out += compile_lines(summary)
