@@ -246,8 +246,8 @@ class MlflowSink:
         with _calling_mlflow():
             # The benchmark's figures (results/model/figures.py: perf, std%, TFLOP/s, MFU,
             # peak memory...) on each of its runs; its texts (precision) as tags.
-            labels = bench_labels(summary)
-            for bench, values in bench_metrics(summary).items():
+            labels = bench_labels(evaluation.summary)
+            for bench, values in bench_metrics(evaluation.summary).items():
                 for run_id, run_end in self.bench_runs.get(bench, []):
                     metrics = [Metric(_key(k), v, _ms(run_end or end), 0)
                                for k, v in sorted(values.items())]

@@ -26,7 +26,7 @@ from pytest_dlbench.measure.machine import git_commit, machine_info, package_ver
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
 from pytest_dlbench.results.figures import load_run, run_from_records
-from pytest_dlbench.results.model import FIGURES, BenchSummary, Figure, RunResult
+from pytest_dlbench.results.model import FIGURES, BenchSummary, Figure, RunResult, SuiteSummary
 
 __all__ = [
     "PROFILE_SUFFIXES",
@@ -183,8 +183,15 @@ _TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "torch_max_allocated_
                    "torch_max_reserved_bytes", "energy_j", "mean_gpu_util")
 
 
-def _benches(summary: Mapping[str, Any]) -> list[BenchSummary]:
-    """The saved summary's benchmarks, read back by the data model (what the figures read)."""
+#: A run's summary (an evaluation's), or its saved form (``--bench-save``'s dict).
+Summary = SuiteSummary | Mapping[str, Any]
+
+
+def _benches(summary: Summary) -> list[BenchSummary]:
+    """The benchmarks, as the figures read them: a saved summary's read back by the data model
+    (a saved run keeps no step times: a time-to-train is only in an evaluation's summary)."""
+    if isinstance(summary, SuiteSummary):
+        return list(summary.benchmarks)
     return [BenchSummary.from_dict(str(name), bench)
             for name, bench in (summary.get("benchmarks") or {}).items()]
 
@@ -199,11 +206,11 @@ def figure_metric(f: Figure, bench: BenchSummary) -> float | None:
     return as_number(value)
 
 
-def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def bench_metrics(summary: Summary) -> dict[str, dict[str, float]]:
     """Per benchmark: every declared figure that is a number or a flag (results/model/
     figures.py, by its metric name: ``perf``, ``std_pct`` in percent, ``tflops``, ``mfu`` in
     percent, ``bench_peak_rss_bytes``... and ``busy``/``unreliable`` as 1 or 0), and the GPU's
-    mean load, from a summary dict (unknown values are left out)."""
+    mean load, from a run's summary or its saved dict (unknown values are left out)."""
     out: dict[str, dict[str, float]] = {}
     for b in _benches(summary):
         metrics: dict[str, float] = {}
@@ -218,7 +225,7 @@ def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def bench_labels(summary: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+def bench_labels(summary: Summary) -> dict[str, dict[str, str]]:
     """Per benchmark: the declared figures that are texts (``units``, ``precision``), known
     ones only: tags in MLflow, the run's summary in W&B."""
     return {b.name: {f.key: str(value) for f in FIGURES
@@ -226,7 +233,7 @@ def bench_labels(summary: Mapping[str, Any]) -> dict[str, dict[str, str]]:
             for b in _benches(summary)}
 
 
-def bench_table(summary: Mapping[str, Any]) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+def bench_table(summary: Summary) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     """The benchmark table as the loggers send it (W&B's ``benchmarks`` table): ``bench``, then
     every declared figure by its key, in its unit."""
     columns = ("bench", *(f.key for f in FIGURES))

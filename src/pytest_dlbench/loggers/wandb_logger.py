@@ -140,8 +140,8 @@ class WandbSink:
     def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         if self.wandb is None:
             return
-        per_bench = bench_metrics(evaluation.saved_summary)
-        labels = bench_labels(evaluation.saved_summary)
+        per_bench = bench_metrics(evaluation.summary)
+        labels = bench_labels(evaluation.summary)
         for path in self.pending:
             records, result = read_run(path)
             self._log_bench(path, records, result, {**labels.get(result.bench, {}),
@@ -283,7 +283,7 @@ class WandbSink:
         wb = self._init(run_id, name=facts.run_name, job_type="session",
                         tags=[facts.suite[:_MAX_TAG], "session"], config=json_safe(config))
         # Every declared figure by its key (results/model/figures.py), as frame() has them.
-        columns, rows = bench_table(summary)
+        columns, rows = bench_table(evaluation.summary)
         rows = [tuple(json_safe(v) for v in row) for row in rows]
         if not (wb.resumed and wb.starting_step > 0):
             wb.log({"benchmarks": self._table(Table(columns, tuple(rows)))}, step=0)
