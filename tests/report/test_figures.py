@@ -218,3 +218,14 @@ def test_the_terminal_tables_are_the_declared_figures() -> None:
     declared = [c for c in cols.DETAILS if c not in cols.COMPILE]
     assert declared == [f.column for f in FIGURES if f.table == "details"]
     assert figure("MFU") is figure("mfu")
+
+
+def test_the_docs_list_every_declared_figure() -> None:
+    """docs/reports.md's list of figures is the declaration's: a row per figure, its column and
+    its key, in its order."""
+    from _paths import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "reports.md").read_text(encoding="utf-8")
+    section = text.split("### The figures", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)`", section, re.MULTILINE)
+    assert rows == [(f.column, f.key) for f in FIGURES]
