@@ -229,3 +229,27 @@ def test_the_docs_list_every_declared_figure() -> None:
     section = text.split("### The figures", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)`", section, re.MULTILINE)
     assert rows == [(f.column, f.key) for f in FIGURES]
+
+
+def test_dlbench_report_prints_what_pytest_prints(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a terminal, ``dlbench report`` prints the run's report as pytest's terminal
+    summary renders it (report/evaluation.render_evaluation at pytest's width): the same
+    tables, cut into the same blocks."""
+    from _pytest._io.terminalwriter import get_terminal_width
+    from _runs import steady_at, write_run
+
+    from pytest_dlbench.cli import main
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    run = tmp_path / "run"
+    for repeat in range(3):  # long names and -v: wider than 80 columns, cut into blocks
+        write_run(run, "a-rather-long-benchmark-name-one", steady_at(100.0 + repeat),
+                  repeat=repeat)
+        write_run(run, "a-rather-long-benchmark-name-two", steady_at(50.0 + repeat),
+                  repeat=repeat)
+    assert main(["report", str(run), "-v"]) == 0
+    printed = capsys.readouterr().out
+    expected = render_evaluation(evaluate(run), verbosity=1, width=get_terminal_width())
+    assert printed.startswith(expected + "\n"), (printed, expected)
