@@ -35,12 +35,13 @@ from pytest_dlbench.report.html_compare import (
 )
 from pytest_dlbench.report.html_profiles import ProfileView, profile_views
 from pytest_dlbench.report.plots import draw_plots
-from pytest_dlbench.report.terminal import flops_lines, score_label
+from pytest_dlbench.report.terminal import score_label
 from pytest_dlbench.results.figures import (
     MAX_STD_PENALTY,
     busy_note,
     compile_rows,
     counted_as_zero,
+    flops_notes,
     no_mfu_reason,
 )
 from pytest_dlbench.results.history import report_series
@@ -407,7 +408,7 @@ def _view(
         rate_plots=[],
         profiles=profile_views(summary.run_dir, link_base),
         detail_columns=_detail_columns(details),
-        flops_notes=flops_lines(summary),
+        flops_notes=flops_notes(benches),
         compiled=_compile_views(summary),
         has_time_to_train=any(b.lower_is_better for b in benches),
         gate=gate_banner(summary, comparison, status),

@@ -40,13 +40,12 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import no_score_reason
-from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, no_mfu_reason
+from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, flops_notes
 from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
-from pytest_dlbench.results.model import Figure, SuiteSummary, figure, shown_figures
+from pytest_dlbench.results.model import Figure, SuiteSummary, shown_figures
 
 __all__ = [
     "ci_text",
-    "flops_lines",
     "inconclusive_lines",
     "render_comparison",
     "render_paired",
@@ -160,32 +159,6 @@ def busy_lines(summary: SuiteSummary) -> list[str]:
     if lines:
         lines.append(f"  for stable figures on a CPU: {STABLE_CPU_DOCS}")
     return lines
-
-
-def _mfu_lines(summary: SuiteSummary) -> list[str]:
-    """``MFU not shown: a, b (why)``, one line per reason (results/figures/peaks.no_mfu_reason): an
-    MFU of ``-`` is never left unexplained."""
-    by_reason: dict[str, list[str]] = {}
-    for b in summary.benchmarks:
-        why = no_mfu_reason(b)
-        if why is not None:
-            by_reason.setdefault(why, []).append(b.name)
-    return [printable(f"MFU not shown: {', '.join(names)} ({why})")
-            for why, names in by_reason.items()]
-
-
-def flops_lines(summary: SuiteSummary) -> list[str]:
-    """Why a TFLOP/s or MFU cell has no figure, one line each (FLOPs not counted, a figure past
-    a ceiling, no peak known), when the table has those columns: the terminal prints them under
-    the table, the HTML page under its results table."""
-    if not figure("tflops").shown(summary.benchmarks):
-        return []
-    out = [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
-           for b in summary.benchmarks if b.tflops is None and b.flops_reason]
-    out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
-                      f"{b.name} ({b.mfu_error})")
-            for b in summary.benchmarks if b.mfu_error]
-    return out + _mfu_lines(summary)
 
 
 def score_line(
@@ -450,7 +423,7 @@ def render_summary(
     out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
             if b.unreliable]
     out += busy_lines(summary)
-    out += flops_lines(summary)
+    out += flops_notes(summary.benchmarks)
     out += observation_lines(summary)  # too few observations, milabench's figure
     out += _failure_lines(summary)
     out += compile_lines(summary)
