@@ -218,6 +218,11 @@ def test_the_terminal_tables_are_the_declared_figures() -> None:
     declared = [c for c in cols.DETAILS if c not in cols.COMPILE]
     assert declared == [f.column for f in FIGURES if f.table == "details"]
     assert figure("MFU") is figure("mfu")
+    # Each figure's format is one the reports write, and each key is one name.
+    from pytest_dlbench.results.model.figures import FORMATS
+
+    assert {f.fmt for f in FIGURES} <= set(FORMATS)
+    assert len({f.key for f in FIGURES}) == len({f.column for f in FIGURES}) == len(FIGURES)
 
 
 def test_the_docs_list_every_declared_figure() -> None:
