@@ -49,13 +49,16 @@ document.querySelectorAll('td.wrap, td.name').forEach(function (c) {
 document.querySelectorAll('#results-table td:first-child').forEach(function (c) {
   out.sticky.push(getComputedStyle(c).position);
 });
+var hint = document.getElementById('results-scroll-hint');
+out.hint = hint ? getComputedStyle(hint).display : null;
 document.body.setAttribute('data-layout', JSON.stringify(out));
 </script>"""
 
 
 def noisy_suite(tmp_path: Path) -> SuiteSummary:
-    """Five benchmarks on two devices, each with an "unreliable" badge, TFLOP/s, MFU and a
-    precision: every optional column of the results table; one run failed with a long reason."""
+    """Five benchmarks on two devices, each with an "unreliable" badge, TFLOP/s, MFU, a
+    precision and peak memory (the process's, torch's): every optional column of the results
+    table but a GPU's; one run failed with a long reason."""
     runs = []
     for b, name in enumerate(NAMES):
         for device in (0, 1):
@@ -65,7 +68,12 @@ def noisy_suite(tmp_path: Path) -> SuiteSummary:
             path = write_stream(tmp_path / "run" / f"b{b}.D{device}.data", name, device=device,
                                 base=100.0 * (b + 1) * (0.7 if device else 1.0),
                                 seed=10 * b + device, status=status, reason=reason)
-            runs.append(dataclasses.replace(load_run(path), precision="bf16-mixed"))
+            # The memory columns too: the process's peak and torch's (docs/reports.md).
+            telemetry = {"peak_rss_bytes": (3 + b) * 2**30,
+                         "torch_max_allocated_bytes": (2 + b) * 2**30,
+                         "torch_max_reserved_bytes": (2.5 + b) * 2**30}
+            runs.append(dataclasses.replace(load_run(path), precision="bf16-mixed",
+                                            telemetry=telemetry))
     suite = summarize_runs(runs, run_dir=str(tmp_path / "run"))
     benches = tuple(dataclasses.replace(b, unreliable=WHY, tflops=123.456 * (i + 1), mfu=0.4123,
                                         peak_source="datasheet")
@@ -117,12 +125,13 @@ def page(tmp_path: Path) -> Path:
 
 def test_every_column_fits_at_1280_px(page: Path, tmp_path: Path) -> None:
     html = page.read_text(encoding="utf-8")
-    for column in ("perf_adj", "TFLOP/s", "MFU", "precision"):
+    for column in ("perf_adj", "TFLOP/s", "MFU", "precision", "peak rss"):
         assert f">{column}</th>" in html
     assert html.count('<div class="badges"><span class="badge bad"') == len(NAMES)
     layout = measure(page, tmp_path, 1280)
     scroll, client = layout["page"]
     assert scroll <= client, layout
+    assert layout["hint"] == "none"  # no cue to scroll where nothing scrolls
     for table in ("results-table", "comparison-table", "failures-table"):
         scroll, client = layout["wraps"][table]
         assert scroll <= client, (table, layout["wraps"])
@@ -133,7 +142,11 @@ def test_usable_at_390_px(page: Path, tmp_path: Path) -> None:
     scroll, client = layout["page"]
     assert scroll <= client <= 390, layout  # the page never scrolls sideways
     assert layout["svgs"] and max(layout["svgs"]) <= client, layout["svgs"]  # the plots fit
-    # The results table scrolls inside its box, the names stay in view.
+    # The results table scrolls inside its box, the names stay in view, and a line above it
+    # says so: cut after perf, it must not read as the whole table.
+    scroll, client = layout["wraps"]["results-table"]
+    assert scroll > client, layout["wraps"]
+    assert layout["hint"] == "block"
     assert set(layout["sticky"]) == {"sticky"}
     # Wrapped cells (names, reasons) keep a readable width: words per line, not letters.
     assert min(layout["wrapped"]) >= 90, layout["wrapped"]

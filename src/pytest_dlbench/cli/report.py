@@ -13,7 +13,6 @@ from pytest_dlbench.cli.common import (
     latest_run,
     load_baseline,
     verbosity,
-    width,
 )
 from pytest_dlbench.layout import check_run_dir
 from pytest_dlbench.options import check_outputs, evaluate_options
@@ -41,6 +40,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_dlbench.report.console import report_width
     from pytest_dlbench.report.evaluation import render_evaluation, write_evaluation
     from pytest_dlbench.results.evaluation import evaluate
     from pytest_dlbench.results.history import default_history
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     options = evaluate_options(lambda dest: getattr(args, dest), baseline=baseline,
                                require_baseline=True)  # the file it is given must exist
     evaluation = evaluate(run_dir, options)
-    print(render_evaluation(evaluation, verbosity=verbosity(args), width=width(),
+    print(render_evaluation(evaluation, verbosity=verbosity(args), width=report_width(),
                             columns=args.columns, sort=args.sort))
     evaluation = write_evaluation(evaluation)
     sys.stdout.flush()  # the table and the score first, then what could not be written

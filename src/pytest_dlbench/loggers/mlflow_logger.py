@@ -29,6 +29,7 @@ from pytest_dlbench.layout import json_safe
 from pytest_dlbench.loggers.base import Echo, LoggerError, require, stderr_line
 from pytest_dlbench.loggers.source import (
     SessionFacts,
+    bench_labels,
     bench_metrics,
     flatten,
     profile_files,
@@ -243,12 +244,15 @@ class MlflowSink:
         summary = evaluation.saved_summary
         end = self.end_time or self.facts.start_time
         with _calling_mlflow():
-            # The benchmark's numbers (perf, std%, perf_adj...) on each of its runs.
-            for bench, values in bench_metrics(summary).items():
+            # The benchmark's figures (results/model/figures.py: perf, std%, TFLOP/s, MFU,
+            # peak memory...) on each of its runs; its texts (precision) as tags.
+            labels = bench_labels(evaluation.summary)
+            for bench, values in bench_metrics(evaluation.summary).items():
                 for run_id, run_end in self.bench_runs.get(bench, []):
                     metrics = [Metric(_key(k), v, _ms(run_end or end), 0)
                                for k, v in sorted(values.items())]
                     self._metrics(run_id, metrics)
+                    self._tags(run_id, {TAG + k: v for k, v in labels.get(bench, {}).items()})
             metrics = [Metric(_key(k), v, _ms(end), 0)
                        for k, v in sorted(session_metrics(summary).items())]
             self._metrics(self.parent_id, metrics)

@@ -26,7 +26,7 @@ from pytest_dlbench.measure.machine import git_commit, machine_info, package_ver
 from pytest_dlbench.measure.records import RunRecords
 from pytest_dlbench.measure.stream import StreamError
 from pytest_dlbench.results.figures import load_run, run_from_records
-from pytest_dlbench.results.model import RunResult
+from pytest_dlbench.results.model import FIGURES, BenchSummary, Figure, RunResult, SuiteSummary
 
 __all__ = [
     "PROFILE_SUFFIXES",
@@ -34,7 +34,10 @@ __all__ = [
     "SessionFacts",
     "Step",
     "as_shown",
+    "bench_labels",
     "bench_metrics",
+    "bench_table",
+    "figure_metric",
     "flatten",
     "manifest_facts",
     "profile_files",
@@ -168,38 +171,74 @@ def _metric_name(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_\-./: ]", "_", text)
 
 
-#: The benchmark's numbers of the summary table, as metric names (summary key -> metric).
-_BENCH_KEYS = {"perf": "perf", "total": "total", "std_pct": "std_pct", "perf_adj": "perf_adj"}
-
-
 def as_shown(key: str, value: Any) -> Any:
     """A summary value in the unit its name says, as every output sends it (std_pct 2.5, not
     the saved 0.025: core/numbers.FIGURE_UNITS, the one table of units)."""
     return as_named(key, value)
 
 
+#: The run's telemetry figures sent beside the declared ones (the GPU's mean load: a figure of
+#: the system tab, not of the benchmark table).
 _TELEMETRY_KEYS = ("peak_gpu_mem_bytes", "peak_rss_bytes", "torch_max_allocated_bytes",
                    "torch_max_reserved_bytes", "energy_j", "mean_gpu_util")
 
 
-def bench_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Per benchmark: ``perf``, ``total``, ``std_pct`` (in percent: :func:`as_shown`),
-    ``perf_adj`` and the benchmark's peak memory and energy, from a summary dict (None values
-    are left out)."""
+#: A run's summary (an evaluation's), or its saved form (``--bench-save``'s dict).
+Summary = SuiteSummary | Mapping[str, Any]
+
+
+def _benches(summary: Summary) -> list[BenchSummary]:
+    """The benchmarks, as the figures read them: a saved summary's read back by the data model
+    (a saved run keeps no step times: a time-to-train is only in an evaluation's summary)."""
+    if isinstance(summary, SuiteSummary):
+        return list(summary.benchmarks)
+    return [BenchSummary.from_dict(str(name), bench)
+            for name, bench in (summary.get("benchmarks") or {}).items()]
+
+
+def figure_metric(f: Figure, bench: BenchSummary) -> float | None:
+    """A declared figure's value as a metric (a flag as 1 or 0); None: a text, or not known."""
+    if f.is_text:
+        return None
+    value = f.value(bench)
+    if isinstance(value, bool):
+        return float(value)
+    return as_number(value)
+
+
+def bench_metrics(summary: Summary) -> dict[str, dict[str, float]]:
+    """Per benchmark: every declared figure that is a number or a flag (results/model/
+    figures.py, by its metric name: ``perf``, ``std_pct`` in percent, ``tflops``, ``mfu`` in
+    percent, ``bench_peak_rss_bytes``... and ``busy``/``unreliable`` as 1 or 0), and the GPU's
+    mean load, from a run's summary or its saved dict (unknown values are left out)."""
     out: dict[str, dict[str, float]] = {}
-    for name, bench in (summary.get("benchmarks") or {}).items():
+    for b in _benches(summary):
         metrics: dict[str, float] = {}
-        for key, metric in _BENCH_KEYS.items():
-            value = as_number(bench.get(key))
+        for f in FIGURES:
+            value = figure_metric(f, b)
             if value is not None:
-                metrics[metric] = as_shown(key, value)
-        telemetry = bench.get("telemetry") or {}
-        for key in _TELEMETRY_KEYS:
-            value = as_number(telemetry.get(key))
-            if value is not None:
-                metrics[f"bench_{key}"] = value
-        out[str(name)] = metrics
+                metrics[f.metric] = value
+        gpu_util = as_number(b.telemetry.get("mean_gpu_util"))
+        if gpu_util is not None:
+            metrics["bench_mean_gpu_util"] = gpu_util
+        out[b.name] = metrics
     return out
+
+
+def bench_labels(summary: Summary) -> dict[str, dict[str, str]]:
+    """Per benchmark: the declared figures that are texts (``units``, ``precision``), known
+    ones only: tags in MLflow, the run's summary in W&B."""
+    return {b.name: {f.key: str(value) for f in FIGURES
+                     if f.is_text and (value := f.value(b)) not in (None, "")}
+            for b in _benches(summary)}
+
+
+def bench_table(summary: Summary) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The benchmark table as the loggers send it (W&B's ``benchmarks`` table): ``bench``, then
+    every declared figure by its key, in its unit."""
+    columns = ("bench", *(f.key for f in FIGURES))
+    rows = [(b.name, *(f.value(b) for f in FIGURES)) for b in _benches(summary)]
+    return columns, rows
 
 
 def session_metrics(summary: Mapping[str, Any]) -> dict[str, float]:

@@ -30,8 +30,9 @@ from pytest_dlbench.layout import json_safe, profile_dir
 from pytest_dlbench.loggers.base import Echo, require, stderr_line
 from pytest_dlbench.loggers.source import (
     SessionFacts,
-    as_shown,
+    bench_labels,
     bench_metrics,
+    bench_table,
     profile_files,
     read_run,
     run_spec,
@@ -139,10 +140,12 @@ class WandbSink:
     def finish_session(self, evaluation: Evaluation, artifacts: Sequence[Path]) -> None:
         if self.wandb is None:
             return
-        per_bench = bench_metrics(evaluation.saved_summary)
+        per_bench = bench_metrics(evaluation.summary)
+        labels = bench_labels(evaluation.summary)
         for path in self.pending:
             records, result = read_run(path)
-            self._log_bench(path, records, result, per_bench.get(result.bench, {}))
+            self._log_bench(path, records, result, {**labels.get(result.bench, {}),
+                                                    **per_bench.get(result.bench, {})})
         self._log_session(evaluation, artifacts)
         if self.skipped:
             self.echo(f"dlbench: wandb: {len(self.skipped)} run(s) of "
@@ -216,7 +219,7 @@ class WandbSink:
         self.active = None
 
     def _log_bench(self, stream: Path, records: RunRecords, result: RunResult,
-                   bench: Mapping[str, float]) -> None:
+                   bench: Mapping[str, Any]) -> None:
         key = _stream_key(stream)
         run_id = run_id_for(key)
         if self._already_logged(run_id):
@@ -279,13 +282,11 @@ class WandbSink:
                   "machine": dict(facts.machine), "versions": dict(facts.versions)}
         wb = self._init(run_id, name=facts.run_name, job_type="session",
                         tags=[facts.suite[:_MAX_TAG], "session"], config=json_safe(config))
-        benches = summary.get("benchmarks") or {}
-        columns = ["bench", "units", "weight", "n", "fail", "perf", "total", "std_pct",
-                   "perf_adj"]
-        rows = [(name, *(json_safe(as_shown(c, b.get(c))) for c in columns[1:]))
-                for name, b in benches.items()]
+        # Every declared figure by its key (results/model/figures.py), as frame() has them.
+        columns, rows = bench_table(evaluation.summary)
+        rows = [tuple(json_safe(v) for v in row) for row in rows]
         if not (wb.resumed and wb.starting_step > 0):
-            wb.log({"benchmarks": self._table(Table(tuple(columns), tuple(rows)))}, step=0)
+            wb.log({"benchmarks": self._table(Table(columns, tuple(rows)))}, step=0)
         wb.summary.update({**session_metrics(summary),
                            "incomplete": list(summary.get("incomplete") or [])})
         if self.mode != "disabled":  # a disabled run's dir is a made-up temporary path

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from pytest_dlbench.results.model import FIGURES
+
 __all__ = [
     "ALL_COLUMNS",
     "COMPARE",
@@ -27,14 +29,23 @@ __all__ = [
     "sort_items",
 ]
 
-MAIN = ("perf", "units", "std%", "perf_adj", "weight")
+
+def _declared(table: str) -> tuple[str, ...]:
+    """The columns of the declared figures of ``table`` (results/model/figures.py), in order."""
+    return tuple(f.column for f in FIGURES if f.table == table)
+
+
+MAIN = _declared("main")
 COMPARE = ("ratio", "verdict")
-VERBOSE = ("n", "fail", "total")
+VERBOSE = _declared("verbose")
 VERBOSE_COMPARE = ("adj ratio", "p")
+#: The compiled benchmarks' columns (report/terminal_tables.compile_columns): the compiled
+#: table's figures, shown beside the precision they were compiled at.
+COMPILE = ("compile", "graphs", "breaks", "speedup")
 #: The second table: what only some benchmarks have.
-DETAILS = ("TFLOP/s", "MFU", "precision", "compile", "graphs", "breaks", "speedup",
-           "total_time_secs", "nvml peak", "peak rss", "torch alloc", "torch reserved",
-           "energy")
+_DETAILS = _declared("details")
+_AFTER = _DETAILS.index("precision") + 1
+DETAILS = (*_DETAILS[:_AFTER], *COMPILE, *_DETAILS[_AFTER:])
 ALL_COLUMNS = (*MAIN, *VERBOSE, *COMPARE, *VERBOSE_COMPARE, *DETAILS)
 
 #: Other names a column is known by (pytest-benchmark's among them: ops is its rate).

@@ -5,10 +5,20 @@ never a ``UnicodeEncodeError`` that loses the table and the score."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 from typing import Any
 
-__all__ = ["tolerant_output"]
+__all__ = ["report_width", "tolerant_output"]
+
+
+def report_width() -> int:
+    """The width the run's report is fitted to, as pytest's terminal reckons it
+    (``_pytest._io.terminalwriter.get_terminal_width``): the terminal's, ``$COLUMNS``, else 80
+    (and 80 for a width under 40). ``dlbench report`` uses it, so that it cuts a run's tables
+    into the same blocks as the pytest run printed."""
+    columns = shutil.get_terminal_size(fallback=(80, 24)).columns
+    return columns if columns >= 40 else 80
 
 
 def tolerant_output(*streams: Any) -> None:

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_dlbench import __version__
-from pytest_dlbench.core.numbers import DASH, column, gap, percent, significant
+from pytest_dlbench.core.numbers import DASH, byte_size, column, gap, percent, significant
 from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.report.confirm import confirmation_lines
 from pytest_dlbench.report.history import history_section
@@ -39,9 +41,11 @@ from pytest_dlbench.results.figures import (
     busy_note,
     compile_rows,
     counted_as_zero,
+    flops_notes,
     no_mfu_reason,
 )
 from pytest_dlbench.results.history import report_series
+from pytest_dlbench.results.model import Figure, shown_figures
 
 #: The TFLOP/s and MFU cells of a figure past a ceiling (its reason is the cell's title).
 ERROR = "error"
@@ -75,11 +79,9 @@ class BenchRow:
     never_ran: bool
     unreliable: str | None
     busy: str | None  # some runs taken while other processes used the CPU (results/busy)
-    tflops: str
-    mfu: str
-    peak_source: str
-    precision: str = ""  # the precision preset, "" when none was recorded
-    time: str = ""  # time-to-train (total_time_secs), lower is better; "" for other metrics
+    #: the cells of the second group of columns (:data:`View.detail_columns`): TFLOP/s, MFU,
+    #: precision, time-to-train, peak memory, energy, as results/model/figures.py declares them
+    details: tuple[Cell, ...] = ()
     #: too few observations (an external command that ended early), and milabench's figure of a
     #: voir benchmark ("" for others): docs/suites.md
     warnings: tuple[str, ...] = ()
@@ -88,6 +90,25 @@ class BenchRow:
     @property
     def has_fail(self) -> bool:
         return self.fail > 0
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a declared figure: its text, its tooltip, its class."""
+
+    text: str
+    title: str = ""
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class Column:
+    """The header of a declared figure's column: its text, its tooltip (what it is, in which
+    unit: results/model/figures.py), its class."""
+
+    text: str
+    title: str
+    css: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,8 +181,10 @@ class View:
     # Inline SVGs (markupsafe.Markup once drawn), filled in by render_html.
     rate_plots: list[str]
     profiles: list[ProfileView]
-    has_flops: bool
-    show_precision: bool = False
+    #: the declared figures beyond the main columns that some benchmark has
+    #: (results/model/figures.py), and the lines saying why a TFLOP/s or MFU cell is empty
+    detail_columns: list[Column] = dataclasses.field(default_factory=list)
+    flops_notes: list[str] = dataclasses.field(default_factory=list)
     compiled: list[CompileView] = dataclasses.field(default_factory=list)
     device_plot: str | None = None
     distribution_plot: str | None = None
@@ -192,8 +215,9 @@ def _std_source(bench: BenchSummary) -> str:
     return ""
 
 
-def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None) -> BenchRow:
-    """``tflops``: the TFLOP/s cell in its column's one format (numbers.column)."""
+def _bench_row(b: BenchSummary, incomplete: list[str],
+               details: tuple[Cell, ...] = ()) -> BenchRow:
+    """``details``: its cells of the declared figures' columns (:func:`_detail_cells`)."""
     return BenchRow(
         name=b.name,
         units=b.units,
@@ -211,20 +235,68 @@ def _bench_row(b: BenchSummary, incomplete: list[str], tflops: str | None = None
         never_ran=b.n == 0,
         unreliable=b.unreliable,
         busy=busy_note(b),
-        # A TFLOP/s past a ceiling is an error of measurement (peaks.with_mfu): its reason
-        # is the cell's title, never the figure.
-        tflops=(tflops or significant(b.tflops)) if b.tflops is not None else
-        ERROR if b.mfu_error else DASH,
-        # An MFU above 100 % is an error of measurement: its reason, never the figure; an MFU
-        # of "—" has its reason on hover too (no peak known for the device...).
-        mfu=ERROR if b.mfu_error else percent(b.mfu, space=True, missing=DASH),
-        peak_source=b.mfu_error or no_mfu_reason(b) or b.peak_source or b.flops_reason,
-        precision=b.precision or "",
-        time=(f"{significant(b.total_time_secs)} s" if b.total_time_secs is not None else DASH)
-        if b.lower_is_better else "",
+        details=details,
         warnings=b.warnings,
         milabench=significant(b.milabench_perf) if b.milabench_perf is not None else "",
     )
+
+
+#: The HTML page's header of a declared figure, where it differs from the terminal's.
+_HEADERS = {"total_time_secs": "total_time_secs ↓"}
+#: The declared figures written as text, left-aligned.
+_LEFT = {"text"}
+
+
+def _detail_columns(figures: list[Figure]) -> list[Column]:
+    def title(f: Figure) -> str:
+        if f.key == "total_time_secs":
+            return "time-to-train: lower is better"
+        return f"{f.source} ({f.unit})" if f.unit else f.source
+
+    return [Column(_HEADERS.get(f.column, f.column), title(f), "l" if f.fmt in _LEFT else "")
+            for f in figures]
+
+
+def _detail_cells(f: Figure, benches: tuple[BenchSummary, ...]) -> list[Cell]:
+    """The page's cells of one declared figure, a benchmark each (the page's notation: a
+    space before %, four significant digits, ``—`` for none)."""
+    values = [f.value(b) for b in benches]
+    if f.fmt == "tflops":
+        # A TFLOP/s past a ceiling is an error of measurement (peaks.with_mfu): its reason is
+        # the cell's title and a line under the table, never the figure.
+        texts = column(values, missing=DASH)
+        return [Cell(text if v is not None else ERROR if b.mfu_error else DASH,
+                     b.mfu_error or b.flops_reason or "")
+                for text, v, b in zip(texts, values, benches, strict=True)]
+    if f.fmt == "mfu":
+        # An MFU above 100 % is an error of measurement: its reason, never the figure; an MFU
+        # of "—" has its reason on hover and under the table (no peak known for the device...).
+        return [Cell(ERROR if b.mfu_error else _percent_text(v),
+                     b.mfu_error or no_mfu_reason(b) or b.peak_source or b.flops_reason or "")
+                for v, b in zip(values, benches, strict=True)]
+    if f.fmt == "seconds":  # time-to-train: empty for the benchmarks measured otherwise
+        return [Cell((f"{significant(v)} s" if v is not None else DASH)
+                     if b.lower_is_better else "", css="time-to-train")
+                for v, b in zip(values, benches, strict=True)]
+    css = "l" if f.fmt in _LEFT else ""
+    return [Cell(_HTML_CELLS[f.fmt](v) if v is not None else DASH, css=css) for v in values]
+
+
+def _percent_text(value: float | None) -> str:
+    """A figure already in percent, as ``numbers.percent`` writes a fraction here: ``41.2 %``."""
+    return DASH if value is None or not math.isfinite(value) else f"{value:.1f} %"
+
+
+#: The page's notation of each format of the declaration (results/model/figures.FORMATS).
+_HTML_CELLS: dict[str, Callable[[Any], str]] = {
+    "rate": significant,
+    "percent": _percent_text,
+    "weight": lambda v: significant(v, 3, zeros=False),
+    "count": str,
+    "text": str,
+    "bytes": byte_size,
+    "energy": lambda v: f"{significant(v / 1000, 3)} kJ",
+}
 
 
 def _run_row(run: RunResult) -> RunRow:
@@ -311,6 +383,8 @@ def _view(
     devices = sorted({d for b in benches for d in b.per_device})
     scored = [b for b in benches if b.enabled and b.weight > 0 and b.name not in incomplete]
     suite = summary.suite
+    # The declared figures of the terminal's second table (results/model/figures.py).
+    details = shown_figures(benches, "details")
     default_title = f"pytest-dlbench report: {suite}" if suite else "pytest-dlbench report"
     return View(
         title=title or default_title,
@@ -322,8 +396,9 @@ def _view(
         failure_rate=percent(summary.failure_rate, space=True, missing=DASH),
         price=significant(price) if price is not None else None,
         price_per_score=significant(price / score) if price is not None and score else None,
-        benchmarks=[_bench_row(b, incomplete, cell) for b, cell in
-                    zip(benches, column([b.tflops for b in benches], missing=DASH),
+        benchmarks=[_bench_row(b, incomplete, tuple(cells)) for b, cells in
+                    zip(benches, zip(*(_detail_cells(f, benches) for f in details),
+                                     strict=True) if details else ((),) * len(benches),
                         strict=True)],
         failed_runs=[r for r in runs if not r.ok and not r.skipped],
         runs=runs,
@@ -332,9 +407,8 @@ def _view(
         comparison=comparison_view(comparison) if comparison is not None else None,
         rate_plots=[],
         profiles=profile_views(summary.run_dir, link_base),
-        has_flops=any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
-                      for b in benches),
-        show_precision=any(b.precision for b in benches),
+        detail_columns=_detail_columns(details),
+        flops_notes=flops_notes(benches),
         compiled=_compile_views(summary),
         has_time_to_train=any(b.lower_is_better for b in benches),
         gate=gate_banner(summary, comparison, status),

@@ -9,6 +9,7 @@ clock), so it is golden-tested at a fixed width.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from pytest_dlbench.core.numbers import (
@@ -39,9 +40,9 @@ from pytest_dlbench.report.terminal_tables import (
 from pytest_dlbench.report.voir_lines import observation_lines
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import no_score_reason
-from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, no_mfu_reason
+from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, flops_notes
 from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
-from pytest_dlbench.results.model import SuiteSummary
+from pytest_dlbench.results.model import Figure, SuiteSummary, shown_figures
 
 __all__ = [
     "ci_text",
@@ -60,78 +61,58 @@ __all__ = [
 
 
 # -- the parts --------------------------------------------------------------------------------
-def _telemetry_columns(b: Any, gpu: bool, energy: bool, torch_peaks: bool = False,
-                       ) -> dict[str, str]:
-    """Peak memory (NVML's device peak on GPU runs, the process tree's RSS otherwise), torch's
-    own peaks beside the device's when some run recorded them, and energy. Each figure under
-    its own name: NVML's sampled peak can be below torch's reserved peak (a short peak between
-    two samples), and neither stands in for the other."""
-    t = b.telemetry
-    # Named for what it is: on a CPU run the process tree's resident memory, torch included.
-    columns = (
-        {"nvml peak": byte_size(t.get("peak_gpu_mem_bytes"))}
-        if gpu
-        else {"peak rss": byte_size(t.get("peak_rss_bytes"))}
-    )
-    if torch_peaks:
-        # The device's figure counts other processes and the CUDA context; these the run's.
-        columns["torch alloc"] = byte_size(t.get("torch_max_allocated_bytes"))
-        columns["torch reserved"] = byte_size(t.get("torch_max_reserved_bytes"))
-    if energy:
-        joules = t.get("energy_j")
-        columns["energy"] = MISSING if joules is None else f"{number(joules / 1000)} kJ"
-    return columns
+def _figure_cells(f: Figure, benches: list[Any]) -> list[str]:
+    """The terminal's cells of one declared figure (results/model/figures.py), a benchmark
+    each: the format is the terminal's, the figure and its value the declaration's."""
+    values = [f.value(b) for b in benches]
+    if f.fmt == "tflops":
+        # One format for the column (2.18e-05 above 8.16e-04, never above 0.000816). Past a
+        # ceiling (peaks.with_mfu), an error of measurement, never the figure.
+        cells = column(values)
+        return [cell if v is not None else "error" if b.mfu_error else MISSING
+                for cell, v, b in zip(cells, values, benches, strict=True)]
+    if f.fmt == "mfu":
+        # An MFU above 100 % is an error of measurement: no figure, its reason below.
+        return ["error" if b.mfu_error else _percent_cell(v)
+                for v, b in zip(values, benches, strict=True)]
+    return [_CELLS[f.fmt](v) for v in values]
+
+
+def _percent_cell(value: float | None) -> str:
+    """A figure already in percent (the declaration's unit), as ``numbers.percent`` writes a
+    fraction: ``12.3%``."""
+    return MISSING if value is None or not math.isfinite(value) else f"{value:.1f}%"
+
+
+def _energy_cell(joules: float | None) -> str:
+    return MISSING if joules is None else f"{number(joules / 1000)} kJ"
+
+
+#: The terminal's notation of each format of the declaration (results/model/figures.FORMATS).
+_CELLS: dict[str, Any] = {
+    "rate": number,
+    "percent": _percent_cell,
+    "weight": lambda v: f"{v:g}",
+    "count": str,
+    "text": lambda v: MISSING if v is None else str(v),
+    "seconds": lambda v: seconds(v),
+    "bytes": byte_size,
+    "energy": _energy_cell,
+}
 
 
 def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[dict[str, str]]:
-    rows = []
-    stats = [b.telemetry for b in summary.benchmarks]
-    # Precision and compile columns only when some run recorded them (built-in training
-    # workloads do; older streams and other definitions do not).
-    precision = any(b.precision for b in summary.benchmarks)
+    """One row a benchmark: every declared figure its table shows (results/model/figures.py),
+    the compile columns, and the comparison's."""
+    benches = list(summary.benchmarks)
+    rows: list[dict[str, Any]] = [{"bench": b.name} for b in benches]
+    for f in shown_figures(benches, "main", "verbose", "details"):
+        for row, cell in zip(rows, _figure_cells(f, benches), strict=True):
+            row[f.column] = cell
     compiled = {r.bench: r for r in compile_rows(summary)}
-    # Telemetry columns only when some run recorded it (streams from older runs have none).
-    torch_peaks = any(t.get("torch_max_reserved_bytes") is not None for t in stats)
-    has_memory = torch_peaks or any(t.get("peak_rss_bytes") or t.get("peak_gpu_mem_bytes")
-                                    for t in stats)
-    gpu = any(t.get("peak_gpu_mem_bytes") for t in stats)
-    energy = any(t.get("energy_j") is not None for t in stats)
-    # Achieved TFLOP/s and MFU only when some benchmark's FLOPs were counted
-    # (results/figures/peaks.py).
-    flops = any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
-                for b in summary.benchmarks)
-    ttt = _has_time_to_train(summary)
-    # One format for the column (2.18e-05 above 8.16e-04, never above 0.000816).
-    tflops = dict(zip((b.name for b in summary.benchmarks),
-                      column([b.tflops for b in summary.benchmarks]), strict=True))
-    for b in summary.benchmarks:
-        row = {
-            "bench": b.name,
-            "fail": str(b.fail),
-            "n": str(b.n),
-            "perf": number(b.perf),
-            "total": number(b.total),
-            "std%": percent(b.std_pct),
-            "perf_adj": number(b.perf_adj),
-            "weight": f"{b.weight:g}",
-            "units": b.units,
-        }
-        if flops:
-            # Past a ceiling (peaks.with_mfu), an error of measurement, never the figure.
-            row["TFLOP/s"] = tflops[b.name] if b.tflops is not None else \
-                "error" if b.mfu_error else MISSING
-            # An MFU above 100 % is an error of measurement: no figure, its reason below.
-            row["MFU"] = "error" if b.mfu_error else percent(b.mfu) if b.mfu is not None \
-                else MISSING
-        if precision:
-            row["precision"] = b.precision or MISSING
+    for row, b in zip(rows, benches, strict=True):
         if compiled:
             row.update(compile_columns(b, compiled.get(b.name)))
-        if ttt:
-            # Time-to-train: the time itself, lower is better (perf is its equivalent rate).
-            row[TIME_COLUMN] = seconds(b.total_time_secs) if b.lower_is_better else MISSING
-        if has_memory:
-            row.update(_telemetry_columns(b, gpu, energy, torch_peaks))
         if comparison is not None:
             c = comparison.get(b.name)
             # A saved baseline's perf ratio, beside the perf it divides: "ratio" keeps the
@@ -139,8 +120,7 @@ def _bench_rows(summary: SuiteSummary, comparison: Comparison | None) -> list[di
             row["ratio"] = fixed(c.ratio, 3) if c else MISSING
             row["verdict"] = c.verdict if c else ("new" if b.n else "-")
             row["adj ratio"] = fixed(c.adj_ratio, 3) if c else MISSING
-        rows.append({k: printable(v) for k, v in row.items()})
-    return rows
+    return [{k: printable(v) for k, v in row.items()} for row in rows]
 
 
 #: The time-to-train column (docs/time-to-train.md); shown only when a benchmark has one.
@@ -179,18 +159,6 @@ def busy_lines(summary: SuiteSummary) -> list[str]:
     if lines:
         lines.append(f"  for stable figures on a CPU: {STABLE_CPU_DOCS}")
     return lines
-
-
-def _mfu_lines(summary: SuiteSummary) -> list[str]:
-    """``MFU not shown: a, b (why)``, one line per reason (results/figures/peaks.no_mfu_reason): an
-    MFU of ``-`` is never left unexplained."""
-    by_reason: dict[str, list[str]] = {}
-    for b in summary.benchmarks:
-        why = no_mfu_reason(b)
-        if why is not None:
-            by_reason.setdefault(why, []).append(b.name)
-    return [printable(f"MFU not shown: {', '.join(names)} ({why})")
-            for why, names in by_reason.items()]
 
 
 def score_line(
@@ -455,14 +423,7 @@ def render_summary(
     out += [printable(f"unreliable: {b.name} ({b.unreliable})") for b in summary.benchmarks
             if b.unreliable]
     out += busy_lines(summary)
-    if any((b.tflops is not None or b.mfu_error) and b.units != "TFLOP/s"
-           for b in summary.benchmarks):
-        out += [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
-                for b in summary.benchmarks if b.tflops is None and b.flops_reason]
-        out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
-                          f"{b.name} ({b.mfu_error})")
-                for b in summary.benchmarks if b.mfu_error]
-        out += _mfu_lines(summary)
+    out += flops_notes(summary.benchmarks)
     out += observation_lines(summary)  # too few observations, milabench's figure
     out += _failure_lines(summary)
     out += compile_lines(summary)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         MFU_ERROR,
         MIG_REASON,
         dtype_of,
+        flops_notes,
         no_mfu_reason,
         table_peak,
     )
@@ -95,7 +96,8 @@ _HOMES = {
         "trimmed_mean",
     ),
     "peaks": (
-        "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "dtype_of", "no_mfu_reason", "table_peak",
+        "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "dtype_of", "flops_notes", "no_mfu_reason",
+        "table_peak",
     ),
     "plausibility": ("FACTOR", "WallClockCheck", "timed_by_bench", "wall_clock_check"),
     "reference": ("SLOW_BELOW", "milabench_arguments", "nearest_published", "reference_lines"),
@@ -112,9 +114,10 @@ _HOMES = {
 __all__ = [
     "baseline_warnings", "bench_figure", "block_rates", "BUSY_CORES", "busy_note", "busy_share",
     "busy_stats", "CEILING_ERROR", "check_usage", "compile_rows", "compile_summary", "CompileRow",
-    "counted_as_zero", "dtype_of", "FACTOR", "figure_doubt", "figures_in_doubt", "load_run",
-    "machine_busy", "machine_differences", "MAX_STD_PENALTY", "MFU_ERROR", "MIG_REASON",
-    "MILABENCH", "milabench_arguments", "milabench_figure", "MILARUN", "nearest_published",
+    "counted_as_zero", "dtype_of", "FACTOR", "figure_doubt", "figures_in_doubt", "flops_notes",
+    "load_run", "machine_busy", "machine_differences", "MAX_STD_PENALTY", "MFU_ERROR",
+    "MIG_REASON", "MILABENCH", "milabench_arguments", "milabench_figure", "MILARUN",
+    "nearest_published",
     "no_mfu_reason", "outside_cores", "param_names", "readiness_error", "readiness_problems",
     "readiness_warning", "reference_lines", "render_state", "run_from_records", "scaling_rows",
     "SCORES", "SLOW_BELOW", "state_differences", "step_stats", "suite_score", "summarize_bench",

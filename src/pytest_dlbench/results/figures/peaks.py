@@ -27,11 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_dlbench.core.numbers import printable
+from pytest_dlbench.results.model.figures import figure
 from pytest_dlbench.results.model.summary import BenchSummary
 
 __all__ = ["CEILING", "CEILING_ERROR", "MFU_ERROR", "MIG_REASON", "PEAKS", "PEAK_AGREEMENT",
-           "MeasuredPeak", "dtype_of", "is_mig_slice", "no_mfu_reason", "stable_peak", "table_peak",
-           "with_mfu"]
+           "MeasuredPeak", "dtype_of", "flops_notes", "is_mig_slice", "no_mfu_reason",
+           "stable_peak", "table_peak", "with_mfu"]
 
 #: A model's TFLOP/s above this many times the matmul measured on the same machine is an error
 #: of measurement (a model's large GEMMs may outrun a small matmul, never by half again).
@@ -252,6 +254,29 @@ def no_mfu_reason(b: BenchSummary) -> str | None:
                 "the others, not its own")
     return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
             f"matmul benchmark of {dtype} in this run to measure one")
+
+
+def flops_notes(benches: Sequence[BenchSummary]) -> list[str]:
+    """Why a TFLOP/s or MFU cell has no figure, one line each (its FLOPs not counted, a figure
+    past a ceiling, :func:`no_mfu_reason`'s, benchmarks of one reason on one line), when the
+    tables have those columns (results/model/figures.py): the terminal prints them under its
+    tables, the HTML page under its results table, in these words."""
+    if not figure("tflops").shown(benches):
+        return []
+    out = [printable(f"FLOPs not counted: {b.name} ({b.flops_reason})")
+           for b in benches if b.tflops is None and b.flops_reason]
+    out += [printable(f"{'MFU' if b.tflops is not None else 'TFLOP/s and MFU'} not shown: "
+                      f"{b.name} ({b.mfu_error})")
+            for b in benches if b.mfu_error]
+    by_reason: dict[str, list[str]] = {}
+    for b in benches:
+        why = no_mfu_reason(b)
+        if why is not None:
+            by_reason.setdefault(why, []).append(b.name)
+    # An MFU of "-" is never left unexplained.
+    out += [printable(f"MFU not shown: {', '.join(names)} ({why})")
+            for why, names in by_reason.items()]
+    return out
 
 
 def _flops_error(b: BenchSummary, why: str, source: str) -> BenchSummary:

@@ -15,7 +15,11 @@ The columns:
   matrix parameter as ``matrix.<name>``;
 - the benchmark's figures, as the terminal table shows them (the same on each of its runs):
   ``perf``, ``std``, ``std_pct`` (in percent: 3.2 is the table's "3.2%", as the loggers send
-  it; core/numbers.FIGURE_UNITS), ``perf_adj``, ``n``, ``fail``;
+  it; core/numbers.FIGURE_UNITS), ``perf_adj``, ``n``, ``fail``, and every other figure
+  declared in results/model/figures.py by its key: ``total``, ``tflops``, ``mfu`` (in
+  percent), ``peak_gpu_mem_bytes``, ``peak_rss_bytes``, ``torch_max_allocated_bytes``,
+  ``torch_max_reserved_bytes``, ``energy_j`` (joules), ``busy`` and ``unreliable`` (flags;
+  None where not known);
 - the run: ``device``, ``repeat``, ``status``, ``ok``, ``reason``, ``rate`` (its steady
   window's rate), ``steps``, ``total_time_secs``, ``throughput_avg``,
   ``time_per_iteration_secs``, ``done_percent``;
@@ -38,6 +42,7 @@ from pytest_dlbench.layout import MANIFEST, check_run_dir, stream_paths
 from pytest_dlbench.results.figures.scoring import summarize_dir
 from pytest_dlbench.results.figures.sweep import csv_text, sweep_header
 from pytest_dlbench.results.history.records import _entry, load_history
+from pytest_dlbench.results.model.figures import FIGURES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +52,12 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary
 
 __all__ = ["frame", "frame_csv", "runs_frame", "sweep_frame"]
+
+
+#: The figures written above from the spec or the summary's own fields (std_pct through
+#: core/numbers.as_named); a run's ``total_time_secs`` is its own, set per run.
+_SPEC_KEYS = {"bench", "units", "weight", "precision", "perf", "std_pct", "perf_adj", "n",
+              "fail"}
 
 
 def _bench_columns(b: BenchSummary) -> dict[str, Any]:
@@ -68,6 +79,10 @@ def _bench_columns(b: BenchSummary) -> dict[str, Any]:
         "perf_adj": b.perf_adj,
         "n": b.n,
         "fail": b.fail,
+        # Every other declared figure (results/model/figures.py), by its key, in its unit:
+        # TFLOP/s, MFU in percent, the peaks in bytes, energy in joules, the busy and
+        # unreliable flags (None: not known).
+        **{f.key: f.value(b) for f in FIGURES if f.key not in _SPEC_KEYS},
     }
 
 

@@ -1,7 +1,8 @@
 """The run's data model and its saved format (docs/architecture.md, "results/ by job"):
-``RunResult`` (run_result), ``BenchSummary`` and ``SuiteSummary`` (summary), their JSON and its
-migrations (summary_json), the summary's file (baseline) and a baseline read for comparison
-(baseline_load). The bottom room: it imports no other room.
+``RunResult`` (run_result), ``BenchSummary`` and ``SuiteSummary`` (summary), each figure of a
+benchmark declared once (figures), their JSON and its migrations (summary_json), the summary's
+file (baseline) and a baseline read for comparison (baseline_load). The bottom room: it
+imports no other room.
 
 A lazy face: a name is imported from its module on first use (core/lazy.py).
 """
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         summary_dict,
     )
     from pytest_dlbench.results.model.baseline_load import BaselineLoad, load_baseline
+    from pytest_dlbench.results.model.figures import FIGURES, Figure, figure, shown_figures
     from pytest_dlbench.results.model.run_result import TOTAL_TIME, Points, RunResult
     from pytest_dlbench.results.model.summary import BenchSummary, SuiteSummary, combine_stats
     from pytest_dlbench.results.model.summary_json import (
@@ -36,6 +38,7 @@ _HOMES = {
         "BaselineError", "BaselineMissing", "load_summary", "save_summary", "summary_dict",
     ),
     "baseline_load": ("BaselineLoad", "load_baseline"),
+    "figures": ("FIGURES", "Figure", "figure", "shown_figures"),
     "run_result": ("Points", "RunResult", "TOTAL_TIME"),
     "summary": ("BenchSummary", "SuiteSummary", "combine_stats"),
     "summary_json": ("SCHEMA", "SummaryFormatError", "VERSION", "migrate"),
@@ -43,6 +46,7 @@ _HOMES = {
 
 __all__ = [
     "BaselineError", "BaselineLoad", "BaselineMissing", "BenchSummary", "combine_stats",
+    "FIGURES", "Figure", "figure", "shown_figures",
     "load_baseline", "load_summary", "migrate", "Points", "RunResult", "save_summary", "SCHEMA",
     "SuiteSummary", "summary_dict", "SummaryFormatError", "TOTAL_TIME", "VERSION",
 ]
