@@ -201,6 +201,7 @@ def run_pytest(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_history_and_bisect_find_the_slow_commit(tmp_path: Path, capsys: Any,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     repo, shas = make_repo(tmp_path / "repo")

@@ -163,6 +163,7 @@ def test_dlbench_bisect_passes_the_steps_on(tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_bisect_finds_the_commit_that_slowed_a_test(tmp_path: Path, capsys: Any,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Real steps: each a ``pytest NODEID --bench-against=GOOD`` in the commit's worktree, whose
