@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _bisect_repo import fake_steps
 from _git import git, worktrees
-from test_bisect import fake_steps
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run import bisect as bisect_module
