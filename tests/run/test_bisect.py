@@ -2,9 +2,10 @@
 commits.
 
 The fast tests replace the pytest of each step by a fake that reads which commit its worktree
-has; the slow ones build a scratch repository of ten commits where one makes a sleep-based
-benchmark 15 % slower, autosave a run of each commit (`dlbench history` must show the step
-there and only there), and bisect it (it must name that commit)."""
+has; the slow ones autosave a real run of each commit of a scratch repository: five unchanged
+commits (`dlbench history` must show no step), and, a release test (`pytest -m release`), ten
+commits where one makes a sleep-based benchmark 15 % slower (the step there and only there,
+and bisect must name that commit)."""
 
 from __future__ import annotations
 
