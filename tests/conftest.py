@@ -13,8 +13,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # -- test folders on sys.path ----------------------------------------------------------------
 # tests/ mirrors src's wings in folders (tests/run, tests/results, ...). tests/ and each of them
 # are on sys.path, as tests/ was for the flat files: the helpers (_runs.py, _git.py, ...) and a
-# test module another one imports (``from test_paired import judge``) keep their plain names,
-# whatever folder the importer is in (pytest's default import mode: basenames are unique).
+# test module another one still imports (``from test_report_html import write_stream``; what
+# tests share belongs in a helper) keep their plain names, whatever folder the importer is in
+# (pytest's default import mode: basenames are unique).
 _TESTS_DIR = Path(__file__).resolve().parent
 for _folder in (_TESTS_DIR, *sorted({p.parent for p in _TESTS_DIR.glob("*/test_*.py")})):
     if str(_folder) not in sys.path:

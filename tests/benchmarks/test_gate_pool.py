@@ -60,7 +60,7 @@ def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
 
 def test_designs_judges_fixed_trials_by_the_sequential_rule_on_their_rounds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_gate_power_tools import paired_run
+    from _gate_power_runs import paired_run
 
     from pytest_dlbench.results.judge import FIXED
 

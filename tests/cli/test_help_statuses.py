@@ -99,10 +99,7 @@ def test_every_status_a_page_claims_is_the_gates(page: str) -> None:
 
 def test_the_paired_table_on_the_pages_has_the_default_columns(tmp_path: Path) -> None:
     """docs/ci.md showed p and pairs columns that only -v adds."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_paired import judge, paired_run
+    from _paired import judge, paired_run
 
     from pytest_dlbench.report.terminal import render_paired
 

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _history_files import BASELINE
 from _paths import REPO_ROOT
 from _runs import write_run
 from test_against_submodule import AGAINST_CASES
@@ -371,14 +372,6 @@ def test_bad_options_are_one_line_before_anything_runs(pytester: pytest.Pytester
 
 
 # -- saved summaries (baselines): typed at load --------------------------------------------------
-
-BASELINE = {
-    "schema": "pytest-dlbench/summary", "version": 1, "score": 10.0, "incomplete": [],
-    "failure_rate": 0.0,
-    "benchmarks": {"a": {"perf_adj": 10.0, "weight": 1.0, "n": 1, "fail": 0, "perf": 10.0,
-                         "rates": [10.0], "samples": [9.0, 10.0, 11.0, 10.0, 10.0],
-                         "units": "items/s", "runs": []}},
-}
 
 # (what the docs call the input, what changes in benchmark 'a' of a good baseline, the one line
 # with FILE for the baseline's path): refused at load, pytest --bench-compare exits 4 before

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from _git import git, worktree_paths
-from test_hostile_input import child_env
+from _procs import child_env
 
 TOY = "pytest_dlbench.workloads.toy:main"
 
@@ -121,7 +121,7 @@ def test_table_csv_quotes_what_a_spreadsheet_would_run(tmp_path: Path,
     import csv
     import io
 
-    from test_time_to_train import write_ttt_run
+    from _ttt_runs import write_ttt_run
 
     from pytest_dlbench.cli import main as dlbench
 

@@ -106,6 +106,7 @@ def last_run(repo: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_the_ci_recipe_gates_a_slower_pull_request(project: Path) -> None:
     steps = workflow_steps()
     gate, main = steps["Benchmark against main"], steps["Benchmark main"]

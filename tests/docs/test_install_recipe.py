@@ -65,6 +65,7 @@ def _shared_packages(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.release  # a clone and a fresh venv: the CI recipe's install, run as written
 def test_the_ci_install_steps_run_as_written(tmp_path: Path) -> None:
     steps = workflow_steps()
     (checkout,) = [s for s in steps if "pytest-dlbench" in str(s.get("with", {}).get(

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hostile_input import child_env
+from _procs import child_env
 
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.loggers.tables import Table, read_table, tabulate

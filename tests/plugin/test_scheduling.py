@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from _xdist_nodes import FakeNode, complete
 
 from pytest_dlbench.plugin.xdist import WaveScheduling, wave_of
 
@@ -13,29 +13,6 @@ COLLECTION = [
     "s.yaml::vit[D0]",
     "s.yaml::vit[D1]",
 ]
-
-
-class FakeNode:
-    def __init__(self, name: str, log: list) -> None:
-        self.gateway = SimpleNamespace(id=name)
-        self.log = log
-        self.held: list[int] = []
-        self.is_shut = False
-
-    def send_runtest_some(self, indices):
-        self.held.extend(indices)
-        self.log.append((self.gateway.id, "send", tuple(indices)))
-
-    def shutdown(self):
-        self.is_shut = True
-        self.log.append((self.gateway.id, "shutdown"))
-
-    def runnable(self) -> list[int]:
-        """What an xdist worker would run now: every held item that has a successor."""
-        return self.held[:-1] if not self.is_shut else list(self.held)
-
-    def __repr__(self) -> str:
-        return self.gateway.id
 
 
 def make(collection=COLLECTION, n=2):
@@ -49,12 +26,6 @@ def make(collection=COLLECTION, n=2):
     assert sched.collection_is_completed
     sched.schedule()
     return sched, nodes, log
-
-
-def complete(sched, node, index):
-    assert index in node.runnable(), (node, index, node.held)
-    node.held.remove(index)
-    sched.mark_test_complete(node, index)
 
 
 def test_wave_of_parses_devices_and_repeats():

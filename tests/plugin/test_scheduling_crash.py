@@ -6,7 +6,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from test_scheduling import FakeNode, complete
+from _xdist_nodes import FakeNode, complete
 
 from pytest_dlbench.plugin.xdist import WaveScheduling
 from pytest_dlbench.run.barrier import BarrierServer, wait

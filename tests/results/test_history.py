@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from _git import git
-from _runs import steady_at, write_run
+from _history_files import MACHINE, commit, history_of, run_summary, saved
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results.figures import summarize_dir
 from pytest_dlbench.results.history import (
     GitInfo,
     HistoryError,
@@ -29,36 +28,6 @@ from pytest_dlbench.results.history import (
     report_series,
     since,
 )
-from pytest_dlbench.results.model import summary_dict
-
-MACHINE = {"hostname": "box", "cpu": "Xeon", "cores": 8,
-           "gpus": [{"index": 0, "name": "H100", "memory": 80}]}
-
-
-def run_summary(tmp_path: Path, name: str, rates: dict[str, float]) -> Any:
-    run_dir = tmp_path / "base" / "runs" / name
-    run_dir.mkdir(parents=True)
-    for bench, rate in rates.items():
-        write_run(run_dir, bench, steady_at(rate, 6))
-    return summarize_dir(run_dir)
-
-
-def saved(summary: Any) -> dict[str, Any]:
-    return {**summary_dict(summary, suite="s"), "machine": MACHINE}
-
-
-def commit(i: int) -> GitInfo:
-    return GitInfo(commit=f"{i:02d}" + "ab" * 19, date=f"2026-01-{i + 1:02d}T00:00:00+00:00",
-                   branch="main")
-
-
-def history_of(tmp_path: Path, rates: list[float], bench: str = "b") -> Path:
-    folder = tmp_path / "history"
-    for i, rate in enumerate(rates):
-        summary = run_summary(tmp_path, f"r{i}", {bench: rate, "other": 50.0})
-        autosave(saved(summary), folder, git=commit(i),
-                 now=dt.datetime(2026, 2, 1, 0, 0, i, tzinfo=dt.timezone.utc))
-    return folder
 
 
 def test_autosave_writes_the_saved_summary_under_machine_and_commit(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _history_files import drifting, session
 from _paths import REPO_ROOT
 from _runs import steady_at, write_run
-from test_sessions import drifting, session
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate

@@ -14,29 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_history import history_of
+from _history_files import RATES, history_of, spoil
 
 from pytest_dlbench.report.history import history_section
 from pytest_dlbench.results.history import bench_series, load_history, report_series
 from pytest_dlbench.results.judge import history_drifts
 
-RATES = [100, 101, 99, 100.5, 99.5, 85, 86, 84.5, 85.5, 85]
 #: What a hostile or broken file may hold instead of benchmark b's perf 99.0 (commit 2).
 BAD = ["1e999", "-1e999", "Infinity", "NaN", "0", "-5.0", "9" * 401]
-
-
-def spoil(folder: Path, index: int, perf: str, rate: str | None = None) -> Path:
-    """Replace benchmark b's perf (and its run's rate) in the history file of commit
-    ``index`` with the JSON text ``perf``."""
-    path = sorted(next(folder.iterdir()).glob("*.json"))[index]
-    text = path.read_text()
-    value = f"{RATES[index]:.1f}"
-    assert text.count(f'"perf": {value},') == 1
-    text = text.replace(f'"perf": {value},', f'"perf": {perf},')
-    if rate is not None:
-        text = text.replace(f'"rate": {value},', f'"rate": {rate},', 1)
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize("perf", BAD)
@@ -87,7 +72,7 @@ def test_step_detection_never_sees_a_figure_it_cannot_use(tmp_path: Path) -> Non
 
 def test_the_html_history_shows_the_series_and_names_the_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_history import run_summary
+    from _history_files import run_summary
 
     monkeypatch.setenv("DLBENCH_MACHINE", "box")
     folder = history_of(tmp_path, [float(r) for r in RATES])

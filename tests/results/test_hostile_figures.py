@@ -61,7 +61,7 @@ def test_an_integer_too_large_for_a_float_reads_as_infinity() -> None:
 
 def test_a_baseline_integer_too_large_for_a_float_is_not_compared(tmp_path: Path,
                                                                      capsys: Any) -> None:
-    from test_hostile_input import BASELINE
+    from _history_files import BASELINE
 
     run = tmp_path / "run"
     run.mkdir()
@@ -85,8 +85,7 @@ def test_a_baseline_integer_too_large_for_a_float_is_not_compared(tmp_path: Path
 
 
 def test_a_history_integer_too_large_for_a_float_is_left_out(tmp_path: Path) -> None:
-    from test_history import history_of
-    from test_history_values import RATES, spoil
+    from _history_files import RATES, history_of, spoil
 
     from pytest_dlbench.results.history import load_history
 

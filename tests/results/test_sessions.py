@@ -9,37 +9,15 @@ import json
 import math
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _history_files import drifting, session
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.history import SessionsError, merge_sessions, session_count
 from pytest_dlbench.results.judge import ALPHA, REGRESSED, compare, noise
-from pytest_dlbench.results.model import SCHEMA, SuiteSummary, load_summary, save_summary
-
-
-def session(rates: list[float], *, machine: dict[str, Any] | None = None,
-            name: str = "x") -> SuiteSummary:
-    """One session's saved summary: its runs' rates, one benchmark."""
-    runs = [{"rate": r, "status": "ok", "block_rates": [], "repeat": i, "device": 0}
-            for i, r in enumerate(rates)]
-    perf = sum(rates) / len(rates)
-    data: dict[str, Any] = {"schema": SCHEMA, "version": 1, "benchmarks": {name: {
-        "n": len(runs), "fail": 0, "perf": perf, "perf_adj": perf, "weight": 1.0,
-        "runs": runs}}}
-    if machine is not None:
-        data["machine"] = machine
-    return SuiteSummary.from_dict(data)
-
-
-def drifting(rng: random.Random, *, drift: float, within: float, runs: int = 5,
-             level: float = 100.0) -> list[float]:
-    """A session's run rates: the session's own offset (log-normal, ``drift``), then each
-    run's (``within``)."""
-    offset = level * math.exp(rng.gauss(0.0, drift))
-    return [offset * math.exp(rng.gauss(0.0, within)) for _ in range(runs)]
+from pytest_dlbench.results.model import load_summary, save_summary
 
 
 # -- the estimate ---------------------------------------------------------------------------

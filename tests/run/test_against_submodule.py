@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from _git import git, worktrees
-from test_paired import judge
+from _paired import judge
 
 from pytest_dlbench.run.against import WORKTREE_PREFIX, AgainstError, BaseSide, submodule_of
 
@@ -148,8 +148,8 @@ def test_a_gate_that_compared_no_weighted_benchmark_is_not_a_pass(tmp_path: Path
                                                                   capsys) -> None:
     """Every base run failed (a command the base worktree lacks): no verdict but
     "incomparable". The gate compared nothing: exit status 9 with the cause, never 0."""
+    from _paired import paired_run
     from _runs import write_run
-    from test_paired import paired_run
 
     from pytest_dlbench import layout
     from pytest_dlbench.cli import main as dlbench

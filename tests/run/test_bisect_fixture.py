@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _bisect_repo import fake_steps
 from _git import git, worktrees
-from test_bisect import fake_steps
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run import bisect as bisect_module
@@ -163,6 +163,7 @@ def test_dlbench_bisect_passes_the_steps_on(tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_bisect_finds_the_commit_that_slowed_a_test(tmp_path: Path, capsys: Any,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Real steps: each a ``pytest NODEID --bench-against=GOOD`` in the commit's worktree, whose

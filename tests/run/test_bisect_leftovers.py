@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_bisect import fake_steps, git, make_repo, worktrees
-from test_bisect_progress import Verdict
+from _bisect_repo import Verdict, fake_steps, make_repo
+from _git import git, worktrees
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results.judge import paired

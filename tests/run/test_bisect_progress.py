@@ -1,7 +1,7 @@
 """`dlbench bisect` says where it stands and keeps what it measured (issue 41 item 6), and
 refuses what it cannot do (issue 40 item 16).
 
-Each step's pytest is replaced by a fake paired runner (test_bisect.fake_steps' judge, or one
+Each step's pytest is replaced by a fake paired runner (_bisect_repo.fake_steps' judge, or one
 here that writes a run directory round by round and waits until a progress report has seen
 each round: nothing depends on how fast this machine is)."""
 
@@ -15,37 +15,16 @@ import sys
 import textwrap
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _bisect_repo import Verdict, fake_steps, make_repo
 from _git import worktrees
-from test_bisect import fake_steps, make_repo
 
 from pytest_dlbench.cli import main
-from pytest_dlbench.results.judge import CHANGED, UNSURE
 from pytest_dlbench.run import bisect as bisect_module
 from pytest_dlbench.run.bisect import BisectError, Progress, bisect, max_steps
-
-
-@dataclass
-class Verdict:
-    word: str
-    ratio: float | None
-    ci: tuple[float, float] | None = None
-    pairs: int = 0
-
-    @property
-    def decided(self) -> bool:
-        return self.word != UNSURE
-
-    @property
-    def changed(self) -> bool:
-        return self.word == CHANGED
-
-    def closer_to(self, changed_ratio: float) -> bool:
-        return False
 
 
 class RoundByRound:

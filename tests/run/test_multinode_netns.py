@@ -34,7 +34,7 @@ from _netns import (
 )
 from _polling import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.release]
 
 SSHD = "/usr/sbin/sshd"
 STEP = '''

@@ -28,7 +28,7 @@ from _netns import remote_rank, wait_for_steps, wait_until_gone
 from _paths import REPO_ROOT
 from slurm_cluster import SlurmCluster, missing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.release]
 
 DOCS = REPO_ROOT / "docs" / "multinode.md"
 MARK = "<!-- tests/run/test_slurm_netns.py runs this script as it is written -->"
