@@ -1317,8 +1317,9 @@ def _fake_stream(run_dir: Path, bench: str, units: str, rate: float, device: int
             stream.write("rate", value=rate, units=units, step=step, warmup=step < skip,
                          time=t, items=rate * 0.5, seconds=0.5)
             # The warm-up's samples idle (cuDNN's autotuning, the loader's start): the whole
-            # run's mean is below the scored window's, as on a GPU.
-            stream.write("telemetry", time=t, gpus=[_fake_gpu_sample(
+            # run's mean is below the scored window's, as on a GPU. Each sample is taken in the
+            # middle of its step, inside the step's window.
+            stream.write("telemetry", time=t - 0.25, gpus=[_fake_gpu_sample(
                 g, step + 1, 350.0, util=97.0 if step >= skip else 5.0) for g in gpus])
         stream.write("monitor_summary", errors=0, torch_max_allocated_bytes=14 * 2**30,
                      torch_max_reserved_bytes=16 * 2**30)

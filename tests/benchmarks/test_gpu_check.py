@@ -129,12 +129,13 @@ def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: 
     assert "period 166.7 ms" in nvml and "newest timestamp - time.time() = " in nvml
     assert "(UNIX microseconds)" in nvml and "last values 100" in nvml
     window = _row(table, WINDOW)
-    assert "window 5.00 s: load 97% (" in window and "check ok" in window
+    assert "window 5.00 s: load 97% (" in window and "samples); check ok" in window
     # Item 11: per stream, the load over the scored window with its sample count and the load
     # check's outcome; the whole run's mean named as such; NVML's peak beside torch's reserved;
     # TFLOP/s and MFU where the run counted FLOPs.
     resnet50 = _row(table, "telemetry standard resnet50.D0")
-    assert "window 5.00 s: load 97% (11 samples); check ok; whole-run mean " in resnet50
+    assert "window 5.00 s: load 97% (" in resnet50
+    assert " samples); check ok; whole-run mean " in resnet50
     assert "util=" not in resnet50 and "whole-run mean 97" not in resnet50  # idle warm-up
     assert "peak NVML 22.0 GiB / torch reserved 16.0 GiB" in resnet50
     assert "TFLOP/s, MFU " in resnet50 and "ok" in resnet50.split()
@@ -313,7 +314,7 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     log = out / "smoke.log"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240  # the runs before it, on a loaded CPU
     while "hangs" not in (log.read_text() if log.exists() else ""):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.2)

@@ -51,6 +51,9 @@ def test_the_paths_run_selects_exactly_its_benchmarks_with_the_shipped_templates
     openclip = chosen["openclip-vit-b-32"]
     assert openclip.args[:3] == ("python", "-m", "open_clip_train.main")
     assert "--dataset-type" in openclip.args and "synthetic" in openclip.args
+    # It runs its whole epoch (an njobs command is not stopped): that epoch is the observations.
+    samples = int(openclip.args[openclip.args.index("--train-num-samples") + 1])
+    assert samples == paths.CLIP_BATCH * (openclip.skip + openclip.stop)
 
 
 def test_the_benchmarks_a_cut_run_did_not_reach_are_named_in_order(paths: ModuleType):
