@@ -40,7 +40,7 @@ PATHS: tuple[tuple[str, str], ...] = (
 )
 # One compile of resnet50 (inductor, cold cache) takes about a minute on a GPU host: the
 # compiled benchmark's cut; the others are short.
-COMPILED_MAX_DURATION_S = 240
+COMPILED_MAX_DURATION_S = 180
 PATHS_MAX_DURATION_S = 120
 CLIP_BATCH = 128
 
@@ -85,9 +85,10 @@ def paths_suite(standard: Path, *, quick: bool) -> str:
             + yaml.safe_dump(suite, sort_keys=False))
 
 
-def paths_selection(names: Iterable[str] = (name for name, _ in PATHS)) -> str:
-    """pytest's ``-k`` for exactly ``names`` (no standard entry holds one as a substring)."""
-    return " or ".join(names)
+def paths_selection(names: Iterable[str] | None = None) -> str:
+    """pytest's ``-k`` for exactly ``names`` (default: the run's; no standard entry holds one
+    as a substring)."""
+    return " or ".join(names if names is not None else (name for name, _ in PATHS))
 
 
 def dropped(planned: Sequence[str], ran: Iterable[str]) -> list[str]:
@@ -132,7 +133,7 @@ def nvml_probe(nvml: Any, handle: Any, load: Callable[[float], None],
             "last_gaps_us": gaps[-(PROBE_LAST - 1):]}
 
 
-def nvml_probe_row(result: Mapping[str, Any]) -> tuple[str, bool | None]:
+def nvml_probe_row(result: Mapping[str, Any]) -> tuple[str, bool]:
     """The table's figure: ok when there are samples and their timestamps are UNIX
     microseconds; FAIL when they are not (the load over a scored window then picks the wrong
     samples)."""

@@ -33,6 +33,7 @@ def test_the_paths_run_selects_exactly_its_benchmarks_with_the_shipped_templates
     suite.write_text(paths.paths_suite(STANDARD, quick=True))
     resolved = resolve_suite(suite)
     selection = paths.paths_selection().split(" or ")
+    assert paths.paths_selection() == " or ".join(selection)  # the same on every call
     chosen = {s.name: s for s in resolved.enabled if s.name in selection}
     assert list(chosen) == [name for name, _ in paths.PATHS]
     # -k matches substrings: no shipped entry holds a name of the paths run.
