@@ -35,8 +35,8 @@ from typing import Any
 PATHS: tuple[tuple[str, str], ...] = (
     ("resnet50-reduce-overhead", "torch.compile with CUDA graphs (mode reduce-overhead)"),
     ("vit-fp16", "fp16 autocast and its gradient scaler on a ViT-B/16 (timm)"),
-    ("clip-vit-b-32", "CLIP ViT-B-32 in-process (open_clip), amp"),
-    ("openclip-vit-b-32", "OpenCLIP's own training script, ViT-B-32, amp"),
+    ("clip-b32", "CLIP ViT-B-32 in-process (open_clip), amp"),
+    ("openclip-b32", "OpenCLIP's own training script, ViT-B-32, amp"),
 )
 # One compile of resnet50 (inductor, cold cache) takes about a minute on a GPU host: the
 # compiled benchmark's cut; the others are short.
@@ -62,12 +62,12 @@ def paths_suite(standard: Path, *, quick: bool) -> str:
             "inherits": "resnet50", "max_duration": COMPILED_MAX_DURATION_S,
             "voir": short["voir"], "argv": {"--compile": "reduce-overhead"}},
         "vit-fp16": {"inherits": "vit_b_16", **short, "argv": {"--precision": "fp16"}},
-        "clip-vit-b-32": {
+        "clip-b32": {
             "inherits": "_defaults", **short, "definition": "pytest_dlbench.workloads.clip:train",
             "group": "clip", "tags": ["clip"], "weight": 0,
             "plan": {"method": "njobs", "n": 1}, "argv": clip},
         # An njobs command runs to its end: its epoch is exactly the observations wanted.
-        "openclip-vit-b-32": {
+        "openclip-b32": {
             "inherits": "_defaults", "max_duration": PATHS_MAX_DURATION_S,
             "voir": {"options": {"skip": 1, "stop": stop - 1, "interval": "1s"}},
             "group": "clip", "tags": ["clip"], "weight": 0,

@@ -23,7 +23,7 @@ ROOT = REPO_ROOT
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 QUICK_CUT = 60
 STANDARD = "standard: resnet50, resnet50-compiled, vit_b_16, lm-gpt-small, matmul-bf16"
-PATHS = "paths: resnet50-reduce-overhead, vit-fp16, clip-vit-b-32, openclip-vit-b-32"
+PATHS = "paths: resnet50-reduce-overhead, vit-fp16, clip-b32, openclip-b32"
 WINDOW = "load check, scored window >= 1.5 s: standard resnet50"
 NVML = "NVML utilisation sample period"
 CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", NVML, "pytest --bench-suite=smoke",
@@ -33,7 +33,7 @@ CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", NVML, "pytest --bench
 # Issue 49 item 12: the rows of the paths no shipped run had taken on a GPU.
 NEW_BENCHMARK_ROWS = ("  standard resnet50-compiled", "  standard vit_b_16",
                       "  standard lm-gpt-small", "  paths resnet50-reduce-overhead",
-                      "  paths vit-fp16", "  paths clip-vit-b-32", "  paths openclip-vit-b-32")
+                      "  paths vit-fp16", "  paths clip-b32", "  paths openclip-b32")
 # Published figures the reference rows compare with (not the script's constants): milabench's
 # per-GPU resnet50-noio img/s at faf3923 (config/scaling/H100.yaml line 371, batch 248 at 8
 # workers: the published batch nearest the suite's auto_batch(256), the smaller of 248 and 264;
@@ -287,7 +287,7 @@ def test_the_smoke_suite_is_dropped_rather_than_cut_and_the_paths_run_loses_its_
     assert started == ["reference", "standard", "paths"]
     assert rows["  paths resnet50-reduce-overhead"].status == "ok"
     assert rows[PATHS].status == "-" and "cut by --budget after 145 s" in rows[PATHS].figure
-    for name in ("vit-fp16", "clip-vit-b-32", "openclip-vit-b-32"):
+    for name in ("vit-fp16", "clip-b32", "openclip-b32"):
         row = rows[f"  paths {name}"]
         assert row.status == "-" and row.figure.startswith("dropped: the run's time ran out")
     smoke = rows["pytest --bench-suite=smoke"]

@@ -34,11 +34,11 @@ def test_the_paths_run_selects_exactly_its_benchmarks_with_the_shipped_templates
     resolved = resolve_suite(suite)
     selection = paths.paths_selection().split(" or ")
     assert paths.paths_selection() == " or ".join(selection)  # the same on every call
-    chosen = {s.name: s for s in resolved.enabled if s.name in selection}
+    # What pytest's -k selects: every entry whose name holds a term, case aside (the shipped
+    # mmoclip-ViT-B-32, an hour's run, holds "clip-vit-b-32").
+    chosen = {s.name: s for s in resolved.enabled
+              if any(term.lower() in s.name.lower() for term in selection)}
     assert list(chosen) == [name for name, _ in paths.PATHS]
-    # -k matches substrings: no shipped entry holds a name of the paths run.
-    others = [s.name for s in resolved.enabled if s.name not in chosen]
-    assert not [o for o in others for name in selection if name in o], others
 
     compiled = chosen["resnet50-reduce-overhead"]
     assert compiled.argv["--compile"] == "reduce-overhead"
@@ -47,9 +47,9 @@ def test_the_paths_run_selects_exactly_its_benchmarks_with_the_shipped_templates
     vit = chosen["vit-fp16"]
     assert vit.argv["--precision"] == "fp16" and vit.argv["--model"] == "vit_base_patch16_224"
     assert vit.validation["usage"]["gpu_load_threshold"] == 0.5  # the shipped load check
-    clip = chosen["clip-vit-b-32"]
+    clip = chosen["clip-b32"]
     assert clip.argv["--model"] == "ViT-B-32" and clip.argv["--precision"] == "amp"
-    openclip = chosen["openclip-vit-b-32"]
+    openclip = chosen["openclip-b32"]
     assert openclip.args[:3] == ("python", "-m", "open_clip_train.main")
     assert "--dataset-type" in openclip.args and "synthetic" in openclip.args
     # It runs its whole epoch (an njobs command is not stopped): that epoch is the observations.
