@@ -45,7 +45,13 @@ DATASHEET_BF16_DENSE = 989.4
 
 @pytest.fixture(scope="module")
 def gpu_check() -> ModuleType:
-    return load_script("gpu_check")  # benchmarks/ on sys.path: it imports gpu_check_paths
+    return load_script("gpu_check")  # benchmarks/ on sys.path: it imports its sibling modules
+
+
+@pytest.fixture(scope="module")
+def fake() -> ModuleType:
+    """The dry run's fake pytest (benchmarks/gpu_check_fake.py): its streams."""
+    return load_script("gpu_check_fake")
 
 
 def _table(output: str) -> list[str]:
@@ -255,7 +261,7 @@ def test_the_budget_caps_each_run_and_a_check_it_cannot_fit_is_not_run(
 
 
 def test_the_smoke_suite_is_dropped_rather_than_cut_and_the_paths_run_loses_its_tail(
-        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        gpu_check: ModuleType, fake: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]):
     """Issue 49 item 14: a budget that cannot hold everything drops the lowest-priority rows,
     each said: the paths run, cut by its timeout after its first benchmark, has a "-" row for
@@ -271,7 +277,7 @@ def test_the_smoke_suite_is_dropped_rather_than_cut_and_the_paths_run_loses_its_
             return gpu_check.PytestRun(0, None, 20.0)
         run_dir = out / name / "runs" / "paths.20261128-180000"
         run_dir.mkdir(parents=True)
-        gpu_check._fake_stream(run_dir, "resnet50-reduce-overhead", "items/s", 2950.0, 0, "ok",
+        fake.fake_stream(run_dir, "resnet50-reduce-overhead", "items/s", 2950.0, 0, "ok",
                                [0])
         clock.now += timeout
         raise subprocess.TimeoutExpired(["pytest"], timeout)
@@ -518,7 +524,7 @@ def _stream_lines(path: Path) -> list[str]:
 
 
 def test_a_run_cut_by_its_timeout_keeps_the_rows_of_the_benchmarks_that_finished(
-        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        gpu_check: ModuleType, fake: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture):
     """Item 16: toy finished on both GPUs, resnet18 was cut mid-run: toy's row keeps its figure
     (the rate its streams hold), resnet18's says it failed, the run's row the timeout."""
@@ -528,8 +534,8 @@ def test_a_run_cut_by_its_timeout_keeps_the_rows_of_the_benchmarks_that_finished
         run_dir = out / name / "runs" / "smoke.20261127-120000"
         run_dir.mkdir(parents=True)
         for device in (0, 1):
-            gpu_check._fake_stream(run_dir, "toy", "items/s", toy_rate, device, "ok", [device])
-        gpu_check._fake_stream(run_dir, "resnet18", "items/s", 2950.0, 0, "ok", [0])
+            fake.fake_stream(run_dir, "toy", "items/s", toy_rate, device, "ok", [device])
+        fake.fake_stream(run_dir, "resnet18", "items/s", 2950.0, 0, "ok", [0])
         cut = run_dir / "resnet18.D0.data"  # the stream of the run in flight: no end record
         cut.write_text("\n".join(_stream_lines(cut)[:-5]) + "\n")
         raise subprocess.TimeoutExpired(["pytest"], timeout)
