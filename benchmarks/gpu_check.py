@@ -5,7 +5,8 @@ records one row: what was checked, the figure, and ok / FAIL / skipped / - (not 
 
 1. the device: torch, CUDA, GPU names and memory;
 2. the NVML inventory: NVML lists as many GPUs as torch counts (those CUDA_VISIBLE_DEVICES
-   shows), with the same names;
+   shows), with the same names; NVML's utilisation sample period on the part, and whether its
+   sample timestamps are UNIX microseconds (``gpu_check_paths.nvml_probe``);
 3. the reference rows, on one GPU, like with like: milabench's resnet50-noio as the shipped
    ``milabench`` suite runs it (one fixed 244 x 244 batch with soft labels, plain SGD,
    tf32-fp16, channels_last) at the batch of milabench's published figure for the GPU, through
@@ -14,11 +15,17 @@ records one row: what was checked, the figure, and ok / FAIL / skipped / - (not 
    matmul bf16 8192^3 beside the bare loop and the datasheet's dense peak; the rows print the
    ratios;
 4. the CUDA-event timer against a bare events window on the same resnet50 training step;
-5. a standard subset, resnet50 (tf32-fp16) and matmul bf16, shortened, on every GPU at once;
-6. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
-   (children, the CUDA-event timer, NVML telemetry), one row per benchmark;
-7. NVML telemetry and energy in every stream of steps 3, 5 and 6 (GPU utilisation, memory,
-   joules); a benchmark that skipped itself gets a "skipped" row.
+5. a standard subset on every GPU at once, shortened: resnet50 (tf32-fp16) long enough for a
+   scored window of at least WINDOW_MIN_S (its load check on it is a row of its own), its
+   ``torch.compile`` sibling, the ViT-B/16 and the GPT-small LM at GPU size in bf16, matmul bf16;
+6. the ``paths`` run (``gpu_check_paths.PATHS``): CUDA graphs through ``torch.compile``
+   (reduce-overhead), fp16 autocast on a ViT, CLIP in-process and OpenCLIP's own script;
+7. the smoke suite on every GPU at once (``-n <GPUs>``: one xdist worker per GPU), through pytest
+   (children, the CUDA-event timer, NVML telemetry), one row per benchmark, when the budget
+   holds its whole expected time (it is the lowest priority: else a "-" row says it was dropped);
+8. per stream of steps 3, 5, 6 and 7: the load over the scored window with its sample count,
+   the suite's load check on it, the whole run's mean named as such, NVML's peak beside torch's
+   reserved, TFLOP/s and MFU, joules; a benchmark that skipped itself gets a "skipped" row.
 
 This process never initialises CUDA: the checks that need torch (the device facts, the bare
 loops, the timer) each run in a child process of their own (``--worker``), whose CUDA context and
@@ -34,15 +41,17 @@ finished, read from the streams in its run directory.
 The table is printed whatever happens: a check that raises or runs out of time is a FAIL row
 saying so, and the table comes from a ``finally`` (SIGTERM and SIGHUP too, as from ``timeout``).
 ``OUT/gpu_check.txt`` is written before anything can hang (the device facts pending) and
-rewritten after every row; it is copied, with each run's log and summary JSON (at most 8 files,
-``COPIED``), to ``--copy-to DIR``, so a run killed from outside (SIGKILL, a lease taken back)
-leaves the rows measured so far.
+rewritten after every row; it is copied, with the workers' log and each run's summary JSON,
+to ``--copy-to DIR`` after every row, and one archive of the rest (logs, suite files, streams)
+after every run (at most 8 files in all, ``COPIED``), so a run killed from outside (SIGKILL, a
+lease taken back) leaves the rows measured so far.
 
 ``--dry-run`` runs the same code on a machine without a GPU: the facts of two fake H100s
-instead of torch's and NVML's, a fake ``pytest`` (this script with ``--fake-pytest``, started
-the way the real one is, with its timeout) that writes the streams and summary a real run
-writes, read back by the project's own readers, and the bare loops and the timer comparison on
-the CPU with tiny models. No figure of a dry run is a measurement.
+instead of torch's and NVML's (``gpu_check_paths.FakeNvml`` for the sample period), a fake
+``pytest`` (this script with ``--fake-pytest``, started the way the real one is, with its
+timeout: ``gpu_check_fake.py``) that writes the streams and summary a real run writes, read
+back by the project's own readers, and the bare loops and the timer comparison on the CPU with
+tiny models. No figure of a dry run is a measurement.
 
     python benchmarks/gpu_check.py [OUT_DIR] [--quick] [--budget SECONDS] [--copy-to DIR]
                                    [--dry-run]
@@ -67,9 +76,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_check_fake import FAKE_GPU, FAKE_GPU_COUNT, fake_pytest
+from gpu_check_paths import (
+    ARCHIVE,
+    PATHS,
+    FakeNvml,
+    dropped,
+    gpu_load,
+    nvml_probe,
+    nvml_probe_row,
+    paths_selection,
+    paths_suite,
+    stream_row,
+    window_check_row,
+    write_archive,
+)
+
 DEFAULT_OUT = Path(os.environ.get("OUT") or "/tmp/dlbench-gpu-check")
 SMOKE_TIMEOUT_S = 240.0
 STANDARD_TIMEOUT_S = 300.0
+PATHS_TIMEOUT_S = 240.0
+# The smoke suite is dropped unless this much is left (86 s on an H200, 2026-11-28): it ran on
+# a GPU before, the checks before it had not.
+SMOKE_NEEDS_S = 100.0
+# The load check on a scored window of at least this long: NVML's utilisation is an average
+# over its last sample period (up to 1 s), so a shorter window holds at most one whole sample.
+WINDOW_MIN_S = 1.5
+# The standard subset's resnet50 observations under --quick: about 30 ms each at batch 64 on an
+# H200 (2,091 img/s, 2026-11-28), 2.4 s of scored window.
+WINDOW_STOP = 80
 # --quick: each benchmark's max_duration, so one that hangs is one failure and the suite goes on.
 QUICK_MAX_DURATION_S = 60
 # A pytest run is not started with less than this left of --budget: it could not finish.
@@ -82,9 +117,13 @@ TIMER_TOLERANCE = 0.03
 DRY_TIMER_TOLERANCE = 0.05
 # The checks run in a child process each (--worker): their timeouts.
 FACTS_TIMEOUT_S = 90.0
+NVML_TIMEOUT_S = 60.0
 BARE_TIMEOUT_S = 150.0
 TIMER_TIMEOUT_S = 240.0
 REFERENCE_TIMEOUT_S = 180.0
+# The standard subset's resnet50-compiled under --quick: inductor's first compile of resnet50
+# takes about a minute, past QUICK_MAX_DURATION_S.
+COMPILED_CUT_S = 180
 # The reference rows: the project's figure within 5 % of the bare loop's on the same GPU.
 REFERENCE_TOLERANCE = 0.05
 # The resnet50 reference row: milabench's resnet50-noio, its arguments those of the shipped
@@ -96,12 +135,17 @@ REFERENCE_TOLERANCE = 0.05
 MILABENCH_BENCH = "resnet50-noio"
 MILABENCH_BATCH = 256
 MATMUL_SIZE = 8192
-# What --copy-to receives, at most 8 files: the table, the workers' log, each run's log and
-# summary (a run directory has many files: it stays in OUT_DIR).
+# What --copy-to receives, at most 8 files: the table, the workers' log, each run's summary
+# and one archive of the rest (each run's log and suite file, the streams: gpu_check_paths).
 CHECKS_LOG = "checks.log"
-SUITES = ("reference", "standard", "smoke")
-COPIED = ("gpu_check.txt", CHECKS_LOG,
-          *(f"{suite}.{ext}" for suite in SUITES for ext in ("log", "json")))
+SUITES = ("reference", "standard", "paths", "smoke")
+COPIED = ("gpu_check.txt", CHECKS_LOG, *(f"{suite}.json" for suite in SUITES), ARCHIVE)
+STANDARD_BENCHES = ("resnet50", "resnet50-compiled", "vit_b_16", "lm-gpt-small", "matmul-bf16")
+STANDARD_TITLE = f"standard: {', '.join(STANDARD_BENCHES)}"
+PATHS_TITLE = "paths: " + ", ".join(name for name, _ in PATHS)
+SMOKE_TITLE = "pytest --bench-suite=smoke"
+WINDOW_TITLE = f"load check, scored window >= {WINDOW_MIN_S:g} s: standard resnet50"
+NVML_TITLE = "NVML utilisation sample period"
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -143,13 +187,29 @@ class Table:
                 write_atomic(self.copy_to / self.path.name, text)
                 for name in COPIED[1:]:
                     source = self.path.parent / name
-                    if source.is_file():
+                    if source.is_file() and name != ARCHIVE:
                         write_atomic(self.copy_to / name, source.read_text(errors="replace"))
         except OSError as exc:
-            if not self.write_failed:
-                print(f"gpu_check: cannot write {exc.filename or self.path}: {exc.strerror}",
-                      flush=True)
-            self.write_failed = True
+            self._write_failed(exc)
+
+    def archive(self) -> None:
+        """The archive of what ``COPIED`` does not name (logs, suite files, streams), rebuilt
+        after every run and copied beside the table."""
+        if self.path is None:
+            return
+        out = self.path.parent
+        try:
+            write_archive(out, out / ARCHIVE, SUITES)
+            if self.copy_to is not None:
+                write_archive(out, self.copy_to / ARCHIVE, SUITES)
+        except OSError as exc:
+            self._write_failed(exc)
+
+    def _write_failed(self, exc: OSError) -> None:
+        if not self.write_failed:
+            print(f"gpu_check: cannot write {exc.filename or self.path}: {exc.strerror}",
+                  flush=True)
+        self.write_failed = True
 
     @contextlib.contextmanager
     def check(self, name: str) -> Iterator[None]:
@@ -256,10 +316,6 @@ def real_facts() -> Facts:
                  inventory.driver)
 
 
-FAKE_GPU = "NVIDIA H100 80GB HBM3"
-FAKE_GPU_COUNT = 2
-
-
 def fake_facts() -> Facts:
     """Two H100s, as torch and NVML would describe them (no torch import: a dry run is quick)."""
     try:
@@ -338,6 +394,8 @@ def pytest_run(out: Path, name: str, args: Sequence[str], timeout: float, *,
     """Run pytest (its log in ``OUT/<name>.log``); past ``timeout`` its whole process group (the
     xdist workers and the benchmark children too) is killed and TimeoutExpired raised."""
     started = time.monotonic()
+    # A warm machine keeps OUT: a run that writes no summary must not show the last one's.
+    (out / f"{name}.json").unlink(missing_ok=True)
     code = run_logged(pytest_command(out, name, args, dry_run=dry_run), out / f"{name}.log",
                       timeout, env=env)
     return PytestRun(code, latest_run_dir(out / name), time.monotonic() - started)
@@ -372,19 +430,27 @@ def benchmark_row(table: Table, label: str, bench: dict[str, Any]) -> None:
 
 
 def suite_rows(table: Table, out: Path, name: str, title: str, args: Sequence[str],
-               timeout: float, *, dry_run: bool,
-               env: Mapping[str, str] | None = None) -> Path | None:
+               timeout: float, *, dry_run: bool, env: Mapping[str, str] | None = None,
+               budget_cut: bool = False) -> Path | None:
     """Run one suite; a row for the run and one per benchmark. Returns the run directory. A run
-    cut by its timeout (or interrupted) still gives the rows of the benchmarks that finished."""
+    cut by its timeout (or interrupted) still gives the rows of the benchmarks that finished.
+    ``budget_cut``: the timeout is what --budget left, not the run's own: a run cut there is
+    a "-" row (its benchmarks not reached were dropped), not a failure; a benchmark cut mid-run
+    is still a failed row."""
     try:
         run = pytest_run(out, name, args, timeout, dry_run=dry_run, env=env)
     except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
         run_dir = latest_run_dir(out / name)
         benches = streamed_benchmarks(run_dir)
-        why = (f"timed out after {exc.timeout:g} s" if isinstance(exc, subprocess.TimeoutExpired)
-               else f"interrupted ({exc or 'SIGINT'})")
+        dropped_by_budget = isinstance(exc, subprocess.TimeoutExpired) and budget_cut
+        if isinstance(exc, subprocess.TimeoutExpired):
+            why = (f"{'cut by --budget' if budget_cut else 'timed out'} after "
+                   f"{exc.timeout:g} s")
+        else:
+            why = f"interrupted ({exc or 'SIGINT'})"
         table.add(title, f"{why}; {_count(len(benches), 'benchmark')} read from the streams "
-                         f"written before (log {out / f'{name}.log'})", False)
+                         f"written before (log {out / f'{name}.log'})",
+                  None if dropped_by_budget else False)
         for bench_name, bench in benches.items():
             benchmark_row(table, f"  {name} {bench_name}", bench)
         if isinstance(exc, KeyboardInterrupt):
@@ -412,17 +478,19 @@ def streamed_benchmarks(run_dir: Path | None) -> dict[str, Any]:
 
 
 # -- telemetry ---------------------------------------------------------------------------------
-def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
-    """One row per stream: NVML utilisation, memory and energy were recorded. A benchmark that
-    skipped itself ran no work (energy 0 within one tick of the counter): its row says so."""
+def telemetry_rows(table: Table, out: Path, name: str, run_dir: Path | None) -> None:
+    """One row per stream (gpu_check_paths.stream_row): the load over the scored window with
+    its sample count and the suite's load check on it, the whole run's mean named as such,
+    NVML's peak beside torch's reserved, TFLOP/s and MFU (from the run's summary) and energy.
+    A benchmark that skipped itself ran no work: its row says so."""
     from pytest_dlbench.layout import stream_paths
-    from pytest_dlbench.measure.monitor.summary import summarize_telemetry
     from pytest_dlbench.measure.stream import read_stream
 
     if run_dir is None:
         table.add(f"telemetry {name}", "no run directory (the run did not start or finish)",
                   False)
         return
+    benches = summary_benchmarks(out, name) or streamed_benchmarks(run_dir)
     for stream in stream_paths(run_dir):
         label = f"telemetry {name} {stream.name.removesuffix('.data')}"
         records = read_stream(stream)
@@ -431,15 +499,22 @@ def telemetry_rows(table: Table, name: str, run_dir: Path | None) -> None:
             table.add(label, f"benchmark skipped itself: {_one_line(str(end.get('reason')))}",
                       "skipped")
             continue
-        telemetry = summarize_telemetry(records)
-        util, energy = telemetry.mean_gpu_util, telemetry.energy_j
-        peak = telemetry.peak_gpu_mem_bytes
-        figure = (f"gpus={len(telemetry.gpus)} util={util if util is None else round(util, 1)}% "
-                  f"peak mem={None if peak is None else f'{peak / 2**30:.1f} GiB'} "
-                  f"energy={None if energy is None else f'{energy:.0f} J'}"
-                  + ("" if telemetry.gpu else f" ({telemetry.reason})"))
-        table.add(label, figure, telemetry.gpu and util is not None
-                  and energy is not None and energy > 0)
+        bench = stream.name.removesuffix(".data").rsplit(".D", 1)[0]
+        figure, ok = stream_row(records, benches.get(bench))
+        table.add(label, figure, ok)
+
+
+def window_row(table: Table, run_dir: Path | None) -> None:
+    """The standard resnet50's load check on its scored window (sized to at least
+    WINDOW_MIN_S), on the first GPU's stream."""
+    from pytest_dlbench.measure.stream import read_stream
+
+    stream = run_dir / "resnet50.D0.data" if run_dir is not None else None
+    if stream is None or not stream.is_file():
+        table.add(WINDOW_TITLE, "no resnet50 stream (the standard run did not write one)", False)
+        return
+    figure, ok = window_check_row(read_stream(stream), WINDOW_MIN_S)
+    table.add(WINDOW_TITLE, figure, ok)
 
 
 # -- the bare loop: a rate timed without the project's code ------------------------------------
@@ -819,7 +894,7 @@ def worker_main(argv: Sequence[str]) -> int:
     from pytest_dlbench.core.output_files import write_atomic
 
     parser = argparse.ArgumentParser(prog="gpu_check --worker")
-    parser.add_argument("name", choices=("facts", "bare", "timer"))
+    parser.add_argument("name", choices=("facts", "nvml", "bare", "timer"))
     parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--quick", action="store_true")
@@ -828,6 +903,9 @@ def worker_main(argv: Sequence[str]) -> int:
     value: Any
     if args.name == "facts":
         value = dataclasses.asdict(fake_facts() if args.dry_run else real_facts())
+    elif args.name == "nvml":
+        value = nvml_worker(dry_run=args.dry_run)
+        print(f"nvml samples: {value}", flush=True)
     elif args.name == "bare":
         value = bare_figures(args.batch, dry_run=args.dry_run, quick=args.quick)
         print(f"bare loops: {value}", flush=True)
@@ -838,6 +916,22 @@ def worker_main(argv: Sequence[str]) -> int:
         value = [[r.check, r.figure, r.status] for r in table.rows]
     write_atomic(args.result, json.dumps(value))
     return 0
+
+
+def nvml_worker(*, dry_run: bool) -> dict[str, Any]:
+    """NVML's utilisation samples on the first visible GPU after a load of a few seconds
+    (gpu_check_paths.nvml_probe); a dry run reads FakeNvml and loads nothing."""
+    if dry_run:
+        return nvml_probe(FakeNvml(), None, lambda seconds: None)
+    from pytest_dlbench.measure.monitor.nvml import nvml_session, visible_nvml_indices
+
+    with nvml_session() as (binding, reason):
+        if binding is None:
+            raise RuntimeError(f"NVML: {reason}")
+        indices, _notes = visible_nvml_indices(binding, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                               binding.nvmlDeviceGetCount())
+        handle = binding.nvmlDeviceGetHandleByIndex(indices[0] if indices else 0)
+        return nvml_probe(binding, handle, gpu_load)
 
 
 def subprocess_facts(out: Path, budget: Budget, *, dry_run: bool) -> Facts:
@@ -980,7 +1074,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _run_timeout(budget: Budget, default: float) -> float:
+def _run_timeout(budget: Budget, default: float, needs: float = 0.0) -> float:
+    """A run's timeout; OutOfBudget when under MIN_RUN_S would be left, or (``needs``: a run
+    that is dropped rather than cut) under the whole time it needs."""
+    if needs and budget.left() - RESERVE_S < needs:
+        raise OutOfBudget(f"dropped (the lowest priority): {max(budget.left(), 0):.0f} s of "
+                          f"--budget left, it needs about {needs + RESERVE_S:.0f} s")
     timeout = budget.timeout(default)
     if timeout is None:
         raise OutOfBudget(f"{max(budget.left(), 0):.0f} s of --budget left, under the "
@@ -1002,9 +1101,16 @@ def run_checks(table: Table, args: argparse.Namespace,
         figure, ok = inventory_row(facts)
         table.add("NVML inventory", figure, ok)
     gpus = facts.gpu_count if facts is not None else 0
+    if facts is not None and gpus:
+        # First: the figure the load over a scored window relies on (one worker, ~10 s).
+        with table.check(NVML_TITLE):
+            probe = in_subprocess(out, "nvml", [], _run_timeout(budget, NVML_TIMEOUT_S),
+                                  dry_run=args.dry_run, env=one_gpu_env())
+            figure, ok = nvml_probe_row(probe)
+            table.add(NVML_TITLE, figure, ok)
     if facts is None or gpus == 0:
-        for check in ("reference rows", "timer agreement", "standard: resnet50, matmul-bf16",
-                      "pytest --bench-suite=smoke", "telemetry"):
+        for check in ("reference rows", "timer agreement", STANDARD_TITLE, PATHS_TITLE,
+                      SMOKE_TITLE, "telemetry"):
             table.add(check, "not run: no CUDA device", None)
         return
     # The headline first: the project's figures beside references no one here wrote.
@@ -1022,24 +1128,58 @@ def run_checks(table: Table, args: argparse.Namespace,
     cut = (["--bench-override", f"*.max_duration={QUICK_MAX_DURATION_S}"] if args.quick
            else [])
     print("== standard subset", flush=True)
-    smoke_dir = std_dir = None
-    with table.check("standard: resnet50, matmul-bf16"):
-        std_dir = suite_rows(
-            table, out, "standard", "standard: resnet50, matmul-bf16",
-            # -k matches substrings: name the variants to leave out (resnet50-compiled, -noio)
+    runs: dict[str, Path | None] = {}
+    with table.check(STANDARD_TITLE):
+        timeout = _run_timeout(budget, STANDARD_TIMEOUT_S)
+        runs["standard"] = suite_rows(
+            table, out, "standard", STANDARD_TITLE,
+            # -k matches substrings: name the variants to leave out (-ddp, -noio, the LM's
+            # compiled sibling)
             ["--bench-suite=standard", "-k",
-             "resnet50 and not (ddp or compiled or noio) or matmul-bf16",
-             "--bench-override", f"*.voir.options.stop={stop}", *cut, *spread],
-            _run_timeout(budget, STANDARD_TIMEOUT_S), dry_run=args.dry_run)
+             "resnet50 and not (ddp or noio or reduce) or vit_b_16 or matmul-bf16 "
+             "or lm-gpt-small and not compiled",
+             "--bench-override", f"*.voir.options.stop={stop}", *cut,
+             # the load check's window: long enough to hold whole NVML samples
+             "--bench-override", f"resnet50.voir.options.stop={WINDOW_STOP}",
+             "--bench-override", f"resnet50-compiled.max_duration={COMPILED_CUT_S}", *spread],
+            timeout, dry_run=args.dry_run, budget_cut=timeout < STANDARD_TIMEOUT_S)
+    table.archive()
+    with table.check(WINDOW_TITLE):
+        window_row(table, runs.get("standard"))
+    print("== paths no shipped run takes", flush=True)
+    with table.check(PATHS_TITLE):
+        runs["paths"] = paths_rows(table, out, spread, _run_timeout(budget, PATHS_TIMEOUT_S),
+                                   quick=args.quick, dry_run=args.dry_run)
+    table.archive()
     print(f"== smoke suite on {gpus} GPUs at once", flush=True)
-    with table.check("pytest --bench-suite=smoke"):
-        smoke_dir = suite_rows(table, out, "smoke", "pytest --bench-suite=smoke",
-                               ["--bench-suite=smoke", *cut, *spread],
-                               _run_timeout(budget, SMOKE_TIMEOUT_S), dry_run=args.dry_run)
-    print("== NVML telemetry and energy", flush=True)
-    for name, run_dir in (("reference", ref_dir), ("standard", std_dir), ("smoke", smoke_dir)):
+    with table.check(SMOKE_TITLE):
+        runs["smoke"] = suite_rows(table, out, "smoke", SMOKE_TITLE,
+                                   ["--bench-suite=smoke", *cut, *spread],
+                                   _run_timeout(budget, SMOKE_TIMEOUT_S, needs=SMOKE_NEEDS_S),
+                                   dry_run=args.dry_run)
+    table.archive()
+    print("== per stream: the load over the scored window, memory, FLOPs, energy", flush=True)
+    for name, run_dir in (("reference", ref_dir), *runs.items()):
         with table.check(f"telemetry {name}"):
-            telemetry_rows(table, name, run_dir)
+            telemetry_rows(table, out, name, run_dir)
+
+
+def paths_rows(table: Table, out: Path, spread: Sequence[str], timeout: float, *, quick: bool,
+               dry_run: bool) -> Path | None:
+    """The ``paths`` run (gpu_check_paths.PATHS, in priority order); the benchmarks its timeout
+    left unreached get a "-" row each, saying they were dropped."""
+    suite = out / "paths.yaml"
+    suite.write_text(paths_suite(Path(__file__).resolve().parents[1] / "bench_suites"
+                                 / "standard.yaml", quick=quick))
+    run_dir = suite_rows(table, out, "paths", PATHS_TITLE,
+                         [f"--bench-suite={suite}", "-k", paths_selection(), *spread],
+                         timeout, dry_run=dry_run, budget_cut=timeout < PATHS_TIMEOUT_S)
+    ran = summary_benchmarks(out, "paths") or streamed_benchmarks(run_dir)
+    what = dict(PATHS)
+    for name in dropped([n for n, _ in PATHS], ran):
+        table.add(f"  paths {name}", f"dropped: the run's time ran out before it ({what[name]})",
+                  None)
+    return run_dir
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -1081,107 +1221,8 @@ def main(argv: Sequence[str] | None = None, *, facts_of: Callable[[], Facts] | N
             header += "\nDRY RUN: fake GPUs and fake pytest runs; no figure here is a measurement"
         print(table.render(header), flush=True)
         table.save(header)
+        table.archive()
     return 130 if interrupted else (1 if table.failed else 0)
-
-
-# -- --dry-run: a fake pytest ------------------------------------------------------------------
-# What a real run on two H100s writes, per suite: (benchmark, units, items/s per GPU, how it
-# ends). clip-tiny-openclip skips itself on the GPU machines (no open_clip there); ddp is an
-# njobs job (one stream, every GPU).
-FAKE_SUITES: dict[str, list[tuple[str, str, float, str]]] = {
-    "smoke": [("toy", "items/s", 51234.0, "ok"), ("resnet18", "items/s", 2950.0, "ok"),
-              ("ddp", "items/s", 10400.0, "njobs"),
-              ("clip-tiny-openclip", "items/s", 0.0, "skipped")],
-    "standard": [("resnet50", "items/s", 2480.0, "ok"),
-                 ("matmul-bf16", "TFLOP/s", 731.0, "ok")],
-    "reference": [("resnet50-noio", "items/s", 3900.0, "ok"),
-                  ("matmul-bf16", "TFLOP/s", 760.0, "ok")],
-}
-# A dry run's FLOPs per image of the reference run's resnet50-noio (the order of resnet50's
-# forward and backward at 244 px): the fake's, no count; its precision, whose datasheet peak
-# the TFLOP/s stays under (an fp32 peak would make them an error of measurement).
-FAKE_FLOPS_PER_ITEM = {"resnet50-noio": 30.6e9}
-FAKE_PRECISION = "tf32-fp16"
-
-
-def fake_pytest(argv: Sequence[str]) -> int:
-    """Stands for ``python -m pytest`` in a dry run: the streams a run on FAKE_GPU_COUNT GPUs
-    writes (the project's StreamWriter) and the summary that --bench-save writes from them."""
-    from pytest_dlbench.results.figures import summarize_dir
-    from pytest_dlbench.results.model import save_summary
-
-    parser = argparse.ArgumentParser(prog="fake-pytest")
-    parser.add_argument("--bench-base", type=Path, required=True)
-    parser.add_argument("--bench-save", type=Path, required=True)
-    parser.add_argument("--bench-suite", required=True)
-    parser.add_argument("-n", type=int, default=1)
-    args, _rest = parser.parse_known_args(list(argv))
-    suite = args.bench_suite
-    if suite.endswith(".yaml"):  # a suite file (the reference rows'): resolved as pytest would
-        from pytest_dlbench.suite.resolve import resolve_suite
-
-        resolved = resolve_suite(suite)
-        suite = resolved.name
-        names = sorted(spec.name for spec in resolved.enabled)
-        if names != sorted(b for b, *_ in FAKE_SUITES.get(suite, [])):
-            print(f"fake pytest: {suite} names {names}, not the fake's benchmarks")
-            return 4
-        for spec in resolved.enabled:
-            print(f"fake pytest: {spec.name} {spec.definition} {' '.join(spec.args)}")
-    if os.environ.get("GPU_CHECK_FAKE_HANG") == suite:  # tests: a run that hangs
-        print(f"fake pytest: {suite} hangs (process group {os.getpgrp()})", flush=True)
-        time.sleep(600)
-    run_dir = args.bench_base / "runs" / f"{suite}.{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for bench, units, rate, how in FAKE_SUITES.get(suite, []):
-        if how == "njobs":
-            _fake_stream(run_dir, bench, units, rate * args.n, 0, how, gpus=range(args.n))
-            continue
-        for device in range(args.n):
-            _fake_stream(run_dir, bench, units, rate, device, how, gpus=[device])
-    save_summary(summarize_dir(run_dir), args.bench_save, suite=suite)
-    print(f"fake pytest: {suite} on {args.n} fake GPUs in {run_dir}")
-    print(f"fake pytest: arguments {' '.join(argv)}")
-    return 0
-
-
-def _fake_stream(run_dir: Path, bench: str, units: str, rate: float, device: int, how: str,
-                 gpus: Sequence[int] | range) -> None:
-    from pytest_dlbench.measure.stream import StreamWriter
-
-    skip, stop, t = 2, 10, time.time()
-    spec = {"name": bench, "weight": 1.0, "enabled": True, "tags": [], "skip": skip,
-            "stop": stop, "units": units,
-            "plan": {"method": "njobs" if how == "njobs" else "per_gpu"},
-            **({"argv": {"--precision": FAKE_PRECISION}} if bench in FAKE_FLOPS_PER_ITEM
-               else {})}
-    with StreamWriter(run_dir / f"{bench}.D{device}.data") as stream:
-        stream.write("config", spec=spec, device=device, repeat=None, launcher="fresh")
-        stream.write("meta", host="dry-run", device=f"cuda:{device}", device_name=FAKE_GPU,
-                     time=t)
-        stream.write("monitor", gpu=True, interval=0.5, time=t,
-                     gpus=[{"index": g, "name": FAKE_GPU, "energy": "counter"} for g in gpus])
-        if how == "skipped":  # ran nothing: one sample, the counter has not ticked
-            stream.write("telemetry", time=t, gpus=[_fake_gpu_sample(g, 0, 0.0) for g in gpus])
-            stream.write("end", status="skipped", reason="open_clip is not installed", time=t)
-            return
-        per_item = FAKE_FLOPS_PER_ITEM.get(bench)
-        if per_item is not None:
-            stream.write("flops", flops=per_item * 4, items=4, reason="")
-        for step in range(skip + stop):
-            t += 0.5
-            stream.write("rate", value=rate, units=units, step=step, warmup=step < skip,
-                         time=t, items=rate * 0.5, seconds=0.5)
-            stream.write("telemetry", time=t,
-                         gpus=[_fake_gpu_sample(g, step + 1, 350.0) for g in gpus])
-        stream.write("end", status="ok", reason="", time=t)
-
-
-def _fake_gpu_sample(index: int, step: int, power_w: float) -> dict[str, Any]:
-    return {"index": index, "util": 97.0 if step else 0.0,
-            "mem_used": (2 + min(step, 4) * 5) * 2**30, "mem_total": 81559 * 2**20,
-            "power_w": power_w, "temp_c": 45.0, "sm_clock_mhz": 1980.0,
-            "energy_j": power_w * 0.5 * step}
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 # GPU machines often have torch, torchvision, timm, pytest, xdist and pandas but no package index,
 # so the project is carried as source (PYTHONPATH=src) and its pytest plugin is loaded with -p.
 # What such a machine lacks travels as wheels inside the checkout (a lease copies the checkout,
-# not /tmp): `python benchmarks/gpu_wheels.py .whl` here, then, on a lease of 540 s there:
-#   bash benchmarks/gpu_check.sh /tmp/gc --quick --budget 420 --wheels .whl --copy-to $OUT
+# not /tmp): `python benchmarks/gpu_wheels.py .whl` here, then, under a limit of 500 s there:
+#   bash benchmarks/gpu_check.sh /tmp/gc --quick --budget 440 --wheels .whl --copy-to $OUT
 # Figures: one table at the end, also OUT_DIR/gpu_check.txt (rewritten after every row); record
 # them with the date and device in benchmarks/README.md. docs/gpu.md says how to read the table.
 #

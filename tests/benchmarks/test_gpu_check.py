@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _bench_scripts import load_script
 from _paths import REPO_ROOT
 from _procs import child_env
 
 ROOT = REPO_ROOT
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 QUICK_CUT = 60
-CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", "pytest --bench-suite=smoke",
-          "standard: resnet50, matmul-bf16", "timer backend", "timer agreement",
+STANDARD = "standard: resnet50, resnet50-compiled, vit_b_16, lm-gpt-small, matmul-bf16"
+PATHS = "paths: resnet50-reduce-overhead, vit-fp16, clip-b32, openclip-b32"
+WINDOW = "load check, scored window >= 1.5 s: standard resnet50"
+NVML = "NVML utilisation sample period"
+CHECKS = ("torch / CUDA", "CUDA device", "NVML inventory", NVML, "pytest --bench-suite=smoke",
+          STANDARD, "timer backend", "timer agreement", WINDOW, PATHS,
           "reference: pytest resnet50-noio bs248", "reference resnet50-noio bs248",
           "reference matmul bf16 8192^3")
+# Issue 49 item 12: the rows of the paths no shipped run had taken on a GPU.
+NEW_BENCHMARK_ROWS = ("  standard resnet50-compiled", "  standard vit_b_16",
+                      "  standard lm-gpt-small", "  paths resnet50-reduce-overhead",
+                      "  paths vit-fp16", "  paths clip-b32", "  paths openclip-b32")
 # Published figures the reference rows compare with (not the script's constants): milabench's
 # per-GPU resnet50-noio img/s at faf3923 (config/scaling/H100.yaml line 371, batch 248 at 8
 # workers: the published batch nearest the suite's auto_batch(256), the smaller of 248 and 264;
@@ -36,12 +45,13 @@ DATASHEET_BF16_DENSE = 989.4
 
 @pytest.fixture(scope="module")
 def gpu_check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_check")  # benchmarks/ on sys.path: it imports its sibling modules
+
+
+@pytest.fixture(scope="module")
+def fake() -> ModuleType:
+    """The dry run's fake pytest (benchmarks/gpu_check_fake.py): its streams."""
+    return load_script("gpu_check_fake")
 
 
 def _table(output: str) -> list[str]:
@@ -58,7 +68,7 @@ def _row(table: list[str], check: str) -> str:
 
 def _run_sh(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          env=child_env(), timeout=120)
+                          env=child_env(), timeout=300)
 
 
 def _fake_workers(gpu_check: ModuleType, facts=None, took=None):
@@ -71,6 +81,9 @@ def _fake_workers(gpu_check: ModuleType, facts=None, took=None):
             return dataclasses.asdict(facts or gpu_check.fake_facts())
         if name == "bare":
             return {"resnet50": 3290.0, "matmul": 765.0}
+        if name == "nvml":
+            return {"samples": 40, "period_us": 166_667.0, "newest_minus_now_us": -50_000.0,
+                    "last_values": [100.0] * 6, "last_gaps_us": [166_667.0] * 5}
         return [["timer backend", "CudaEventBackend", "ok"], ["timer agreement", "1.0010", "ok"]]
     return run
 
@@ -115,10 +128,36 @@ def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: 
     assert "--bench-reference" in (out / "reference.log").read_text()
     matmul = _row(table, "reference matmul bf16 8192^3")
     assert f"datasheet dense peak {DATASHEET_BF16_DENSE}" in matmul and "milabench" not in matmul
-    # --copy-to: the table, the workers' log, each run's log and summary; 8 files at most.
+    # Issue 49 item 12: every new row; NVML's sample period and its timestamps' clock.
+    for check in NEW_BENCHMARK_ROWS:
+        _row(table, check)
+    nvml = _row(table, NVML)
+    assert "period 166.7 ms" in nvml and "newest timestamp - time.time() = " in nvml
+    assert "(UNIX microseconds)" in nvml and "last values 100" in nvml
+    window = _row(table, WINDOW)
+    assert "window 5.00 s: load 97% (" in window and "samples); check ok" in window
+    # Item 11: per stream, the load over the scored window with its sample count and the load
+    # check's outcome; the whole run's mean named as such; NVML's peak beside torch's reserved;
+    # TFLOP/s and MFU where the run counted FLOPs.
+    resnet50 = _row(table, "telemetry standard resnet50.D0")
+    assert "window 5.00 s: load 97% (" in resnet50
+    assert " samples); check ok; whole-run mean " in resnet50
+    assert "util=" not in resnet50 and "whole-run mean 97" not in resnet50  # idle warm-up
+    assert "peak NVML 22.0 GiB / torch reserved 16.0 GiB" in resnet50
+    assert "TFLOP/s, MFU " in resnet50 and "ok" in resnet50.split()
+    assert "no load check set" not in resnet50
+    # Item 14: at most 8 files come back: the table, the workers' log, each run's summary and
+    # one archive of the rest (each run's log and suite file, the streams).
     copied = sorted(p.name for p in back.iterdir())
     assert len(copied) <= 8 and {"gpu_check.txt", "reference.json", "standard.json",
-                                 "smoke.json", "smoke.log", "checks.log"} <= set(copied), copied
+                                 "paths.json", "smoke.json", "checks.log",
+                                 "gpu_check_runs.tar.gz"} == set(copied), copied
+    with tarfile.open(back / "gpu_check_runs.tar.gz") as tar:
+        names = tar.getnames()
+    for name in ("smoke.log", "standard.log", "paths.log", "paths.yaml", "reference.yaml"):
+        assert name in names, names
+    assert any(n.startswith("standard/runs/") and n.endswith("resnet50.D0.data")
+               for n in names), names
 
 
 def test_an_unknown_option_is_refused_by_the_script(tmp_path: Path):
@@ -164,7 +203,7 @@ def test_a_timeout_in_one_step_still_prints_the_table_with_a_fail_row(
     status = gpu_check.main(["--dry-run", str(tmp_path)])
     table = _table(capsys.readouterr().out)
     assert status == 1
-    standard = _row(table, "standard: resnet50, matmul-bf16")
+    standard = _row(table, STANDARD)
     assert "FAIL" in standard.split()
     assert f"timed out after {gpu_check.STANDARD_TIMEOUT_S:g} s" in standard
     # The steps after it ran: the smoke suite and its telemetry have their rows.
@@ -184,15 +223,16 @@ class FakeClock:
 def test_the_budget_caps_each_run_and_a_check_it_cannot_fit_is_not_run(
         gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]):
-    """A lease of 330 s: the bare loops take 30, the reference run hangs until its timeout, the
-    timer takes 60, the standard subset hangs until what is left less the reserve, and the smoke
-    suite, with too little left, is not started."""
+    """A lease of 330 s: the NVML probe takes 10, the bare loops 30, the reference run hangs
+    until its timeout, the timer takes 60, the standard subset hangs until what is left less
+    the reserve, and the paths run and the smoke suite, with too little left, are not
+    started."""
     clock = FakeClock()
     timeouts: dict[str, float] = {}
 
     def worker_takes(name, timeout):
         timeouts[name] = timeout
-        clock.now += {"bare": 30, "timer": 60}[name]
+        clock.now += {"nvml": 10, "bare": 30, "timer": 60}[name]
 
     def runs_hang(out, name, args, timeout, *, dry_run=False, env=None):
         timeouts[name] = timeout
@@ -206,35 +246,59 @@ def test_the_budget_caps_each_run_and_a_check_it_cannot_fit_is_not_run(
     gpu_check.run_checks(table, args, gpu_check.fake_facts, gpu_check.Budget(330, clock))
     rows = {r.check: r for r in table.rows}
     reserve = gpu_check.RESERVE_S
-    assert timeouts == {"bare": gpu_check.BARE_TIMEOUT_S,
+    assert timeouts == {"nvml": gpu_check.NVML_TIMEOUT_S, "bare": gpu_check.BARE_TIMEOUT_S,
                         "reference": gpu_check.REFERENCE_TIMEOUT_S,
-                        "timer": 330 - 30 - gpu_check.REFERENCE_TIMEOUT_S - reserve,
-                        "standard": 330 - 30 - gpu_check.REFERENCE_TIMEOUT_S - 60 - reserve}
-    assert rows["standard: resnet50, matmul-bf16"].status == "FAIL"
+                        "timer": 330 - 40 - gpu_check.REFERENCE_TIMEOUT_S - reserve,
+                        "standard": 330 - 40 - gpu_check.REFERENCE_TIMEOUT_S - 60 - reserve}
+    # Cut by what the budget left, not by its own timeout: dropped, said so, not a failure.
+    standard = rows[STANDARD]
+    assert standard.status == "-" and standard.figure.startswith("cut by --budget after 35 s")
+    paths = rows[PATHS]
+    assert paths.status == "-" and f"not run: {reserve:.0f} s of --budget left" in paths.figure
     smoke = rows["pytest --bench-suite=smoke"]
-    assert smoke.status == "-" and f"not run: {reserve:.0f} s of --budget left" in smoke.figure
+    assert smoke.status == "-" and "dropped (the lowest priority)" in smoke.figure
     capsys.readouterr()
 
 
-def test_a_budget_too_short_for_anything_runs_only_the_device_rows(
-        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(gpu_check, "pytest_run", lambda *a, **k: pytest.fail("started a run"))
-    monkeypatch.setattr(gpu_check, "in_subprocess",
-                        lambda *a, **k: pytest.fail("started a worker"))
+def test_the_smoke_suite_is_dropped_rather_than_cut_and_the_paths_run_loses_its_tail(
+        gpu_check: ModuleType, fake: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """Issue 49 item 14: a budget that cannot hold everything drops the lowest-priority rows,
+    each said: the paths run, cut by its timeout after its first benchmark, has a "-" row for
+    each benchmark it did not reach; the smoke suite, which would not fit whole, is not
+    started."""
     clock = FakeClock()
-    budget = gpu_check.Budget(100, clock)
-    clock.now += 90
+    started: list[str] = []
+
+    def runs(out, name, args, timeout, *, dry_run=False, env=None):
+        started.append(name)
+        if name != "paths":
+            clock.now += 20
+            return gpu_check.PytestRun(0, None, 20.0)
+        run_dir = out / name / "runs" / "paths.20261128-180000"
+        run_dir.mkdir(parents=True)
+        fake.fake_stream(run_dir, "resnet50-reduce-overhead", "items/s", 2950.0, 0, "ok",
+                               [0])
+        clock.now += timeout
+        raise subprocess.TimeoutExpired(["pytest"], timeout)
+
+    monkeypatch.setattr(gpu_check, "in_subprocess", _fake_workers(gpu_check))
+    monkeypatch.setattr(gpu_check, "pytest_run", runs)
+    args = gpu_check.parse_args(["--dry-run", "--quick", str(tmp_path)])
     table = gpu_check.Table()
-    gpu_check.run_checks(table, gpu_check.parse_args(["--dry-run", str(tmp_path)]),
-                         gpu_check.fake_facts, budget)
-    statuses = {r.check: r.status for r in table.rows}
-    assert statuses["NVML inventory"] == "ok"
-    for check in ("reference: bare loops",
-                  "reference: pytest resnet50-noio bs248, matmul bf16 on 1 GPU",
-                  "reference resnet50-noio bs248", "timer agreement",
-                  "standard: resnet50, matmul-bf16", "pytest --bench-suite=smoke"):
-        assert statuses[check] == "-", table.rows
-    assert not any(r.status == "FAIL" for r in table.rows if not r.check.startswith("telemetry"))
+    budget = gpu_check.Budget(200, clock)
+    gpu_check.run_checks(table, args, gpu_check.fake_facts, budget)
+    capsys.readouterr()
+    rows = {r.check: r for r in table.rows}
+    assert started == ["reference", "standard", "paths"]
+    assert rows["  paths resnet50-reduce-overhead"].status == "ok"
+    assert rows[PATHS].status == "-" and "cut by --budget after 145 s" in rows[PATHS].figure
+    for name in ("vit-fp16", "clip-b32", "openclip-b32"):
+        row = rows[f"  paths {name}"]
+        assert row.status == "-" and row.figure.startswith("dropped: the run's time ran out")
+    smoke = rows["pytest --bench-suite=smoke"]
+    assert smoke.status == "-" and "dropped (the lowest priority)" in smoke.figure
+    assert budget.elapsed() <= 200
 
 
 def test_the_saved_table_grows_row_by_row(gpu_check: ModuleType, tmp_path: Path):
@@ -259,7 +323,7 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     log = out / "smoke.log"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240  # the runs before it, on a loaded CPU
     while "hangs" not in (log.read_text() if log.exists() else ""):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.2)
@@ -268,22 +332,29 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
         proc.send_signal(sig)
         stdout, _ = proc.communicate(timeout=30)
         saved = (out / "gpu_check.txt").read_text()
-        assert "timer agreement" in saved and "standard: resnet50, matmul-bf16" in saved
+        assert "timer agreement" in saved and STANDARD in saved
         # --copy-to: a folder a lease brings back holds the same table and the logs so far.
         assert (back / "gpu_check.txt").read_text() == saved
-        assert "fake pytest: standard" in (back / "standard.log").read_text()
+        assert "fake pytest: standard" in _archived(back, "standard.log")
         if sig == signal.SIGTERM:
             assert proc.returncode == 130, stdout
             assert "INTERRUPTED (SIGTERM)" in stdout and "INTERRUPTED (SIGTERM)" in saved
             with pytest.raises(ProcessLookupError):  # the hanging run's group was killed
                 _wait_gone(group)
-            assert "hangs" in (back / "smoke.log").read_text()  # the last copy, at the end
+            assert "hangs" in _archived(back, "smoke.log")  # the last copy, at the end
         else:
             assert "in progress" in saved
     finally:  # whatever failed: nothing of the script or its run is left behind
         for leftover in (group, proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leftover, signal.SIGKILL)
+
+
+def _archived(folder: Path, name: str) -> str:
+    with tarfile.open(folder / "gpu_check_runs.tar.gz") as tar:
+        member = tar.extractfile(name)
+        assert member is not None
+        return member.read().decode()
 
 
 def _wait_gone(group: int) -> None:
@@ -303,9 +374,13 @@ def test_the_script_picks_the_interpreter_that_has_torch(tmp_path: Path):
         shim.chmod(0o755)
     env = child_env()
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    done = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    # A budget of 1 s: the interpreter's module check and the table, no check's worker (the
+    # interpreter, not the checks, is what this test is about; a shim chosen fails with exit 2).
+    done = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out"),
+                           "--budget", "1"], capture_output=True, text=True, env=env,
+                          timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "s of --budget left" in _row(_table(done.stdout), "device facts")
     done = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=60,
                           env={**env, "PYTHON": str(tmp_path / "nowhere")})
@@ -449,7 +524,7 @@ def _stream_lines(path: Path) -> list[str]:
 
 
 def test_a_run_cut_by_its_timeout_keeps_the_rows_of_the_benchmarks_that_finished(
-        gpu_check: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        gpu_check: ModuleType, fake: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture):
     """Item 16: toy finished on both GPUs, resnet18 was cut mid-run: toy's row keeps its figure
     (the rate its streams hold), resnet18's says it failed, the run's row the timeout."""
@@ -459,8 +534,8 @@ def test_a_run_cut_by_its_timeout_keeps_the_rows_of_the_benchmarks_that_finished
         run_dir = out / name / "runs" / "smoke.20261127-120000"
         run_dir.mkdir(parents=True)
         for device in (0, 1):
-            gpu_check._fake_stream(run_dir, "toy", "items/s", toy_rate, device, "ok", [device])
-        gpu_check._fake_stream(run_dir, "resnet18", "items/s", 2950.0, 0, "ok", [0])
+            fake.fake_stream(run_dir, "toy", "items/s", toy_rate, device, "ok", [device])
+        fake.fake_stream(run_dir, "resnet18", "items/s", 2950.0, 0, "ok", [0])
         cut = run_dir / "resnet18.D0.data"  # the stream of the run in flight: no end record
         cut.write_text("\n".join(_stream_lines(cut)[:-5]) + "\n")
         raise subprocess.TimeoutExpired(["pytest"], timeout)
@@ -481,22 +556,27 @@ def test_a_run_cut_by_its_timeout_keeps_the_rows_of_the_benchmarks_that_finished
     assert run_dir is not None and run_dir.name == "smoke.20261127-120000"  # for telemetry
 
 
-def test_copy_to_gets_the_table_and_each_runs_log_and_summary_and_nothing_else(
+def test_copy_to_gets_the_table_the_summaries_and_one_archive_of_the_rest(
         gpu_check: ModuleType, tmp_path: Path):
-    """Item 18: what a lease brings back is at most 8 files: the table, the workers' log and
-    each suite's log and summary JSON (not the run directories, not the workers' results)."""
+    """Issue 49 item 14: what a lease brings back is at most 8 files: the table, the workers'
+    log, each suite's summary JSON and one archive of the rest (each run's log, the streams),
+    not the run directories' other files nor the workers' results one by one."""
     out, back = tmp_path / "out", tmp_path / "back"
     (out / "workers").mkdir(parents=True)
     back.mkdir()
-    wanted = {"checks.log"} | {f"{s}.{e}" for s in ("reference", "standard", "smoke")
-                               for e in ("log", "json")}
-    for name in (*wanted, "other.log", "reference.yaml", "workers/facts.json"):
+    wanted = {"checks.log"} | {f"{s}.json" for s in ("reference", "standard", "paths", "smoke")}
+    for name in (*wanted, "smoke.log", "other.log", "reference.yaml", "workers/facts.json"):
         (out / name).write_text(f"{name}\n")
     table = gpu_check.Table(path=out / "gpu_check.txt", copy_to=back)
     table.add("torch / CUDA", "2.11.0 / 13.0", True)
     copied = {p.name for p in back.iterdir()}
-    assert copied == wanted | {"gpu_check.txt"} and len(copied) <= 8
+    assert copied == wanted | {"gpu_check.txt"}
     assert (back / "smoke.json").read_text() == "smoke.json\n"
+    table.archive()  # after each run
+    copied = {p.name for p in back.iterdir()}
+    assert copied == wanted | {"gpu_check.txt", "gpu_check_runs.tar.gz"} and len(copied) <= 8
+    assert len(gpu_check.COPIED) <= 8
+    assert _archived(back, "smoke.log") == "smoke.log\n"
 
 
 def _recipe_lines(text: str, word: str) -> list[str]:
@@ -511,18 +591,22 @@ def test_one_lease_recipe_everywhere_with_the_wheels_inside_the_checkout():
     does not ignore (the device copies what git does not ignore)."""
     for doc in (ROOT / "docs" / "gpu.md", ROOT / "benchmarks" / "README.md"):
         text = doc.read_text()
-        leases = [line for line in _recipe_lines(text, "gpu_check.sh") if "--budget" in line]
+        # The recipes (a result table's row records how an older lease ran: not a recipe).
+        leases = [line for line in _recipe_lines(text, "gpu_check.sh")
+                  if "--budget" in line and not line.startswith("|")]
         wheels = [line for line in _recipe_lines(text, "benchmarks/gpu_wheels.py")
                   if line.startswith(("python", "`python"))]
         assert leases and wheels, doc
         for line in leases:
-            assert "--wheels .whl" in line and "--budget 420" in line, (doc, line)
+            assert "--wheels .whl" in line and "--budget 440" in line, (doc, line)
         for line in wheels:
             assert "gpu_wheels.py .whl" in line, (doc, line)
         assert "/tmp/gpu-wheels" not in text, doc
-    ignored = subprocess.run(["git", "check-ignore", "-q", ".whl/pydantic.whl"], cwd=ROOT,
-                             check=False)
-    assert ignored.returncode == 1  # 1: not ignored
+    # No ignore file of the project's names it (a clone's own .git/info/exclude is not the
+    # project's: a checkout made elsewhere does not have it).
+    ignored = subprocess.run(["git", "check-ignore", "-v", ".whl/pydantic.whl"], cwd=ROOT,
+                             check=False, capture_output=True, text=True)
+    assert ignored.returncode == 1 or "info/exclude:" in ignored.stdout, ignored.stdout
 
 
 def test_the_bare_window_is_pipelined_on_a_fake_cuda_device(gpu_check: ModuleType):

@@ -53,4 +53,37 @@ def test_the_wheels_go_inside_the_checkout_by_default(gpu_wheels: ModuleType, tm
     assert gpu_wheels.DEFAULT_OUT == ROOT / ".whl"
     assert not gpu_wheels.outside_checkout(gpu_wheels.DEFAULT_OUT)
     assert gpu_wheels.outside_checkout(tmp_path / "gpu-wheels")
-    assert "--wheels .whl" in gpu_wheels.LEASE and "--budget 420" in gpu_wheels.LEASE
+    assert "--wheels .whl" in gpu_wheels.LEASE and "--budget 440" in gpu_wheels.LEASE
+
+
+# What the GPU image of 2026-11 held (benchmarks/README.md, the gpu_check runs): torch 2.11,
+# torchvision, timm (and what timm requires), pandas, pytest, xdist, nvidia-ml-py.
+GPU_IMAGE = {"torch", "torchvision", "timm", "huggingface-hub", "safetensors", "pyyaml", "numpy",
+             "pandas", "pytest", "pytest-xdist", "nvidia-ml-py", "pillow"}
+
+
+def _requires(distribution: str, extra: str | None = None) -> set[str]:
+    import re
+
+    names = set()
+    for line in importlib.metadata.requires(distribution) or []:
+        requirement, _, marker = line.partition(";")
+        if ("extra ==" in marker) != (extra is not None) or (extra and extra not in marker):
+            continue
+        names.add(re.split(r"[ <>=!\[(~]", requirement.strip(), maxsplit=1)[0].lower()
+                  .replace("_", "-"))
+    return names
+
+
+def test_the_default_set_carries_open_clip_and_what_it_needs_beyond_the_gpu_image(
+        gpu_wheels: ModuleType):
+    """Issue 49 item 12: the CLIP rows (open_clip in-process, OpenCLIP's training script) skip
+    themselves without open_clip: its wheel and those of what it and its training script
+    import that the GPU image lacks travel with the others."""
+    carried = {name.lower().replace("_", "-") for name in gpu_wheels.DEFAULT}
+    assert "open-clip-torch" in carried
+    assert _requires("open_clip_torch") <= carried | GPU_IMAGE
+    # The training script's data module imports webdataset and braceexpand at the top.
+    assert {"webdataset", "braceexpand"} <= carried
+    assert _requires("webdataset") <= carried | GPU_IMAGE
+    assert _requires("ftfy") <= carried | GPU_IMAGE
