@@ -62,6 +62,15 @@ def test_the_standard_suite_sets_no_gpu_memory_floor() -> None:
     assert usage["loader"].get("gpu_load_threshold") is None  # CPU work: no floor
 
 
+def test_resnet50_trains_at_a_batch_that_keeps_a_large_gpu_busy() -> None:
+    """At batch 64 an H200 idled half of each resnet50 step (46 % load, 2026-11-28) and the
+    suite's own load check failed it; at 256 (milabench's) the same step kept it 96 % busy."""
+    specs = {s.name: s for s in resolve_suite(STANDARD).specs}
+    for name in ("resnet50", "resnet50-compiled"):
+        args = list(specs[name].args)
+        assert args[args.index("--batch-size") + 1] == "256", name
+
+
 def test_the_suites_page_says_why() -> None:
     text = (STANDARD.parents[1] / "docs" / "suites.md").read_text()
     section = text.split("## The standard suite's choices", 1)[1]
