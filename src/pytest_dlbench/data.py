@@ -245,7 +245,7 @@ def jpeg_folder(
     and the first rename wins.
     """
     root = Path(root)
-    params = {
+    params: dict[str, Any] = {
         "format": _JPEG_FORMAT,
         "n": n,
         "image_size": image_size,
