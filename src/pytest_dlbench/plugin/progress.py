@@ -9,8 +9,8 @@ windows the count is an estimate from the step time so far (``~12/15``) and the 
 counts down with the clock. In a CI log (not a terminal, or ``$CI`` set) it is one line per
 benchmark when it ends (name, status, its rate as the table scores it), written after pytest's
 result letter for it, and one every ``CI_PERIOD_S`` seconds for a long one, on a line of its
-own; pytest's file name is written once, above the first (``s.yaml . dlbench: toy[D0] passed:
-...`` then ``. dlbench: mlp[D0] passed: ...``; docs/running.md, "Progress"). ``-q`` shows
+own; pytest's file name is written once, before the first (``s.yaml . dlbench: toy[D0] passed:
+...`` then ``. dlbench: mlp[D0] passed: ...``; docs/running.md, "While it runs"). ``-q`` shows
 nothing.
 
 A test that uses the ``bench`` fixture under ``--bench-against`` is one pytest item for all its
