@@ -67,12 +67,12 @@ def test_the_shipped_suites_clip_entries() -> None:
     assert external.args[:3] == ("python", "-m", "open_clip_train.main")
     for flag in ("--local-loss", "--gather-with-grad", "--grad-checkpointing"):
         assert flag in inproc.args and flag in external.args
-    # The same work: 192 pairs in batches of 16, every step recorded.
+    # The same work: 168 pairs in batches of 8, every step recorded.
     for spec in (inproc, external):
         args = list(spec.args)
-        assert args[args.index("--train-num-samples") + 1] == "192"
-        assert args[args.index("--batch-size") + 1] == "16"
-        assert spec.skip + spec.stop == 12
+        assert args[args.index("--train-num-samples") + 1] == "168"
+        assert args[args.index("--batch-size") + 1] == "8"
+        assert spec.skip + spec.stop == 21
         assert spec.env == {"OMP_NUM_THREADS": "1"}  # the same threads, steadier on a busy CPU
     standard = resolve_suite(find_suite("standard"))
     for model in ("ViT-B-32", "ViT-L-14"):
@@ -162,7 +162,7 @@ def test_smoke_clip_runs_in_process_and_through_open_clip_train(
     for bench in (inproc, external):
         assert bench.lower_is_better and bench.total_time_secs and bench.perf
         (run,) = bench.runs
-        assert run.timing.steps == 12 and run.timing.items == 11 * 16
+        assert run.timing.steps == 21 and run.timing.items == 20 * 8
         assert bench.done_percent == 100.0
     ratio = inproc.perf / external.perf  # type: ignore[operator]
     print(f"in-process / external throughput: {ratio:.3f}")
@@ -171,4 +171,4 @@ def test_smoke_clip_runs_in_process_and_through_open_clip_train(
     records = [json.loads(line) for line in
                (_run_dir(pytester) / "clip-tiny-openclip.D0.data").read_text().splitlines()]
     ends = [r for r in records if r["event"] == "command" and r["status"] == "end"]
-    assert ends and ends[0]["returncode"] == 0 and ends[0]["steps"] == 12
+    assert ends and ends[0]["returncode"] == 0 and ends[0]["steps"] == 21

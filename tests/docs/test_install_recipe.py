@@ -24,6 +24,8 @@ from _paths import REPO_ROOT
 
 ROOT = REPO_ROOT
 DOCS = ROOT / "docs" / "ci.md"
+#: Where the workflow checks pytest-dlbench out (its checkout step's ``path``).
+CHECKOUT_PATH = ".pytest-dlbench"
 
 
 def workflow_steps() -> list[dict[str, Any]]:
@@ -47,6 +49,30 @@ def test_the_workflow_installs_pytest_dlbench_from_its_repository() -> None:
         "repository", ""))]
     assert checkout["uses"].startswith("actions/checkout@")
     assert f"./{checkout['with']['path']}" in install.split()
+
+
+def test_the_install_is_pinned_cpu_only_and_cached() -> None:
+    """A CPU runner gets no CUDA stack (5.9 GB unpinned): every pip line takes pytest-dlbench's
+    pins, torch and torchvision come first from the CPU-only index, and pip's cache is kept,
+    keyed on the pins and the requirements."""
+    steps = workflow_steps()
+    (install,) = install_steps(steps)
+    lines = [line.split() for line in install.strip().splitlines()]
+    pins = f"{CHECKOUT_PATH}/constraints.txt"
+    assert all(words[:2] == ["pip", "install"] and words[words.index("-c") + 1] == pins
+               for words in lines), install
+    torch_line, rest = lines
+    assert {"torch", "torchvision"} <= set(torch_line)
+    assert torch_line[torch_line.index("--index-url") + 1] == "https://download.pytorch.org/whl/cpu"
+    assert "--index-url" not in rest and "--extra-index-url" not in rest
+    pinned = (ROOT / "constraints.txt").read_text().split()
+    assert any(p.startswith("torch==") for p in pinned)
+    assert any(p.startswith("torchvision==") for p in pinned)
+    (cache,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert cache["with"]["path"] == "~/.cache/pip"
+    assert steps.index(cache) < [s.get("name") for s in steps].index("Install")
+    for keyed_on in (pins, "pyproject.toml"):
+        assert keyed_on in cache["with"]["key"]
 
 
 def _shared_packages(tmp_path: Path) -> Path:

@@ -6,6 +6,7 @@ import json
 import re
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -121,16 +122,15 @@ def test_in_a_ci_log_each_long_benchmark_has_a_line_every_period(tmp_path: Path,
                                                              "toy[D0]", "toy[D0]"]
     # pytest starts its next result on a new line, with the file's name: no dots cut.
     assert terminal.currentfspath == progress._OUR_LINE
-    # Within an item whose file's name pytest has written: the name again below our line,
-    # where pytest's next dot goes.
+    # Within an item whose file's name pytest has written: a line of our own, and pytest's
+    # next letter below it with no file's name again (the name was written 13 times a run).
     terminal = FakeTerminal()
     terminal.currentfspath = tmp_path / "s.yaml"
-    terminal.startpath = tmp_path  # type: ignore[attr-defined]
     reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: now[0])
     for now[0] in (0.0, 31.0):
         reporter.tick()
     out = terminal._tw.out
-    assert out.startswith("\ndlbench: ") and out.endswith("\ns.yaml ")
+    assert out.startswith("\ndlbench: ") and out.endswith("left\n") and "s.yaml" not in out
     assert terminal.currentfspath == tmp_path / "s.yaml"
     # Under xdist pytest writes its dots with no file's name: our line ends itself.
     terminal = FakeTerminal()
@@ -172,19 +172,32 @@ def test_in_a_ci_log_a_benchmark_that_ends_has_its_line(tmp_path: Path):
     write(stream, config(skip=0, stop=2), rate(), rate(), {"event": "end", "status": "ok"})
     terminal = FakeTerminal()
     terminal.currentfspath = tmp_path / "s.yaml"
+    terminal.config = SimpleNamespace(rootpath=tmp_path)  # type: ignore[attr-defined]
     reporter = ProgressReporter(lambda: tmp_path, terminal, in_place=False, clock=lambda: 1.0)
     reporter._started = True
     report = pytest.TestReport("s.yaml::toy[D0]", ("s.yaml", 0, "toy"), {}, "passed", None,
                                "call", duration=12.3)
     reporter.pytest_runtest_logreport(report)
     reporter.pytest_runtest_logfinish("s.yaml::toy[D0]", ("s.yaml", 0, "toy"))
-    assert terminal._tw.out == "\ndlbench: toy[D0] passed: 16.0 items/s in 12s"
-    assert terminal.currentfspath == progress._OUR_LINE
-    # An ordinary test beside the suite: no line.
+    # After pytest's letter, on its line (``s.yaml . dlbench: ...``), left open for pytest's
+    # progress column; pytest is not made to write the file's name again.
+    assert terminal._tw.out == " dlbench: toy[D0] passed: 16.0 items/s in 12s"
+    assert terminal.currentfspath == tmp_path / "s.yaml"
+    # The next item of the same file: the line ends, pytest's next letter starts the next one.
+    reporter.pytest_runtest_logstart("s.yaml::toy[D1]", ("s.yaml", 0, "toy"))
+    assert terminal._tw.out.endswith("in 12s\n")
+    reporter.pytest_runtest_logstart("s.yaml::toy[D2]", ("s.yaml", 0, "toy"))
+    assert terminal._tw.out.endswith("in 12s\n")  # once
+    # An ordinary test beside the suite: no line; another file: pytest ends the line itself.
     other = pytest.TestReport("t.py::test_x", ("t.py", 0, "x"), {}, "passed", None, "call")
     reporter.pytest_runtest_logreport(other)
     reporter.pytest_runtest_logfinish("t.py::test_x", ("t.py", 0, "x"))
     assert terminal._tw.out.count("dlbench:") == 1
+    terminal._tw.write(".")
+    reporter.pytest_runtest_logreport(report)
+    reporter.pytest_runtest_logfinish("s.yaml::toy[D0]", ("s.yaml", 0, "toy"))
+    reporter.pytest_runtest_logstart("t.py::test_x", ("t.py", 0, "x"))
+    assert terminal._tw.out.endswith(". dlbench: toy[D0] passed: 16.0 items/s in 12s")
 
 
 def test_a_failed_run_shows_its_reason_not_a_rate(tmp_path: Path) -> None:
@@ -229,12 +242,14 @@ def test_a_real_run_prints_progress_in_a_ci_log_and_nothing_with_q(
     monkeypatch.setattr(progress, "CI_PERIOD_S", 0.5)
     monkeypatch.setattr(progress, "QUIET_FOR_S", 0.2)
     pytester.makepyfile(defs=DEFS)
-    pytester.makefile(".yaml", s="slow: {definition: defs.py:slow, voir: {options: "
+    pytester.makefile(".yaml", s="quick: {definition: defs.py:slow, voir: {options: "
+                                  "{skip: 0, stop: 2}}}\n"
+                                  "slow: {definition: defs.py:slow, voir: {options: "
                                   "{skip: 2, stop: 40}}}\n")
     result = pytester.runpytest("--bench-suite=s.yaml", "--bench-base=out",
                                 *(["-q"] if quiet else []))
     assert result.ret == 0
-    lines = [li for li in result.outlines if li.startswith("dlbench: slow[D0]")]
+    lines = [li for li in result.outlines if "dlbench: slow[D0]" in li]
     if quiet:
         assert lines == []
     else:
@@ -242,7 +257,10 @@ def test_a_real_run_prints_progress_in_a_ci_log_and_nothing_with_q(
         periodic = [li for li in lines if "passed" not in li]
         assert all(re.match(r"dlbench: slow\[D0\] ~?\d+/42 ", li) for li in periodic)
         assert any("items/s" in li and "left" in li for li in periodic)
-        assert re.match(r"dlbench: slow\[D0\] passed: [\d.]+ items/s in \d+s", lines[-1])
-        dots = [li for li in result.outlines if li.startswith("s.yaml")]
-        assert dots and all(re.fullmatch(r"s\.yaml \.*(\s+\[ *\d+%\])?\s*", li)
-                            for li in dots)  # whole lines of dots, none cut by ours
+        # Each benchmark's end on the line of pytest's letter for it, the file's name once.
+        assert re.fullmatch(r"\. dlbench: slow\[D0\] passed: [\d.,]+ items/s in \d+s +\[100%\]",
+                            lines[-1]), lines[-1]
+        named = [li for li in result.outlines if li.startswith("s.yaml")]
+        assert len(named) == 1 and re.fullmatch(r"s\.yaml \. dlbench: quick\[D0\] passed: .*",
+                                                named[0]), result.stdout.str()
+        assert result.outlines[result.outlines.index(lines[-1]) - 1] == periodic[-1]

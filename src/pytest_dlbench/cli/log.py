@@ -87,10 +87,12 @@ def run(args: argparse.Namespace) -> int:
     for artifact in args.artifact:
         if not Path(artifact).exists():
             return _error(f"{artifact}: no such file")
-    sinks = open_sinks(value, bench_base=args.bench_base, replace=args.replace)
+    # The loggers' own lines (where the session went, or that it was already there) are the
+    # command's output: on stdout, one line a logger (docs/logging.md, "After the fact").
+    sinks = open_sinks(value, bench_base=args.bench_base, replace=args.replace, echo=print)
     guarded = log_run_dir(run_dir, sinks, artifacts=args.artifact)
     for sink in guarded:
-        where = sink.logged_where()
-        if where is not None:
+        where = None if sink.done_line() is not None else sink.logged_where()
+        if where is not None:  # a logger with no closing line of its own
             print(f"dlbench: {sink.name}: logged {run_dir.name}: {where}")
     return LOGGER_FAILED if any(not s.active for s in guarded) else OK

@@ -7,9 +7,11 @@ own line every second (and taken away before pytest writes again). A benchmark w
 observations once per window (its device is synchronised once per window), so between two
 windows the count is an estimate from the step time so far (``~12/15``) and the time left
 counts down with the clock. In a CI log (not a terminal, or ``$CI`` set) it is one line per
-benchmark when it ends (name, status, its rate as the table scores it) and one every
-``CI_PERIOD_S`` seconds for a long one, each on a line of its own: pytest's dot line is ended
-first and starts again below (``s.yaml ..`` then ``s.yaml .``), never cut. ``-q`` shows nothing.
+benchmark when it ends (name, status, its rate as the table scores it), written after pytest's
+result letter for it, and one every ``CI_PERIOD_S`` seconds for a long one, on a line of its
+own; pytest's file name is written once, before the first (``s.yaml . dlbench: toy[D0] passed:
+...`` then ``. dlbench: mlp[D0] passed: ...``; docs/running.md, "While it runs"). ``-q`` shows
+nothing.
 
 A test that uses the ``bench`` fixture under ``--bench-against`` is one pytest item for all its
 rounds (plugin/fixture_against.py): the live line follows both sides' children (``with_base``:
@@ -230,6 +232,9 @@ class ProgressReporter:
         self._drawn = False  # a progress line is on screen (in place)
         self._started = False
         self._outcomes: dict[str, tuple[str, float]] = {}  # nodeid: (outcome, seconds)
+        #: A benchmark's end line is on pytest's result line, left open for pytest's progress
+        #: column (``[ 50%]``) when the next item is in another file, or after the last one.
+        self._line_open = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dlbench-progress", daemon=True)
@@ -253,9 +258,23 @@ class ProgressReporter:
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self._outcomes[report.nodeid] = (report.outcome, report.duration)
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        """In a CI log, before the next item of the same file: our open line ends, so that
+        pytest's letter starts the next line; for another file pytest ends it itself, after its
+        progress column, and writes the new file's name."""
+        if not self._line_open or self.terminal is None:
+            return
+        self._line_open = False
+        terminal = self.terminal
+        root = getattr(getattr(terminal, "config", None), "rootpath", None) or Path.cwd()
+        path = Path(root) / nodeid.split("::")[0]  # as pytest finds an item's file
+        if getattr(terminal._tw, "width_of_current_line", 0) and path == terminal.currentfspath:
+            terminal._tw.write("\n", flush=True)
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's progress column, which then ends our line
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        """In a CI log: the benchmark's line once pytest has written its result."""
+        """In a CI log: the benchmark's line once pytest has written its result letter."""
         outcome = self._outcomes.pop(nodeid, None)
         if self.in_place or self.terminal is None or outcome is None or not self._started:
             return
@@ -347,25 +366,28 @@ class ProgressReporter:
             self._emit(line)
 
     def _emit(self, line: str, *, between: bool = False) -> None:
-        """A line of a CI log between pytest's: pytest's line in progress (its dots) is ended
-        first. ``between`` items (a benchmark's end), pytest starts its next result on a new
-        line with the file's name; within one (a periodic line), the file's name is written
-        again below ours, where pytest's next dot goes (``s.yaml ..`` / ours / ``s.yaml .``)."""
+        """A line of a CI log between pytest's. Where pytest writes a file's name and a letter
+        per item, a benchmark's end (``between`` items) goes on the line of its letter, after
+        it, and the file's name is never written again (``s.yaml . dlbench: toy[D0] passed``,
+        then ``. dlbench: ...``); a periodic line (within an item) goes on a line of its own,
+        above the letter to come. Elsewhere (``-v``, under xdist) pytest's line in progress is
+        ended first and ours is a line of its own."""
         terminal = self.terminal
         tw = terminal._tw
+        current = getattr(terminal, "currentfspath", None)
+        dots = (getattr(terminal, "verbosity", 0) <= 0 and isinstance(current, Path)
+                and current != _OUR_LINE)
+        if dots and between:
+            tw.write(" " + line, flush=True)
+            self._line_open = True  # ended by the next item's start, or by pytest's progress
+            return
         if getattr(tw, "width_of_current_line", 0):
             tw.write("\n")
         tw.write(line, flush=True)
-        current = getattr(terminal, "currentfspath", None)
-        if current is None:  # pytest writes no file's name before its dots (under xdist)
-            tw.write("\n", flush=True)  # so ours ends here, and the dots go on below
+        if current is None or dots:  # xdist writes no file's name; dots: the letter below
+            tw.write("\n", flush=True)
             return
-        dots = getattr(terminal, "verbosity", 0) <= 0 and isinstance(current, Path)
-        if between or not isinstance(current, Path) or not dots or current == _OUR_LINE:
-            terminal.currentfspath = _OUR_LINE  # pytest ends our line, then writes its own
-            return
-        start = Path(getattr(terminal, "startpath", None) or Path.cwd())
-        tw.write("\n" + os.path.relpath(current, start) + " ", flush=True)
+        terminal.currentfspath = _OUR_LINE  # pytest ends our line, then writes its own
 
     def erase(self) -> None:
         with self._lock:

@@ -74,7 +74,8 @@ UNRELIABLE_STD = 0.25
 #: perf_adj never discounts more than this for variance: a run that passed never scores 0
 #: because of its noise alone; the noise is flagged instead.
 MAX_STD_PENALTY = 0.5
-#: Fewer steady observations than this in a single run: blocks of fewer than 4 steps.
+#: Fewer steady observations than this in a single run: blocks of fewer than 4 steps, flagged
+#: as too few when its std% is unreliable (docs/figures.md, "std% and its blocks").
 MIN_STEADY = 4 * BLOCKS
 #: A block (or run) this far from the median of the others is a burst of load.
 BURST = 0.5
@@ -131,12 +132,9 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 def block_rates(records: Sequence[Mapping[str, Any]], blocks: int = BLOCKS) -> tuple[float, ...]:
-    """The rates of ``blocks`` consecutive blocks of the window, sizes differing by at most one.
-
-    With fewer observations than blocks, each observation is a block. Sizes are as equal as
-    ``len(records)`` allows (the first ``len % blocks`` blocks hold one more), so no observation
-    of the window is dropped.
-    """
+    """The rates of ``blocks`` consecutive blocks of the window, sizes differing by at most one
+    and no observation dropped; with fewer observations than blocks, one block each (the rule,
+    with an example: docs/figures.md, "std% and its blocks")."""
     k = min(blocks, len(records))
     if k == 0:
         return ()
