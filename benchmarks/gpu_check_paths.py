@@ -208,7 +208,7 @@ def stream_row(records: Sequence[Mapping[str, Any]], bench: Mapping[str, Any] | 
     (``bench``: the benchmark in the run's summary) and energy."""
     from pytest_dlbench.measure.monitor.summary import summarize_telemetry, timed_window
     from pytest_dlbench.measure.records import RunRecords
-    from pytest_dlbench.results.figures.validation import check_usage
+    from pytest_dlbench.results.figures import check_usage
 
     run = RunRecords.of(records)
     config = run.first("config") or {}

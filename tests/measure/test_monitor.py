@@ -900,3 +900,13 @@ def test_the_idle_gap_between_two_loops_is_not_the_benchmarks_load(stamped: bool
     strict = {"usage": {"gpu_load_threshold": 0.9}}
     assert check_usage(records, strict) == []
     assert telemetry_stats(records)["mean_gpu_util"] == 100.0
+
+
+def test_scored_spans_join_short_pauses_and_sort_steps_out_of_order():
+    def rate(t: float, seconds: float) -> dict[str, Any]:
+        return {"event": "rate", "value": 1.0, "time": t, "seconds": seconds, "items": 1,
+                "warmup": False}
+
+    in_order = [rate(1.0, 1.0), rate(2.05, 1.0), rate(5.0, 1.0)]  # a 0.05 s pause, then 2 s
+    assert scored_spans(in_order) == [(0.0, 2.05), (4.0, 5.0)]
+    assert scored_spans(in_order[::-1]) == [(0.0, 2.05), (4.0, 5.0)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -392,18 +392,36 @@ def scored_spans(
     """The scored observations' time as spans (UNIX seconds): those of :func:`timed_window`,
     joined where the pause between two observations is under :data:`SPAN_GAP_S`, so that
     the idle gap before a loop's first step (``loop_start``) or between epochs is not
-    counted as the benchmark's GPU load."""
+    counted as the benchmark's GPU load. Read in one pass, keeping only the spans (a run of
+    millions of steps has a handful); steps out of time order are sorted first."""
     run = RunRecords.of(records)
-    rates = run.steady if len(run.steady) else run.rates
-    steps = []
-    for t, seconds in zip(rates.numbers("time"), rates.numbers("seconds"), strict=True):
-        if isinstance(t, (int, float)) and math.isfinite(t):
-            start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
-            steps.append((start, t))
+    rates = run.steady if len(run.steady) else run.rates  # by column: no record rebuilt
+
+    def steps() -> Iterator[tuple[float, float]]:
+        for t, seconds in zip(rates.numbers("time"), rates.numbers("seconds"), strict=True):
+            if isinstance(t, (int, float)) and math.isfinite(t):
+                yield (t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t,
+                       t)
+
     spans: list[tuple[float, float]] = []
-    for start, end in sorted(steps):
-        if spans and start - spans[-1][1] < SPAN_GAP_S:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-        else:
-            spans.append((start, end))
+    last_start = -math.inf
+    for start, end in steps():
+        if start < last_start:  # out of order: a rare stream, sorted whole
+            return _joined(sorted(steps()))
+        last_start = start
+        _join(spans, start, end)
     return spans
+
+
+def _joined(steps: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    spans: list[tuple[float, float]] = []
+    for start, end in steps:
+        _join(spans, start, end)
+    return spans
+
+
+def _join(spans: list[tuple[float, float]], start: float, end: float) -> None:
+    if spans and start - spans[-1][1] < SPAN_GAP_S:
+        spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+    else:
+        spans.append((start, end))
