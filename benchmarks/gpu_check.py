@@ -812,10 +812,12 @@ def _judged(figure: str, project: float | None, bare: float | None, *,
 
 
 def one_gpu_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment with only the first visible GPU: the reference rows are per GPU."""
+    """The environment with only the first visible GPU: the reference rows are per GPU. CUDA's
+    order is the PCI bus's, as NVML's is: the GPU the rows run on is the one NVML samples."""
     environ = dict(os.environ if environ is None else environ)
     visible = [d.strip() for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return {**environ, "CUDA_VISIBLE_DEVICES": visible[0] if visible else "0"}
+    return {**environ, "CUDA_VISIBLE_DEVICES": visible[0] if visible else "0",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 REFERENCE_RESNET = f"reference {MILABENCH_BENCH}"

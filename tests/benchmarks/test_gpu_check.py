@@ -739,8 +739,11 @@ def test_the_reference_suite_runs_the_milabench_suites_resnet50_noio(gpu_check: 
 
 
 def test_the_reference_runs_on_the_first_visible_gpu(gpu_check: ModuleType):
+    """In the PCI bus's order, NVML's: CUDA's default puts the fastest GPU first, and the
+    telemetry would sample another GPU than the one the rows ran on."""
     assert gpu_check.one_gpu_env({"CUDA_VISIBLE_DEVICES": "3, 5"})["CUDA_VISIBLE_DEVICES"] == "3"
-    assert gpu_check.one_gpu_env({"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
+    assert gpu_check.one_gpu_env({"PATH": "/bin"}) == {
+        "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def test_the_bare_loop_takes_the_milabench_suites_step(gpu_check: ModuleType):

@@ -304,3 +304,13 @@ def test_fp8_has_the_datasheets_dense_peak_and_none_on_an_a100() -> None:
     assert dtype_of({"argv": {"--dtype": "fp8"}}) == "fp8"
     assert table_peak("NVIDIA H200", "fp8") == 1978.9  # 3,958 with sparsity
     assert table_peak("NVIDIA A100-SXM4-80GB", "fp8") is None
+
+
+def test_a_gpu_is_matched_by_its_model_as_a_whole_word() -> None:
+    """An "NVIDIA GH200 480GB" holds "H200" but is another part: no H200 peak for it."""
+    from pytest_dlbench.results.figures.peaks import table_peak
+
+    assert table_peak("NVIDIA GH200 480GB", "bf16") is None
+    assert table_peak("NVIDIA H200", "bf16") == 989.4
+    assert table_peak("NVIDIA H100 80GB HBM3", "bf16") == 989.4
+    assert table_peak("NVIDIA A100-SXM4-80GB", "bf16") == 312.0

@@ -22,6 +22,7 @@ figures stand: a slow reference never makes them errors.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -119,7 +120,9 @@ def table_peak(device_name: str | None, dtype: str) -> float | None:
     if not device_name or is_mig_slice(device_name):
         return None
     for fragment, peaks in PEAKS:
-        if fragment.lower() in device_name.lower():
+        # As a whole word: an "NVIDIA GH200" is no H200 (another part, its own datasheet).
+        if re.search(rf"(?<![a-z0-9]){re.escape(fragment.lower())}(?![a-z0-9])",
+                     device_name.lower()):
             return peaks.get(dtype)
     return None
 
