@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_html import CHROMIUM, chromium, write_stream
+from _html_runs import CHROMIUM, chromium, write_stream
 
 from pytest_dlbench.report.html import write_html
 from pytest_dlbench.results.figures import load_run, summarize_runs

@@ -11,7 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
-from test_report_html import comparison, make_suite, write_stream
+from _html_runs import comparison, make_suite, write_stream
 
 from pytest_dlbench.report.html import render_html, write_html
 from pytest_dlbench.results import gate

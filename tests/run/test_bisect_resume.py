@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from _git import worktrees
-from test_bisect import fake_steps, make_repo
+from _bisect_repo import fake_steps, make_repo
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run.bisect import RECORD, bisect
