@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _git import worktrees
 from _bisect_repo import fake_steps, make_repo
+from _git import worktrees
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run.bisect import RECORD, bisect
