@@ -374,16 +374,8 @@ def timed_window(
     Why not the warm-up: its first step holds cuDNN's autotuning and the data loader's start
     (13 s of a 13.6 s window for the standard resnet50 on an H200, 2026-11-27, where the GPU
     idles): a GPU load measured over it failed a run whose steps kept the GPU busy."""
-    lo = hi = None
-    run = RunRecords.of(records)
-    rates = run.steady if len(run.steady) else run.rates  # by column: no record rebuilt
-    for t, seconds in zip(rates.numbers("time"), rates.numbers("seconds"), strict=True):
-        if not isinstance(t, (int, float)) or not math.isfinite(t):
-            continue
-        start = t - seconds if isinstance(seconds, (int, float)) and seconds > 0 else t
-        lo = start if lo is None else min(lo, start)
-        hi = t if hi is None else max(hi, t)
-    return (lo, hi) if lo is not None and hi is not None else None
+    spans = scored_spans(records)  # one reading of the steps' times for both
+    return (spans[0][0], max(end for _, end in spans)) if spans else None
 
 
 def scored_spans(
