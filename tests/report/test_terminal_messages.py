@@ -56,7 +56,7 @@ def test_an_mfu_dash_says_why(tmp_path: Path) -> None:
     text = render_summary(_flops_summary(tmp_path, {"a": 0.002, "b": 0.003}), width=120)
     assert _cells(text, "MFU") == {"a": "-", "b": "-"}
     assert ("MFU not shown: a, b (no peak known for cpu (fp32): no datasheet peak "
-            "(results/peaks.py) and no matmul benchmark of fp32 in this run to measure one)"
+            "(results/figures/peaks.py) and no matmul benchmark of fp32 in this run to measure one)"
             in text.splitlines())
 
 

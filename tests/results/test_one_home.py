@@ -67,8 +67,8 @@ def test_the_no_mfu_reason_is_decided_in_results_and_both_reports_print_it(
 ) -> None:
     summary = _flops_summary(tmp_path)
     why = no_mfu_reason(summary.benchmarks[0])
-    assert why == ("no peak known for cpu (fp32): no datasheet peak (results/peaks.py) and no "
-                   "matmul benchmark of fp32 in this run to measure one")
+    assert why == ("no peak known for cpu (fp32): no datasheet peak (results/figures/peaks.py) "
+                   "and no matmul benchmark of fp32 in this run to measure one")
     assert f"MFU not shown: a ({why})" in terminal.render_summary(summary).splitlines()
     assert f'title="{why}"' in render_html(summary)
     # A benchmark with an MFU, or with no TFLOP/s, has no reason to give.

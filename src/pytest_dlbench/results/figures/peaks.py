@@ -255,8 +255,9 @@ def no_mfu_reason(b: BenchSummary) -> str | None:
     if b.units == "TFLOP/s":
         return (f"no datasheet peak for {device} ({dtype}): a matmul benchmark is the peak of "
                 "the others, not its own")
-    return (f"no peak known for {device} ({dtype}): no datasheet peak (results/peaks.py) and no "
-            f"matmul benchmark of {dtype} in this run to measure one")
+    return (f"no peak known for {device} ({dtype}): no datasheet peak "
+            f"(results/figures/peaks.py) and no matmul benchmark of {dtype} in this run to "
+            "measure one")
 
 
 def flops_notes(benches: Sequence[BenchSummary]) -> list[str]:
