@@ -910,3 +910,19 @@ def test_scored_spans_join_short_pauses_and_sort_steps_out_of_order():
     in_order = [rate(1.0, 1.0), rate(2.05, 1.0), rate(5.0, 1.0)]  # a 0.05 s pause, then 2 s
     assert scored_spans(in_order) == [(0.0, 2.05), (4.0, 5.0)]
     assert scored_spans(in_order[::-1]) == [(0.0, 2.05), (4.0, 5.0)]
+
+
+def test_driver_stamps_on_another_clock_are_placed_by_the_newest():
+    """NVML documents its stamps as the host's microseconds; a driver whose stamps are far from
+    the host's clock (another epoch) has its samples placed so that the newest is now."""
+    clock = FakeClock()
+    clock.t = 100.0
+    nvml = TrailingNvml(clock, busy=[(0.0, 200.0)], period=1.0)
+    monitor, stream = clocked_monitor(nvml, clock)
+    monitor._nvml.host_clock = lambda: clock.t + 1e6  # the host's clock: a million s later
+    with monitor:
+        clock.t = 101.5
+        monitor.sample()
+    stamps = [t for r in events(stream, "telemetry") for g in r["gpus"]
+              for t, _ in g.get("util_samples", [])]
+    assert stamps and max(stamps) == pytest.approx(101.5)  # the newest, as the last read
