@@ -4,6 +4,7 @@ refusals. The end-to-end runs (exit 6 and 0, Ctrl-C) are in test_ci_recipe.py.""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -13,9 +14,11 @@ import pytest
 from _git import git, worktrees
 
 from pytest_dlbench.run.against import (
+    LOCK_REASON,
     WORKTREE_PREFIX,
     AgainstError,
     BaseSide,
+    remove_stale_worktrees,
     source_paths,
     with_python_path,
 )
@@ -191,3 +194,26 @@ def test_a_benchmark_the_base_lacks_runs_on_the_candidate_side_only(repo: Path) 
     assert sorted(p.name for p in (run / "base").glob("*.data")) == [
         "kept.D0.R0.data", "kept.D0.R1.data"]
     assert len(worktrees(repo)) == 1
+
+
+def _locked_worktree(repo: Path, where: Path, pid: int) -> Path:
+    reason = LOCK_REASON.format(pid=pid, host=socket.gethostname())
+    git(repo, "worktree", "add", "--detach", "--quiet", "--lock", "--reason", reason,
+        str(where), "HEAD")
+    return where
+
+
+def test_a_worktree_locked_by_a_zombie_is_stale_and_a_live_ones_stays(
+        repo: Path, tmp_path: Path) -> None:
+    """A session SIGKILLed under a parent that lives on and never reaps it (a CI runner's shell)
+    is a zombie: its pid answers signal 0, yet it runs nothing, and its worktree is stale."""
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    while (stat := Path(f"/proc/{zombie.pid}/stat")).exists() and ") Z " not in stat.read_text():
+        os.sched_yield()  # exited, not reaped: wait() is only called below
+    live = _locked_worktree(repo, tmp_path / f"{WORKTREE_PREFIX}live", os.getpid())
+    left = _locked_worktree(repo, tmp_path / f"{WORKTREE_PREFIX}zombie", zombie.pid)
+    try:
+        assert remove_stale_worktrees(repo) == [left]
+        assert live.is_dir() and not left.exists()
+    finally:
+        zombie.wait()

@@ -406,13 +406,22 @@ def _remove_worktree(repo: Path, path: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A zombie (killed, not yet reaped by a parent that
+    lives on, as a CI runner's shell may leave it) answers signal 0 but runs nothing: gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # someone else's process
-    return True
+    import psutil  # only here: a dependency of the telemetry, not of importing the module
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
 
 
 def remove_stale_worktrees(repo: Path) -> list[Path]:
