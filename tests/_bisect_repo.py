@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from _git import git
 
-from pytest_dlbench.results.judge import CHANGED, UNSURE
 from pytest_dlbench.run import bisect as bisect_module
 
 STEP = textwrap.dedent(
@@ -51,6 +50,9 @@ def make_repo(path: Path, slow: int = SLOW_COMMIT, n: int = 10,
 
 @dataclass
 class FakeVerdict:
+    """A step's verdict as bisect reads it from its judge: the word, ratio, interval and pairs
+    given, and decided, changed and closer_to by the rules of the real paired Judgement."""
+
     word: str
     ratio: float | None
     ci: tuple[float, float] | None = None
@@ -104,21 +106,3 @@ def fake_steps(monkeypatch: pytest.MonkeyPatch, verdicts: dict[int, list[str]],
     monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
     return tries, judge
 
-
-@dataclass
-class Verdict:
-    word: str
-    ratio: float | None
-    ci: tuple[float, float] | None = None
-    pairs: int = 0
-
-    @property
-    def decided(self) -> bool:
-        return self.word != UNSURE
-
-    @property
-    def changed(self) -> bool:
-        return self.word == CHANGED
-
-    def closer_to(self, changed_ratio: float) -> bool:
-        return False

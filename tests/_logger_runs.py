@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import textwrap
 import warnings
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,61 @@ def copy_db(empty_db: Path, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(empty_db, folder / "mlflow.db")
     return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+#: A suite of two sleeping benchmarks (``defs.py``; weights 1 and 2) for a logged pytest run.
+SLEEPER_DEFS = textwrap.dedent(
+    """
+    import time
+
+    def sleeper(bench):
+        for _ in bench.iterate(range(10_000), batch_size=8):
+            with bench.region("forward"):
+                time.sleep(0.002)
+    """
+)
+SLEEPER_SUITE = textwrap.dedent(
+    """
+    _base:
+      voir: {options: {skip: 2, stop: 10}}
+    fast: {inherits: _base, definition: defs.py:sleeper, weight: 1}
+    other: {inherits: _base, definition: defs.py:sleeper, weight: 2}
+    """
+)
+
+
+def _artifacts(client: Any, run_id: str, path: str | None = None) -> list[str]:
+    out = []
+    for item in client.list_artifacts(run_id, path):
+        out += _artifacts(client, run_id, item.path) if item.is_dir else [item.path]
+    return sorted(out)
+
+
+def dump(uri: str, experiment: str = "lt") -> dict[str, dict[str, Any]]:
+    """Every active run of the experiment by name: status, params, tags (run ids left out),
+    every metric's full history, artifacts."""
+    from mlflow import MlflowClient  # here: the importers skip their tests without mlflow
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    ids = {r.info.run_id: r.info.run_name for r in runs}
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.loggedArtifacts"}
+        tags["mlflow.parentRunId"] = ids.get(tags.get("mlflow.parentRunId", ""), "")
+        out[run.info.run_name] = {
+            "id": run.info.run_id,
+            "status": run.info.status,
+            "start": run.info.start_time,
+            "end": run.info.end_time,
+            "params": dict(run.data.params),
+            "tags": tags,
+            "metrics": {
+                key: sorted((m.step, m.value, m.timestamp)
+                            for m in client.get_metric_history(run.info.run_id, key))
+                for key in run.data.metrics
+            },
+            "artifacts": _artifacts(client, run.info.run_id),
+        }
+    return out

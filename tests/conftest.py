@@ -10,13 +10,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
 
-# -- test folders on sys.path ----------------------------------------------------------------
-# tests/ mirrors src's wings in folders (tests/run, tests/results, ...). tests/ and each of them
-# are on sys.path, as tests/ was for the flat files: the helpers (_runs.py, _git.py, ...) and a
-# test module another one still imports (``from test_report_html import write_stream``; what
-# tests share belongs in a helper) keep their plain names, whatever folder the importer is in
-# (pytest's default import mode: basenames are unique).
+# -- tests/ on sys.path -----------------------------------------------------------------------
+# The helpers (tests/_runs.py, _git.py, ...) import by their plain names from any test folder; a
+# test module never imports another (tests/core/test_test_layout.py). pytest's default import
+# mode imports a test file by its basename: no two folders may hold one file name.
 _TESTS_DIR = Path(__file__).resolve().parent
-for _folder in (_TESTS_DIR, *sorted({p.parent for p in _TESTS_DIR.glob("*/test_*.py")})):
-    if str(_folder) not in sys.path:
-        sys.path.append(str(_folder))
+if str(_TESTS_DIR) not in sys.path:
+    sys.path.append(str(_TESTS_DIR))

@@ -17,16 +17,9 @@ from pathlib import Path
 
 import pytest
 from _history_files import BASELINE
+from _hostile_cases import EXIT_4, OTHER_MODULES_CASES
 from _paths import REPO_ROOT
 from _runs import write_run
-from test_against_submodule import AGAINST_CASES
-from test_bisect_progress import BISECT_CASES
-from test_escapes import TERMINAL_CASES
-from test_history import HISTORY_CASES
-from test_hostile_arguments import ARGUMENT_CASES
-from test_hostile_figures import FIGURE_CASES
-from test_readers import READER_CASES
-from test_slurm_launch import SLURM_CASES
 
 from pytest_dlbench import layout
 from pytest_dlbench.cli import main as dlbench
@@ -540,7 +533,6 @@ def test_a_bad_against_json_is_bad_input(tmp_path: Path, content: str, message: 
 
 # -- the table of docs/running.md ----------------------------------------------------------------
 
-EXIT_4 = "refused, exit status 4"
 TABLE = (
     [(c[0], EXIT_4, c[-1]) for c in SUITE_CASES]
     + [(c[0], EXIT_4, c[-1]) for c in OPTION_CASES]
@@ -548,14 +540,8 @@ TABLE = (
     + [(c[0], c[3], c[4]) for c in STREAM_CASES]
     + [(c[0], "`dlbench report` exits 4", c[-1]) for c in MANIFEST_CASES]
     + [(c[0], "`dlbench report` exits 4", c[-1]) for c in AGAINST_JSON_CASES]
-    + READER_CASES  # tests/core/test_readers.py: files read bounded, pairs refused, profile notes
-    + HISTORY_CASES  # tests/results/test_history.py: dlbench history
-    + TERMINAL_CASES  # tests/report/test_escapes.py: --bench-columns, --bench-sort, escapes
-    + ARGUMENT_CASES  # tests/run/test_hostile_arguments.py: auto(), sizer, requires_capabilities
-    + AGAINST_CASES  # tests/run/test_against_submodule.py: --bench-against into a submodule
-    + BISECT_CASES  # tests/run/test_bisect_progress.py: dlbench bisect's arguments
-    + FIGURE_CASES  # tests/results/test_hostile_figures.py: figures too large for the statistics
-    + SLURM_CASES  # tests/run/test_slurm_launch.py: a Slurm host list the launcher cannot read
+    # the rows other test modules check (tests/_hostile_cases.py names each block's module)
+    + OTHER_MODULES_CASES
 )
 
 

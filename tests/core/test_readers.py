@@ -4,7 +4,7 @@ line or a profile index; a bad one costs one line. Comparisons refuse a pair tha
 compared (rates beyond what the statistics take, other units) with a note; ``dlbench log``
 uploads only regular files inside the run directory.
 
-``READER_CASES`` are rows of docs/running.md's "Bad input" table (test_hostile_input.TABLE).
+``READER_CASES`` (tests/_hostile_cases.py) are rows of docs/running.md's "Bad input" table.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _hostile_cases import READER_CASES
 from _runs import write_run
 
 from pytest_dlbench import layout
@@ -35,11 +36,7 @@ from pytest_dlbench.results.model import BaselineError, load_summary
 
 TOY = "pytest_dlbench.workloads.toy:main"
 DEEP = "[" * 100_000 + "]" * 100_000
-EXIT_4 = "refused, exit status 4"
 SUITE = f"a: {{definition: {TOY}, voir: {{options: {{skip: 1, stop: 5}}}}}}"
-CORRUPT = "the run fails (corrupt stream), its other records are kept"
-INCOMPARABLE_NOTE = "not compared (incomparable), with a warning"
-PROFILE_NOTE = "the profile is one note, the rest of the report stands"
 
 BASELINE: dict[str, Any] = {
     "schema": "pytest-dlbench/summary", "version": 1, "score": 10.0, "incomplete": [],
@@ -51,36 +48,6 @@ BASELINE: dict[str, Any] = {
 HUGE = {"perf": 1e308, "perf_adj": 1e308, "rates": [1e308],
         "samples": [1e308, 1.5e308, 1e308, 1.2e308, 1e308]}
 
-# (what the docs call the input, what happens, the one line with FILE for the file read).
-READER_CASES: list[tuple[str, str, str]] = [
-    ("a baseline nested 100,000 levels deep", EXIT_4,
-     "FILE: not read: nested deeper than 128 levels"),
-    ("a baseline larger than 64 MiB", EXIT_4,
-     "FILE: cannot read: larger than 64 MiB (67108865 bytes)"),
-    ("`--bench-compare=/dev/zero`", EXIT_4,
-     "/dev/zero: cannot read: not a regular file (a character device)"),
-    ("a FIFO given as the baseline", EXIT_4,
-     "FILE: cannot read: not a regular file (a FIFO)"),
-    ("a FIFO named `manifest.json`", "`dlbench report` exits 4",
-     "FILE: unreadable manifest: not a regular file (a FIFO)"),
-    ("a `manifest.json` nested 100,000 levels deep", "`dlbench report` exits 4",
-     "FILE: unreadable manifest: nested deeper than 128 levels"),
-    ("a stream line nested 100,000 levels deep", CORRUPT,
-     "FILE:7: corrupt record: nested deeper than 128 levels"),
-    ("a stream line longer than 1 MiB", CORRUPT,
-     "FILE:7: corrupt record: longer than 1048576 bytes"),
-    ("a baseline with rates of `1e308`", INCOMPARABLE_NOTE,
-     "a: not compared: the baseline has a rate of 1e+308, beyond what the statistics can take "
-     "(at most 1e+100 in magnitude)"),
-    ("a baseline in TFLOP/s for a benchmark in items/s", INCOMPARABLE_NOTE,
-     "a: not compared: measured in items/s here and in TFLOP/s in the baseline"),
-    ("an empty profile `index.json` (a full disk)", PROFILE_NOTE,
-     "FILE: unreadable profile index: Expecting value: line 1 column 1 (char 0)"),
-    ("a profile `index.json` that is a list", PROFILE_NOTE,
-     "FILE: invalid profile index: (top level): must be a mapping, got []"),
-    ('a profile `index.json` with `"reports": {"time": {"report": 3}}`', PROFILE_NOTE,
-     "FILE: invalid profile index: reports.time.report: must be a string, got 3"),
-]
 MESSAGES = {case[0]: case[2] for case in READER_CASES}
 
 

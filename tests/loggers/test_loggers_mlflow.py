@@ -13,6 +13,7 @@ import pytest
 from _logger_runs import (
     RUN_NAME,
     copy_db,
+    dump,
     empty_mlflow_db,
     record_facts,
     stream_rates,
@@ -40,41 +41,6 @@ def _no_mlflow_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return empty_mlflow_db(tmp_path_factory)
-
-
-def _artifacts(client: MlflowClient, run_id: str, path: str | None = None) -> list[str]:
-    out = []
-    for item in client.list_artifacts(run_id, path):
-        out += _artifacts(client, run_id, item.path) if item.is_dir else [item.path]
-    return sorted(out)
-
-
-def dump(uri: str, experiment: str = "lt") -> dict[str, dict[str, Any]]:
-    """Every active run of the experiment by name: status, params, tags (run ids left out),
-    every metric's full history, artifacts."""
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    ids = {r.info.run_id: r.info.run_name for r in runs}
-    out: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.loggedArtifacts"}
-        tags["mlflow.parentRunId"] = ids.get(tags.get("mlflow.parentRunId", ""), "")
-        out[run.info.run_name] = {
-            "id": run.info.run_id,
-            "status": run.info.status,
-            "start": run.info.start_time,
-            "end": run.info.end_time,
-            "params": dict(run.data.params),
-            "tags": tags,
-            "metrics": {
-                key: sorted((m.step, m.value, m.timestamp)
-                            for m in client.get_metric_history(run.info.run_id, key))
-                for key in run.data.metrics
-            },
-            "artifacts": _artifacts(client, run.info.run_id),
-        }
-    return out
 
 
 def without_ids(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -9,14 +9,20 @@ import json
 from pathlib import Path
 
 import pytest
-from _logger_runs import RUN_NAME, copy_db, empty_mlflow_db, write_run_dir
+from _logger_runs import (
+    RUN_NAME,
+    SLEEPER_DEFS,
+    SLEEPER_SUITE,
+    copy_db,
+    dump,
+    empty_mlflow_db,
+    write_run_dir,
+)
 
 from pytest_dlbench.loggers.sink import log_run_dir
 from pytest_dlbench.results.evaluation import evaluate
 
 mlflow = pytest.importorskip("mlflow")
-
-from test_loggers_mlflow import dump  # noqa: E402
 
 from pytest_dlbench.loggers.mlflow_logger import MlflowSink  # noqa: E402
 
@@ -147,11 +153,9 @@ def test_perf_is_a_metric_of_its_own(logged: tuple[str, Path, list[str], str]) -
 
 def test_a_pytest_run_ends_with_where_its_runs_are(pytester: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_loggers_plugin import DEFS, SUITE
-
     monkeypatch.setenv("COLUMNS", "120")
-    pytester.makepyfile(defs=DEFS)
-    pytester.makefile(".yaml", s=SUITE)
+    pytester.makepyfile(defs=SLEEPER_DEFS)
+    pytester.makefile(".yaml", s=SLEEPER_SUITE)
     result = pytester.runpytest_subprocess("--bench-suite=s.yaml", "--bench-base=out",
                                            "--bench-mlflow", "--bench-profile=time")
     assert result.ret == 0, result.stdout.str()

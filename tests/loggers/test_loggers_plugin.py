@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _logger_runs import SLEEPER_DEFS, SLEEPER_SUITE
 
 pytest.importorskip("mlflow")
 pytest.importorskip("wandb")
@@ -26,33 +27,14 @@ from pytest_dlbench.report.terminal import score_text  # noqa: E402
 
 pytestmark = pytest.mark.slow  # each test runs a suite in a pytest subprocess
 
-DEFS = textwrap.dedent(
-    """
-    import time
-
-    def sleeper(bench):
-        for _ in bench.iterate(range(10_000), batch_size=8):
-            with bench.region("forward"):
-                time.sleep(0.002)
-    """
-)
-SUITE = textwrap.dedent(
-    """
-    _base:
-      voir: {options: {skip: 2, stop: 10}}
-    fast: {inherits: _base, definition: defs.py:sleeper, weight: 1}
-    other: {inherits: _base, definition: defs.py:sleeper, weight: 2}
-    """
-)
-
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "WANDB_MODE", "WANDB_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "120")
-    pytester.makepyfile(defs=DEFS)
-    pytester.makefile(".yaml", s=SUITE)
+    pytester.makepyfile(defs=SLEEPER_DEFS)
+    pytester.makefile(".yaml", s=SLEEPER_SUITE)
     return pytester
 
 

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _hostile_cases import TERMINAL_CASES
 from _runs import steady_at, write_manifest, write_run
 
 from pytest_dlbench.cli import main
@@ -84,22 +85,7 @@ def test_pytests_table_escapes_units_and_reasons(pytester: pytest.Pytester) -> N
     assert "it\\x1b[2J/s" in summary and "broken \\x1b]0;pwned\\x07 on purpose" in summary
 
 
-# -- docs/running.md's bad-input table: the terminal's rows (in test_hostile_input.TABLE) ------
-EXIT_4 = "refused, exit status 4"
-COLUMNS = ("perf, units, std%, perf_adj, weight, n, fail, total, ratio, verdict, adj ratio, p, "
-           "TFLOP/s, MFU, precision, compile, graphs, breaks, speedup, total_time_secs, "
-           "nvml peak, peak rss, torch alloc, torch reserved, energy")
-TERMINAL_CASES: list[tuple[str, str, str]] = [
-    ("`--bench-columns=perf,bogus`, a column the table does not have", EXIT_4,
-     f"argument --bench-columns: unknown column 'bogus'; the columns: {COLUMNS}"),
-    ("`--bench-sort=min`, a column rows cannot be sorted by", EXIT_4,
-     "argument --bench-sort: cannot sort by 'min'; sort by one of: suite, name, perf, "
-     "perf_adj, std%, weight, fail, ratio"),
-    ("a name, unit, failure reason or profile note holding an escape sequence (ESC [2J)",
-     "shown escaped in every terminal output, never obeyed", "\\x1b[2J"),
-]
-
-
+# The rows of docs/running.md's "Bad input" table these tests check (tests/_hostile_cases.py).
 @pytest.mark.parametrize("case", TERMINAL_CASES[:2], ids=lambda c: c[0])
 def test_a_bad_column_or_sort_is_refused_by_pytest_and_dlbench(
         case: tuple[str, str, str], pytester: pytest.Pytester, tmp_path: Path,

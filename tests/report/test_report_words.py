@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_presets import COMPILED, records, suite_of
+from _preset_runs import COMPILED, records, suite_of
 
 from pytest_dlbench import layout
 from pytest_dlbench.report.html import render_html

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from _git import git
 from _history_files import MACHINE, commit, history_of, run_summary, saved
+from _hostile_cases import HISTORY_CASES
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.results.history import (
@@ -271,26 +272,7 @@ def test_html_report_shows_the_history_with_steps_and_this_run(
     assert "&lt;i&gt;" in section and "<i>" not in section  # names escaped
 
 
-# (input, what happens, the one line: DIR the folder, FILE the file): docs/running.md's
-# "Bad input" rows (test_hostile_input.TABLE).
-HISTORY_CASES: list[tuple[str, str, str]] = [
-    ("`dlbench history --history=DIR`, no such folder", "`dlbench history` exits 4",
-     "history DIR: no such folder (write one with --bench-autosave)"),
-    ("`dlbench history -k '(a'`", "`dlbench history` exits 4",
-     "-k '(a': the expression ends too early"),
-    ("a history file that is not JSON", "left out, with a warning; the others are read",
-     "left out: FILE: not valid JSON: Expecting property name enclosed in double quotes: "
-     "line 1 column 2 (char 1)"),
-    ("a history file whose perf is `1e999` (or `Infinity`, `NaN`, 0, negative)",
-     "that figure left out, with a warning; the file's others are read",
-     "left out: FILE: b (perf inf): not finite positive rates (the file's other figures are "
-     "read)"),
-    ("`dlbench history -k` with `not` or parentheses nested 10,000 deep",
-     "`dlbench history` exits 4",
-     "-k '" + "(" * 57 + "...': 'not' and parentheses nested more than 50 deep"),
-]
-
-
+# The rows of docs/running.md's "Bad input" table these tests check (tests/_hostile_cases.py).
 @pytest.mark.parametrize("case", HISTORY_CASES, ids=lambda c: c[0])
 def test_history_bad_input(case: tuple[str, str, str], tmp_path: Path, capsys: Any) -> None:
     what, happens, message = case

@@ -11,39 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _hostile_cases import FIGURE_CASES, TOO_LARGE
 from _runs import write_manifest, write_run
 
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.core.protocol import Status
 from pytest_dlbench.results.figures import load_run, summarize_dir
-
-RUN_FAILS = "the run fails, the rest is reported"
-TOO_LARGE = "is beyond what the statistics take (at most 1e+100 in magnitude)"
-
-#: (input, what happens, message) rows of docs/running.md's "Bad input" table.
-FIGURE_CASES: list[tuple[str, str, str]] = [
-    ("`bench.log_rate(1e308)`: a finite rate beyond 1e100", RUN_FAILS,
-     f"step 2's rate 1e+308 items/s {TOO_LARGE}"),
-    ("a step timed at 1e-306 s (its rate 6.4e307)", RUN_FAILS,
-     f"step 2's rate 6.4e+307 items/s {TOO_LARGE}"),
-    ("a 401-digit integer for a perf in a `--bench-compare` baseline (as `1e999`)",
-     "the benchmark is not compared, with a warning",
-     "a: not compared: the baseline has a rate of inf, beyond what the statistics can take "
-     "(at most 1e+100 in magnitude)"),
-    ("a 401-digit integer for a perf in a history file (as `1e999`)",
-     "the figure is left out, with a warning",
-     "left out: FILE: b (perf inf, 1 run rate): not finite positive rates (the file's other "
-     "figures are read)"),
-    ("a 401-digit integer for a stream's `flops` count (as `1e999`)",
-     "the count is left out, with its reason",
-     "the flops record's count (inf flops over 4 items) is not a finite positive number up to "
-     "1e+100"),
-    ("`bench.watch(model, x, items_per_example=inf)` (or NaN, 0, 1e-300, 1e13, `True`, "
-     "`\"8\"`)",
-     "that benchmark fails with the line in its stream's `end` record; the suite goes on",
-     "ValueError: items_per_example must be a finite number from 1e-06 to 1e+12 (the rate "
-     "items one example holds), not inf"),
-]
 
 #: A JSON integer no float holds (float() raises OverflowError on it).
 HUGE = "9" * 401

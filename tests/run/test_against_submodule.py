@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _git import git, worktrees
+from _hostile_cases import SUBMODULE_COMMAND_LINE, SUBMODULE_SUITE_LINE
 from _paired import judge
 
 from pytest_dlbench.run.against import WORKTREE_PREFIX, AgainstError, BaseSide, submodule_of
@@ -61,20 +62,6 @@ def test_submodule_of_names_the_submodule(superproject: Path) -> None:
         BaseSide.create("HEAD", superproject, [inside])
 
 
-LINE = ("ERROR: --bench-against=HEAD: benchmarks/dl/{file} is in the git submodule "
-        "benchmarks/dl, which a worktree does not check out: run pytest inside the submodule, "
-        "against a revision of its own history")
-COMMAND_LINE = ("--bench-against=HEAD: cmd's command names benchmarks/dl/defs.py, in the git "
-                "submodule benchmarks/dl, which a worktree does not check out: every base run "
-                "would fail and the gate compare nothing; run pytest inside the submodule, "
-                "against a revision of its own history")
-#: The rows of docs/running.md's "Bad input" table (tests/core/test_hostile_input.py's TABLE).
-AGAINST_CASES: list[tuple[str, str, str]] = [
-    ("`--bench-against=HEAD` with the suite in a git submodule `benchmarks/dl`",
-     "refused, exit status 4", LINE.format(file="s.yaml").removeprefix("ERROR: ")),
-    ("`--bench-against=HEAD` with a `command:` path in a git submodule `benchmarks/dl`",
-     "refused, exit status 4", COMMAND_LINE),
-]
 
 
 @pytest.mark.parametrize(
@@ -96,8 +83,8 @@ def test_a_benchmark_in_a_submodule_is_refused_in_one_line(
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
-    assert any(fnmatch(out, LINE.format(file=file)) for out in result.stderr.splitlines()), (
-        result.stderr)
+    line = SUBMODULE_SUITE_LINE.format(file=file)
+    assert any(fnmatch(out, line) for out in result.stderr.splitlines()), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert worktrees(superproject) == [f"worktree {superproject}"]
     assert not list(tmp_path.glob(f"{WORKTREE_PREFIX}*"))
@@ -138,7 +125,7 @@ def test_a_command_path_into_a_submodule_is_refused_in_one_line(superproject: Pa
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
-    assert f"ERROR: {COMMAND_LINE}" in result.stderr.splitlines(), result.stderr
+    assert f"ERROR: {SUBMODULE_COMMAND_LINE}" in result.stderr.splitlines(), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert worktrees(superproject) == [f"worktree {superproject}"]
     assert not list(tmp_path.glob(f"{WORKTREE_PREFIX}*"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _bisect_repo import Verdict, fake_steps, make_repo
+from _bisect_repo import FakeVerdict, fake_steps, make_repo
 from _git import git, worktrees
 
 from pytest_dlbench.cli import main
@@ -139,7 +139,7 @@ def test_a_gone_bisects_worktree_is_removed_and_said(
     # The module object the command imports (a string target may reach a copy that an
     # in-process pytester run took out of sys.modules).
     monkeypatch.setattr(paired, "judge_paired_run",
-                        lambda run_dir, bench, **_: Verdict("same", 1.0, (0.98, 1.02), 4))
+                        lambda run_dir, bench, **_: FakeVerdict("same", 1.0, (0.98, 1.02), 4))
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     out = capsys.readouterr().out
     assert f"bisect: removed {left}, a worktree a killed run left" in out

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _bisect_repo import Verdict, fake_steps, make_repo
+from _bisect_repo import FakeVerdict, fake_steps, make_repo
 from _git import worktrees
+from _hostile_cases import BISECT_CASES
 
 from pytest_dlbench.cli import main
 from pytest_dlbench.run import bisect as bisect_module
@@ -63,13 +64,13 @@ class RoundByRound:
         return 0
 
     @staticmethod
-    def judge(run_dir: Path, bench: str) -> Verdict:
+    def judge(run_dir: Path, bench: str) -> FakeVerdict:
         done = run_dir / "verdict"
         pairs = len(list((run_dir / "base").glob("*.data"))) - 1  # the last one is under way
         if not done.exists():  # read while it runs: a ratio so far
-            return Verdict("unsure", 0.9, (0.8, 1.0), pairs=pairs)
+            return FakeVerdict("unsure", 0.9, (0.8, 1.0), pairs=pairs)
         word = done.read_text()
-        return Verdict(word, 0.85 if word == "changed" else 1.0, (0.8, 0.9), pairs=pairs + 1)
+        return FakeVerdict(word, 0.85 if word == "changed" else 1.0, (0.8, 0.9), pairs=pairs + 1)
 
 
 def _head(worktree: Path) -> str:
@@ -156,12 +157,12 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
         (run / "verdict").write_text("changed" if index >= 3 else "same")
         return 0
 
-    def judge(run_dir: Path, bench: str) -> Verdict | None:
+    def judge(run_dir: Path, bench: str) -> FakeVerdict | None:
         done = run_dir / "verdict"
         if not done.exists():
             return None
         word = done.read_text()
-        return Verdict(word, 0.85 if word == "changed" else 1.0, (0.83, 0.87), pairs=4)
+        return FakeVerdict(word, 0.85 if word == "changed" else 1.0, (0.83, 0.87), pairs=4)
 
     monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
     monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
@@ -194,19 +195,7 @@ def test_dlbench_bisect_prints_its_plan_progress_and_where_each_run_is(
                                     "changed"]
 
 
-# -- issue 40 item 16: bad input, one line, exit 4 ------------------------------------------
-#: (input, what happens, the one line): rows for docs/running.md's "Bad input" table
-#: (test_hostile_input.TABLE), checked here.
-BISECT_CASES: list[tuple[str, str, str]] = [
-    ("`dlbench bisect -- --upload-pack=x BAD`, a revision that starts with `-`",
-     "`dlbench bisect` exits 4",
-     "GOOD '--upload-pack=x' is not a revision (a revision may not start with '-')"),
-    ("`dlbench bisect GOOD BAD --rounds 8 --max-rounds 2`", "`dlbench bisect` exits 4",
-     "--rounds 8 is more than --max-rounds 2: a step's first paired run cannot take more "
-     "rounds than any may"),
-]
-
-
+# The rows of docs/running.md's "Bad input" table these tests check (tests/_hostile_cases.py).
 @pytest.mark.parametrize("case", BISECT_CASES, ids=lambda c: c[0])
 def test_bisect_bad_input_rows(case: tuple[str, str, str], tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
@@ -309,7 +298,7 @@ def test_a_sigkilled_bisect_leaves_nothing_in_the_temporary_directory(
     monkeypatch.chdir(repo)
     fake_steps(monkeypatch, {}, slow=1)
     monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
-                        lambda run_dir, bench, **_: Verdict("changed", 0.85, (0.8, 0.9), 4))
+                        lambda run_dir, bench, **_: FakeVerdict("changed", 0.85, (0.8, 0.9), 4))
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     assert len(worktrees(repo)) == 1
     assert not [p for p in tmp.iterdir() if p.name.startswith("dlbench-")]
@@ -360,7 +349,7 @@ def test_on_a_terminal_the_progress_line_is_rewritten_in_place(
 
     monkeypatch.setattr(bisect_module, "_run_pytest", run_pytest)
     monkeypatch.setattr("pytest_dlbench.results.judge.paired.judge_paired_run",
-                        lambda run_dir, bench, **_: Verdict("changed", 0.85, (0.8, 0.9), 6)
+                        lambda run_dir, bench, **_: FakeVerdict("changed", 0.85, (0.8, 0.9), 6)
                         if (Path(run_dir) / "verdict").exists() else None)
     assert main(["bisect", shas[0], shas[-1], "--bench-suite=s.yaml", "-k", "sleepy"]) == 0
     text = screen.getvalue()

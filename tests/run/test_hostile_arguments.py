@@ -54,18 +54,3 @@ def test_pytest_reports_the_line_and_no_teardown_crash(tmp_path: Path) -> None:
     assert done.returncode == 1, out
     assert "SuiteError: auto_batch(" in out and "AttributeError" not in out, out
     assert "crash: exited with status" not in out, out
-
-
-#: The rows of docs/running.md's "Bad input" table these tests and test_suite_milabench.py hold.
-ARGUMENT_CASES: list[tuple[str, str, str]] = [
-    ("an argument `auto_batch(D)` or `auto(X, D)` whose number has more than 18 digits, or "
-     "whose sized batch is not finite or above 2³¹",
-     "that benchmark fails with the line in its stream's `end` record; the suite goes on",
-     "SuiteError: auto_batch(99999999999999999999999999999...: a number of more than 18 digits"),
-    ("a system file's `sizer` or `cpu` number that is infinite or NaN (`mult: .inf`)",
-     "refused, exit status 4",
-     "FILE: 'system.options.sizer.mult' must be a finite number, got inf"),
-    ("a `requires_capabilities` condition nested more than 50 deep, or with a number of more "
-     "than 18 digits", "that benchmark is skipped with the reason",
-     "requires_capabilities '((((…' cannot be checked here: nested more than 50 deep"),
-]

@@ -18,6 +18,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from _hostile_cases import SLURM_CASES
 
 from pytest_dlbench.core.protocol import USAGE_ERROR, Env
 from pytest_dlbench.run.launch import nodes
@@ -224,20 +225,7 @@ def test_a_host_list_past_the_bound_is_refused_before_it_is_expanded(text: str, 
     assert len(expand_hostlist(f"n[1-{MAX_HOSTS}]")) == MAX_HOSTS
 
 
-#: ``launcher: slurm`` with a host list it cannot read (no scontrol in a container): the
-#: input, what happens, the line (the rows of docs/running.md's "Bad input" table).
-SLURM_CASES: list[tuple[str, str, str]] = [
-    ("`launcher: slurm` with `SLURM_JOB_NODELIST=node[1-2` (no scontrol)",
-     "that benchmark fails at once with the line, its launcher exits 4",
-     "launcher: slurm: SLURM_JOB_NODELIST cannot be read: bad Slurm host list 'node[1-2': a '[' "
-     "is not closed"),
-    ("`launcher: slurm` with `SLURM_JOB_NODELIST=node[1-100000000]`",
-     "that benchmark fails at once with the line, its launcher exits 4",
-     "launcher: slurm: SLURM_JOB_NODELIST cannot be read: Slurm host list 'node[1-100000000]' "
-     "names 100,000,000 hosts, more than 100,000"),
-]
-
-
+# The rows of docs/running.md's "Bad input" table these tests check (tests/_hostile_cases.py).
 @pytest.mark.parametrize(("nodelist", "message"), [
     (case[0].split("=", 1)[1].split("`")[0], case[2]) for case in SLURM_CASES
 ], ids=[case[0] for case in SLURM_CASES])

@@ -6,19 +6,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _preset_runs import COMPILED, TOY, records, spec_of, suite_of
 
 from pytest_dlbench.report.html import render_html
 from pytest_dlbench.report.terminal import render_summary
 from pytest_dlbench.results.figures import (
     compile_rows,
     compile_summary,
-    run_from_records,
-    summarize_runs,
 )
 from pytest_dlbench.results.gate import run_failed
 from pytest_dlbench.results.model import SuiteSummary, load_summary, save_summary
@@ -29,8 +26,6 @@ from pytest_dlbench.suite.presets import (
     run_dimensions,
 )
 from pytest_dlbench.workloads import WORKLOADS
-
-TOY = "pytest_dlbench.workloads.toy:main"
 
 
 # -- the arguments, defined once ---------------------------------------------------------------
@@ -81,58 +76,21 @@ def test_run_dimensions() -> None:
     assert run_dimensions(TOY, ["--precision", "fp8"]) == {}
 
 
-def _spec(args: Sequence[str], definition: str = TOY, **extra: Any) -> dict[str, Any]:
-    return {"definition": definition, "args": list(args), "plan": {"method": "per_gpu"},
-            **extra}
-
-
 def test_eager_key_ignores_only_the_compile_arguments() -> None:
-    eager = eager_key(_spec(["--batch-size", "64"]))
+    eager = eager_key(spec_of(["--batch-size", "64"]))
     for compiled in (["--batch-size", "64", "--compile"],
                      ["--compile", "--batch-size", "64"],
                      ["--compile", "max-autotune", "--batch-size", "64"],
                      ["--batch-size", "64", "--compile=default", "--compile-backend", "eager"],
                      ["--batch-size", "64", "--compile", "none"]):
-        assert eager_key(_spec(compiled)) == eager, compiled
-    assert eager_key(_spec(["--batch-size", "32", "--compile"])) != eager
-    assert eager_key(_spec(["--batch-size", "64"], plan={"method": "njobs", "n": 1})) != eager
-    assert eager_key(_spec(["--batch-size", "64", "--precision", "bf16"])) != eager
+        assert eager_key(spec_of(compiled)) == eager, compiled
+    assert eager_key(spec_of(["--batch-size", "32", "--compile"])) != eager
+    assert eager_key(spec_of(["--batch-size", "64"], plan={"method": "njobs", "n": 1})) != eager
+    assert eager_key(spec_of(["--batch-size", "64", "--precision", "bf16"])) != eager
     assert eager_key({"args": []}) is None
 
 
 # -- reports -----------------------------------------------------------------------------------
-def records(name: str, rate: float, args: Sequence[str] = (), *, definition: str = TOY,
-            status: str = "ok", reason: str = "", weight: float = 1.0,
-            compile_record: dict[str, Any] | None = None,
-            loop_graphs: int = 0) -> list[dict[str, Any]]:
-    """A run's stream records as the harness and a training workload write them."""
-    spec = _spec(args, definition, name=name, weight=weight)
-    out: list[dict[str, Any]] = [
-        {"event": "config", "spec": spec, "device": 0, "repeat": None,
-         **run_dimensions(definition, args)}]
-    if compile_record is not None:
-        out.append({"event": "compile", "phase": "warmup", **compile_record})
-    if status == "ok":
-        for i in range(10):
-            out.append({"event": "rate", "value": rate, "units": "items/s", "step": i,
-                        "warmup": False, "time": 100.0 + i, "items": rate, "seconds": 1.0})
-    if loop_graphs:
-        out.append({"event": "compile", "phase": "loop", "graphs": loop_graphs,
-                    "graph_breaks": 0})
-    out.append({"event": "end", "status": status, "reason": reason})
-    return out
-
-
-COMPILED = {"mode": "default", "backend": "inductor", "seconds": 12.34, "start": 50.0,
-            "end": 62.34, "steps": 2, "graphs": 3, "graph_breaks": 2,
-            "break_reasons": {"Failed to trace builtin operator": 2}, "frames": 3,
-            "cache_hits": 0, "cache_misses": 6}
-
-
-def suite_of(*runs: list[dict[str, Any]]):
-    return summarize_runs([run_from_records(r) for r in runs])
-
-
 def test_compile_summary_of_a_run() -> None:
     assert compile_summary([]) == {}
     stats = compile_summary([{"event": "compile", "phase": "warmup", **COMPILED},
