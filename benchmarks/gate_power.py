@@ -442,8 +442,11 @@ def report(trials: list[Trial], args: argparse.Namespace, facts: dict[str, Any])
                      "on average")
     found = cells(trials, inconclusive=INCONCLUSIVE)
     lines += ["", table(cell_rows(found)), *other_lines(found)]
-    for level in sorted({t.neighbour for t in trials}):
-        chosen = [t for t in trials if t.neighbour == level]
+    # The offline re-judging reads the suite's paired and one-session saved runs; the other
+    # modes' verdicts, ratios and intervals are in --out (gate_pool.py pools them).
+    rejudged = [t for t in trials if t.mode in ("saved", "paired")]
+    for level in sorted({t.neighbour for t in rejudged}):
+        chosen = [t for t in rejudged if t.neighbour == level]
         lines += ["", f"neighbour {level:g} %:", offline_report(chosen, args, facts)]
     return "\n".join(lines)
 

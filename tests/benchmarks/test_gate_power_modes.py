@@ -258,3 +258,19 @@ def test_report_args_keep_the_new_options(tmp_path: Path) -> None:
     assert (kept["baseline_sessions"], kept["session_repeats"], kept["modes"]) == (
         4, 3, ["saved-measured"])
     assert isinstance(argparse.Namespace(**kept), argparse.Namespace)
+
+
+def test_the_report_of_the_new_modes_is_their_cells_with_no_empty_rejudging() -> None:
+    """The offline re-judging reads suite runs only: a fixture or saved-measured measurement
+    reports its cells, not an empty re-judging table."""
+    args = gate_power.parse_args(["--modes", "fixture,saved-measured", "--slowdowns", "0,20"])
+    facts = {"date": "2026-11-28 19:30", "load_before": "1.0", "load_after": "1.1", "cpus": 2,
+             "python": "3.11", "work": 1000}
+    trials = [gate_power.Trial("fixture", 0, 20.0, 6, 3.0, "/gone", rounds=20),
+              gate_power.Trial("saved-measured", 0, 0.0, 9, 1.0, "/gone", rounds=1)]
+    text = gate_power.report(trials, args, facts)
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+    assert ["fixture", "0 %", "20 %", "1", "100 %", "0 %", "0 %", "0 %", "20.0", "3.00"] in rows
+    assert ["saved-measured", "0 %", "0 %", "1", "0 %", "100 %", "0 %", "0 %", "1.0",
+            "1.00"] in rows
+    assert "neighbour 0 %:" not in text and "runs/side" not in text
