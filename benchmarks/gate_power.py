@@ -543,7 +543,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="cost: each paired trial is 2 x ROUNDS child runs, each saved trial REPEATS "
-               "(plus the baseline's REPEATS once per repetition); a child costs pytest's and "
+               "(plus the baseline's REPEATS once per repetition), each saved-measured trial "
+               "one run and its confirmations (plus BASELINE_SESSIONS x SESSION_REPEATS once "
+               "per repetition), each fixture trial as a paired one; a child costs pytest's and "
                "the workload's start-up (2-15 s; mlp imports torch) plus skip+stop steps. "
                "Trials: reps x modes x neighbour levels x slowdowns.",
     )
