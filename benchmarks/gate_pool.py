@@ -4,7 +4,8 @@ bounds a count of that size allows.
 A measurement of 40 trials a cell takes hours at a real training step, longer than one sitting;
 it is taken as several gate_power invocations (a few repetitions each, cells interleaved so a
 change of the machine's load falls on all of them), each writing its ``--out`` JSON after every
-trial. This script reads them all and prints, per cell (mode x neighbour x slowdown):
+trial. This script reads them all and prints, per cell (mode x neighbour x slowdown; each of
+gate_power's modes, saved, paired, saved-measured and fixture, its own cells):
 
 - the outcome counts and mean rounds (gate_cells' table);
 - "regressed" as k/n with its exact 95 % Clopper-Pearson interval: for identical code the
@@ -12,7 +13,9 @@ trial. This script reads them all and prints, per cell (mode x neighbour x slowd
   bound says how small the detection may be;
 - for identical code, the trials' log ratios (the candidate's rate over the base's, as the
   product judged): their mean and spread, which show a side that is systematically slower;
-- the rounds a paired trial used, as a histogram;
+- the rounds a paired or fixture trial used, as a histogram; for saved-measured trials the
+  drift between sessions their baselines measured; for inconclusive trials the narrowest and
+  the widest interval;
 - with ``--designs``, the two paired designs on the same rounds: trials run with every round
   (``--paired-args=--bench-fixed-rounds``) judged by the sequential rule at the product's
   defaults over their first rounds (``gate_offline.sequential_on_same_rounds``: the same
