@@ -165,7 +165,7 @@ def judge_paired(run: Path | str, *, design: str | None = None, rounds: int | No
     return Judged(status, row.verdict, row.ratio, row.ci, row.p_value, pairs, used, ran)
 
 
-def sequential_on_same_rounds(run: Path | str) -> Judged | None:
+def sequential_on_same_rounds(run: Path | str, *, bench: str = BENCH) -> Judged | None:
     """A paired run that ran every round (its own design fixed) judged by the sequential rule
     at the product's defaults over its first rounds, as the plugin would have stopped it: the
     verdict and the rounds it would have used. None for a run of another design (its rounds
@@ -174,7 +174,7 @@ def sequential_on_same_rounds(run: Path | str) -> Judged | None:
     if rule is None or rule[0] != FIXED:
         return None
     return judge_paired(run, design=SEQUENTIAL, rounds=rule[1], test=PAIRED_TEST,
-                        rate=PAIRED_RATE)
+                        rate=PAIRED_RATE, bench=bench)
 
 
 def judge_saved(run: Path | str, baseline: Path | str, *, tolerance: float = TOLERANCE,

@@ -4,7 +4,8 @@ bounds a count of that size allows.
 A measurement of 40 trials a cell takes hours at a real training step, longer than one sitting;
 it is taken as several gate_power invocations (a few repetitions each, cells interleaved so a
 change of the machine's load falls on all of them), each writing its ``--out`` JSON after every
-trial. This script reads them all and prints, per cell (mode x neighbour x slowdown):
+trial. This script reads them all and prints, per cell (mode x neighbour x slowdown; each of
+gate_power's modes, saved, paired, saved-measured and fixture, its own cells):
 
 - the outcome counts and mean rounds (gate_cells' table);
 - "regressed" as k/n with its exact 95 % Clopper-Pearson interval: for identical code the
@@ -12,7 +13,9 @@ trial. This script reads them all and prints, per cell (mode x neighbour x slowd
   bound says how small the detection may be;
 - for identical code, the trials' log ratios (the candidate's rate over the base's, as the
   product judged): their mean and spread, which show a side that is systematically slower;
-- the rounds a paired trial used, as a histogram;
+- the rounds a paired or fixture trial used, as a histogram; for saved-measured trials the
+  drift between sessions their baselines measured; for inconclusive trials the narrowest and
+  the widest interval;
 - with ``--designs``, the two paired designs on the same rounds: trials run with every round
   (``--paired-args=--bench-fixed-rounds``) judged by the sequential rule at the product's
   defaults over their first rounds (``gate_offline.sequential_on_same_rounds``: the same
@@ -53,6 +56,9 @@ from gate_offline import table  # noqa: E402
 
 REGRESSED = 6
 INCONCLUSIVE = 9
+#: gate_power's modes run as ``--bench-against`` (a suite, a test of one's own): their rounds
+#: are counted and the sequential rule's judgement pooled (gate_power.PAIRED_MODES).
+PAIRED_MODES = ("paired", "fixture")
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -81,7 +87,7 @@ def as_sequential(found: Sequence[Any], fixed: bool) -> tuple[list[Any], int]:
         return list(found), 0
     kept, left_out = [], 0
     for t in found:
-        if t.mode != "paired":
+        if t.mode not in PAIRED_MODES:
             kept.append(t)
         elif t.sequential_status is None:
             left_out += 1
@@ -113,7 +119,8 @@ def load(paths: Sequence[Path], *, sequential: bool = False
             found, left_out = as_sequential(found, fixed)
         trials += found
         facts.append({"file": str(path), "trials": len(found), "left_out": left_out,
-                      "paired_every_round": sum(fixed and t.mode == "paired" for t in found),
+                      "paired_every_round": sum(fixed and t.mode in PAIRED_MODES
+                                                for t in found),
                       **data.get("facts", {})})
     return trials, facts
 
@@ -138,10 +145,25 @@ def cell_lines(trials: Sequence[Any]) -> list[str]:
                 lines.append(f"  log ratio over {len(logs)} trials: mean {mean:+.4f}, "
                              f"sd {sd:.4f}, {sum(v < 0 for v in logs)} below 0")
         rounds = Counter(t.rounds for t in chosen if t.rounds is not None)
-        if rounds and mode == "paired":
+        if rounds and mode in PAIRED_MODES:
             used = ", ".join(f"{r} x{c}" for r, c in sorted(rounds.items()))
             lines.append(f"  rounds used: {used}")
+        drifts = [d for t in chosen if (d := getattr(t, "drift", None)) is not None]
+        if drifts:  # saved-measured: the drift between sessions each baseline measured
+            lines.append(f"  drift between sessions measured: median "
+                         f"{100 * statistics.median(drifts):.1f} %, "
+                         f"{100 * min(drifts):.1f}-{100 * max(drifts):.1f} % over "
+                         f"{len(drifts)} trials")
+        inconclusive = [t for t in chosen if t.status == INCONCLUSIVE and t.ci]
+        if inconclusive:  # what "cannot tell" looked like: the widest and the narrowest
+            widths = sorted(inconclusive, key=lambda t: t.ci[1] - t.ci[0])
+            lines.append("  inconclusive intervals: narrowest "
+                         + interval(widths[0]) + ", widest " + interval(widths[-1]))
     return lines
+
+
+def interval(t: Any) -> str:
+    return f"{t.ratio:.3f} [{t.ci[0]:.3f}, {t.ci[1]:.3f}]" if t.ratio else "-"
 
 
 def design_lines(trials: Sequence[Any]) -> list[str]:
@@ -150,30 +172,32 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
     sequential rule's mean rounds as a share of the fixed design's, and the trials where the two
     disagree. Trials not run with every round, or with neither a recorded judgement nor their
     run directory, are counted apart."""
-    from gate_offline import sequential_on_same_rounds
+    from gate_offline import BENCH, sequential_on_same_rounds
+    from gate_power import FIXTURE_TEST
 
-    groups: dict[tuple[float, float], list[tuple[Any, tuple[int, int | None]]]] = {}
+    groups: dict[tuple[str, float, float], list[tuple[Any, tuple[int, int | None]]]] = {}
     skipped = 0
     for t in trials:
-        if t.mode != "paired":
+        if t.mode not in PAIRED_MODES:
             continue
         judged: tuple[int, int | None] | None = None
         if t.sequential_status is not None:
             judged = (t.sequential_status, t.sequential_rounds)
         elif Path(t.run_dir).is_dir():
-            again = sequential_on_same_rounds(t.run_dir)
+            again = sequential_on_same_rounds(
+                t.run_dir, bench=FIXTURE_TEST if t.mode == "fixture" else BENCH)
             judged = (again.status, again.rounds) if again is not None else None
         if judged is None or t.status not in (0, REGRESSED, INCONCLUSIVE):
             skipped += 1
             continue
-        groups.setdefault((t.neighbour, t.slowdown), []).append((t, judged))
+        groups.setdefault((t.mode, t.neighbour, t.slowdown), []).append((t, judged))
     left_out = (f"{skipped} paired trials left out: not run with every round "
                 "(--bench-fixed-rounds), no verdict, or neither a recorded judgement nor their "
                 "run directory")
     if not groups:
         return [f"--designs: no paired trial ran every round with its judgement recorded or its "
                 f"run directory kept ({left_out})"]
-    rows = [["neighbour", "slowdown", "trials", "fixed: regr / inconcl / passed",
+    rows = [["mode", "neighbour", "slowdown", "trials", "fixed: regr / inconcl / passed",
              "sequential: regr / inconcl / passed", "rounds (fixed)", "rounds (sequential)",
              "share", "disagree"]]
 
@@ -182,14 +206,14 @@ def design_lines(trials: Sequence[Any]) -> list[str]:
                           for want in (REGRESSED, INCONCLUSIVE, 0))
 
     all_fixed = all_sequential = 0
-    for (level, slowdown), chosen in sorted(groups.items()):
+    for (mode, level, slowdown), chosen in sorted(groups.items()):
         fixed_rounds = [t.rounds or 0 for t, _ in chosen]
         seq_rounds = [rounds or 0 for _, (_, rounds) in chosen]
         all_fixed += sum(fixed_rounds)
         all_sequential += sum(seq_rounds)
         differ = [f"rep {t.rep}: {t.status} vs {status} at round {rounds}"
                   for t, (status, rounds) in chosen if t.status != status]
-        rows.append([f"{level:g} %", f"{slowdown:g} %", str(len(chosen)),
+        rows.append([mode, f"{level:g} %", f"{slowdown:g} %", str(len(chosen)),
                      counts([t.status for t, _ in chosen]),
                      counts([status for _, (status, _) in chosen]),
                      f"{statistics.mean(fixed_rounds):.1f}", f"{statistics.mean(seq_rounds):.1f}",
@@ -208,7 +232,7 @@ def sequential_lines(trials: Sequence[Any], facts: Sequence[dict[str, Any]]) -> 
     """What ``--sequential`` did: how many paired trials came from each design."""
     from_fixed = sum(f["paired_every_round"] for f in facts)
     left_out = sum(f["left_out"] for f in facts)
-    as_ran = sum(t.mode == "paired" for t in trials) - from_fixed
+    as_ran = sum(t.mode in PAIRED_MODES for t in trials) - from_fixed
     line = (f"paired trials judged as the default (sequential) gate: {from_fixed} run with every "
             f"round, each by the sequential rule on its first rounds; {as_ran} run in the "
             f"default design")

@@ -74,12 +74,12 @@ def test_designs_judges_fixed_trials_by_the_sequential_rule_on_their_rounds(
     out = out_file(tmp_path / "a.json", trials, "1.0")
     assert gate_pool.main([str(out), "--designs"]) == 0
     text = capsys.readouterr().out
-    rows = {cols[1]: cols for line in text.splitlines() if line.startswith("0 % ")
+    rows = {cols[2]: cols for line in text.splitlines() if line.startswith("paired  ")
             for cols in [re.split(r"\s{2,}", line.strip())]}
     # Identical rates: futility stops the sequential rule at the first look (round 4).
-    assert rows["0 %"][2:8] == ["1", "0 / 0 / 1", "0 / 0 / 1", "10.0", "4.0", "40 %"]
+    assert rows["0 %"][3:9] == ["1", "0 / 0 / 1", "0 / 0 / 1", "10.0", "4.0", "40 %"]
     # 20 % slower: regressed at round 6 (p = 1/64), where the fixed design ran 10.
-    assert rows["10 %"][2:8] == ["2", "1 / 0 / 1", "2 / 0 / 0", "10.0", "6.0", "60 %"]
+    assert rows["10 %"][3:9] == ["2", "1 / 0 / 1", "2 / 0 / 0", "10.0", "6.0", "60 %"]
     assert "rep 1: 0 vs 6 at round 6" in text
     assert "the sequential rule over every cell: 16 of 30 rounds (53 % of the fixed" in text
     assert "1 paired trials left out" in text
