@@ -66,9 +66,18 @@ def _row(table: list[str], check: str) -> str:
     return row
 
 
-def _run_sh(*args: str) -> subprocess.CompletedProcess[str]:
+def _run_sh(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
+                          env=child_env(**env), timeout=300)
+
+
+def _interpreter(folder: Path, name: str, body: str) -> Path:
+    """An interpreter for the script's PYTHON: a shell script ``body`` (the real one is
+    ``$REAL``)."""
+    path = folder / name
+    path.write_text(f"#!/bin/sh\nREAL={sys.executable}\n{body}")
+    path.chmod(0o755)
+    return path
 
 
 def _fake_workers(gpu_check: ModuleType, facts=None, took=None):
@@ -89,18 +98,24 @@ def _fake_workers(gpu_check: ModuleType, facts=None, took=None):
 
 
 @pytest.mark.slow  # fake pytest runs and the workers in subprocesses, on the CPU: 15-40 s
-@pytest.mark.parametrize("order", ["quick-first", "quick-last"])
-def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: str):
+def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path):
+    """The whole dry run through the script, its parent process unable to import torch (item
+    14: the checks that need torch give their figures from their worker processes)."""
     out = tmp_path / "out"
     back = tmp_path / "back"
-    args = (["--quick", "--dry-run", str(out)] if order == "quick-first"
-            else ["--dry-run", str(out), "--quick"])
-    done = _run_sh(*args, "--copy-to", str(back))
+    harness = tmp_path / "parent_without_torch.py"
+    harness.write_text(_PARENT_WITHOUT_TORCH.format(pytest_runs=""))
+    python = _interpreter(tmp_path, "python", 'if [ "$1" = benchmarks/gpu_check.py ]; then\n'
+                          f'  shift; exec "$REAL" {harness} {ROOT / "benchmarks"} "$@"\nfi\n'
+                          'exec "$REAL" "$@"\n')
+    done = _run_sh("--quick", "--dry-run", str(out), "--copy-to", str(back), PYTHON=str(python))
     assert done.returncode == 0, done.stdout + done.stderr
     table = _table(done.stdout)
     for check in CHECKS:
         _row(table, check)  # exactly one row each
     assert not any("  FAIL  " in line for line in table), "\n".join(table)
+    assert not any("the parent imported torch" in row for row in table), done.stdout
+    assert "ok" in _row(table, "timer agreement").split()  # the timer ran, in its worker
     # The output directory is the path given, never "--quick"; the final table is saved there.
     saved = (out / "gpu_check.txt").read_text()
     assert saved.startswith("gpu_check  2") and done.stdout.endswith(saved)
@@ -158,6 +173,27 @@ def test_the_dry_run_prints_one_row_per_check_and_passes(tmp_path: Path, order: 
         assert name in names, names
     assert any(n.startswith("standard/runs/") and n.endswith("resnet50.D0.data")
                for n in names), names
+
+
+@pytest.mark.parametrize("order", ["quick-first", "quick-last"])
+def test_the_script_hands_the_check_its_output_folder_and_flags_in_any_order(
+        gpu_check: ModuleType, tmp_path: Path, order: str):
+    """The script's own argument loop: the output folder is the path given, never "--quick",
+    whatever the order; what it hands gpu_check.py (recorded by a stand-in interpreter) parses
+    to that folder and those flags."""
+    out, back, handed = tmp_path / "out", tmp_path / "back", tmp_path / "handed"
+    python = _interpreter(tmp_path, "python", 'if [ "$1" = benchmarks/gpu_check.py ]; then\n'
+                          f'  shift; printf "%s\\n" "$@" > {handed}; exit 0\nfi\n'
+                          '[ "$1" != - ] || cat > /dev/null  # the module check, on stdin\n')
+    args = (["--quick", "--dry-run", str(out)] if order == "quick-first"
+            else ["--dry-run", str(out), "--quick"])
+    done = _run_sh(*args, "--copy-to", str(back), PYTHON=str(python))
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = handed.read_text().splitlines()
+    parsed = gpu_check.parse_args(argv)
+    assert argv[0] == str(out) and parsed.out == out, argv
+    assert parsed.quick and parsed.dry_run and parsed.copy_to == back, argv
+    assert not (ROOT / "--quick").exists() and not (tmp_path / "--quick").exists()
 
 
 def test_an_unknown_option_is_refused_by_the_script(tmp_path: Path):
@@ -315,14 +351,15 @@ def test_the_saved_table_grows_row_by_row(gpu_check: ModuleType, tmp_path: Path)
 def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, sig: int):
     """``timeout`` sends SIGTERM to the script: the check itself gets it (the script execs it),
     kills the hanging run's process group and prints the table. Even SIGKILL, which nothing can
-    catch, leaves gpu_check.txt with the rows before it."""
+    catch, leaves gpu_check.txt with the rows before it. The paths run hangs: the last run but
+    one, so that the smoke run after it is not waited for."""
     out, back = tmp_path / "out", tmp_path / "back"
-    env = {**child_env(), "GPU_CHECK_FAKE_HANG": "smoke"}
+    env = {**child_env(), "GPU_CHECK_FAKE_HANG": "paths"}
     proc = subprocess.Popen(["bash", str(SCRIPT), "--dry-run", str(out), "--copy-to", str(back)],
                             env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-    log = out / "smoke.log"
+    log = out / "paths.log"
     deadline = time.monotonic() + 240  # the runs before it, on a loaded CPU
     while "hangs" not in (log.read_text() if log.exists() else ""):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
@@ -341,7 +378,7 @@ def test_a_signal_from_outside_keeps_the_rows_measured_so_far(tmp_path: Path, si
             assert "INTERRUPTED (SIGTERM)" in stdout and "INTERRUPTED (SIGTERM)" in saved
             with pytest.raises(ProcessLookupError):  # the hanging run's group was killed
                 _wait_gone(group)
-            assert "hangs" in _archived(back, "smoke.log")  # the last copy, at the end
+            assert "hangs" in _archived(back, "paths.log")  # the last copy, at the end
         else:
             assert "in progress" in saved
     finally:  # whatever failed: nothing of the script or its run is left behind
@@ -463,6 +500,7 @@ def test_a_table_file_that_cannot_be_written_is_said_once_and_fails_no_check(
 
 
 # -- issue 37, items 14-19 -------------------------------------------------------------------------
+# gpu_check.py's main in a process that cannot import torch: ``python THIS BENCHMARKS ARGS``.
 _PARENT_WITHOUT_TORCH = """
 import importlib.abc, sys
 class NoTorch(importlib.abc.MetaPathFinder):
@@ -472,30 +510,26 @@ class NoTorch(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoTorch())
 sys.path.insert(0, sys.argv[1])
 import gpu_check
-# The suites are not what this test is about: no pytest run (their rows say no summary).
-gpu_check.pytest_run = lambda out, name, *a, **k: gpu_check.PytestRun(0, None, 0.0)
+{pytest_runs}
 sys.exit(gpu_check.main(sys.argv[2:]))
 """
 
 
-@pytest.mark.slow  # two or three workers import torch in subprocesses: 10-30 s
-@pytest.mark.parametrize("dry_run", [True, False])
-def test_the_parent_never_imports_torch_so_never_initialises_cuda(tmp_path: Path, dry_run: bool):
+@pytest.mark.slow  # two workers import torch in subprocesses: 5-15 s
+def test_the_parent_never_imports_torch_so_never_initialises_cuda(tmp_path: Path):
     """Item 14: the process that runs the pytest runs holds no CUDA context (whose cached memory
     NVML would count in every telemetry row): torch cannot even be imported there, and the
-    checks that need it still give their figures, from their worker processes."""
-    args = [*(["--dry-run"] if dry_run else []), str(tmp_path / "out")]
-    done = subprocess.run([sys.executable, "-c", _PARENT_WITHOUT_TORCH,
-                           str(ROOT / "benchmarks"), *args], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
+    checks that need it still give their figures, from their worker processes (the dry run's
+    test holds the same on the CPU's figures)."""
+    # The suites are not what this test is about: no pytest run (their rows say no summary).
+    no_runs = "gpu_check.pytest_run = lambda out, name, *a, **k: gpu_check.PytestRun(0, None, 0.0)"
+    done = subprocess.run([sys.executable, "-c", _PARENT_WITHOUT_TORCH.format(pytest_runs=no_runs),
+                           str(ROOT / "benchmarks"), str(tmp_path / "out")], capture_output=True,
+                          text=True, env=child_env(), timeout=300)
     table = _table(done.stdout)
     assert not any("the parent imported torch" in row for row in table), done.stdout
-    if dry_run:  # the timer and the bare loops ran on the CPU, in their workers
-        assert "ok" in _row(table, "timer agreement").split(), done.stdout + done.stderr
-        resnet = _row(table, "reference resnet50-noio bs248")
-        assert "bare loop none" not in resnet and "img/s" in resnet
-    else:  # this machine has no GPU: the worker's torch says so
-        assert "torch.cuda.is_available() is False" in _row(table, "CUDA device"), done.stdout
+    # This machine has no GPU: the worker's torch says so.
+    assert "torch.cuda.is_available() is False" in _row(table, "CUDA device"), done.stdout
 
 
 def test_the_table_is_written_before_the_device_facts_are_read(gpu_check: ModuleType,

@@ -184,8 +184,10 @@ def test_ddp_scaling_2_on_two_cpu_slots_counts_both_ranks_as_its_own(tmp_path: P
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two CPU slots need two cores")
+    # Two slots of one core each without xdist (run/devices.py's plan_slots): the job's ranks
+    # are what this is about, not xdist workers, which would only add two idle interpreters.
     cmd = [sys.executable, "-m", "pytest", f"--bench-suite={SUITE}", "-k", "ddp.scaling.2",
-           "-n", "2", "--bench-cpus-per-slot=1", "-p", "no:cacheprovider", "-q"]
+           "--bench-cpus-per-slot=1", "-p", "no:cacheprovider", "-q"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           check=False)
     streams = sorted(tmp_path.glob(".dlbench/runs/*/ddp.scaling.2.D0.data"))

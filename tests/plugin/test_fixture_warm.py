@@ -106,7 +106,7 @@ TEST = textwrap.dedent(
 
     import pytest
     import sidelib
-    import torch  # the round's server imports it: its in-memory modules are no side's
+    {import_torch}
 
     @pytest.mark.bench_steps(warmup=1, steps=6)
     def test_fast(bench):
@@ -127,7 +127,10 @@ def test_each_side_runs_its_own_source_warm_or_fresh(pytester: pytest.Pytester,
         [str(pytester.path / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]))
     (pytester.path / "src").mkdir()
     (pytester.path / "src" / "sidelib.py").write_text(LIB.format(delay=0.004))
-    pytester.makepyfile(test_dl=TEST)
+    # Warm: the round's server imports torch, whose in-memory modules are no side's. Fresh:
+    # no server; torch would only cost each of the four children its import.
+    pytester.makepyfile(test_dl=TEST.format(import_torch="import torch" if launcher == "warm"
+                                            else ""))
     git(pytester.path, "init", "-q", "-b", "main")
     git(pytester.path, "add", "-A")
     git(pytester.path, "commit", "-q", "-m", "base")

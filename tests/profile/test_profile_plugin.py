@@ -4,10 +4,13 @@ errors, a profiled run writes and shows its reports, and the score is computed a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from _procs import child_env
 
 from pytest_dlbench.cli import main as dlbench
 from pytest_dlbench.results.figures import run_from_records
@@ -69,14 +72,36 @@ def test_a_bad_profile_key_in_the_suite_names_the_benchmark(suite: pytest.Pytest
     result.stderr.fnmatch_lines(["*bad.yaml: tiny: profile*steps*"])
 
 
+class ProfiledRun:
+    """The suite's run with every report, in a fresh pytest: what it printed and its folders."""
+
+    def __init__(self, folder: Path) -> None:
+        (folder / "defs.py").write_text(DEFS)
+        (folder / "s.yaml").write_text(SUITE)
+        # As pytester's runpytest_subprocess runs it: no caller's options, a home of its own.
+        env = child_env(COLUMNS="120", HOME=str(folder), PY_COLORS="0")
+        env.pop("PYTEST_ADDOPTS", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--bench-suite=s.yaml",
+             "--bench-base=out", "--bench-html=report.html",
+             "--bench-profile=speed,time,memory,summary,snapshot"],
+            cwd=folder, env=env, capture_output=True, text=True,
+            timeout=600)
+        self.folder, self.ret, self.stdout = folder, done.returncode, done.stdout + done.stderr
+        runs = folder / "out" / "runs"
+        self.run_dir = next(runs.iterdir()) if runs.is_dir() else folder / "no run"
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> ProfiledRun:
+    """One profiled run for the tests that read it (a run of the suite takes seconds)."""
+    return ProfiledRun(tmp_path_factory.mktemp("profiled"))
+
+
 @pytest.mark.slow
-def test_a_profiled_run_writes_shows_and_keeps_its_reports(suite: pytest.Pytester):
-    result = suite.runpytest_subprocess(
-        "--bench-suite=s.yaml", "--bench-base=out", "--bench-html=report.html",
-        "--bench-profile=speed,time,memory,summary,snapshot",
-    )
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines([
+def test_a_profiled_run_writes_shows_and_keeps_its_reports(profiled: ProfiledRun):
+    assert profiled.ret == 0, profiled.stdout
+    pytest.LineMatcher(profiled.stdout.splitlines()).fnmatch_lines([
         "*profile of mlp.D0*",
         "speed: * items/s scored*",
         "time: *",
@@ -87,9 +112,9 @@ def test_a_profiled_run_writes_shows_and_keeps_its_reports(suite: pytest.Pyteste
         "*profile of plain.D0*",
         "*summary: plain never called bench.watch*",
     ])
-    out = result.stdout.str()
+    out = profiled.stdout
     assert "  forward " in out and "  backward " in out  # the time report's regions
-    (run_dir,) = (suite.path / "out" / "runs").iterdir()
+    (run_dir,) = (profiled.folder / "out" / "runs").iterdir()
     reports = run_dir / "mlp.D0.profile"
     assert {p.name for p in reports.iterdir()} >= {"speed.json", "speed.csv", "time.json",
                                                    "memory.json", "summary.json", "index.json"}
@@ -101,17 +126,15 @@ def test_a_profiled_run_writes_shows_and_keeps_its_reports(suite: pytest.Pyteste
     # The speed report's throughput is the run's score, handed to the profile by the plugin.
     speed = json.loads((reports / "speed.json").read_text())
     assert speed["throughput"] == pytest.approx(run_from_records(records).rate)
-    html = (suite.path / "report.html").read_text()
+    html = (profiled.folder / "report.html").read_text()
     assert 'id="profiles"' in html and "profile of mlp.D0" in html
 
 
 @pytest.mark.slow
-def test_dlbench_profile_prints_a_finished_runs_reports(suite: pytest.Pytester,
+def test_dlbench_profile_prints_a_finished_runs_reports(profiled: ProfiledRun,
                                                         capsys: pytest.CaptureFixture[str]):
-    result = suite.runpytest_subprocess("--bench-suite=s.yaml", "--bench-base=out", "-k", "mlp",
-                                        "--bench-profile=time")
-    assert result.ret == 0, result.stdout.str()
-    (run_dir,) = (suite.path / "out" / "runs").iterdir()
+    assert profiled.ret == 0, profiled.stdout
+    run_dir = profiled.run_dir
     capsys.readouterr()
     assert dlbench(["profile", str(run_dir), "mlp"]) == 0
     out = capsys.readouterr().out

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from _paths import REPO_ROOT
+from _doc_outputs import matches, output_blocks, run_command
 
 torch = pytest.importorskip("torch")
 
@@ -33,7 +34,7 @@ from pytest_dlbench.workloads.precision import (  # noqa: E402
 )
 from pytest_dlbench.workloads.train import train_steps  # noqa: E402
 
-SMOKE = REPO_ROOT / "bench_suites" / "smoke.yaml"
+DOCS_COMPILE = "pytest --bench-suite=smoke -k compile"
 CPU = torch.device("cpu")
 
 
@@ -205,16 +206,23 @@ def test_graph_breaks_are_counted() -> None:
 
 
 # -- a suite run -------------------------------------------------------------------------------
+def _docs_compile_output() -> list[str]:
+    """docs/running.md's output of ``pytest --bench-suite=smoke -k compile``, prompt left out."""
+    (block,) = [b for b in output_blocks() if b.page.name == "running.md"
+                and b.text.startswith(f"$ {DOCS_COMPILE}\n")]
+    return block.text.split("\n")[1:]
+
+
 @pytest.mark.slow
-def test_smoke_compile_runs_eager_and_compiled_siblings(pytester: pytest.Pytester) -> None:
-    (pytester.path / "smoke.yaml").write_text(SMOKE.read_text())
-    result = pytester.runpytest_subprocess(
-        "--bench-suite=smoke.yaml", "-k", "compile", "--bench-base=out",
-        "--bench-save=summary.json", "-p", "no:cacheprovider",
-    )
-    assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=2)
-    out = result.stdout.str()
+def test_smoke_compile_runs_eager_and_compiled_siblings(tmp_path: Path) -> None:
+    """The page's command, run as tests/docs/test_docs_outputs.py runs a page's (the one run of
+    torch.compile's suite entries here: its output is docs/running.md's, checked here), with
+    --bench-save for the saved summary (a line after the table, which the page leaves out)."""
+    out = run_command(f"{DOCS_COMPILE} --bench-save=summary.json", tmp_path)
+    assert re.search(r"=+ 2 passed\b", out) and " failed" not in out, out
+    assert matches(_docs_compile_output(), out.rstrip("\n").split("\n")), (
+        "docs/running.md's output of `pytest --bench-suite=smoke -k compile` is not what it "
+        "prints now; it printed:\n" + out)
     # The second table (what only some benchmarks have): precision and the compile columns.
     header = next(line for line in out.splitlines()
                   if line.startswith("bench ") and "precision" in line)
@@ -227,7 +235,7 @@ def test_smoke_compile_runs_eager_and_compiled_siblings(pytester: pytest.Pyteste
     start = header.split().index("precision")  # columns by name: others may come before
     assert eager_row.split()[start:start + 5] == ["fp32", "-", "-", "-", "-"]  # no compile
 
-    (run_dir,) = (pytester.path / "out" / "runs").iterdir()
+    (run_dir,) = (tmp_path / ".dlbench" / "runs").iterdir()
     streams = {p.name: [json.loads(x) for x in p.read_text().splitlines()]
                for p in run_dir.glob("*.data")}
     assert set(streams) == {"mlp-eager.D0.data", "mlp-compiled.D0.data"}
@@ -239,7 +247,7 @@ def test_smoke_compile_runs_eager_and_compiled_siblings(pytester: pytest.Pyteste
     # The machine's state is in every meta record and in the saved summary.
     (meta,) = of(compiled, "meta")
     assert {"governor", "turbo", "aslr", "load", "gpus", "driver", "cuda"} <= set(meta["state"])
-    saved = json.loads((pytester.path / "summary.json").read_text())
+    saved = json.loads((tmp_path / "summary.json").read_text())
     assert {"governor", "turbo", "aslr", "load"} <= set(saved["machine"]["state"])
     bench = saved["benchmarks"]["mlp-compiled"]
     assert bench["compile"] == {"mode": "default", "backend": "inductor"}
