@@ -89,8 +89,14 @@ from neighbour import (
 )
 
 from pytest_dlbench.results import gate
-from pytest_dlbench.results.judge import ALPHA, PAIRED_RATE, PAIRED_TEST, ROUNDS, TOLERANCE
-from pytest_dlbench.results.judge.noise import session_drift
+from pytest_dlbench.results.judge import (
+    ALPHA,
+    PAIRED_RATE,
+    PAIRED_TEST,
+    ROUNDS,
+    TOLERANCE,
+    session_drift,
+)
 from pytest_dlbench.results.model import load_baseline
 
 #: The exit statuses that are verdicts: passed, regressed, inconclusive. (gate.INCONCLUSIVE is
