@@ -7,11 +7,13 @@
 :class:`Rule` decides and describes itself.
 
 **The rule** (docs/reports.md, "The verdict rule"): a change is claimed when the ratio is
-beyond ``1 ± tolerance`` and its one-sided p is below alpha (paired rounds so noisy that an
+beyond ``1 ± tolerance``, its one-sided p is below alpha (paired rounds so noisy that an
 unchanged pair lands beyond the tolerance more than ``claim_share`` of alpha of the time,
-:func:`reach`, claim it only at that level); **unchanged** only when the evidence excludes a
-regression beyond the tolerance (:func:`excludes_regression`: the interval's lower bound above
-``1 - tolerance``), whatever the point estimate; anything else is **inconclusive**.
+:func:`reach`, claim it only at that level) and its interval excludes no change
+(:func:`excludes_no_change`: the interval wholly on the change's side of 1); **unchanged** only
+when the evidence excludes a regression beyond the tolerance (:func:`excludes_regression`: the
+interval's lower bound above ``1 - tolerance``), whatever the point estimate; anything else is
+**inconclusive**. So the interval printed beside a verdict never contradicts its word.
 
 Pure and light: no scipy, no numpy, no other module of results/ (everything imports this).
 """
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 
 __all__ = ["ALPHA", "CHANGED", "CLAIM_ALPHA_SHARE", "FAILED", "IMPROVED", "INCOMPARABLE",
            "INCONCLUSIVE", "NOT_HELD", "REGRESSED", "SAME", "SUSPECT", "TOLERANCE", "UNCHANGED",
-           "UNSURE", "Evidence", "Reach", "Rule", "Verdict", "excludes_regression", "judge",
+           "UNSURE", "Evidence", "Reach", "Rule", "Verdict", "excludes_no_change",
+           "excludes_regression", "judge",
            "judge_confirmation", "judge_confirmed_score", "judge_doubted", "judge_doubted_score",
            "judge_look", "judge_probe", "judge_score", "judge_step", "judge_unmatched", "reach",
            "repeats"]
@@ -147,9 +150,9 @@ class Rule:
             level += (f", {self.claim_level:g} where the rounds are too noisy for the "
                       "tolerance")
         return (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
-                f"({test}, {level}); unchanged only when the interval of the ratio excludes a "
-                f"regression beyond {100 * self.tolerance:g}% (lower bound at least "
-                f"{1 - self.tolerance:.3f}); else inconclusive; adj ratio: perf_adj, not judged")
+                f"({test}, {level}), its interval clear of 1; unchanged only when the interval "
+                f"of the ratio excludes a regression beyond {100 * self.tolerance:g}% (lower "
+                f"bound at least {1 - self.tolerance:.3f}); else inconclusive; adj ratio: perf_adj, not judged")
 
 
 # -- a benchmark --------------------------------------------------------------------------------
@@ -247,6 +250,35 @@ def _unresolved(found: Evidence, judged: Verdict, rule: Rule, what: str = "ratio
     return Verdict(INCONCLUSIVE, f"{head}; {why}")
 
 
+def excludes_no_change(found: Evidence, word: str) -> bool:
+    """The interval's condition of a claimed change ``word``: the whole interval on its side of
+    1 (below 1 for REGRESSED, above for IMPROVED). Without an interval the test's p alone
+    decides. The p and the interval come from different statistics in some modes (the paired
+    quantile test's p, a bootstrap of the rounds' upper quartiles at the expanded level), and
+    beside a loaded neighbour they can disagree: 0.875 [0.811, 1.103] with p below alpha."""
+    if found.ci is None:
+        return True
+    low, high = found.ci
+    return high < 1 if word == REGRESSED else low > 1
+
+
+def _claim_backed(found: Evidence, judged: Verdict, rule: Rule, what: str = "ratio") -> Verdict:
+    """A claimed change whose interval still reaches no change (1): a regression becomes
+    inconclusive, an improvement "no improvement claimed" (unchanged, then the unchanged test
+    of :func:`_unresolved`)."""
+    if judged.word not in SUSPECT or excludes_no_change(found, judged.word):
+        return judged
+    assert found.ci is not None  # excludes_no_change holds without one
+    low, high = found.ci
+    head = judged.reason
+    if what != "ratio" and not head.startswith(what):
+        head = f"{what} {head}"
+    why = f"{head}, but its interval [{low:.3f}, {high:.3f}] reaches 1 (no change)"
+    if judged.word == IMPROVED:
+        return Verdict(UNCHANGED, f"{why}; no improvement claimed")
+    return Verdict(INCONCLUSIVE, why)
+
+
 def judge(found: Evidence, rule: Rule) -> Verdict:
     """A benchmark's verdict on its evidence (the module's docstring)."""
     judged = _significance(found.ratio, found.p, rule)
@@ -254,7 +286,7 @@ def judge(found: Evidence, rule: Rule) -> Verdict:
         judged = _noisy_rounds(found, judged, rule)
     elif rule.beyond(found.ratio) is not None:
         judged = _between_runs(found, judged, rule)
-    return _unresolved(found, judged, rule)
+    return _unresolved(found, _claim_backed(found, judged, rule), rule)
 
 
 def judge_unmatched(*, current_ran: bool, reference_ran: bool, refused: str | None = None
@@ -303,7 +335,8 @@ def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -
     benchmark's, only when its interval excludes a regression beyond the tolerance."""
     if found is None:
         return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
-    return _unresolved(found, _score_word(found, weighted, rule), rule, what="rate")
+    score = _claim_backed(found, _score_word(found, weighted, rule), rule, what="rate")
+    return _unresolved(found, score, rule, what="rate")
 
 
 def _score_word(found: Evidence, weighted: Collection[str], rule: Rule) -> Verdict:
