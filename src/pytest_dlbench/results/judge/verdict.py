@@ -152,7 +152,8 @@ class Rule:
         return (f"verdict: rate (perf) ratio beyond ±{100 * self.tolerance:g}% and significant "
                 f"({test}, {level}), its interval clear of 1; unchanged only when the interval "
                 f"of the ratio excludes a regression beyond {100 * self.tolerance:g}% (lower "
-                f"bound at least {1 - self.tolerance:.3f}); else inconclusive; adj ratio: perf_adj, not judged")
+                f"bound at least {1 - self.tolerance:.3f}); else inconclusive; adj ratio: "
+                "perf_adj, not judged")
 
 
 # -- a benchmark --------------------------------------------------------------------------------
