@@ -333,10 +333,13 @@ def _score_significance(found: Evidence, weighted: Collection[str], rule: Rule) 
 def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -> Verdict:
     """The score's verdict on the weighted benchmarks' combined evidence (None: no weighted
     benchmark scored on both sides) and their verdicts (``weighted``): unchanged, as a
-    benchmark's, only when its interval excludes a regression beyond the tolerance."""
+    benchmark's, only when its interval excludes a regression beyond the tolerance; a change
+    claimed when its interval excludes no change, or a weighted benchmark claims the same."""
     if found is None:
         return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
-    score = _claim_backed(found, _score_word(found, weighted, rule), rule, what="rate")
+    score = _score_word(found, weighted, rule)
+    if score.word not in weighted:  # else a weighted benchmark's own claim backs it
+        score = _claim_backed(found, score, rule, what="rate")
     return _unresolved(found, score, rule, what="rate")
 
 
