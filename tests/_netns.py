@@ -1,5 +1,5 @@
 """Nodes on one machine, for the tests that need more than one (tests/run/test_multinode_netns.py,
-an sshd; slurm_cluster.py, a real Slurm): network namespaces and their links, a node's hosts
+an sshd; _slurm_cluster.py, a real Slurm): network namespaces and their links, a node's hosts
 file, what is left in a namespace, and the run's processes seen from outside."""
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _fake_gpu import no_nvml
 from _runs import write_run
-from fake_gpu import no_nvml
 
 from pytest_dlbench.core.numbers import byte_size
 from pytest_dlbench.measure.bench import Bench

@@ -1,6 +1,6 @@
 """Device slots: GPUs (faked NVML counts), CPU core groups, and the errors of bad -n values;
 the cores of GPU slots on a two-socket SMT node, GPUs counted without NVML, a GPU slot where
-torch cannot use CUDA, and inline isolation with several GPUs (a fake machine, fake_gpu.py)."""
+torch cannot use CUDA, and inline isolation with several GPUs (a fake machine, _fake_gpu.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fake_gpu import FakeMachine, FakeNvml, no_nvml
+from _fake_gpu import FakeMachine, FakeNvml, no_nvml
 
 from pytest_dlbench.core.errors import DeviceError
 from pytest_dlbench.core.protocol import Env

@@ -1,7 +1,7 @@
 """An njobs rank on a GPU node is pinned like a per_gpu child (issue 37, item 8): rank k to the
 cores of device slot k, near its GPU, and torch's thread pool sized to them.
 
-No GPU here: the node is a fake one (tests/fake_gpu.py: its sysfs topology and NVML), the slots
+No GPU here: the node is a fake one (tests/_fake_gpu.py: its sysfs topology and NVML), the slots
 are planned from it as the controller plans them, and torch.cuda answers as on two GPUs. The
 reference for "near" is the fake node's own description (which socket each GPU hangs off), not
 the planner's output.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_gpu import FakeMachine
+from _fake_gpu import FakeMachine
 
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.run import devices

@@ -1,5 +1,5 @@
 """One job over a real Slurm allocation (issue 39): Debian's Slurm 22.05 on one machine
-(tests/slurm_cluster.py: munged, slurmctld, a slurmd per node, each node a set of namespaces
+(tests/_slurm_cluster.py: munged, slurmctld, a slurmd per node, each node a set of namespaces
 whose hostname resolves to ``127.0.1.1``), and the project run through docs/multinode.md's
 batch script as it is written.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from _netns import remote_rank, wait_for_steps, wait_until_gone
 from _paths import REPO_ROOT
-from slurm_cluster import SlurmCluster, missing
+from _slurm_cluster import SlurmCluster, missing
 
 pytestmark = [pytest.mark.slow, pytest.mark.release]
 

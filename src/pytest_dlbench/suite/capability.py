@@ -315,6 +315,15 @@ def _interpolate(condition: str, spec: BenchSpec) -> str:
     return _INTERPOLATION.sub(value, condition)
 
 
+#: The most of a condition a skip reason quotes: a hostile one can be 200,000 characters.
+SHOWN_CHARS = 60
+
+
+def _shown(condition: str) -> str:
+    """``condition``, or its first :data:`SHOWN_CHARS` characters and an ellipsis."""
+    return condition if len(condition) <= SHOWN_CHARS else condition[:SHOWN_CHARS] + "…"
+
+
 def skip_reason(spec: BenchSpec, facts: RunFacts) -> str | None:
     """Why ``spec`` cannot run with ``facts`` (one line), or None when it can."""
     for written in _conditions(spec):
@@ -324,7 +333,7 @@ def skip_reason(spec: BenchSpec, facts: RunFacts) -> str | None:
             if bool(_eval(tree, facts.names())):
                 continue
         except CapabilityError as exc:
-            return f"requires_capabilities {written!r} cannot be checked here: {exc}"
+            return f"requires_capabilities {_shown(written)!r} cannot be checked here: {exc}"
         needs = _needs(tree, facts)
         if needs is not None:
             return f"{needs[0]} (requires_capabilities: {condition}), {needs[1]}"
