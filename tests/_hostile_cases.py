@@ -90,7 +90,9 @@ ARGUMENT_CASES: list[tuple[str, str, str]] = [
      "refused, exit status 4",
      "FILE: 'system.options.sizer.mult' must be a finite number, got inf"),
     ("a `requires_capabilities` condition nested more than 50 deep, or with a number of more "
-     "than 18 digits", "that benchmark is skipped with the reason",
+     "than 18 digits",
+     "that benchmark is skipped with the reason, which quotes the condition's first 60 "
+     "characters",
      "requires_capabilities '((((…' cannot be checked here: nested more than 50 deep"),
 ]
 
