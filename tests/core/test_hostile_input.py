@@ -207,6 +207,24 @@ SUITE_CASES += [
     ),
 ]
 
+# A value or key of 100,000 characters: quoted in 80 (core/errors.quoted), not whole (a 100 KB
+# error line before).
+SUITE_CASES += [
+    (
+        "`max_duration:` a string of 100,000 characters",
+        f"t: {{definition: {TOY}, max_duration: {'x' * 100_000}}}",
+        (),
+        "FILE: t: 'max_duration' must be a number, got '" + "x" * 76 + "...",
+    ),
+    (
+        "an `env` key of 1,000 characters (YAML's longest plain key)",
+        f"t: {{definition: {TOY}, env: {{{'a' * 999}-: x}}}}",
+        (),
+        "FILE: t: 'env' key '" + "a" * 76 + "... is not a variable name (letters, digits and "
+        "'_', not starting with a digit)",
+    ),
+]
+
 # A voir definition (issue 23, docs/suites.md "milabench's folders through voir").
 SUITE_CASES += [
     (

@@ -93,6 +93,16 @@ def test_every_reason_has_the_one_cap() -> None:
     assert Outcome(Status.FAIL, "short").reason == "short"
 
 
+def test_a_suite_error_quotes_a_value_in_80_characters_and_caps_its_message() -> None:
+    from pytest_dlbench.core.errors import MAX_MESSAGE, MAX_QUOTED, SuiteError, quoted
+
+    assert quoted("x" * 100_000) == "'" + "x" * (MAX_QUOTED - 4) + "..."
+    assert quoted("short") == "'short'" and quoted(7) == "7"
+    # Whatever a message carries, its file and benchmark stay whole and the line is bounded.
+    error = SuiteError("m" * 10**6, file="/s/suite.yaml", bench="toy")
+    assert str(error) == "/s/suite.yaml: toy: " + "m" * (MAX_MESSAGE - 3) + "..."
+
+
 @pytest.mark.slow
 def test_a_huge_exception_message_is_in_the_log_not_in_the_results(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["MAX_REASON", "DeviceError", "DlbenchError", "SuiteError", "one_line", "shorten"]
+__all__ = ["MAX_MESSAGE", "MAX_QUOTED", "MAX_REASON", "DeviceError", "DlbenchError",
+           "SuiteError", "one_line", "quoted", "shorten"]
 
 
 class DlbenchError(Exception):
@@ -47,7 +48,7 @@ class SuiteError(DlbenchError):
                 if self.column is not None:
                     where += f":{self.column}"
         parts = [p for p in (where, self.bench) if p]
-        return ": ".join([*parts, self.message])
+        return ": ".join([*parts, shorten(self.message, MAX_MESSAGE)])
 
 
 #: The longest failure reason a run records, whatever gave it (a Python exception's message, an
@@ -55,9 +56,22 @@ class SuiteError(DlbenchError):
 MAX_REASON = 300
 
 
+#: The longest message a :class:`SuiteError` gives (its file and benchmark are always whole): a
+#: suite is text someone else wrote, and a value of 100,000 characters quoted whole made a
+#: 100 KB error line.
+MAX_MESSAGE = 1000
+#: The most of a value written in a suite that a message quotes (:func:`quoted`).
+MAX_QUOTED = 80
+
+
 def shorten(text: str, limit: int = MAX_REASON) -> str:
     """``text`` in at most ``limit`` characters, cut with ``...``."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def quoted(value: object, limit: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for a message, in at most ``limit`` characters (cut with ``...``)."""
+    return shorten(repr(value), limit)
 
 
 def one_line(exc: BaseException) -> str:

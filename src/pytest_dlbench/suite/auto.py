@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.core.numbers import is_finite
 
 __all__ = ["check_options", "fill_auto"]
@@ -113,7 +113,7 @@ def check_options(options: Any, *, file: Any = None) -> None:
         value = _section(options, section).get(key)
         if value is not None and not is_finite(value):
             raise SuiteError(
-                f"'system.options.{section}.{key}' must be a finite number, got {value!r}",
+                f"'system.options.{section}.{key}' must be a finite number, got {quoted(value)}",
                 file=file,
             )
     if sizer.get("auto") and all(sizer.get(k) is None for k in ("mult", "add", "batch_size")):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.suite.spec import BenchSpec
 from pytest_dlbench.suite.system import SystemConfig
@@ -126,14 +127,14 @@ class _Parser:
     def take(self, value: str | None = None) -> tuple[str, str]:
         if not self.peek(value):
             found = self.tokens[self.pos][1] if self.pos < len(self.tokens) else "the end"
-            raise CapabilityError(f"expected {value or 'a value'}, found {found!r}")
+            raise CapabilityError(f"expected {value or 'a value'}, found {quoted(found)}")
         self.pos += 1
         return self.tokens[self.pos - 1]
 
     def parse(self) -> tuple:
         tree = self.condition()
         if self.pos != len(self.tokens):
-            raise CapabilityError(f"unexpected {self.tokens[self.pos][1]!r}")
+            raise CapabilityError(f"unexpected {quoted(self.tokens[self.pos][1])}")
         return tree
 
     # 'or' and 'and' hold all their operands in one node, not a chain a node deep each: a
@@ -204,7 +205,7 @@ class _Parser:
                     tree = ("item", tree, self.condition())
                 self.take("]")
             return tree
-        raise CapabilityError(f"unexpected {text!r}")
+        raise CapabilityError(f"unexpected {quoted(text)}")
 
 
 def _show(tree: tuple) -> str:

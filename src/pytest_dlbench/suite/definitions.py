@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.suite.loader import Located
 from pytest_dlbench.suite.logparsers import VOIR, LogParseError, make_parser
 
@@ -130,7 +130,7 @@ def _external(value: dict, *, origin: str, name: str) -> dict[str, Any]:
     words = []
     for part in command:
         if isinstance(part, bool) or not isinstance(part, str | int | float):
-            raise fail(f"'command' items must be strings or numbers, got {part!r}")
+            raise fail(f"'command' items must be strings or numbers, got {quoted(part)}")
         text = str(part)
         if "{suite_dir}" in text:
             text = text.replace("{suite_dir}", _suite_dir(part, origin))
@@ -166,7 +166,7 @@ def _voir(value: Any, *, origin: str, name: str, script: Any = "main.py") -> dic
     if not isinstance(value, str) or not value.strip():
         raise fail("'voir' must be a folder (a path, relative to this file)")
     if not isinstance(script, str) or not script.strip() or "/" in script:
-        raise fail(f"'script' must be a file name in the folder, got {script!r}")
+        raise fail(f"'script' must be a file name in the folder, got {quoted(script)}")
     base = value.origin.parent if isinstance(value, Located) else Path(origin).parent
     folder = (base / value).resolve()
     if not folder.is_dir():

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 
 __all__ = ["DEFAULT_INTERVAL", "MIN_INTERVAL", "IntervalError", "parse_interval"]
 
@@ -34,18 +34,21 @@ def parse_interval(value: Any) -> float:
     if value is None:
         return DEFAULT_INTERVAL
     if isinstance(value, bool):  # YAML `interval: yes` is not a duration
-        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
+        raise IntervalError("interval must be a duration like '1s' or '500ms', got "
+                            f"{quoted(value)}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
         match = _INTERVAL.match(value.lower())
         if not match or match["unit"] not in _UNITS:
             raise IntervalError(
-                f"interval must be a duration like '1s' or '500ms', got {value!r}"
+                f"interval must be a duration like '1s' or '500ms', got {quoted(value)}"
             )
         seconds = float(match["num"]) * _UNITS[match["unit"]]
     else:
-        raise IntervalError(f"interval must be a duration like '1s' or '500ms', got {value!r}")
+        raise IntervalError("interval must be a duration like '1s' or '500ms', got "
+                            f"{quoted(value)}")
     if not math.isfinite(seconds) or seconds < MIN_INTERVAL:
-        raise IntervalError(f"interval must be at least {MIN_INTERVAL * 1000:g} ms, got {value!r}")
+        raise IntervalError(f"interval must be at least {MIN_INTERVAL * 1000:g} ms, got "
+                            f"{quoted(value)}")
     return seconds

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from pytest_dlbench.core import untrusted
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.suite.merge import DELETE
 
 __all__ = ["Located", "Layer", "load_yaml", "iter_layers"]
@@ -237,7 +237,7 @@ def _read_layer(path: Path) -> tuple[list[Path], Layer]:
         raise SuiteError("'include' must be a path or a list of paths", file=path)
     for key, value in data.items():
         if not isinstance(key, str):
-            raise SuiteError(f"top-level key {key!r} must be a string", file=path)
+            raise SuiteError(f"top-level key {quoted(key)} must be a string", file=path)
         if not isinstance(value, dict) and value is not DELETE:
             kind = "null" if value is None else type(value).__name__
             raise SuiteError(f"top-level value must be a mapping, got {kind}", file=path, bench=key)

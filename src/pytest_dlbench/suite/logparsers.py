@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.core.numbers import is_number
 
 __all__ = [
@@ -67,22 +67,22 @@ class LogParser:
         try:
             pattern = re.compile(self.regex)
         except re.error as exc:
-            raise LogParseError(f"parser {self.name!r}: bad regex: {exc}") from None
+            raise LogParseError(f"parser {quoted(self.name)}: bad regex: {exc}") from None
         groups = set(pattern.groupindex)
         if not groups & {"seconds", "rate"}:
             raise LogParseError(
-                f"parser {self.name!r}: the regex needs a named group (?P<seconds>...) or "
+                f"parser {quoted(self.name)}: the regex needs a named group (?P<seconds>...) or "
                 f"(?P<rate>...); it has {sorted(groups) or 'none'}"
             )
         if "seconds" not in groups and not groups & {"items", "samples"} and not (
             self.items_per_step
         ):
             raise LogParseError(
-                f"parser {self.name!r}: with only a rate, the items of a step are unknown: "
+                f"parser {quoted(self.name)}: with only a rate, the items of a step are unknown: "
                 "add (?P<seconds>...), (?P<items>...) or (?P<samples>...), or items_per_step"
             )
         if self.items_per_step is not None and not self.items_per_step > 0:
-            raise LogParseError(f"parser {self.name!r}: items_per_step must be positive")
+            raise LogParseError(f"parser {quoted(self.name)}: items_per_step must be positive")
         object.__setattr__(self, "pattern", pattern)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def make_parser(value: Any) -> LogParser:
         parser = PARSERS.get(value)
         if parser is None:
             raise LogParseError(
-                f"unknown parser {value!r}; ready parsers: {', '.join(sorted(PARSERS))} "
+                f"unknown parser {quoted(value)}; ready parsers: {', '.join(sorted(PARSERS))} "
                 f"and {VOIR} (or give a mapping with a 'regex')"
             )
         return parser
@@ -134,7 +134,7 @@ def make_parser(value: Any) -> LogParser:
             raise LogParseError("parser: a mapping needs a 'regex' string")
         items = value.get("items_per_step")
         if items is not None and not is_number(items):
-            raise LogParseError(f"parser: items_per_step must be a number, got {items!r}")
+            raise LogParseError(f"parser: items_per_step must be a number, got {quoted(items)}")
         return LogParser(str(value.get("name") or "regex"), regex,
                          float(items) if items is not None else None)
-    raise LogParseError(f"parser must be a name or a mapping with a 'regex', got {value!r}")
+    raise LogParseError(f"parser must be a name or a mapping with a 'regex', got {quoted(value)}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.suite.loader import iter_layers
 from pytest_dlbench.suite.matrix import expand_matrices
 from pytest_dlbench.suite.merge import DELETE, finalize, merge
@@ -151,7 +151,7 @@ def _apply_override(
         return merge(config, _nest(keys, value), bench=bench, file=path)
     except SuiteError as exc:
         raise SuiteError(
-            f"--bench-override {text!r}: {exc.message}", file=exc.file, bench=bench
+            f"--bench-override {quoted(text)}: {exc.message}", file=exc.file, bench=bench
         ) from None
 
 
@@ -205,7 +205,7 @@ def resolve_suite(
         if target.startswith("_"):
             if target not in entries:
                 raise SuiteError(
-                    f"--bench-override {text!r}: no template named '{target}'", file=path
+                    f"--bench-override {quoted(text)}: no template named '{target}'", file=path
                 )
             entries[target] = _apply_override(entries[target], keys, value, text, target, path)
 
@@ -224,7 +224,7 @@ def resolve_suite(
         names = list(public) if target == STAR else [target]
         if target != STAR and target not in public:
             raise SuiteError(
-                f"--bench-override {text!r}: no benchmark named '{target}'", file=path
+                f"--bench-override {quoted(text)}: no benchmark named '{target}'", file=path
             )
         for name in names:
             public[name] = _apply_override(public[name], keys, value, text, name, path)

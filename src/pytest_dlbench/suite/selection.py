@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.suite.spec import BenchSpec
 
 __all__ = ["select_words", "unknown_selection"]
@@ -47,7 +48,7 @@ def unknown_selection(specs: Iterable[BenchSpec], select: Iterable[str], *,
         if word in known:
             continue
         close = difflib.get_close_matches(word, known, n=CLOSE_NAMES, cutoff=0.6)
-        parts.append(f"{word!r} (did you mean {', '.join(close)}?)" if close else repr(word))
+        parts.append(f"{quoted(word)} (did you mean {', '.join(close)}?)" if close else repr(word))
     if not parts:
         return None
     return f"{option}: no benchmark, group or tag is named {', '.join(parts)}"

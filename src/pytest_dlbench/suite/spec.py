@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.core.numbers import is_integer, is_number
 from pytest_dlbench.suite.argv import render_argv
 from pytest_dlbench.suite.definitions import VOIR_FILES, plain_value, resolve_definition
@@ -234,7 +234,7 @@ def _check_name(name: str, config: dict[str, Any], origin: str) -> None:
         what = "matrix job name" if "matrix_values" in config else "benchmark name"
         # repr: a name with a newline or an escape sequence must not break the line.
         raise SuiteError(
-            f"{what} {name!r} {problem}: a name is used as a file name "
+            f"{what} {quoted(name)} {problem}: a name is used as a file name "
             "(use letters, digits, '-', '_' and '.')",
             file=origin,
         )
@@ -248,7 +248,7 @@ def _check_env(env: dict[Any, Any], *, origin: str, name: str) -> None:
     remote shell's command line) and values a process environment can hold."""
     for key, value in env.items():
         if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
-            raise SuiteError(f"'env' key {key!r} is not a variable name (letters, digits and "
+            raise SuiteError(f"'env' key {quoted(key)} is not a variable name (letters, digits and "
                              "'_', not starting with a digit)", file=origin, bench=name)
         if value is not None and "\0" in str(value):
             raise SuiteError(f"'env.{key}' contains a NUL character", file=origin, bench=name)
@@ -269,7 +269,7 @@ def _plan(config: dict, *, origin: str, name: str) -> dict[str, Any]:
     for key in ("n", "slots", "nodes"):
         count = plan.get(key)
         if count is not None and (not is_integer(count) or count < 1):
-            raise SuiteError(f"'plan.{key}' must be a positive integer, got {count!r}",
+            raise SuiteError(f"'plan.{key}' must be a positive integer, got {quoted(count)}",
                              file=origin, bench=name)
     if plan.get("nodes") is not None and plan["method"] != "njobs":
         raise SuiteError("'plan.nodes' needs 'method: njobs' (one job over the nodes)",
@@ -282,7 +282,7 @@ def _number(config: dict, key: str, default: float, *, origin: str, name: str) -
     if value is None:
         return default
     if not is_number(value):
-        raise SuiteError(f"'{key}' must be a number, got {value!r}", file=origin, bench=name)
+        raise SuiteError(f"'{key}' must be a number, got {quoted(value)}", file=origin, bench=name)
     return float(value)
 
 
@@ -292,7 +292,7 @@ def _count(options: dict, key: str, default: int, *, origin: str, name: str) -> 
         return default
     if not is_integer(value) or value < 0:
         raise SuiteError(
-            f"'voir.options.{key}' must be a non-negative integer, got {value!r}",
+            f"'voir.options.{key}' must be a non-negative integer, got {quoted(value)}",
             file=origin,
             bench=name,
         )
@@ -310,7 +310,7 @@ def _check_requirements(config: dict[str, Any], *, origin: str, name: str) -> No
                          bench=name)
     machines = config.get("num_machines")
     if machines is not None and (not is_integer(machines) or machines < 1):
-        raise SuiteError(f"'num_machines' must be a positive integer, got {machines!r}",
+        raise SuiteError(f"'num_machines' must be a positive integer, got {quoted(machines)}",
                          file=origin, bench=name)
 
 
@@ -322,7 +322,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
         raise SuiteError("'tags' must be a list of strings", file=origin, bench=name)
     enabled = config.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise SuiteError(f"'enabled' must be true or false, got {enabled!r}", file=origin,
+        raise SuiteError(f"'enabled' must be true or false, got {quoted(enabled)}", file=origin,
                          bench=name)
     plan = _plan(config, origin=origin, name=name)
     env = config.get("env") or {}
@@ -343,13 +343,13 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     # timeout off; .inf would turn it off too.
     if not (math.isfinite(max_duration) and max_duration > 0):
         raise SuiteError(
-            f"'max_duration' must be positive and finite (seconds), got {max_duration!r}",
+            f"'max_duration' must be positive and finite (seconds), got {quoted(max_duration)}",
             file=origin, bench=name,
         )
     weight = _number(config, "weight", 0.0, origin=origin, name=name)
     if not (math.isfinite(weight) and weight >= 0):
         raise SuiteError(
-            f"'weight' must be a finite number >= 0, got {weight!r}", file=origin, bench=name
+            f"'weight' must be a finite number >= 0, got {quoted(weight)}", file=origin, bench=name
         )
     try:
         parse_interval(options.get("interval"))
@@ -359,7 +359,7 @@ def build_spec(name: str, config: dict[str, Any], origin: str) -> BenchSpec:
     _check_requirements(config, origin=origin, name=name)
     metric = config.get("metric")
     if metric is not None and metric not in METRICS:
-        raise SuiteError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}",
+        raise SuiteError(f"'metric' must be one of {', '.join(METRICS)}, got {quoted(metric)}",
                          file=origin, bench=name)
     args = render_argv(config.get("argv"), bench=name, file=origin)
     if command is not None:

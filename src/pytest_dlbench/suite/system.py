@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import SuiteError
+from pytest_dlbench.core.errors import SuiteError, quoted
 from pytest_dlbench.core.numbers import is_integer
 from pytest_dlbench.suite.auto import check_options
 from pytest_dlbench.suite.loader import load_yaml
@@ -52,7 +52,7 @@ def _ssh_options(system: dict[str, Any], path: Path) -> SshOptions:
     unknown = sorted(set(raw) - set(_SSH_INTS) - set(_SSH_PATHS))
     if unknown:
         known = ", ".join((*_SSH_INTS, *_SSH_PATHS))
-        raise SuiteError(f"'system.ssh' has no option {unknown[0]!r} (known: {known})",
+        raise SuiteError(f"'system.ssh' has no option {quoted(unknown[0])} (known: {known})",
                          file=path)
     for key in _SSH_INTS:
         value = raw.get(key)
