@@ -245,10 +245,12 @@ def _unresolved(found: Evidence, judged: Verdict, rule: Rule, what: str = "ratio
         low, high = found.ci
         why = (f"its interval [{low:.3f}, {high:.3f}] does not exclude a regression beyond "
                f"{100 * rule.tolerance:g}% (unchanged needs a lower bound of {bound:.3f} or more)")
-    head = judged.reason
-    if what != "ratio" and not head.startswith(what):
-        head = f"{what} {head}"
-    return Verdict(INCONCLUSIVE, f"{head}; {why}")
+    return Verdict(INCONCLUSIVE, f"{_headed(judged.reason, what)}; {why}")
+
+
+def _headed(reason: str, what: str) -> str:
+    """``reason`` led by what it judges (``rate`` for the score) where it does not say so."""
+    return reason if what == "ratio" or reason.startswith(what) else f"{what} {reason}"
 
 
 def excludes_no_change(found: Evidence, word: str) -> bool:
@@ -263,7 +265,7 @@ def excludes_no_change(found: Evidence, word: str) -> bool:
     return high < 1 if word == REGRESSED else low > 1
 
 
-def _claim_backed(found: Evidence, judged: Verdict, rule: Rule, what: str = "ratio") -> Verdict:
+def _claim_backed(found: Evidence, judged: Verdict, what: str = "ratio") -> Verdict:
     """A claimed change whose interval still reaches no change (1): a regression becomes
     inconclusive, an improvement "no improvement claimed" (unchanged, then the unchanged test
     of :func:`_unresolved`)."""
@@ -271,10 +273,8 @@ def _claim_backed(found: Evidence, judged: Verdict, rule: Rule, what: str = "rat
         return judged
     assert found.ci is not None  # excludes_no_change holds without one
     low, high = found.ci
-    head = judged.reason
-    if what != "ratio" and not head.startswith(what):
-        head = f"{what} {head}"
-    why = f"{head}, but its interval [{low:.3f}, {high:.3f}] reaches 1 (no change)"
+    why = (f"{_headed(judged.reason, what)}, but its interval [{low:.3f}, {high:.3f}] reaches 1 "
+           "(no change)")
     if judged.word == IMPROVED:
         return Verdict(UNCHANGED, f"{why}; no improvement claimed")
     return Verdict(INCONCLUSIVE, why)
@@ -287,7 +287,7 @@ def judge(found: Evidence, rule: Rule) -> Verdict:
         judged = _noisy_rounds(found, judged, rule)
     elif rule.beyond(found.ratio) is not None:
         judged = _between_runs(found, judged, rule)
-    return _unresolved(found, _claim_backed(found, judged, rule), rule)
+    return _unresolved(found, _claim_backed(found, judged), rule)
 
 
 def judge_unmatched(*, current_ran: bool, reference_ran: bool, refused: str | None = None
@@ -339,7 +339,7 @@ def judge_score(found: Evidence | None, weighted: Collection[str], rule: Rule) -
         return Verdict(INCOMPARABLE, "no weighted benchmark scored on both sides")
     score = _score_word(found, weighted, rule)
     if score.word not in weighted:  # else a weighted benchmark's own claim backs it
-        score = _claim_backed(found, score, rule, what="rate")
+        score = _claim_backed(found, score, what="rate")
     return _unresolved(found, score, rule, what="rate")
 
 
