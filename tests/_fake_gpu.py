@@ -9,8 +9,8 @@ numbers instead (CPUs 0 and 1 are one core), as on some AMD and ARM nodes.
 :meth:`FakeMachine.write` lays out its files under a root folder; :meth:`FakeMachine.nvml` is
 an NVML that knows its GPUs' PCI bus ids and CPU affinity.
 
-:class:`FakeNvml` keeps the interface of the smaller fakes in test_devices.py, test_monitor.py
-and test_machine_state.py (``FakeNvml(count)``, ``init_error``, handles are the indices).
+:class:`FakeNvml` opens, counts, names and places GPUs (``FakeNvml(count)``, ``init_error``,
+handles are the indices); test_monitor.py's fake adds the telemetry on top of it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ class NVMLError(Exception):
     def __init__(self, value: int = 999) -> None:
         self.value = value
         super().__init__(f"NVML error {value}")
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's naming
+    """What a query raises on a GPU that does not report it (NVML_ERROR_NOT_SUPPORTED)."""
+
+    def __init__(self) -> None:
+        super().__init__(3)
 
 
 class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's naming

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_dlbench.core.errors import quoted
+
 if TYPE_CHECKING:
     import torch
     from torch.utils.data import TensorDataset
@@ -253,7 +255,7 @@ def jpeg_folder(
         "seed": seed,
     }
     if style not in JPEG_STYLES:
-        raise ValueError(f"style must be one of {', '.join(JPEG_STYLES)}, got {style!r}")
+        raise ValueError(f"style must be one of {', '.join(JPEG_STYLES)}, got {quoted(style)}")
     if style != "smooth":  # the smooth folders cached before the style existed stay valid
         params["style"] = style
     if _marker_matches(root, params):

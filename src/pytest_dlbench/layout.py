@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.core import untrusted
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.core.numbers import is_integer, printable
 from pytest_dlbench.core.output_files import write_atomic
 from pytest_dlbench.core.protocol import Env
@@ -173,14 +173,14 @@ def _component(name: str, what: str) -> str:
         or "\\" in name
         or any(ord(c) < 32 or ord(c) == 127 for c in name)
     ):
-        raise UnsafeName(f"{what} {name!r} is not a safe file name")
+        raise UnsafeName(f"{what} {quoted(name)} is not a safe file name")
     return name
 
 
 def _bench_component(bench: str) -> str:
     problem = name_problem(bench)
     if problem is not None:
-        raise UnsafeName(f"benchmark name {bench!r} {problem}")
+        raise UnsafeName(f"benchmark name {quoted(bench)} {problem}")
     return bench
 
 
@@ -189,7 +189,7 @@ def check_run_name(name: str) -> str:
     rules of a benchmark's name (suite.spec.name_problem), so that ``<name>.<time>`` fits too."""
     problem = name_problem(name)
     if problem is not None:
-        raise UnsafeName(f"run name {name!r} {problem}: a name is used as a file name "
+        raise UnsafeName(f"run name {quoted(name)} {problem}: a name is used as a file name "
                          "(use letters, digits, '-', '_' and '.')")
     return name
 

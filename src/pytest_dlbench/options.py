@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.results import gate
 from pytest_dlbench.results.figures import MILARUN, SCORES
 from pytest_dlbench.results.judge import (
@@ -64,11 +64,11 @@ def parse_tolerance(text: str | float) -> float:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         raise OptionValueError(
-            f"tolerance {text!r} is not a number (write 5% or 0.05)"
+            f"tolerance {quoted(text)} is not a number (write 5% or 0.05)"
         ) from None
     if not 0 <= value < 1 or math.isnan(value):
         raise OptionValueError(
-            f"tolerance {text!r} is not in [0%, 100%) (write 5% or 0.05)"
+            f"tolerance {quoted(text)} is not in [0%, 100%) (write 5% or 0.05)"
         )
     return value
 
@@ -79,14 +79,14 @@ def parse_alpha(text: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 1:
-        raise OptionValueError(f"alpha must be a number in (0, 1), got {text!r}")
+        raise OptionValueError(f"alpha must be a number in (0, 1), got {quoted(text)}")
     return value
 
 
 def _one_of(text: str, choices: tuple[str, ...], what: str) -> str:
     value = str(text).strip().lower()
     if value not in choices:
-        raise OptionValueError(f"{what} must be one of {', '.join(choices)}, got {text!r}")
+        raise OptionValueError(f"{what} must be one of {', '.join(choices)}, got {quoted(text)}")
     return value
 
 
@@ -108,7 +108,7 @@ def parse_rounds(text: str) -> int:
     except ValueError:
         value = 0
     if value < 2:
-        raise OptionValueError(f"rounds must be a whole number, 2 or more, got {text!r}")
+        raise OptionValueError(f"rounds must be a whole number, 2 or more, got {quoted(text)}")
     return value
 
 
@@ -121,7 +121,7 @@ def parse_confirm(text: str | int) -> int:
     if value < 0:
         raise OptionValueError(
             f"--bench-confirm must be a whole number, 0 or more (0: no confirmation), "
-            f"got {text!r}")
+            f"got {quoted(text)}")
     return value
 
 
@@ -132,7 +132,7 @@ def parse_price(text: str) -> float:
     except ValueError:
         value = -1.0
     if not value > 0 or math.isinf(value):
-        raise OptionValueError(f"price must be a positive number of dollars: {text!r}")
+        raise OptionValueError(f"price must be a positive number of dollars: {quoted(text)}")
     return value
 
 
@@ -147,7 +147,7 @@ def fixture_steps_problem(warmup: object, steps: object) -> str | None:
     None: both are whole numbers, the warm-up 0 or more, the steady steps 1 or more."""
     for name, value, least in (("warmup", warmup, 0), ("steps", steps, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            return f"{name} must be a whole number, {least} or more, got {value!r}"
+            return f"{name} must be a whole number, {least} or more, got {quoted(value)}"
     return None
 
 
@@ -157,7 +157,7 @@ def parse_fixture_steps(text: str) -> tuple[int, int]:
     parts = [part.strip() for part in str(text).split(",")]
     if len(parts) != 2:
         raise OptionValueError(f"WARMUP,STEPS expected (e.g. {FIXTURE_STEPS[0]},"
-                               f"{FIXTURE_STEPS[1]}), got {text!r}")
+                               f"{FIXTURE_STEPS[1]}), got {quoted(text)}")
     values: list[object] = []
     for part in parts:
         try:

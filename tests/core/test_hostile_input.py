@@ -23,7 +23,7 @@ from _runs import write_run
 
 from pytest_dlbench import layout
 from pytest_dlbench.cli import main as dlbench
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.results.figures import load_run
 from pytest_dlbench.results.gate import USAGE_ERROR
 from pytest_dlbench.results.model import BaselineError, load_summary
@@ -295,7 +295,7 @@ OPTION_CASES: list[tuple[str, tuple[str, ...], str]] = [
     (
         "`--bench-run-name=LONG`, 250 characters",
         ("--bench-run-name=LONG",),
-        "--bench-run-name: run name 'LONG' is longer than 200 bytes: a name is used as a "
+        "--bench-run-name: run name 'LONG... is longer than 200 bytes: a name is used as a "
         "file name (use letters, digits, '-', '_' and '.')",
     ),
     # The outputs, checked before the run (issue 24): DIR is a directory of the test's folder.
@@ -371,8 +371,9 @@ def test_bad_options_are_one_line_before_anything_runs(pytester: pytest.Pytester
     adir.mkdir()
 
     def fill(text: str) -> str:
+        # 'LONG... is the long name as a message quotes it: its first 80 characters.
         return (text.replace("FILE", str(afile)).replace("DIR", str(adir))
-                .replace("LONG", "n" * 250))
+                .replace("'LONG...", quoted("n" * 250)).replace("LONG", "n" * 250))
 
     result = pytester.runpytest("--bench-suite=s.yaml", *map(fill, args))
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -103,6 +103,40 @@ def test_a_suite_error_quotes_a_value_in_80_characters_and_caps_its_message() ->
     assert str(error) == "/s/suite.yaml: toy: " + "m" * (MAX_MESSAGE - 3) + "..."
 
 
+HUGE_VALUE = "x" * 100_000
+
+
+@pytest.mark.parametrize("parse", [
+    "parse_tolerance", "parse_alpha", "parse_rounds", "parse_confirm", "parse_price",
+    "parse_fixture_steps", "parse_paired_test", "parse_paired_rate",
+])
+def test_an_option_of_100000_characters_is_quoted_in_80(parse: str) -> None:
+    from pytest_dlbench import options
+
+    with pytest.raises(options.OptionValueError) as refused:
+        getattr(options, parse)(HUGE_VALUE)
+    assert "x" * 76 + "..." in str(refused.value) and len(str(refused.value)) < 250
+
+
+def test_a_revision_of_100000_characters_is_named_in_80(tmp_path: Path) -> None:
+    from pytest_dlbench.results.history.records import HistoryError, since
+    from pytest_dlbench.run.against import AgainstError, resolve_rev
+    from pytest_dlbench.run.bisect import BisectError, check_options
+
+    git(tmp_path, "init", "-q")
+    dash = "-" + HUGE_VALUE  # refused before git runs: git would read it as an option
+    cases = [(lambda: resolve_rev(tmp_path, HUGE_VALUE), AgainstError),
+             (lambda: resolve_rev(tmp_path, dash), AgainstError),
+             (lambda: since([], HUGE_VALUE, cwd=tmp_path), HistoryError),
+             (lambda: since([], dash, cwd=tmp_path), HistoryError),
+             (lambda: check_options(dash, "HEAD", 2, 20), BisectError)]
+    for refuse, error in cases:
+        with pytest.raises(error) as refused:
+            refuse()
+        message = str(refused.value)
+        assert "x" * 75 + "..." in message and len(message) < 250, message[:300]
+
+
 @pytest.mark.slow
 def test_a_huge_exception_message_is_in_the_log_not_in_the_results(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text(

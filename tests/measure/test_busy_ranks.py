@@ -8,16 +8,14 @@ run is "outside". Fake processes here (a fake psutil); a real two-rank job in th
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from _fake_psutil import FakePsutil
 from _paths import REPO_ROOT
 
 from pytest_dlbench.core.protocol import Env
@@ -28,67 +26,18 @@ CORES = 2
 STREAM = "/runs/r1/ddp.scaling.2.D0.data"
 
 
-class FakeError(Exception):
-    pass
-
-
-class FakeProc:
-    """A process: its parent, environment, and the CPU it used since the last sample."""
-
-    def __init__(self, machine: FakeMachine, pid: int, parent: FakeProc | None,
-                 env: dict[str, str]) -> None:
-        self.machine, self.pid, self._parent, self.env = machine, pid, parent, env
-        self.cpu = 0.0  # percent of one core, for the next sample
-
-    def parent(self) -> FakeProc | None:
-        return self._parent
-
-    def environ(self) -> dict[str, str]:
-        return dict(self.env)
-
-    def children(self, recursive: bool = False) -> list[FakeProc]:
-        direct = [p for p in self.machine.procs if p._parent is self]
-        if not recursive:
-            return direct
-        return [q for p in direct for q in [p, *p.children(recursive=True)]]
-
-    @contextlib.contextmanager
-    def oneshot(self) -> Iterator[None]:
-        yield
-
-    def cpu_percent(self, interval: float | None) -> float:
-        return self.cpu
-
-    def memory_info(self) -> SimpleNamespace:
-        return SimpleNamespace(rss=1 << 20)
-
-    def io_counters(self) -> SimpleNamespace:
-        return SimpleNamespace(read_bytes=0, write_bytes=0)
-
-
-class FakeMachine:
+class FakeMachine(FakePsutil):
     """psutil over fake processes: a worker, the torchrun agent it started (marked), two ranks
     (marked), and a neighbour outside the run."""
 
-    Error = FakeError
-    AccessDenied = FakeError
-
     def __init__(self) -> None:
-        self.procs: list[FakeProc] = []
+        super().__init__()
         marked = {Env.STREAM: STREAM}
-        self.worker = self.add(None, {})
+        self.worker = self.add(None)
         self.agent = self.add(self.worker, marked)
         self.rank0 = self.add(self.agent, marked)
         self.rank1 = self.add(self.agent, marked)
-        self.neighbour = self.add(None, {})
-
-    def add(self, parent: FakeProc | None, env: dict[str, str]) -> FakeProc:
-        proc = FakeProc(self, 100 + len(self.procs), parent, env)
-        self.procs.append(proc)
-        return proc
-
-    def Process(self, pid: int) -> FakeProc:  # noqa: N802 - psutil's name
-        return next(p for p in self.procs if p.pid == pid)
+        self.neighbour = self.add(None)
 
     def cpu_percent(self, interval: float | None) -> float:
         """The machine's CPU: the sum of every process's, over all cores."""

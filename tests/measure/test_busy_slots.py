@@ -10,18 +10,17 @@ a fake psutil for the sampling, and one real ``pytest -n 2`` beside a busy loop 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _fake_psutil import FakeProc, FakePsutil
 
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.monitor import Monitor
@@ -136,76 +135,17 @@ def test_the_idle_cores_only_raise_the_all_along_level() -> None:
 
 # -- the session's CPU, with a fake psutil --------------------------------------------------------
 
-class FakeError(Exception):
-    pass
-
-
-class FakeProc:
-    """A process: its parent and its CPU time so far (seconds)."""
-
-    def __init__(self, machine: FakeMachine, pid: int, parent: FakeProc | None) -> None:
-        self.machine, self.pid, self._parent = machine, pid, parent
-        self.seconds = 0.0
-        self.cpu = 0.0  # psutil's cpu_percent, for the run's tree
-
-    def parent(self) -> FakeProc | None:
-        return self._parent
-
-    def environ(self) -> dict[str, str]:
-        return {}
-
-    def children(self, recursive: bool = False) -> list[FakeProc]:
-        if self not in self.machine.procs:
-            raise FakeError("exited")
-        direct = [p for p in self.machine.procs if p._parent is self]
-        if not recursive:
-            return direct
-        return [q for p in direct for q in [p, *p.children(recursive=True)]]
-
-    def cpu_times(self) -> SimpleNamespace:
-        if self not in self.machine.procs:
-            raise FakeError("exited")
-        return SimpleNamespace(user=self.seconds * 0.75, system=self.seconds * 0.25)
-
-    @contextlib.contextmanager
-    def oneshot(self) -> Iterator[None]:
-        yield
-
-    def cpu_percent(self, interval: float | None) -> float:
-        return self.cpu
-
-    def memory_info(self) -> SimpleNamespace:
-        return SimpleNamespace(rss=1 << 20)
-
-    def io_counters(self) -> SimpleNamespace:
-        return SimpleNamespace(read_bytes=0, write_bytes=0)
-
-
-class FakeMachine:
+class FakeMachine(FakePsutil):
     """The controller, two workers with a child each, and a neighbour outside the session."""
 
-    Error = FakeError
-    AccessDenied = FakeError
-
     def __init__(self) -> None:
-        self.procs: list[FakeProc] = []
+        super().__init__()
         self.controller = self.add(None)
         self.child0 = self.add(self.add(self.controller))
         self.child1 = self.add(self.add(self.controller))
         self.neighbour = self.add(None)
         self.late: FakeProc | None = None
         self.system = 0.0
-
-    def add(self, parent: FakeProc | None) -> FakeProc:
-        proc = FakeProc(self, 100 + len(self.procs), parent)
-        self.procs.append(proc)
-        return proc
-
-    def Process(self, pid: int) -> FakeProc:  # noqa: N802 - psutil's name
-        found = [p for p in self.procs if p.pid == pid]
-        if not found:
-            raise FakeError(f"no process {pid}")
-        return found[0]
 
     def cpu_percent(self, interval: float | None) -> float:
         return self.system

@@ -13,7 +13,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import _fake_gpu as fake_gpu
 import pytest
+from _fake_gpu import NVMLError, NVMLError_LibraryNotFound, NVMLError_NotSupported
 from _polling import wait_until
 
 from pytest_dlbench.core.errors import DlbenchError
@@ -38,69 +40,31 @@ from pytest_dlbench.run.harness import execute
 GIB = 1024**3
 
 
-# -- a fake NVML ------------------------------------------------------------------------------
-class NVMLError(Exception):
-    def __init__(self, value: int = 999) -> None:
-        self.value = value
-        super().__init__(f"NVML error {value}")
-
-
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's naming
-    def __init__(self) -> None:
-        super().__init__(3)
-
-
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
-    def __init__(self) -> None:
-        super().__init__(12)
-
-
-class FakeNvml:
+# -- a fake NVML: the node's fake (tests/_fake_gpu.py) with the telemetry the monitor reads ----
+class FakeNvml(fake_gpu.FakeNvml):
     """The NVML functions the monitor calls. Handles are the device indices. ``fail`` maps a
     field name (``util``, ``memory``, ``power``, ``temp``, ``clock``, ``energy``) to the
     exception that its call raises."""
 
-    NVMLError = NVMLError
-    NVML_ERROR_NOT_SUPPORTED = 3
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
 
     def __init__(self, count: int = 1, *, init_error: Exception | None = None) -> None:
-        self.count = count
-        self.init_error = init_error
+        super().__init__(count, init_error=init_error)
         self.util = [80.0] * count
         self.mem_used = [8 * GIB] * count
         self.mem_total = 16 * GIB
         self.power_mw = [250_000] * count
         self.energy_mj = [5_000_000.0] * count
         self.fail: dict[str, Exception] = {}
-        self.calls: dict[str, int] = {}
-        self.shutdown = False
-        self.uuids = [f"GPU-{i:x}{i:x}{i:x}-0000" for i in range(count)]
 
     def _call(self, name: str) -> None:
-        self.calls[name] = self.calls.get(name, 0) + 1
+        self._count(name)
         if name in self.fail:
             raise self.fail[name]
 
-    def nvmlInit(self) -> None:  # noqa: N802
-        if self.init_error is not None:
-            raise self.init_error
-
-    def nvmlShutdown(self) -> None:  # noqa: N802
-        self.shutdown = True
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return self.count
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:  # noqa: N802
-        return i
-
-    def nvmlDeviceGetUUID(self, h: int) -> str:  # noqa: N802
-        return self.uuids[h]
-
-    def nvmlDeviceGetName(self, h: int) -> bytes:  # noqa: N802
-        return b"Fake GPU"
+    def nvmlDeviceGetName(self, h: int) -> bytes:  # type: ignore[override]  # noqa: N802
+        return b"Fake GPU"  # older bindings answer bytes
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:  # noqa: N802
         self._call("util")

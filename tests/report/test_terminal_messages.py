@@ -66,3 +66,26 @@ def test_the_html_page_says_the_same(tmp_path: Path) -> None:
     html = render_html(_flops_summary(tmp_path, {"small": 2.18e-05, "big": 0.000816}))
     assert "0.0000218" in html and "0.000816" in html and "2.18e-05" not in html
     assert 'title="no peak known for cpu (fp32): no datasheet peak' in html  # the MFU "—"
+
+
+def test_a_failed_run_shows_the_rate_it_measured(tmp_path: Path) -> None:
+    """A run that failed its load check still measured its window: the figure stands beside the
+    failure, marked as not scored (perf counts only runs that succeeded), instead of a bare
+    ``-`` that reads as if nothing was measured."""
+    from pytest_dlbench.report.html import render_html
+
+    run_dir = tmp_path / "s.1"
+    run_dir.mkdir()
+    write_run(run_dir, "starved", steady_at(1469.7, 6), status="fail",
+              reason="ValidationError: GPU load 25% below the 50% threshold (mean of 52 samples)",
+              units="img/s")
+    write_run(run_dir, "crashed", (), status="crash", reason="crash: killed by SIGSEGV")
+    summary = summarize_dir(run_dir)
+    lines = render_summary(summary, width=120).splitlines()
+    assert ("  failed starved[D0]: fail: ValidationError: GPU load 25% below the 50% threshold "
+            "(mean of 52 samples) (it measured 1,470 img/s, not scored)") in lines
+    assert "  failed crashed[D0]: crash: killed by SIGSEGV" in lines  # nothing measured
+    (starved,) = [b for b in summary.benchmarks if b.name == "starved"]
+    assert starved.perf is None  # the figure is shown, never scored
+    failures = render_html(summary).split('id="failures-table"')[1].split("</table>")[0]
+    assert "<td>1,470</td><td class=\"l\">img/s</td>" in failures

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.errors import one_line, quoted
 from pytest_dlbench.core.numbers import is_finite
 from pytest_dlbench.measure.batches import count_items
 
@@ -62,7 +62,7 @@ def checked_items_per_example(value: Any) -> float:
     low, high = ITEMS_PER_EXAMPLE_RANGE
     if not (is_finite(value) and low <= value <= high):
         raise ValueError(f"items_per_example must be a finite number from {low:g} to {high:g} "
-                         f"(the rate items one example holds), not {value!r}")
+                         f"(the rate items one example holds), not {quoted(value)}")
     return value
 
 

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from pytest_dlbench.core.errors import quoted
+
 __all__ = [
     "STANDARD_KEYS",
     "Backend",
@@ -380,7 +382,8 @@ class Timer:
     def start(self, key: str) -> None:
         """Open region ``key``."""
         if key in self._open:
-            raise TimerError(f"region {key!r} is already open; end it before starting it again")
+            raise TimerError(
+                f"region {quoted(key)} is already open; end it before starting it again")
         hook = self.on_region
         if hook is not None:
             hook(key, True)
@@ -392,7 +395,7 @@ class Timer:
         try:
             start = self._open.pop(key)
         except KeyError:
-            raise TimerError(f"region {key!r} is not open") from None
+            raise TimerError(f"region {quoted(key)} is not open") from None
         self._regions.append((key, start, mark, len(self._steps)))
         hook = self.on_region
         if hook is not None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.core.numbers import is_integer
 
 __all__ = [
@@ -114,7 +114,7 @@ def _as_bool(value: Any, where: str) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise _fail(where, f"expected true or false, got {value!r}")
+    raise _fail(where, f"expected true or false, got {quoted(value)}")
 
 
 def _as_int(value: Any, where: str, minimum: int) -> int:
@@ -124,7 +124,7 @@ def _as_int(value: Any, where: str, minimum: int) -> int:
     elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
         number = int(value.strip())
     if number is None:
-        raise _fail(where, f"expected an integer >= {minimum}, got {value!r}")
+        raise _fail(where, f"expected an integer >= {minimum}, got {quoted(value)}")
     if number < minimum:
         raise _fail(where, f"must be >= {minimum}, got {number}")
     return number
@@ -145,7 +145,7 @@ def _report_config(name: str, value: Any, where: str, base: ReportConfig) -> Rep
     changes: dict[str, Any] = {}
     for key, item in value.items():
         if key not in KEYS:
-            raise _fail(here, f"unknown key {key!r}; valid keys: {', '.join(KEYS)}")
+            raise _fail(here, f"unknown key {quoted(key)}; valid keys: {', '.join(KEYS)}")
         at = f"{here}.{key}"
         if key in _MINIMUM:
             changes[key] = _as_int(item, at, _MINIMUM[key])
@@ -156,7 +156,7 @@ def _report_config(name: str, value: Any, where: str, base: ReportConfig) -> Rep
 
 def _check_name(name: Any, where: str) -> str:
     if not isinstance(name, str) or name not in REPORTS:
-        raise _fail(where, f"unknown report {name!r}; valid reports: {', '.join(REPORTS)}")
+        raise _fail(where, f"unknown report {quoted(name)}; valid reports: {', '.join(REPORTS)}")
     return name
 
 

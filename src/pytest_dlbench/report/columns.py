@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.results.model import FIGURES
 
 __all__ = [
@@ -78,7 +79,7 @@ def parse_columns(text: str) -> tuple[str, ...]:
         found = _NAMES.get(_key(part))
         if found is None:
             raise argparse.ArgumentTypeError(
-                f"unknown column {part.strip()!r}; the columns: {', '.join(ALL_COLUMNS)}")
+                f"unknown column {quoted(part.strip())}; the columns: {', '.join(ALL_COLUMNS)}")
         out += [c for c in found if c not in out]
     if not out:
         raise argparse.ArgumentTypeError("no column named")
@@ -99,7 +100,7 @@ def parse_sort(text: str) -> str:
     key = _SORT_ALIASES.get(key, key)
     if key not in SORT_KEYS:
         raise argparse.ArgumentTypeError(
-            f"cannot sort by {text!r}; sort by one of: {', '.join(SORT_KEYS)}")
+            f"cannot sort by {quoted(text)}; sort by one of: {', '.join(SORT_KEYS)}")
     return key
 
 

@@ -42,7 +42,7 @@ from pytest_dlbench.results import gate
 from pytest_dlbench.results.evaluation import no_score_reason
 from pytest_dlbench.results.figures import busy_note, compile_rows, counted_as_zero, flops_notes
 from pytest_dlbench.results.judge import INCONCLUSIVE, Comparison
-from pytest_dlbench.results.model import Figure, SuiteSummary, shown_figures
+from pytest_dlbench.results.model import Figure, RunResult, SuiteSummary, shown_figures
 
 __all__ = [
     "ci_text",
@@ -247,6 +247,15 @@ def _incomplete_line(summary: SuiteSummary) -> str | None:
     return line + ("; the score is over the other benchmarks" if summary.score else "")
 
 
+def _unscored_rate(run: RunResult) -> str:
+    """A failed run's rate, when it measured one: the figure was taken (a load check fails a
+    whole window), so it is shown beside the failure, though ``perf`` counts only runs that
+    succeeded."""
+    if run.rate is None or not math.isfinite(run.rate):
+        return ""
+    return f" (it measured {significant(run.rate)} {printable(run.units)}, not scored)"
+
+
 def _failure_lines(summary: SuiteSummary) -> list[str]:
     runs = summary.failed_runs
     skipped = summary.skipped_runs
@@ -255,7 +264,7 @@ def _failure_lines(summary: SuiteSummary) -> list[str]:
     for r in runs:
         # Reasons usually start with their status already ("crash: killed by SIGSEGV").
         why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
-        lines.append(f"  failed {printable(r.label)}: {printable(why)}")
+        lines.append(f"  failed {printable(r.label)}: {printable(why)}{_unscored_rate(r)}")
     for r in skipped:
         lines.append(f"  skipped {printable(r.label)}: {printable(r.reason or '-')}")
     # Lines of the streams left out (corrupt, or of the wrong type): a few, then a count.

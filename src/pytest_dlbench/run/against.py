@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import MAX_QUOTED, DlbenchError, quoted, shorten
 from pytest_dlbench.layout import BASE, CANDIDATE
 from pytest_dlbench.suite import BenchSpec, ResolvedSuite, resolve_suite
 
@@ -142,11 +142,12 @@ def find_repo(start: Path) -> Path:
 def resolve_rev(repo: Path, rev: str) -> str:
     """The commit ``rev`` names; one line when there is none."""
     if not rev or rev.startswith("-"):
-        raise AgainstError(f"--bench-against={rev!r}: not a revision")
+        raise AgainstError(f"--bench-against={quoted(rev)}: not a revision")
     sha = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
                check=False)
     if not sha:
-        raise AgainstError(f"--bench-against={rev}: no such revision in {repo} "
+        raise AgainstError(f"--bench-against={shorten(rev, MAX_QUOTED)}: no such revision in "
+                           f"{repo} "
                            "(fetch it first: git fetch origin main)")
     return sha
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_dlbench.core.errors import MAX_QUOTED, quoted, shorten
 from pytest_dlbench.layout import (
     BISECT,
     BISECT_STEP_LOG,
@@ -284,7 +285,7 @@ def check_options(good: str, bad: str, rounds: int, max_rounds: int) -> None:
     for name, rev in (("GOOD", good), ("BAD", bad)):
         if not rev or rev.startswith("-"):
             # git would read it as an option (--upload-pack=...): never passed on.
-            raise BisectError(f"{name} {rev!r} is not a revision (a revision may not start "
+            raise BisectError(f"{name} {quoted(rev)} is not a revision (a revision may not start "
                               "with '-')")
     if rounds > max_rounds:
         raise BisectError(f"--rounds {rounds} is more than --max-rounds {max_rounds}: a step's "
@@ -295,7 +296,8 @@ def _resolve(repo: Path, name: str, rev: str) -> str:
     try:
         return resolve_rev(repo, rev)
     except AgainstError:  # its words name --bench-against
-        raise BisectError(f"{name} {rev}: no such revision in {repo}") from None
+        raise BisectError(
+            f"{name} {shorten(rev, MAX_QUOTED)}: no such revision in {repo}") from None
 
 
 def _subject(repo: Path, commit: str) -> str:

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_dlbench.core import untrusted
-from pytest_dlbench.core.errors import DlbenchError, shorten
+from pytest_dlbench.core.errors import DlbenchError, quoted, shorten
 from pytest_dlbench.core.numbers import printable
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.measure.logparse import StepReader
@@ -496,7 +496,7 @@ def run_command(
     except OSError as exc:
         if channel is not None:
             os.close(data_read)
-        raise ExternalCommandError(f"cannot start {argv[0]!r}: {exc}") from exc
+        raise ExternalCommandError(f"cannot start {quoted(argv[0])}: {exc}") from exc
     finally:
         if channel is not None:
             os.close(data_write)  # the command's copy is the only writer: EOF when it ends

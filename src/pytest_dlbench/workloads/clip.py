@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.core.numbers import DEFAULT_UNITS
 from pytest_dlbench.data import ImageTextDataset, image_text_pairs
 from pytest_dlbench.run.launch.rank import RankInfo, destroy_process_group, init_process_group
@@ -240,7 +241,7 @@ def train(bench: Any) -> None:
     _register_tiny_config(open_clip)
     config = open_clip.get_model_config(args.model)
     if config is None:
-        raise ValueError(f"unknown open_clip model {args.model!r}")
+        raise ValueError(f"unknown open_clip model {quoted(args.model)}")
     group, rank, world = _process_group(device)
     try:
         _train(bench, open_clip, args, config, device, precision, group, rank, world)

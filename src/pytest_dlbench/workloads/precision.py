@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.suite.presets import PRECISIONS
 from pytest_dlbench.workloads.arguments import skip
 
@@ -73,7 +74,8 @@ def resolve_precision(name: str, device: torch.device, *, cpu_fp16: bool = False
     import torch
 
     if name not in PRECISIONS:
-        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"unknown precision {quoted(name)}; expected one of {', '.join(PRECISIONS)}")
     dtype = {"fp16": torch.float16, "tf32-fp16": torch.float16, "bf16": torch.bfloat16}.get(name)
     if dtype is torch.float16 and device.type == "cpu" and not cpu_fp16:
         # CPU fp16 autocast works but runs ~15x slower than bf16 (measured on torch 2.14):
@@ -134,7 +136,8 @@ def precision_unsupported(name: str, device: torch.device) -> str | None:
     import torch
 
     if name not in PRECISIONS:
-        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"unknown precision {quoted(name)}; expected one of {', '.join(PRECISIONS)}")
     half = {"fp16": "fp16", "tf32-fp16": "fp16", "bf16": "bf16"}.get(name)
     tf32 = "tf32" in name
     if device.type == "cpu":

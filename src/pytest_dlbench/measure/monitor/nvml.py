@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.measure.monitor.summary import as_float, as_int
 
 __all__ = [
@@ -347,7 +348,7 @@ def visible_nvml_indices(
         if kind == "index":
             index = int(entry)
             if not 0 <= index < count:
-                notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} is not a GPU here")
+                notes.append(f"CUDA_VISIBLE_DEVICES entry {quoted(entry)} is not a GPU here")
                 break
         elif kind == "mig":
             notes.append(f"MIG instance {entry} is not sampled")
@@ -358,11 +359,11 @@ def visible_nvml_indices(
                 uuids = [_text(_try(nvml.nvmlDeviceGetUUID, h)) for h in handles]
             found = [i for i, u in enumerate(uuids) if u and u.lower().startswith(entry.lower())]
             if len(found) != 1:
-                notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches no single GPU")
+                notes.append(f"CUDA_VISIBLE_DEVICES entry {quoted(entry)} matches no single GPU")
                 break
             index = found[0]
         else:
-            notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} is not a GPU id")
+            notes.append(f"CUDA_VISIBLE_DEVICES entry {quoted(entry)} is not a GPU id")
             break
         if index in indices:  # CUDA rejects a repeated device the same way
             notes.append(f"CUDA_VISIBLE_DEVICES repeats GPU {index}")

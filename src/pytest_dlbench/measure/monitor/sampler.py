@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_dlbench.core.errors import one_line
+from pytest_dlbench.core.errors import one_line, quoted
 from pytest_dlbench.measure.monitor.gpu_sampler import GpuSampler
 from pytest_dlbench.measure.monitor.process import (
     NO_PROCESS,
@@ -90,7 +90,7 @@ class Monitor:
         inherit_run: bool = True,
     ) -> None:
         if not interval > 0:
-            raise IntervalError(f"interval must be positive, got {interval!r}")
+            raise IntervalError(f"interval must be positive, got {quoted(interval)}")
         self.stream = stream
         self.interval = float(interval)
         self.pid = os.getpid() if pid is None else pid

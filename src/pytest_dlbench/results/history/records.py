@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench.core import untrusted
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import MAX_QUOTED, DlbenchError, quoted, shorten
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.layout import json_safe
 from pytest_dlbench.measure.machine import machine_info
@@ -376,10 +376,11 @@ def since(entries: Sequence[Entry], rev: str, cwd: str | PathLike[str] | None = 
     """The entries of ``rev`` and the commits after it (``git rev-list REV^!`` and
     ``REV..HEAD`` of the repository here)."""
     if not rev or rev.startswith("-"):
-        raise HistoryError(f"--since={rev!r}: not a revision")
+        raise HistoryError(f"--since={quoted(rev)}: not a revision")
     sha = _git(cwd, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if not sha:
-        raise HistoryError(f"--since={rev}: no such revision in the repository here")
+        raise HistoryError(
+            f"--since={shorten(rev, MAX_QUOTED)}: no such revision in the repository here")
     after = set((_git(cwd, "rev-list", f"{sha}..HEAD") or "").split())
     keep = after | {sha}
     return [e for e in entries if e.commit in keep]
@@ -450,7 +451,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
                 raise HistoryError(f"-k {shown!r}: a parenthesis is not closed")
             return inner
         if token in (")", "and", "or"):
-            raise HistoryError(f"-k {shown!r}: unexpected {token!r}")
+            raise HistoryError(f"-k {quoted(shown)}: unexpected {quoted(token)}")
         word = token.lower()
         return lambda name: word in name.lower()
 
@@ -458,7 +459,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         return lambda name: True
     test = alternatives()
     if pos != len(tokens):
-        raise HistoryError(f"-k {shown!r}: unexpected {tokens[pos]!r}")
+        raise HistoryError(f"-k {quoted(shown)}: unexpected {quoted(tokens[pos])}")
     return test
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dlbench import layout
-from pytest_dlbench.core.errors import DlbenchError
+from pytest_dlbench.core.errors import DlbenchError, quoted
 from pytest_dlbench.core.numbers import weighted_geomean
 from pytest_dlbench.results.figures.busy import busy_share
 from pytest_dlbench.results.figures.scoring import load_run, summarize_bench, summarize_dir
@@ -460,7 +460,8 @@ def design_of(against: layout.Against | None) -> tuple[str, int | None]:
     info = against or layout.Against()
     design = info.design or FIXED
     if design not in DESIGNS:
-        raise ValueError(f"against.json: unknown design {design!r}: one of {', '.join(DESIGNS)}")
+        raise ValueError(
+            f"against.json: unknown design {quoted(design)}: one of {', '.join(DESIGNS)}")
     rounds = info.rounds
     return design, rounds if rounds is not None and rounds > 0 else None
 

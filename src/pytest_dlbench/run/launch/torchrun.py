@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_dlbench.core.errors import quoted
 from pytest_dlbench.core.protocol import Env
 from pytest_dlbench.suite.system import Node, SshOptions, SystemConfig
 
@@ -82,7 +83,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ValueError(f"rendezvous endpoint must be HOST:PORT, got {endpoint!r}")
+        raise ValueError(f"rendezvous endpoint must be HOST:PORT, got {quoted(endpoint)}")
     return host, int(port)
 
 
@@ -257,7 +258,8 @@ def ssh_target(node: Node) -> str:
     """``user@ip`` (or ``ip``), refused where ssh would read it as an option."""
     target = f"{node.user}@{node.ip}" if node.user else node.ip
     if target.startswith("-"):
-        raise ValueError(f"node {node.name!r}: {target!r} would be read by ssh as an option")
+        raise ValueError(
+            f"node {quoted(node.name)}: {quoted(target)} would be read by ssh as an option")
     return target
 
 
@@ -285,7 +287,7 @@ def ssh_command(
         # the suite's are checked when it is resolved) or quoted.
         bad = [k for k in env if not _ENV_NAME.fullmatch(k)]
         if bad:
-            raise ValueError(f"environment variable name {bad[0]!r} is not a variable name")
+            raise ValueError(f"environment variable name {quoted(bad[0])} is not a variable name")
         remote = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + remote
     if cwd is not None:
         remote = f"cd {shlex.quote(str(cwd))} && {remote}"
@@ -476,7 +478,7 @@ def njobs_launch(
     env = dict(env or {})
     launcher = str(system.options.get("launcher", "ssh")).lower()
     if launcher not in ("ssh", "slurm"):
-        raise ValueError(f"system 'launcher' must be 'ssh' or 'slurm', got {launcher!r}")
+        raise ValueError(f"system 'launcher' must be 'ssh' or 'slurm', got {quoted(launcher)}")
     if launcher == "slurm":
         slurm_env = os.environ if slurm_env is None else slurm_env
         listed: dict[str, str] = {}
