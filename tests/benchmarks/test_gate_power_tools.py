@@ -406,3 +406,18 @@ def test_fixed_design_trials_get_a_sequential_row_at_the_defaults(tmp_path: Path
     assert gate_offline.judge_paired(run, design=SEQUENTIAL).rounds == 6  # stopped early
     assert gate_offline.judge_paired(run).rounds == rounds
     assert "stopped before round" not in text  # every round ran
+
+
+def test_the_stopping_lean_model_reports_its_three_ratios(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """benchmarks/stopping_lean.py judges model trials as the product does and prints where
+    their ratios lie: at the stop, over the first 4 rounds, over every round."""
+    stopping_lean = load_script("stopping_lean")
+
+    assert stopping_lean.main(["--trials", "6", "--rounds", "6", "--steps", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("6 A/A trials, noise 0.1, up to 6 rounds")
+    for line, name in zip(lines[1:], ("at the stop", "of rounds 1-4", "of all rounds"),
+                          strict=True):
+        assert re.fullmatch(rf"ratio {name}: +\d of \d above 1, mean log ratio [+-]\d\.\d{{4}} "
+                            r"\(sign test p [\d.e-]+\)", line), line
