@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -9,6 +10,12 @@ from pathlib import Path
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
+
+# A shell's background job (`pytest ... &`, nohup) starts with SIGINT ignored, and every child
+# inherits that: the tests that send a real Ctrl-C to a pytest they start would see it ignored
+# and fail. Restore Python's own handler, as a foreground run has it, so the children do too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # -- tests/ on sys.path -----------------------------------------------------------------------
 # The helpers (tests/_runs.py, _git.py, ...) import by their plain names from any test folder; a

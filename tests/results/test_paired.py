@@ -202,7 +202,8 @@ def test_failed_rounds_are_left_out_and_failures_named(tmp_path: Path) -> None:
     assert len(pairs_of(base.get("x"), cand.get("x"))) == 5
     assert comparison.get("dead").verdict == FAILED  # type: ignore[union-attr]
     text = render_paired(comparison, base, width=120)
-    assert "base side failed x[D0-R2]: crash: boom" in text
+    # The crashed run had measured its window: shown, not scored (as the run's own failures).
+    assert "base side failed x[D0-R2]: crash: boom (it measured 10.00 items/s, not scored)" in text
     assert "failed runs" not in text
 
 

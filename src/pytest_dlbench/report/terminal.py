@@ -256,15 +256,20 @@ def _unscored_rate(run: RunResult) -> str:
     return f" (it measured {significant(run.rate)} {printable(run.units)}, not scored)"
 
 
+def _failure(run: RunResult) -> str:
+    """A failed run's label, why it failed and what it measured: ``x[D0-R2]: crash: boom``."""
+    # Reasons usually start with their status already ("crash: killed by SIGSEGV").
+    why = run.reason if run.reason.startswith(run.status) else f"{run.status}: {run.reason or '-'}"
+    return f"{printable(run.label)}: {printable(why)}{_unscored_rate(run)}"
+
+
 def _failure_lines(summary: SuiteSummary) -> list[str]:
     runs = summary.failed_runs
     skipped = summary.skipped_runs
     total = len(summary.runs) - len(skipped)
     lines = [f"failure rate: {percent(summary.failure_rate)} ({len(runs)} of {total} runs)"]
     for r in runs:
-        # Reasons usually start with their status already ("crash: killed by SIGSEGV").
-        why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
-        lines.append(f"  failed {printable(r.label)}: {printable(why)}{_unscored_rate(r)}")
+        lines.append(f"  failed {_failure(r)}")
     for r in skipped:
         lines.append(f"  skipped {printable(r.label)}: {printable(r.reason or '-')}")
     # Lines of the streams left out (corrupt, or of the wrong type): a few, then a count.
@@ -549,8 +554,7 @@ def render_paired(
         out.append(f"only on the base side: {', '.join(comparison.only_baseline)}")
     if base is not None:
         for r in base.failed_runs:
-            why = r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason or '-'}"
-            out.append(f"  base side failed {printable(r.label)}: {printable(why)}")
+            out.append(f"  base side failed {_failure(r)}")
     out.append(verdict_rule(comparison))
     out += inconclusive_lines(comparison)
     out += [f"warning: {printable(warning)}" for warning in comparison.warnings]

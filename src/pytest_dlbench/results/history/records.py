@@ -400,7 +400,8 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
     contains it, case-insensitively; ``and``, ``or``, ``not``, parentheses)."""
     tokens = _TOKEN.findall(expr)
     pos = depth = 0
-    shown = expr if len(expr) <= 60 else expr[:57] + "..."
+    # pytest's -k is typed by hand: its first 60 characters name it in every message.
+    shown = repr(expr if len(expr) <= 60 else expr[:57] + "...")
 
     def peek() -> str | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -409,7 +410,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         nonlocal pos
         token = peek()
         if token is None:
-            raise HistoryError(f"-k {shown!r}: the expression ends too early")
+            raise HistoryError(f"-k {shown}: the expression ends too early")
         pos += 1
         return token
 
@@ -431,7 +432,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         nonlocal depth
         depth += 1
         if depth > MAX_K_DEPTH:
-            raise HistoryError(f"-k {shown!r}: 'not' and parentheses nested more than "
+            raise HistoryError(f"-k {shown}: 'not' and parentheses nested more than "
                                f"{MAX_K_DEPTH} deep")
 
     def negation() -> Callable[[str], bool]:
@@ -448,10 +449,10 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
             inner = alternatives()
             depth -= 1
             if take() != ")":
-                raise HistoryError(f"-k {shown!r}: a parenthesis is not closed")
+                raise HistoryError(f"-k {shown}: a parenthesis is not closed")
             return inner
         if token in (")", "and", "or"):
-            raise HistoryError(f"-k {quoted(shown)}: unexpected {quoted(token)}")
+            raise HistoryError(f"-k {shown}: unexpected {quoted(token)}")
         word = token.lower()
         return lambda name: word in name.lower()
 
@@ -459,7 +460,7 @@ def keyword_matcher(expr: str) -> Callable[[str], bool]:
         return lambda name: True
     test = alternatives()
     if pos != len(tokens):
-        raise HistoryError(f"-k {quoted(shown)}: unexpected {quoted(tokens[pos])}")
+        raise HistoryError(f"-k {shown}: unexpected {quoted(tokens[pos])}")
     return test
 
 
