@@ -35,7 +35,7 @@ from gate_power import Scratch, session_args  # noqa: E402
 from gate_power import parse_args as gate_args  # noqa: E402
 from gate_workloads import calibrate  # noqa: E402
 
-from pytest_dlbench.results.judge.noise import estimate_drift  # noqa: E402
+from pytest_dlbench.results.judge import estimate_drift  # noqa: E402
 from pytest_dlbench.results.model import load_baseline  # noqa: E402
 
 LAUNCHERS = ("warm", "fresh")

@@ -300,7 +300,8 @@ RUN_OPTIONS: list[tuple[str, dict[str, Any]]] = [
             default=CONFIRM,
             metavar="N",
             help="with --bench-compare: run a benchmark the first pass finds regressed (or "
-            "improved) again, up to N times, and keep the verdict only if it holds; 0: no "
+            "improved, or slower beyond the tolerance but inconclusive) again, up to N times, "
+            "and keep a change only if it holds; 0: no "
             f"confirmation (default {CONFIRM}; docs/reports.md, Confirmation)",
         ),
     ),

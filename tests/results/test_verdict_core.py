@@ -49,6 +49,7 @@ from pytest_dlbench.results.judge import (
     judge_probe,
     judge_score,
     judge_step,
+    suspicion,
 )
 
 CASES = settings(max_examples=400, deadline=None)
@@ -304,6 +305,35 @@ def new_look(n: int, ratio: float, ci: tuple[float, float] | None, p: float | No
     if ratio <= 1 + tolerance and ci[0] >= 1 - tolerance:
         return UNCHANGED
     return None
+
+
+def test_what_a_first_pass_suspects() -> None:
+    """Confirmed (--bench-confirm): a claimed change, and a slowdown beyond the tolerance that
+    the noise alone left inconclusive; not one a doubt left so, nor one within the tolerance
+    (the issue's 1.012 [0.782, 1.520]: nothing suggests a regression but the interval)."""
+    rule = Rule(0.03)
+    assert suspicion(REGRESSED, 0.8, rule) == REGRESSED
+    assert suspicion(IMPROVED, 1.2, rule) == IMPROVED
+    assert suspicion(INCONCLUSIVE, 0.874, rule) == REGRESSED
+    assert suspicion(INCONCLUSIVE, 0.874, rule, ("a busy machine during this run",)) is None
+    assert suspicion(INCONCLUSIVE, 1.012, rule) is None
+    assert suspicion(INCONCLUSIVE, 0.97, rule) is None  # at the bound: within
+    assert suspicion(INCONCLUSIVE, 1.2, rule) is None  # faster: no regression to confirm
+    assert suspicion(INCONCLUSIVE, None, rule) is None
+    assert suspicion(UNCHANGED, 0.99, rule) is None
+
+
+def test_an_inconclusive_slowdown_regresses_only_as_a_held_regression() -> None:
+    rule, first = Rule(0.03), INCONCLUSIVE
+    # Every rerun below the bound and the combined comparison regressed: regressed.
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.86], rule, REGRESSED) == REGRESSED
+    # One rerun within the tolerance: not held, whatever the combined comparison says.
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.99], rule, REGRESSED) == INCONCLUSIVE
+    # The runs together exclude the regression: unchanged; still wide: inconclusive.
+    assert judge_confirmation(first, UNCHANGED, [0.99, 1.0], rule, REGRESSED) == UNCHANGED
+    assert judge_confirmation(first, INCONCLUSIVE, [0.9], rule, REGRESSED) == INCONCLUSIVE
+    # No rerun succeeded: the first pass stands.
+    assert judge_confirmation(first, REGRESSED, [], rule, REGRESSED) == INCONCLUSIVE
 
 
 def test_a_wide_interval_is_inconclusive_in_every_mode() -> None:

@@ -2,8 +2,9 @@
 "Confirmation"): a suite run's, or the ``bench`` fixture's run of your own tests.
 
 The first pass against a saved baseline is scored; each benchmark it suspects (regressed or
-improved) runs again here, in the controller, once the suite is done: one benchmark at a time,
-nothing else of the suite beside it, up to ``--bench-confirm`` rounds, each a fresh child
+improved, or a slowdown beyond the tolerance the noise left inconclusive) runs again here, in
+the controller, once the suite is done: one benchmark at a time, nothing else of the suite
+beside it, up to ``--bench-confirm`` rounds, each a fresh child
 started by the session's :class:`~.launcher.Launcher` as a side of its own (no warm server:
 a confirmation must not share the first pass's interpreter state). A round runs the
 benchmark on all its device slots at once, as the first pass did (replicas on several slots
@@ -64,22 +65,23 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
     if (limit <= 0 or comparison is None or evaluation.paired
             or evaluation.confirmation is not None):
         return None
-    names = judge.suspects(comparison)
+    names = judge.suspected(comparison)
     if not names:
         return None
     # A suite run's session, else the bench fixture's runs (plugin/fixture_runs.py, which
     # imports the reporter that imports this module: named by what it has, its config).
     if isinstance(run, BenchSession):
-        rounds = _suite_rounds(run, names, say)
+        rounds = _suite_rounds(run, tuple(names), say)
     else:
         config = getattr(run, "config", None)
-        rounds = None if config is None else _fixture_rounds(config, evaluation.run_dir, names)
+        rounds = (None if config is None
+                  else _fixture_rounds(config, evaluation.run_dir, tuple(names)))
     if rounds is None:
         return None
     for name in names:
         bench = comparison.get(name)
         if name in rounds and bench is not None:
-            _confirm_one(name, rounds[name], bench, limit=limit,
+            _confirm_one(name, rounds[name], bench, names[name], limit=limit,
                          tolerance=evaluation.options.tolerance, say=say)
     done = layout.confirm_done(evaluation.run_dir)
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -91,10 +93,10 @@ def confirm_suspects(run: object, evaluation: Evaluation, *, limit: int,
 RunRound = Callable[[int], "list[RunResult]"]
 
 
-def _confirm_one(name: str, run_round: RunRound, first: BenchComparison, *, limit: int,
-                 tolerance: float, say: Callable[[str], None]) -> None:
+def _confirm_one(name: str, run_round: RunRound, first: BenchComparison, suspected: str, *,
+                 limit: int, tolerance: float, say: Callable[[str], None]) -> None:
     """Up to ``limit`` rounds of one benchmark; stops at a round that does not repeat the
-    first pass's verdict (the rule needs every confirmation run to repeat it)."""
+    change the first pass suspected (the rule needs every confirmation run to repeat it)."""
     ratio = f"{first.ratio:.3f}" if first.ratio is not None else "?"
     for k in range(1, limit + 1):
         ratios = [r.rate / first.baseline if first.baseline > 0 else None
@@ -102,7 +104,7 @@ def _confirm_one(name: str, run_round: RunRound, first: BenchComparison, *, limi
         shown = ", ".join(f"{x:.3f}" for x in ratios if x is not None) or "failed"
         say(f"dlbench: confirming {printable(name)} (first pass {first.verdict}, ratio "
             f"{ratio}): run {k} of {limit}: ratio {shown}")
-        if ratios and not all(repeats(first.verdict, x, Rule(tolerance)) for x in ratios):
+        if ratios and not all(repeats(suspected, x, Rule(tolerance)) for x in ratios):
             return  # not repeated: the verdict cannot hold, the other rounds would not count
 
 

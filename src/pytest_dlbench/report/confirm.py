@@ -39,6 +39,8 @@ def confirmation_lines(confirmation: Confirmation) -> list[tuple[str, str]]:
     for bench in confirmation.benchmarks:
         name = printable(bench.name)
         first = f"{name}: first pass {bench.first}, ratio {_ratio(bench.first_ratio)}"
+        if bench.suspected and bench.suspected != bench.first:  # an inconclusive slowdown
+            first += f" (slower beyond the tolerance: {bench.suspected}? run again)"
         if bench.ratios:
             after = (f"{name}: confirmation {_runs(bench)}; with the first pass "
                      f"{bench.combined}, ratio {_ratio(bench.combined_ratio)}: "
@@ -54,7 +56,7 @@ def render_confirmation(confirmation: Confirmation | None) -> str:
     """The terminal's lines under the table ("" when nothing was confirmed)."""
     if confirmation is None or not confirmation.benchmarks:
         return ""
-    head = (f"confirmation (--bench-confirm={confirmation.limit}: the first pass's verdicts "
-            "run again; docs/reports.md)")
+    head = (f"confirmation (--bench-confirm={confirmation.limit}: the changes the first pass "
+            "suspected, run again; docs/reports.md)")
     body = [f"  {line}" for pair in confirmation_lines(confirmation) for line in pair]
     return "\n".join([head, *body])

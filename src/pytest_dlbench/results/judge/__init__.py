@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         BenchConfirmation,
         Confirmation,
         read_confirmation,
+        suspected,
         suspects,
     )
     from pytest_dlbench.results.judge.defaults import (
@@ -40,7 +41,11 @@ if TYPE_CHECKING:
         ROUNDS,
     )
     from pytest_dlbench.results.judge.history_drift import HistoryDrifts, history_drifts
-    from pytest_dlbench.results.judge.noise import DEFAULT_BETWEEN_RUN_CV, session_drift
+    from pytest_dlbench.results.judge.noise import (
+        DEFAULT_BETWEEN_RUN_CV,
+        estimate_drift,
+        session_drift,
+    )
     from pytest_dlbench.results.judge.paired import (
         ALL_ROUNDS,
         CLEAR,
@@ -103,6 +108,7 @@ if TYPE_CHECKING:
         judge_step,
         reach,
         repeats,
+        suspicion,
     )
 
 #: Each module of the room and the names of its face.
@@ -114,11 +120,11 @@ _HOMES = {
     "comparison": ("BenchComparison", "Comparison"),
     "confirm": (
         "BenchConfirmation", "Confirmation", "NOT_HELD", "read_confirmation",
-        "suspects",
+        "suspected", "suspects",
     ),
     "defaults": ("CONFIRM", "PAIRED_RATE", "PAIRED_RATES", "PAIRED_TEST", "ROUNDS"),
     "history_drift": ("HistoryDrifts", "history_drifts"),
-    "noise": ("DEFAULT_BETWEEN_RUN_CV", "session_drift"),
+    "noise": ("DEFAULT_BETWEEN_RUN_CV", "estimate_drift", "session_drift"),
     "paired": (
         "ALL_ROUNDS", "CLEAR", "FIXED", "Judgement", "SEQUENTIAL", "Stop", "compare_paired",
         "design_of", "evidence_of", "first_stop", "judge_paired_run", "looks", "paired_doubt",
@@ -135,6 +141,7 @@ _HOMES = {
         "REGRESSED", "Rule", "SAME", "TOLERANCE", "UNCHANGED", "UNSURE", "Verdict", "judge",
         "judge_confirmation", "judge_confirmed_score", "judge_doubted", "judge_doubted_score",
         "judge_look", "judge_probe", "judge_score", "judge_step", "reach", "repeats",
+        "suspicion",
     ),
 }
 
@@ -142,8 +149,9 @@ __all__ = [
     "ALL_ROUNDS", "ALPHA", "BenchComparison", "BenchConfirmation", "BOOTSTRAPS", "BUSY",
     "BUSY_ADVICE", "BUSY_DOUBT", "CHANGED", "CLEAR", "combined_paired", "compare",
     "compare_paired", "compare_saved", "compare_summaries", "Comparison", "CONFIRM",
-    "Confirmation", "DEFAULT_BETWEEN_RUN_CV", "design_of", "Evidence", "evidence_of",
-    "expanded_level", "FAILED", "FEW_ROUNDS", "FEW_ROUNDS_ADVICE", "first_stop", "FIXED",
+    "Confirmation", "DEFAULT_BETWEEN_RUN_CV", "design_of", "estimate_drift", "Evidence",
+    "evidence_of", "expanded_level", "FAILED", "FEW_ROUNDS", "FEW_ROUNDS_ADVICE", "first_stop",
+    "FIXED",
     "history_drifts", "HistoryDrifts", "IMPROVED", "INCOMPARABLE", "INCONCLUSIVE",
     "INCONCLUSIVE_ADVICE", "judge", "judge_confirmation", "judge_confirmed_score",
     "judge_doubted", "judge_doubted_score", "judge_look", "judge_paired_run", "judge_probe",
@@ -152,7 +160,7 @@ __all__ = [
     "PAIRED_RATES", "paired_stats", "PAIRED_TEST", "PAIRED_TESTS", "PairedStats", "pairs_of",
     "PERMUTATIONS", "quantile_stats", "reach", "read_confirmation", "REGRESSED", "repeats",
     "ROUNDS", "Rule", "SAME", "SavedComparison", "SEQUENTIAL", "session_drift", "Stop",
-    "stop_before", "summarize_paired_dir", "suspects", "TOLERANCE", "UNCHANGED", "UNSURE",
-    "Verdict",
+    "stop_before", "summarize_paired_dir", "suspected", "suspects", "suspicion",
+    "TOLERANCE", "UNCHANGED", "UNSURE", "Verdict",
 ]
 __getattr__ = face_getattr(__name__, _HOMES)

@@ -1,7 +1,9 @@
 """Confirm before failing (``--bench-confirm=N``): a saved-baseline verdict of "regressed" or
 "improved" holds when every successful confirmation run repeats it on its own and the first pass
-and the confirmation runs compared together as repeats still say it (the core's
-``judge_confirmation``; docs/reports.md, "Confirmation"). Pure (summaries in, summaries out)
+and the confirmation runs compared together as repeats still say it; a slowdown beyond the
+tolerance that the noise left "inconclusive" is run again the same way, and regresses on that
+same evidence (the core's ``suspicion`` and ``judge_confirmation``; docs/reports.md,
+"Confirmation"). Pure (summaries in, summaries out)
 apart from :func:`read_confirmation`, which reads the runs kept under ``confirm/<k>/``.
 """
 
@@ -20,10 +22,10 @@ from pytest_dlbench.results.figures.scoring import load_run, summarize_runs
 from pytest_dlbench.results.judge.saved import compare_summaries
 from pytest_dlbench.results.judge.verdict import (
     NOT_HELD,
-    SUSPECT,
     Rule,
     judge_confirmation,
     judge_confirmed_score,
+    suspicion,
 )
 
 if TYPE_CHECKING:
@@ -33,13 +35,21 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = ["NOT_HELD", "BenchConfirmation", "Confirmation", "confirm", "read_confirmation",
-           "suspects"]
+           "suspected", "suspects"]
 
 
 # -- the decision ------------------------------------------------------------------------------
+def suspected(comparison: Comparison) -> dict[str, str]:
+    """The benchmarks whose first pass is worth confirming, each with the change it suspects
+    (the core's :func:`~pytest_dlbench.results.judge.verdict.suspicion`)."""
+    rule = Rule(comparison.tolerance, comparison.alpha)
+    found = {b.name: suspicion(b.verdict, b.ratio, rule, b.doubts) for b in comparison.benchmarks}
+    return {name: word for name, word in found.items() if word is not None}
+
+
 def suspects(comparison: Comparison) -> tuple[str, ...]:
-    """The benchmarks whose first-pass verdict is worth confirming."""
-    return tuple(b.name for b in comparison.benchmarks if b.verdict in SUSPECT)
+    """The benchmarks whose first pass is worth confirming (:func:`suspected`), in order."""
+    return tuple(suspected(comparison))
 
 
 @dataclass(frozen=True)
@@ -54,10 +64,13 @@ class BenchConfirmation:
     combined: str  # the verdict of the first pass and the confirmations as repeats
     combined_ratio: float | None
     verdict: str  # what the comparison says now
+    #: The change the first pass suspected: its verdict, or "regressed" for a slowdown beyond
+    #: the tolerance it called inconclusive.
+    suspected: str = ""
 
     @property
     def held(self) -> bool:
-        return self.verdict == self.first and bool(self.ratios)
+        return self.verdict == (self.suspected or self.first) and bool(self.ratios)
 
     @property
     def outcome(self) -> str:
@@ -99,7 +112,7 @@ def confirm(
     confirmation ``runs``: the summary of both (the successful runs of the suspected benchmarks
     added as repeats), its comparison with the verdicts the rule keeps, and the record of each
     suspected benchmark."""
-    names = set(suspects(comparison))
+    names = suspected(comparison)
     extra = [r for r in runs if r.bench in names]
     ok = [r for r in extra if r.ok and r.rate is not None]
     # The first pass's benchmarks as a manifest: their order, weights and units stay.
@@ -120,9 +133,10 @@ def confirm(
                   if r.bench == bench.name and r.rate is not None and before.baseline > 0]
         failed = sum(1 for r in extra if r.bench == bench.name and not (r.ok and r.rate))
         # No successful confirmation run: the first pass's verdict is all there is.
-        kept = judge_confirmation(before.verdict, bench.verdict, ratios, Rule(tolerance))
+        kept = judge_confirmation(before.verdict, bench.verdict, ratios, Rule(tolerance),
+                                  names[bench.name])
         record = BenchConfirmation(bench.name, before.verdict, before.ratio, tuple(ratios),
-                                   failed, bench.verdict, bench.ratio, kept)
+                                   failed, bench.verdict, bench.ratio, kept, names[bench.name])
         records.append(record)
         benches.append(dataclasses.replace(bench, verdict=record.verdict))
     # The score: a change only on the strength of benchmarks whose verdict did not hold does

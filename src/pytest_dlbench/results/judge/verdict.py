@@ -31,7 +31,7 @@ __all__ = ["ALPHA", "CHANGED", "CLAIM_ALPHA_SHARE", "FAILED", "IMPROVED", "INCOM
            "excludes_regression", "judge",
            "judge_confirmation", "judge_confirmed_score", "judge_doubted", "judge_doubted_score",
            "judge_look", "judge_probe", "judge_score", "judge_step", "judge_unmatched", "reach",
-           "repeats"]
+           "repeats", "suspicion"]
 
 # -- the words, defined once ------------------------------------------------------------------
 REGRESSED = "regressed"
@@ -410,14 +410,35 @@ def repeats(first: str, ratio: float | None, rule: Rule) -> bool:
     return ratio is not None and ratio > 0 and first in SUSPECT and rule.beyond(ratio) == first
 
 
-def judge_confirmation(first: str, combined: str, ratios: Sequence[float], rule: Rule) -> str:
-    """The verdict kept after the confirmation runs (``ratios``: each one's ratio): the first
-    pass's when none succeeded, or when every one repeats it and the combined comparison still
-    says it; else the combined verdict, or NOT_HELD where that still says the first."""
-    held = not ratios or (combined == first and all(repeats(first, r, rule) for r in ratios))
-    if held:
+def suspicion(word: str, ratio: float | None, rule: Rule, doubts: Sequence[str] = ()
+              ) -> str | None:
+    """What a saved-baseline first pass suspects, and so is worth confirming: its verdict when
+    it claims a change; REGRESSED for a slowdown beyond the tolerance that only the noise left
+    inconclusive (more runs are what would resolve it); None otherwise, and for a slowdown a
+    doubt left inconclusive (a busy machine's or an unreliable figure's: the rerun could not
+    lift a doubt on the first pass)."""
+    if word in SUSPECT:
+        return word
+    if word == INCONCLUSIVE and not doubts and ratio is not None and ratio > 0 and \
+            rule.beyond(ratio) == REGRESSED:
+        return REGRESSED
+    return None
+
+
+def judge_confirmation(first: str, combined: str, ratios: Sequence[float], rule: Rule,
+                       suspected: str | None = None) -> str:
+    """The verdict kept after the confirmation runs (``ratios``: each one's ratio) of a first
+    pass that said ``first`` and suspected ``suspected`` (:func:`suspicion`; default ``first``):
+    the first pass's when none succeeded; the suspected change when every run repeats it and
+    the combined comparison says it; else the combined verdict, or NOT_HELD where that still
+    says the suspected change. An inconclusive slowdown is thus regressed only on the same
+    evidence as a first pass that regressed and held."""
+    suspected = first if suspected is None else suspected
+    if not ratios:
         return first
-    return combined if combined != first else NOT_HELD
+    if combined == suspected and all(repeats(suspected, r, rule) for r in ratios):
+        return suspected
+    return combined if combined != suspected else NOT_HELD
 
 
 def judge_confirmed_score(word: str, backed: bool, dropped: bool) -> str:
