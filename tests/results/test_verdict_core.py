@@ -325,10 +325,18 @@ def test_what_a_first_pass_suspects() -> None:
 
 def test_an_inconclusive_slowdown_regresses_only_as_a_held_regression() -> None:
     rule, first = Rule(0.03), INCONCLUSIVE
-    # Every rerun below the bound and the combined comparison regressed: regressed.
-    assert judge_confirmation(first, REGRESSED, [0.85, 0.86], rule, REGRESSED) == REGRESSED
+    # Every rerun below the bound and the combined comparison regressed at the claim level
+    # (half of alpha: a second look): regressed.
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.86], rule, REGRESSED, 0.001) == REGRESSED
+    # Regressed at alpha but not at the claim level (0.03 > 0.025), or no p: not held.
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.86], rule, REGRESSED, 0.03) == \
+        INCONCLUSIVE
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.86], rule, REGRESSED) == INCONCLUSIVE
+    # A first pass that regressed is confirmed at alpha, as before (its first look claimed).
+    assert judge_confirmation(REGRESSED, REGRESSED, [0.85], rule, REGRESSED, 0.03) == REGRESSED
     # One rerun within the tolerance: not held, whatever the combined comparison says.
-    assert judge_confirmation(first, REGRESSED, [0.85, 0.99], rule, REGRESSED) == INCONCLUSIVE
+    assert judge_confirmation(first, REGRESSED, [0.85, 0.99], rule, REGRESSED, 0.001) == \
+        INCONCLUSIVE
     # The runs together exclude the regression: unchanged; still wide: inconclusive.
     assert judge_confirmation(first, UNCHANGED, [0.99, 1.0], rule, REGRESSED) == UNCHANGED
     assert judge_confirmation(first, INCONCLUSIVE, [0.9], rule, REGRESSED) == INCONCLUSIVE

@@ -133,8 +133,8 @@ def confirm(
                   if r.bench == bench.name and r.rate is not None and before.baseline > 0]
         failed = sum(1 for r in extra if r.bench == bench.name and not (r.ok and r.rate))
         # No successful confirmation run: the first pass's verdict is all there is.
-        kept = judge_confirmation(before.verdict, bench.verdict, ratios, Rule(tolerance),
-                                  names[bench.name])
+        kept = judge_confirmation(before.verdict, bench.verdict, ratios, Rule(tolerance, alpha),
+                                  names[bench.name], bench.p_value)
         record = BenchConfirmation(bench.name, before.verdict, before.ratio, tuple(ratios),
                                    failed, bench.verdict, bench.ratio, kept, names[bench.name])
         records.append(record)

@@ -426,17 +426,24 @@ def suspicion(word: str, ratio: float | None, rule: Rule, doubts: Sequence[str] 
 
 
 def judge_confirmation(first: str, combined: str, ratios: Sequence[float], rule: Rule,
-                       suspected: str | None = None) -> str:
+                       suspected: str | None = None, combined_p: float | None = None) -> str:
     """The verdict kept after the confirmation runs (``ratios``: each one's ratio) of a first
     pass that said ``first`` and suspected ``suspected`` (:func:`suspicion`; default ``first``):
     the first pass's when none succeeded; the suspected change when every run repeats it and
     the combined comparison says it; else the combined verdict, or NOT_HELD where that still
-    says the suspected change. An inconclusive slowdown is thus regressed only on the same
-    evidence as a first pass that regressed and held."""
+    says the suspected change.
+
+    An inconclusive slowdown is regressed on that evidence and one more condition: the
+    combined comparison's p (``combined_p``) at the claim level (``rule.claim_level``, half of
+    alpha), not alpha. Its first pass was already tested and did not claim; testing again with
+    more runs is a second look, and two looks at alpha each would claim a regression of
+    identical code more often than alpha (the sequential design's interim looks, likewise)."""
     suspected = first if suspected is None else suspected
     if not ratios:
         return first
-    if combined == suspected and all(repeats(suspected, r, rule) for r in ratios):
+    second_look = suspected != first
+    sure = not second_look or (combined_p is not None and combined_p <= rule.claim_level)
+    if combined == suspected and sure and all(repeats(suspected, r, rule) for r in ratios):
         return suspected
     return combined if combined != suspected else NOT_HELD
 
