@@ -39,7 +39,7 @@ def confirmation_lines(confirmation: Confirmation) -> list[tuple[str, str]]:
     for bench in confirmation.benchmarks:
         name = printable(bench.name)
         first = f"{name}: first pass {bench.first}, ratio {_ratio(bench.first_ratio)}"
-        if bench.suspected and bench.suspected != bench.first:  # an inconclusive slowdown
+        if bench.suspected != bench.first:  # an inconclusive slowdown
             first += f" (slower beyond the tolerance: {bench.suspected}? run again)"
         if bench.ratios:
             after = (f"{name}: confirmation {_runs(bench)}; with the first pass "

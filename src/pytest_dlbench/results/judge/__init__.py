@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         Confirmation,
         read_confirmation,
         suspected,
-        suspects,
     )
     from pytest_dlbench.results.judge.defaults import (
         CONFIRM,
@@ -120,7 +119,7 @@ _HOMES = {
     "comparison": ("BenchComparison", "Comparison"),
     "confirm": (
         "BenchConfirmation", "Confirmation", "NOT_HELD", "read_confirmation",
-        "suspected", "suspects",
+        "suspected",
     ),
     "defaults": ("CONFIRM", "PAIRED_RATE", "PAIRED_RATES", "PAIRED_TEST", "ROUNDS"),
     "history_drift": ("HistoryDrifts", "history_drifts"),
@@ -160,7 +159,7 @@ __all__ = [
     "PAIRED_RATES", "paired_stats", "PAIRED_TEST", "PAIRED_TESTS", "PairedStats", "pairs_of",
     "PERMUTATIONS", "quantile_stats", "reach", "read_confirmation", "REGRESSED", "repeats",
     "ROUNDS", "Rule", "SAME", "SavedComparison", "SEQUENTIAL", "session_drift", "Stop",
-    "stop_before", "summarize_paired_dir", "suspected", "suspects", "suspicion",
+    "stop_before", "summarize_paired_dir", "suspected", "suspicion",
     "TOLERANCE", "UNCHANGED", "UNSURE", "Verdict",
 ]
 __getattr__ = face_getattr(__name__, _HOMES)

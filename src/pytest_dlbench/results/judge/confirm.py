@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pytest_dlbench.results.model.summary import SuiteSummary
 
 __all__ = ["NOT_HELD", "BenchConfirmation", "Confirmation", "confirm", "read_confirmation",
-           "suspected", "suspects"]
+           "suspected"]
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -45,11 +45,6 @@ def suspected(comparison: Comparison) -> dict[str, str]:
     rule = Rule(comparison.tolerance, comparison.alpha)
     found = {b.name: suspicion(b.verdict, b.ratio, rule, b.doubts) for b in comparison.benchmarks}
     return {name: word for name, word in found.items() if word is not None}
-
-
-def suspects(comparison: Comparison) -> tuple[str, ...]:
-    """The benchmarks whose first pass is worth confirming (:func:`suspected`), in order."""
-    return tuple(suspected(comparison))
 
 
 @dataclass(frozen=True)
@@ -66,11 +61,11 @@ class BenchConfirmation:
     verdict: str  # what the comparison says now
     #: The change the first pass suspected: its verdict, or "regressed" for a slowdown beyond
     #: the tolerance it called inconclusive.
-    suspected: str = ""
+    suspected: str
 
     @property
     def held(self) -> bool:
-        return self.verdict == (self.suspected or self.first) and bool(self.ratios)
+        return self.verdict == self.suspected and bool(self.ratios)
 
     @property
     def outcome(self) -> str:
@@ -164,7 +159,7 @@ def read_confirmation(
     None when there is nothing to confirm or no confirmation ran to its end
     (``confirm/confirmed.json`` is written once every round ran: Ctrl-C cut short, the first
     pass's verdicts stand, in pytest and ``dlbench report``)."""
-    if not suspects(comparison):
+    if not suspected(comparison):
         return None
     done, streams = confirm_done(run_dir), confirm_streams(run_dir)
     try:
